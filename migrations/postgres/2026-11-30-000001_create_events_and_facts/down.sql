@@ -1,0 +1,2 @@
+DROP TABLE facts;
+DROP TABLE events;

@@ -1,0 +1,558 @@
+//! Typed settings: read from a TOML file, overridden by `INLET_<SECTION>__<KEY>`
+//! environment variables, resolved (secret references) and validated once at startup.
+//!
+//! Environment variables read here:
+//! - `INLET_CONFIG` — the configuration file path (through the command line, default
+//!   `inlet.toml`);
+//! - `INLET_<SECTION>__<KEY>` — overrides any scalar key, e.g. `INLET_DATABASE__URL`,
+//!   `INLET_SERVER__BIND`, `INLET_RETENTION__EVENTS`;
+//! - whatever `env:NAME` secret references name.
+//!
+//! Every validation error names the offending key (`sources[0].secrets[1]`,
+//! `database.url`, …) so an operator can find it in the file.
+
+use crate::db::DatabaseTarget;
+use crate::ledger::{FactRule, JsonPointer};
+use crate::signature::SchemeKind;
+use figment::providers::{Env, Format, Toml};
+use figment::Figment;
+use serde::Deserialize;
+use std::fmt;
+use std::path::Path;
+use std::time::Duration;
+
+/// Default listening address.
+pub const DEFAULT_BIND: &str = "127.0.0.1:8080";
+/// Default request body limit: 1 MiB, larger than any provider's documented maximum.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+/// Default database: an SQLite file below the working directory.
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://data/inlet.db";
+pub const DEFAULT_POOL_SIZE: u32 = 16;
+pub const DEFAULT_CONNECT_TIMEOUT: &str = "5s";
+pub const DEFAULT_BUSY_TIMEOUT: &str = "5s";
+pub const DEFAULT_LOCK_TIMEOUT: &str = "5s";
+/// Stripe's and Slack's libraries use five minutes.
+pub const DEFAULT_TOLERANCE_SECS: u64 = 300;
+pub const DEFAULT_RETENTION_EVENTS: &str = "35d";
+pub const DEFAULT_REPLAY_HORIZON: &str = "30d";
+
+/// A configuration that could not be loaded or is not safe to run.
+#[derive(Debug, thiserror::Error)]
+#[error("{key}: {message}")]
+pub struct ConfigError {
+    pub key: String,
+    pub message: String,
+}
+
+impl ConfigError {
+    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// A secret value. It never prints: `Debug` and `Display` show a placeholder.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(Box<str>);
+
+impl Secret {
+    pub fn new(value: impl Into<Box<str>>) -> Self {
+        Self(value.into())
+    }
+
+    /// The secret's text, for signing and verifying only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// Resolves a configured reference: `env:NAME`, `file:PATH` or a literal value.
+    fn resolve(reference: &str, key: &str) -> Result<Self, ConfigError> {
+        let value = if let Some(name) = reference.strip_prefix("env:") {
+            std::env::var(name).map_err(|_| {
+                ConfigError::new(key, format!("environment variable {name} is not set"))
+            })?
+        } else if let Some(path) = reference.strip_prefix("file:") {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                ConfigError::new(key, format!("cannot read secret file {path}: {e}"))
+            })?;
+            text.trim_end_matches(['\r', '\n']).to_owned()
+        } else {
+            reference.to_owned()
+        };
+        if value.is_empty() {
+            return Err(ConfigError::new(key, "the secret is empty"));
+        }
+        Ok(Self::new(value))
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// A duration written as `500ms`, `5s`, `30m`, `12h` or `35d`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct HumanDuration(pub Duration);
+
+impl HumanDuration {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        let split = text
+            .find(|c: char| !c.is_ascii_digit())
+            .ok_or_else(|| format!("'{text}' has no unit (use ms, s, m, h or d)"))?;
+        let (number, unit) = text.split_at(split);
+        let number: u64 = number
+            .parse()
+            .map_err(|_| format!("'{text}' does not start with a whole number"))?;
+        let millis_per_unit: u64 = match unit {
+            "ms" => 1,
+            "s" => 1_000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            "d" => 86_400_000,
+            _ => {
+                return Err(format!(
+                    "'{text}' has unknown unit '{unit}' (use ms, s, m, h or d)"
+                ))
+            }
+        };
+        number
+            .checked_mul(millis_per_unit)
+            .map(|ms| Self(Duration::from_millis(ms)))
+            .ok_or_else(|| format!("'{text}' is too large"))
+    }
+}
+
+impl fmt::Display for HumanDuration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = self.0.as_millis();
+        let units = [
+            (86_400_000, "d"),
+            (3_600_000, "h"),
+            (60_000, "m"),
+            (1_000, "s"),
+        ];
+        for (size, unit) in units {
+            if ms >= size && ms.is_multiple_of(size) {
+                return write!(f, "{}{unit}", ms / size);
+            }
+        }
+        write!(f, "{ms}ms")
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The file format, as written by the operator.
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSettings {
+    #[serde(default)]
+    server: RawServer,
+    #[serde(default)]
+    database: RawDatabase,
+    #[serde(default)]
+    sources: Vec<RawSource>,
+    #[serde(default)]
+    retention: RawRetention,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawServer {
+    bind: Option<String>,
+    max_body_bytes: Option<usize>,
+    workers: Option<usize>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawDatabase {
+    url: Option<String>,
+    pool_size: Option<u32>,
+    connect_timeout: Option<String>,
+    busy_timeout: Option<String>,
+    lock_timeout: Option<String>,
+    synchronous: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSource {
+    name: String,
+    scheme: String,
+    #[serde(default)]
+    secrets: Vec<String>,
+    tolerance_secs: Option<u64>,
+    #[serde(default)]
+    facts: Vec<RawFactRule>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFactRule {
+    types: Vec<String>,
+    key: String,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawRetention {
+    events: Option<String>,
+    replay_horizon: Option<String>,
+}
+
+// ---------------------------------------------------------------------------------------
+// The validated settings the rest of Inlet uses.
+
+/// Everything Inlet needs to run, validated.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub server: ServerSettings,
+    pub database: DatabaseSettings,
+    pub sources: Vec<SourceSettings>,
+    pub retention: RetentionSettings,
+}
+
+#[derive(Debug, Clone)]
+pub struct ServerSettings {
+    pub bind: String,
+    pub max_body_bytes: usize,
+    /// Worker threads; `None` lets actix choose (one per core).
+    pub workers: Option<usize>,
+}
+
+#[derive(Debug, Clone)]
+pub struct DatabaseSettings {
+    pub target: DatabaseTarget,
+    pub pool_size: u32,
+    /// How long to wait for a pooled connection (or a new one) before answering 503.
+    pub connect_timeout: Duration,
+    /// SQLite: how long a writer waits for the write lock.
+    pub busy_timeout: Duration,
+    /// PostgreSQL: how long a claim waits on a concurrent claim of the same key.
+    pub lock_timeout: Duration,
+    /// SQLite `synchronous` pragma: `normal` (default) or `full`.
+    pub synchronous: SqliteSynchronous,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SqliteSynchronous {
+    Normal,
+    Full,
+}
+
+impl SqliteSynchronous {
+    pub fn pragma_value(self) -> &'static str {
+        match self {
+            Self::Normal => "NORMAL",
+            Self::Full => "FULL",
+        }
+    }
+}
+
+/// One webhook sender: `POST /webhooks/{name}`.
+#[derive(Debug, Clone)]
+pub struct SourceSettings {
+    pub name: SourceName,
+    pub scheme: SchemeKind,
+    /// Every one of these verifies (rotation); the first one signs (`inlet sign`).
+    pub secrets: Vec<Secret>,
+    pub tolerance: Duration,
+    /// Configured rules first, then the scheme's defaults.
+    pub fact_rules: Vec<FactRule>,
+}
+
+#[derive(Debug, Clone)]
+pub struct RetentionSettings {
+    /// How long event rows (payloads and stored responses) are kept.
+    pub events: HumanDuration,
+    /// The oldest age at which a copy of an event can still arrive.
+    pub replay_horizon: HumanDuration,
+}
+
+/// A source's name, as it appears in the URL path: `[a-z0-9_-]`, 1 to 64 characters.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SourceName(String);
+
+impl SourceName {
+    pub fn parse(name: &str) -> Result<Self, String> {
+        let valid = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+        if valid {
+            Ok(Self(name.to_owned()))
+        } else {
+            Err(format!(
+                "'{name}' is not a valid source name (1-64 of a-z, 0-9, '_' and '-')"
+            ))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for SourceName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Settings {
+    /// Loads `path` (which must exist) with environment overrides.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        if !path.exists() {
+            return Err(ConfigError::new(
+                "config",
+                format!("configuration file {} does not exist", path.display()),
+            ));
+        }
+        let figment = Figment::from(Toml::file(path)).merge(
+            Env::prefixed("INLET_")
+                .filter(|key| key.as_str().contains("__"))
+                .split("__"),
+        );
+        Self::from_figment(figment)
+    }
+
+    /// Parses a TOML document without environment overrides (tests, examples).
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        Self::from_figment(Figment::from(Toml::string(text)))
+    }
+
+    fn from_figment(figment: Figment) -> Result<Self, ConfigError> {
+        let raw: RawSettings = figment.extract().map_err(|e| {
+            let key = e.path.join(".");
+            let key = if key.is_empty() {
+                "config".to_owned()
+            } else {
+                key
+            };
+            ConfigError::new(key, e.kind.to_string())
+        })?;
+        Self::validate(raw)
+    }
+
+    fn validate(raw: RawSettings) -> Result<Self, ConfigError> {
+        let server = ServerSettings {
+            bind: raw.server.bind.unwrap_or_else(|| DEFAULT_BIND.to_owned()),
+            max_body_bytes: raw.server.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES),
+            workers: raw.server.workers,
+        };
+        if server.max_body_bytes == 0 {
+            return Err(ConfigError::new(
+                "server.max_body_bytes",
+                "must be greater than 0",
+            ));
+        }
+        if server.workers == Some(0) {
+            return Err(ConfigError::new("server.workers", "must be greater than 0"));
+        }
+
+        let url = raw.database.url.as_deref().unwrap_or(DEFAULT_DATABASE_URL);
+        let database = DatabaseSettings {
+            target: DatabaseTarget::parse(url).map_err(|m| ConfigError::new("database.url", m))?,
+            pool_size: raw.database.pool_size.unwrap_or(DEFAULT_POOL_SIZE),
+            connect_timeout: duration(
+                "database.connect_timeout",
+                raw.database.connect_timeout.as_deref(),
+                DEFAULT_CONNECT_TIMEOUT,
+            )?
+            .0,
+            busy_timeout: duration(
+                "database.busy_timeout",
+                raw.database.busy_timeout.as_deref(),
+                DEFAULT_BUSY_TIMEOUT,
+            )?
+            .0,
+            lock_timeout: duration(
+                "database.lock_timeout",
+                raw.database.lock_timeout.as_deref(),
+                DEFAULT_LOCK_TIMEOUT,
+            )?
+            .0,
+            synchronous: match raw.database.synchronous.as_deref() {
+                None | Some("normal") | Some("NORMAL") => SqliteSynchronous::Normal,
+                Some("full") | Some("FULL") => SqliteSynchronous::Full,
+                Some(other) => {
+                    return Err(ConfigError::new(
+                        "database.synchronous",
+                        format!("'{other}' is not one of normal, full"),
+                    ))
+                }
+            },
+        };
+        if database.pool_size == 0 {
+            return Err(ConfigError::new(
+                "database.pool_size",
+                "must be greater than 0",
+            ));
+        }
+
+        let mut sources: Vec<SourceSettings> = Vec::with_capacity(raw.sources.len());
+        for (index, source) in raw.sources.into_iter().enumerate() {
+            let settings = validate_source(index, source)?;
+            if sources.iter().any(|s| s.name == settings.name) {
+                return Err(ConfigError::new(
+                    format!("sources[{index}].name"),
+                    format!("source '{}' is defined twice", settings.name),
+                ));
+            }
+            sources.push(settings);
+        }
+
+        let retention = RetentionSettings {
+            events: duration(
+                "retention.events",
+                raw.retention.events.as_deref(),
+                DEFAULT_RETENTION_EVENTS,
+            )?,
+            replay_horizon: duration(
+                "retention.replay_horizon",
+                raw.retention.replay_horizon.as_deref(),
+                DEFAULT_REPLAY_HORIZON,
+            )?,
+        };
+        if retention.events <= retention.replay_horizon {
+            return Err(ConfigError::new(
+                "retention.events",
+                format!(
+                    "events are kept for {} but copies can still arrive for {} \
+                     (retention.replay_horizon): the window must be longer than the horizon, \
+                     or a late duplicate would find no stored answer",
+                    retention.events, retention.replay_horizon
+                ),
+            ));
+        }
+
+        Ok(Self {
+            server,
+            database,
+            sources,
+            retention,
+        })
+    }
+
+    pub fn source(&self, name: &str) -> Option<&SourceSettings> {
+        self.sources.iter().find(|s| s.name.as_str() == name)
+    }
+}
+
+fn duration(key: &str, value: Option<&str>, default: &str) -> Result<HumanDuration, ConfigError> {
+    HumanDuration::parse(value.unwrap_or(default)).map_err(|m| ConfigError::new(key, m))
+}
+
+fn validate_source(index: usize, raw: RawSource) -> Result<SourceSettings, ConfigError> {
+    let key = |field: &str| format!("sources[{index}].{field}");
+    let name = SourceName::parse(&raw.name).map_err(|m| ConfigError::new(key("name"), m))?;
+    let scheme = SchemeKind::parse(&raw.scheme).map_err(|m| ConfigError::new(key("scheme"), m))?;
+    if raw.secrets.is_empty() {
+        return Err(ConfigError::new(
+            key("secrets"),
+            "at least one secret is required (unsigned webhooks are never accepted)",
+        ));
+    }
+    let secrets = raw
+        .secrets
+        .iter()
+        .enumerate()
+        .map(|(i, reference)| Secret::resolve(reference, &key(&format!("secrets[{i}]"))))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut fact_rules = Vec::new();
+    for (i, rule) in raw.facts.into_iter().enumerate() {
+        if rule.types.is_empty() {
+            return Err(ConfigError::new(
+                key(&format!("facts[{i}].types")),
+                "names no event type",
+            ));
+        }
+        let pointer = JsonPointer::parse(&rule.key)
+            .map_err(|m| ConfigError::new(key(&format!("facts[{i}].key")), m))?;
+        let rule = FactRule::new(rule.types, pointer);
+        if let Some(update_like) = rule.update_like_type() {
+            return Err(ConfigError::new(
+                key(&format!("facts[{i}].types")),
+                format!(
+                    "'{update_like}' is an update: distinct updates of one object are distinct \
+                     facts, so it must not be keyed on the object alone"
+                ),
+            ));
+        }
+        fact_rules.push(rule);
+    }
+    fact_rules.extend(scheme.default_fact_rules());
+    Ok(SourceSettings {
+        name,
+        scheme,
+        secrets,
+        tolerance: Duration::from_secs(raw.tolerance_secs.unwrap_or(DEFAULT_TOLERANCE_SECS)),
+        fact_rules,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_and_print() {
+        assert_eq!(
+            HumanDuration::parse("500ms").unwrap().0,
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            HumanDuration::parse("35d").unwrap().0,
+            Duration::from_secs(35 * 86_400)
+        );
+        assert_eq!(HumanDuration::parse("35d").unwrap().to_string(), "35d");
+        assert_eq!(HumanDuration::parse("90s").unwrap().to_string(), "90s");
+        assert!(HumanDuration::parse("5").is_err());
+        assert!(HumanDuration::parse("5w").is_err());
+        assert!(HumanDuration::parse("d").is_err());
+        assert!(HumanDuration::parse("99999999999999999999d").is_err());
+    }
+
+    #[test]
+    fn errors_name_the_offending_key() {
+        let err = Settings::from_toml("[database]\nurl = \"sqlite:/x.db\"\n").unwrap_err();
+        assert_eq!(err.key, "database.url");
+
+        let err = Settings::from_toml(
+            "[[sources]]\nname = \"stripe\"\nscheme = \"stripe\"\nsecrets = [\"env:INLET_TEST_UNSET_VAR\"]\n",
+        )
+        .unwrap_err();
+        assert_eq!(err.key, "sources[0].secrets[0]");
+        assert!(err.message.contains("INLET_TEST_UNSET_VAR"));
+
+        let err = Settings::from_toml("[server]\nbnd = \"x\"\n").unwrap_err();
+        assert!(err.to_string().contains("bnd"), "{err}");
+
+        let err = Settings::from_toml("[retention]\nevents = \"3d\"\nreplay_horizon = \"30d\"\n")
+            .unwrap_err();
+        assert_eq!(err.key, "retention.events");
+        assert!(err.message.contains("3d") && err.message.contains("30d"));
+    }
+
+    #[test]
+    fn secrets_never_print() {
+        let secret = Secret::new("whsec_very_secret");
+        assert!(!format!("{secret:?}").contains("very_secret"));
+    }
+
+    #[test]
+    fn file_secrets_drop_the_trailing_newline() {
+        let path = std::env::temp_dir().join(format!("inlet-secret-{}", std::process::id()));
+        std::fs::write(&path, "whsec_from_file\n").unwrap();
+        let secret = Secret::resolve(&format!("file:{}", path.display()), "k").unwrap();
+        assert_eq!(secret.expose(), "whsec_from_file");
+        let _ = std::fs::remove_file(path);
+    }
+}

@@ -1,0 +1,44 @@
+//! Embedded per-backend migrations (`migrations/sqlite`, `migrations/postgres`, same names
+//! and order), run by `inlet migrate` and at `inlet serve` start.
+
+use super::DbConnection;
+use diesel::connection::SimpleConnection;
+use diesel_migrations::{embed_migrations, EmbeddedMigrations, MigrationHarness};
+
+const SQLITE: EmbeddedMigrations = embed_migrations!("migrations/sqlite");
+const POSTGRES: EmbeddedMigrations = embed_migrations!("migrations/postgres");
+
+/// Serializes migrations across Inlet instances sharing one PostgreSQL database.
+const MIGRATION_LOCK_KEY: i64 = 0x17e7_0001;
+
+/// Applies every pending migration; returns the versions applied.
+pub fn run_migrations(conn: &mut DbConnection) -> anyhow::Result<Vec<String>> {
+    let applied = match conn {
+        DbConnection::Sqlite(c) => {
+            // WAL lets readers proceed while one writer commits; it persists in the file.
+            c.batch_execute("PRAGMA journal_mode = WAL")?;
+            c.run_pending_migrations(SQLITE)
+                .map(|versions| versions.iter().map(ToString::to_string).collect())
+                .map_err(|e| anyhow::anyhow!("SQLite migration failed: {e}"))?
+        }
+        DbConnection::Postgres(c) => {
+            c.batch_execute(&format!("SELECT pg_advisory_lock({MIGRATION_LOCK_KEY})"))?;
+            let result = c
+                .run_pending_migrations(POSTGRES)
+                .map(|versions| versions.iter().map(ToString::to_string).collect())
+                .map_err(|e| anyhow::anyhow!("PostgreSQL migration failed: {e}"));
+            c.batch_execute(&format!("SELECT pg_advisory_unlock({MIGRATION_LOCK_KEY})"))?;
+            result?
+        }
+    };
+    Ok(applied)
+}
+
+/// How many migrations this binary knows that the database has not applied.
+pub fn pending_migrations(conn: &mut DbConnection) -> anyhow::Result<usize> {
+    let pending = match conn {
+        DbConnection::Sqlite(c) => c.pending_migrations(SQLITE).map(|p| p.len()),
+        DbConnection::Postgres(c) => c.pending_migrations(POSTGRES).map(|p| p.len()),
+    };
+    pending.map_err(|e| anyhow::anyhow!("cannot read the migration table: {e}"))
+}

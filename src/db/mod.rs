@@ -1,0 +1,311 @@
+//! Storage: one connection type over SQLite and PostgreSQL, our own r2d2 manager that
+//! picks the backend from the URL scheme, per-connection settings, migrations, and the
+//! write transaction every ingest runs in.
+//!
+//! Portable queries take `&mut DbConnection`. The few statements whose SQL differs by
+//! dialect (the claim upserts, `SKIP LOCKED` leasing) use [`dialect!`] and live next to
+//! the model that owns them — nowhere else.
+
+pub mod schema;
+
+mod migrations;
+
+pub use migrations::{pending_migrations, run_migrations};
+
+use crate::config::DatabaseSettings;
+use diesel::connection::{AnsiTransactionManager, SimpleConnection, TransactionManager};
+use diesel::pg::PgConnection;
+use diesel::sqlite::SqliteConnection;
+use diesel::Connection;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A connection to either backend.
+#[derive(diesel::MultiConnection)]
+pub enum DbConnection {
+    Postgres(PgConnection),
+    Sqlite(SqliteConnection),
+}
+
+/// Runs `$body` with `$c` bound to the backend's own connection type, for the few
+/// statements diesel cannot express on the multi-backend (`ON CONFLICT`, `SKIP LOCKED`).
+macro_rules! dialect {
+    ($conn:expr, $c:ident => $body:expr) => {
+        match $conn {
+            $crate::db::DbConnection::Postgres($c) => $body,
+            $crate::db::DbConnection::Sqlite($c) => $body,
+        }
+    };
+}
+pub(crate) use dialect;
+
+pub type DbPool = r2d2::Pool<ConnectionManager>;
+pub type PooledConnection = r2d2::PooledConnection<ConnectionManager>;
+
+/// Where the data lives, parsed from `database.url`.
+#[derive(Clone, PartialEq, Eq)]
+pub enum DatabaseTarget {
+    /// `sqlite://PATH`: the text after `sqlite://` is the file path (relative or absolute).
+    Sqlite(PathBuf),
+    /// `postgres://…` or `postgresql://…`, handed to libpq as written.
+    Postgres(String),
+}
+
+impl DatabaseTarget {
+    /// Parses a database URL. Anything but the two known schemes is an error: a typo must
+    /// never silently create an empty SQLite file somewhere.
+    pub fn parse(url: &str) -> Result<Self, String> {
+        if let Some(path) = url.strip_prefix("sqlite://") {
+            if path.is_empty() || path.starts_with(':') {
+                return Err(format!(
+                    "'{url}' names no SQLite file (write sqlite://data/inlet.db or sqlite:///abs/path.db)"
+                ));
+            }
+            return Ok(Self::Sqlite(PathBuf::from(path)));
+        }
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            return Ok(Self::Postgres(url.to_owned()));
+        }
+        let scheme = url.split(':').next().unwrap_or_default();
+        Err(format!(
+            "unsupported database URL scheme '{scheme}' (expected sqlite:// or postgres://)"
+        ))
+    }
+
+    pub fn backend_name(&self) -> &'static str {
+        match self {
+            Self::Sqlite(_) => "sqlite",
+            Self::Postgres(_) => "postgres",
+        }
+    }
+}
+
+/// Shows the target without a PostgreSQL password.
+impl fmt::Debug for DatabaseTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Sqlite(path) => write!(f, "sqlite://{}", path.display()),
+            Self::Postgres(url) => {
+                let redacted = match (url.find("://"), url.rfind('@')) {
+                    (Some(start), Some(at)) if at > start => {
+                        let credentials = &url[start + 3..at];
+                        match credentials.split_once(':') {
+                            Some((user, _)) => {
+                                format!("{}{user}:***{}", &url[..start + 3], &url[at..])
+                            }
+                            None => url.clone(),
+                        }
+                    }
+                    _ => url.clone(),
+                };
+                f.write_str(&redacted)
+            }
+        }
+    }
+}
+
+impl fmt::Display for DatabaseTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// Opens connections for r2d2 and applies the per-connection settings.
+#[derive(Debug, Clone)]
+pub struct ConnectionManager {
+    target: DatabaseTarget,
+    settings: DatabaseSettings,
+}
+
+/// A connection that could not be opened or configured.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConnectError(String);
+
+impl ConnectionManager {
+    pub fn new(settings: &DatabaseSettings) -> Self {
+        Self {
+            target: settings.target.clone(),
+            settings: settings.clone(),
+        }
+    }
+
+    fn connect_sqlite(&self, path: &std::path::Path) -> Result<DbConnection, ConnectError> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                ConnectError(format!("cannot create directory {}: {e}", parent.display()))
+            })?;
+        }
+        let path_text = path
+            .to_str()
+            .ok_or_else(|| ConnectError(format!("{} is not valid UTF-8", path.display())))?;
+        let mut conn = SqliteConnection::establish(path_text)
+            .map_err(|e| ConnectError(format!("cannot open {path_text}: {e}")))?;
+        conn.batch_execute(&format!(
+            "PRAGMA busy_timeout = {}; PRAGMA synchronous = {}; PRAGMA foreign_keys = ON;",
+            self.settings.busy_timeout.as_millis(),
+            self.settings.synchronous.pragma_value(),
+        ))
+        .map_err(|e| ConnectError(format!("cannot configure {path_text}: {e}")))?;
+        Ok(DbConnection::Sqlite(conn))
+    }
+
+    fn connect_postgres(&self, url: &str) -> Result<DbConnection, ConnectError> {
+        let url = with_connect_timeout(url, self.settings.connect_timeout);
+        let mut conn = PgConnection::establish(&url).map_err(|e| ConnectError(e.to_string()))?;
+        conn.batch_execute(&format!(
+            "SET lock_timeout = '{}ms'",
+            self.settings.lock_timeout.as_millis()
+        ))
+        .map_err(|e| ConnectError(format!("cannot configure the session: {e}")))?;
+        Ok(DbConnection::Postgres(conn))
+    }
+}
+
+/// Adds libpq's `connect_timeout` unless the URL sets one, so an unreachable server fails
+/// within the configured time instead of the operating system's TCP timeout.
+fn with_connect_timeout(url: &str, timeout: Duration) -> String {
+    if url.contains("connect_timeout=") {
+        return url.to_owned();
+    }
+    // libpq treats values below 2 seconds as 2.
+    let seconds = timeout.as_secs().max(2);
+    let separator = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{separator}connect_timeout={seconds}")
+}
+
+impl r2d2::ManageConnection for ConnectionManager {
+    type Connection = DbConnection;
+    type Error = ConnectError;
+
+    fn connect(&self) -> Result<DbConnection, ConnectError> {
+        match &self.target {
+            DatabaseTarget::Sqlite(path) => self.connect_sqlite(path),
+            DatabaseTarget::Postgres(url) => self.connect_postgres(url),
+        }
+    }
+
+    fn is_valid(&self, conn: &mut DbConnection) -> Result<(), ConnectError> {
+        conn.batch_execute("SELECT 1")
+            .map_err(|e| ConnectError(e.to_string()))
+    }
+
+    fn has_broken(&self, conn: &mut DbConnection) -> bool {
+        // An open or failed transaction (a panic mid-transaction, a failed rollback) makes
+        // the connection unusable: dropping it lets the server roll back.
+        <DbConnection as Connection>::TransactionManager::is_broken_transaction_manager(conn)
+    }
+}
+
+#[derive(Debug)]
+struct LogConnectErrors;
+
+impl r2d2::HandleError<ConnectError> for LogConnectErrors {
+    fn handle_error(&self, error: ConnectError) {
+        tracing::warn!(%error, "database connection failed");
+    }
+}
+
+/// Builds the pool. Connections are opened lazily beyond the first, so a database that is
+/// briefly away at startup is reported once, clearly.
+pub fn build_pool(settings: &DatabaseSettings) -> Result<DbPool, r2d2::Error> {
+    r2d2::Pool::builder()
+        .max_size(settings.pool_size)
+        .min_idle(Some(1))
+        .connection_timeout(settings.connect_timeout)
+        .test_on_check_out(true)
+        .error_handler(Box::new(LogConnectErrors))
+        .build(ConnectionManager::new(settings))
+}
+
+/// Runs `work` in one write transaction: `BEGIN IMMEDIATE` on SQLite (take the write lock
+/// up front, waiting up to `busy_timeout`, so no transaction has to upgrade a read lock
+/// and fail), `BEGIN` (read committed) on PostgreSQL. Commits when `work` succeeds, rolls
+/// back otherwise.
+pub fn write_transaction<T, E>(
+    conn: &mut DbConnection,
+    work: impl FnOnce(&mut DbConnection) -> Result<T, E>,
+) -> Result<T, E>
+where
+    E: From<diesel::result::Error>,
+{
+    match conn {
+        DbConnection::Sqlite(c) => {
+            AnsiTransactionManager::begin_transaction_sql(c, "BEGIN IMMEDIATE")?
+        }
+        DbConnection::Postgres(c) => AnsiTransactionManager::begin_transaction(c)?,
+    }
+    match work(conn) {
+        Ok(value) => {
+            <DbConnection as Connection>::TransactionManager::commit_transaction(conn)?;
+            Ok(value)
+        }
+        Err(error) => {
+            if let Err(rollback) =
+                <DbConnection as Connection>::TransactionManager::rollback_transaction(conn)
+            {
+                // The connection is now marked broken and the pool discards it, which
+                // rolls the transaction back on the server.
+                tracing::warn!(error = %rollback, "rollback failed");
+            }
+            Err(error)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_pick_the_backend_or_fail() {
+        assert_eq!(
+            DatabaseTarget::parse("sqlite://data/inlet.db").unwrap(),
+            DatabaseTarget::Sqlite(PathBuf::from("data/inlet.db"))
+        );
+        assert_eq!(
+            DatabaseTarget::parse("sqlite:///var/lib/inlet/inlet.db").unwrap(),
+            DatabaseTarget::Sqlite(PathBuf::from("/var/lib/inlet/inlet.db"))
+        );
+        assert!(matches!(
+            DatabaseTarget::parse("postgresql://u@h/db").unwrap(),
+            DatabaseTarget::Postgres(_)
+        ));
+        for bad in [
+            "sqlite:data.db",
+            "sqlite://",
+            "sqlite://:memory:",
+            "sqllite://x.db",
+            "data.db",
+            "mysql://x",
+        ] {
+            assert!(DatabaseTarget::parse(bad).is_err(), "{bad} must be refused");
+        }
+    }
+
+    #[test]
+    fn postgres_passwords_do_not_print() {
+        let target = DatabaseTarget::parse("postgres://inlet:hunter2@db:5432/inlet").unwrap();
+        let shown = target.to_string();
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("inlet:***@db"), "{shown}");
+    }
+
+    #[test]
+    fn connect_timeout_is_added_once() {
+        let d = Duration::from_secs(5);
+        assert_eq!(
+            with_connect_timeout("postgres://h/db", d),
+            "postgres://h/db?connect_timeout=5"
+        );
+        assert_eq!(
+            with_connect_timeout("postgres://h/db?sslmode=disable", d),
+            "postgres://h/db?sslmode=disable&connect_timeout=5"
+        );
+        assert_eq!(
+            with_connect_timeout("postgres://h/db?connect_timeout=9", d),
+            "postgres://h/db?connect_timeout=9"
+        );
+    }
+}

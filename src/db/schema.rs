@@ -1,0 +1,36 @@
+//! The tables, in portable types shared by SQLite and PostgreSQL. Operators query these
+//! tables directly: their names and columns are part of the contract.
+
+diesel::table! {
+    /// The inbox and dedupe record. Expires after `retention.events`.
+    events (id) {
+        id -> BigInt,
+        source -> Text,
+        event_id -> Text,
+        event_type -> Nullable<Text>,
+        fingerprint -> Text,
+        status -> Text,
+        fact_kind -> Text,
+        fact_key -> Text,
+        payload -> Binary,
+        response_status -> Nullable<Integer>,
+        response_content_type -> Nullable<Text>,
+        response_body -> Nullable<Binary>,
+        received_at -> Timestamp,
+        expires_at -> Timestamp,
+    }
+}
+
+diesel::table! {
+    /// The ledger of facts. Permanent: never swept.
+    facts (id) {
+        id -> BigInt,
+        source -> Text,
+        kind -> Text,
+        fact_key -> Text,
+        first_event_id -> Text,
+        created_at -> Timestamp,
+    }
+}
+
+diesel::allow_tables_to_appear_in_same_query!(events, facts);

@@ -1,0 +1,258 @@
+//! The one error type at the HTTP boundary: every rejection becomes an
+//! `application/problem+json` body (RFC 9457) with a stable machine-readable `reason`.
+//!
+//! Database errors are mapped deliberately: an unreachable or busy database is `503` with
+//! `Retry-After` (nothing was stored, the provider retries), a claim that could not wait
+//! for a concurrent claim of the same key is `409` with `Retry-After`, and anything else is
+//! a logged `500`.
+
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, ResponseError};
+use serde::Serialize;
+use std::fmt;
+
+/// Why a request was refused. The `code` is part of the public contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    NotFound,
+    UnknownSource,
+    PayloadTooLarge,
+    MissingSignature,
+    MalformedSignature,
+    BadSignature,
+    TimestampOutOfTolerance,
+    InvalidBody,
+    MissingEventId,
+    InvalidEventId,
+    MissingFactKey,
+    FingerprintMismatch,
+    ClaimInProgress,
+    DatabaseUnavailable,
+    Internal,
+}
+
+impl Reason {
+    pub const ALL: [Reason; 15] = [
+        Reason::NotFound,
+        Reason::UnknownSource,
+        Reason::PayloadTooLarge,
+        Reason::MissingSignature,
+        Reason::MalformedSignature,
+        Reason::BadSignature,
+        Reason::TimestampOutOfTolerance,
+        Reason::InvalidBody,
+        Reason::MissingEventId,
+        Reason::InvalidEventId,
+        Reason::MissingFactKey,
+        Reason::FingerprintMismatch,
+        Reason::ClaimInProgress,
+        Reason::DatabaseUnavailable,
+        Reason::Internal,
+    ];
+
+    /// The stable reason code, used in the body, in metrics and in logs.
+    pub fn code(self) -> &'static str {
+        match self {
+            Reason::NotFound => "not_found",
+            Reason::UnknownSource => "unknown_source",
+            Reason::PayloadTooLarge => "payload_too_large",
+            Reason::MissingSignature => "missing_signature",
+            Reason::MalformedSignature => "malformed_signature",
+            Reason::BadSignature => "bad_signature",
+            Reason::TimestampOutOfTolerance => "timestamp_out_of_tolerance",
+            Reason::InvalidBody => "invalid_body",
+            Reason::MissingEventId => "missing_event_id",
+            Reason::InvalidEventId => "invalid_event_id",
+            Reason::MissingFactKey => "missing_fact_key",
+            Reason::FingerprintMismatch => "fingerprint_mismatch",
+            Reason::ClaimInProgress => "claim_in_progress",
+            Reason::DatabaseUnavailable => "database_unavailable",
+            Reason::Internal => "internal_error",
+        }
+    }
+
+    pub fn status(self) -> StatusCode {
+        match self {
+            Reason::NotFound | Reason::UnknownSource => StatusCode::NOT_FOUND,
+            Reason::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Reason::MissingSignature
+            | Reason::MalformedSignature
+            | Reason::InvalidBody
+            | Reason::MissingEventId
+            | Reason::InvalidEventId
+            | Reason::MissingFactKey => StatusCode::BAD_REQUEST,
+            Reason::BadSignature | Reason::TimestampOutOfTolerance => StatusCode::UNAUTHORIZED,
+            Reason::FingerprintMismatch => StatusCode::UNPROCESSABLE_ENTITY,
+            Reason::ClaimInProgress => StatusCode::CONFLICT,
+            Reason::DatabaseUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Reason::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn title(self) -> &'static str {
+        match self {
+            Reason::NotFound => "No such route",
+            Reason::UnknownSource => "Unknown webhook source",
+            Reason::PayloadTooLarge => "Request body too large",
+            Reason::MissingSignature => "Signature header missing",
+            Reason::MalformedSignature => "Signature header malformed",
+            Reason::BadSignature => "Signature does not match",
+            Reason::TimestampOutOfTolerance => "Signed timestamp outside the tolerance",
+            Reason::InvalidBody => "Request body cannot be parsed",
+            Reason::MissingEventId => "Event id missing",
+            Reason::InvalidEventId => "Event id invalid",
+            Reason::MissingFactKey => "Fact key missing",
+            Reason::FingerprintMismatch => "Event id reused with a different body",
+            Reason::ClaimInProgress => "Event is being processed by a concurrent request",
+            Reason::DatabaseUnavailable => "Database unavailable",
+            Reason::Internal => "Internal error",
+        }
+    }
+
+    /// Seconds a client should wait before retrying, for the retryable reasons.
+    pub fn retry_after_secs(self) -> Option<u32> {
+        match self {
+            Reason::ClaimInProgress => Some(1),
+            Reason::DatabaseUnavailable => Some(5),
+            _ => None,
+        }
+    }
+}
+
+/// A refused request: a reason and a human-readable detail.
+#[derive(Debug, Clone)]
+pub struct Problem {
+    pub reason: Reason,
+    pub detail: String,
+}
+
+#[derive(Serialize)]
+struct ProblemBody<'a> {
+    #[serde(rename = "type")]
+    kind: String,
+    title: &'a str,
+    status: u16,
+    reason: &'a str,
+    detail: &'a str,
+}
+
+impl Problem {
+    pub fn new(reason: Reason, detail: impl Into<String>) -> Self {
+        Self {
+            reason,
+            detail: detail.into(),
+        }
+    }
+
+    pub fn internal(detail: impl Into<String>) -> Self {
+        Self::new(Reason::Internal, detail)
+    }
+
+    pub fn unavailable(detail: impl Into<String>) -> Self {
+        Self::new(Reason::DatabaseUnavailable, detail)
+    }
+
+    /// The problem+json document.
+    pub fn body(&self) -> Vec<u8> {
+        let code = self.reason.code();
+        let body = ProblemBody {
+            kind: format!("urn:inlet:problem:{code}"),
+            title: self.reason.title(),
+            status: self.reason.status().as_u16(),
+            reason: code,
+            detail: &self.detail,
+        };
+        // Serializing a struct of strings and integers cannot fail.
+        serde_json::to_vec(&body).unwrap_or_default()
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.reason.code(), self.detail)
+    }
+}
+
+impl ResponseError for Problem {
+    fn status_code(&self) -> StatusCode {
+        self.reason.status()
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let mut response = HttpResponse::build(self.status_code());
+        response.insert_header((
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        ));
+        if let Some(seconds) = self.reason.retry_after_secs() {
+            response.insert_header((header::RETRY_AFTER, seconds.to_string()));
+        }
+        response.body(self.body())
+    }
+}
+
+impl From<diesel::result::Error> for Problem {
+    fn from(error: diesel::result::Error) -> Self {
+        use diesel::result::{DatabaseErrorKind, Error};
+        match &error {
+            Error::DatabaseError(DatabaseErrorKind::ClosedConnection, _)
+            | Error::BrokenTransactionManager => {
+                Problem::unavailable(format!("the database connection failed: {error}"))
+            }
+            Error::DatabaseError(DatabaseErrorKind::SerializationFailure, _) => Problem::new(
+                Reason::ClaimInProgress,
+                "a concurrent transaction touched the same event; retry",
+            ),
+            Error::DatabaseError(DatabaseErrorKind::Unknown, info) => {
+                let message = info.message();
+                if message.contains("lock timeout") {
+                    // PostgreSQL `lock_timeout` while waiting on a concurrent claim.
+                    Problem::new(
+                        Reason::ClaimInProgress,
+                        "a concurrent request holds this event's claim; retry",
+                    )
+                } else if message.contains("database is locked")
+                    || message.contains("database is busy")
+                {
+                    // SQLite `busy_timeout` expired waiting for the write lock.
+                    Problem::unavailable("the database stayed locked past busy_timeout")
+                } else {
+                    Problem::internal(format!("database error: {message}"))
+                }
+            }
+            _ => Problem::internal(format!("database error: {error}")),
+        }
+    }
+}
+
+impl From<r2d2::Error> for Problem {
+    fn from(error: r2d2::Error) -> Self {
+        Problem::unavailable(format!("no database connection: {error}"))
+    }
+}
+
+impl From<actix_web::error::BlockingError> for Problem {
+    fn from(_: actix_web::error::BlockingError) -> Self {
+        Problem::internal("the database task was aborted")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_reason_has_a_distinct_code_and_a_valid_body() {
+        let mut codes: Vec<_> = Reason::ALL.iter().map(|r| r.code()).collect();
+        codes.sort_unstable();
+        codes.dedup();
+        assert_eq!(codes.len(), Reason::ALL.len());
+        for reason in Reason::ALL {
+            let body: serde_json::Value =
+                serde_json::from_slice(&Problem::new(reason, "d").body()).unwrap();
+            assert_eq!(body["reason"], reason.code());
+            assert_eq!(body["status"], reason.status().as_u16());
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! `POST /webhooks/{source}`: size limit → source lookup → signature over the raw bytes →
+//! identity and fact → the ingest transaction on a blocking thread → the answer.
+//! Every outcome and every rejection is logged and counted here, in one place.
+
+use super::{fingerprint, process, Answer, Claim, Outcome};
+use crate::error::{Problem, Reason};
+use crate::ledger::FactIdentity;
+use crate::signature::{Keys, Unverified};
+use crate::startup::AppState;
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
+use std::time::Instant;
+
+/// Header added to every stored answer given to a duplicate.
+pub const REPLAYED_HEADER: &str = "Idempotent-Replayed";
+
+pub async fn receive_webhook(
+    request: HttpRequest,
+    source: web::Path<String>,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+) -> HttpResponse {
+    let name = source.into_inner();
+    // Unknown names come from the network: never a label or a log field as sent.
+    let source_label = match state.settings.source(&name) {
+        Some(source) => source.name.as_str().to_owned(),
+        None => "unknown".to_owned(),
+    };
+    let started = Instant::now();
+    let result = ingest(&request, &name, payload, &state).await;
+    let outcome = match &result {
+        Ok((outcome, _, _)) => outcome.as_str(),
+        Err(problem) => problem.reason.code(),
+    };
+    metrics::counter!("inlet_webhooks_total", "source" => source_label.clone(), "outcome" => outcome)
+        .increment(1);
+    match result {
+        Ok((outcome, event_id, answer)) => {
+            metrics::histogram!("inlet_ingest_duration_seconds", "source" => source_label.clone())
+                .record(started.elapsed().as_secs_f64());
+            tracing::info!(source = %source_label, %event_id, outcome = outcome.as_str(), "webhook processed");
+            answer_response(outcome, answer)
+        }
+        Err(problem) => {
+            if problem.reason == Reason::Internal {
+                tracing::error!(source = %source_label, reason = problem.reason.code(), detail = %problem.detail, "webhook failed");
+            } else {
+                tracing::warn!(source = %source_label, reason = problem.reason.code(), detail = %problem.detail, "webhook rejected");
+            }
+            problem.error_response()
+        }
+    }
+}
+
+async fn ingest(
+    request: &HttpRequest,
+    name: &str,
+    payload: web::Payload,
+    state: &AppState,
+) -> Result<(Outcome, String, Answer), Problem> {
+    let source = state.settings.source(name).ok_or_else(|| {
+        Problem::new(
+            Reason::UnknownSource,
+            "no source of that name is configured",
+        )
+    })?;
+    let limit = state.settings.server.max_body_bytes;
+    let too_large = || {
+        Problem::new(
+            Reason::PayloadTooLarge,
+            format!("the body is larger than the limit of {limit} bytes"),
+        )
+    };
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|length| length > limit) {
+        return Err(too_large());
+    }
+    let body = payload
+        .to_bytes_limited(limit)
+        .await
+        .map_err(|_| too_large())?
+        .map_err(|e| {
+            Problem::new(
+                Reason::InvalidBody,
+                format!("the body could not be read: {e}"),
+            )
+        })?;
+
+    let now = state.clock.now();
+    let scheme = source.scheme.scheme();
+    let keys = Keys {
+        secrets: &source.secrets,
+        tolerance: source.tolerance,
+    };
+    let verified = scheme.verify(Unverified::new(request.headers(), &body), keys, now)?;
+    let identity = scheme.identify(&verified)?;
+    let fact = FactIdentity::of_event(
+        &source.fact_rules,
+        identity.event_type.as_deref(),
+        &identity.event_id,
+        identity.document.as_ref(),
+    )?;
+    let event_id = identity.event_id.to_string();
+    let claim = Claim {
+        source: source.name.as_str().to_owned(),
+        identity,
+        fact,
+        fingerprint: fingerprint(&body),
+        received_at: now,
+        expires_at: now + state.settings.retention.events.0,
+        payload: body,
+    };
+
+    let pool = state.pool.clone();
+    let faults = state.faults.clone();
+    let (outcome, answer) = web::block(move || {
+        let mut conn = pool.get()?;
+        process(&mut conn, &claim, &faults)
+    })
+    .await??;
+    Ok((outcome, event_id, answer))
+}
+
+fn answer_response(outcome: Outcome, answer: Answer) -> HttpResponse {
+    let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
+    let mut response = HttpResponse::build(status);
+    if let Ok(content_type) = HeaderValue::from_str(&answer.content_type) {
+        response.insert_header((header::CONTENT_TYPE, content_type));
+    }
+    if outcome == Outcome::Replayed {
+        response.insert_header((REPLAYED_HEADER, "true"));
+    }
+    response.body(answer.body)
+}

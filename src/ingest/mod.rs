@@ -1,0 +1,302 @@
+//! The request path of `POST /webhooks/{source}`: identity, fingerprint, and the one
+//! transaction that claims the event, records its fact and stores the answer.
+//!
+//! ```text
+//! claim event (INSERT … ON CONFLICT DO NOTHING RETURNING)
+//!   ├─ claimed:  record fact (ON CONFLICT DO NOTHING) → store answer → commit
+//!   └─ conflict: read stored row → same fingerprint: stored answer
+//!                                  other fingerprint: 422
+//! ```
+
+mod event;
+mod handler;
+
+pub use event::{Answer, StoredEvent};
+pub use handler::receive_webhook;
+
+use crate::db::{write_transaction, DbConnection};
+use crate::error::{Problem, Reason};
+use crate::faults::Faults;
+use crate::ledger::{self, FactIdentity, NewFact};
+use chrono::{DateTime, Utc};
+use event::{NewEvent, STATUS_PROCESSED};
+use serde::Serialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::fmt;
+
+/// Longest event id accepted; providers' ids are far shorter.
+pub const MAX_EVENT_ID_BYTES: usize = 255;
+
+/// A provider's event id: 1 to 255 bytes of printable text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventId(String);
+
+impl EventId {
+    pub fn parse(id: &str) -> Result<Self, Problem> {
+        if id.is_empty() {
+            return Err(Problem::new(
+                Reason::MissingEventId,
+                "the event id is empty",
+            ));
+        }
+        if id.len() > MAX_EVENT_ID_BYTES || id.chars().any(char::is_control) {
+            return Err(Problem::new(
+                Reason::InvalidEventId,
+                format!("an event id is 1 to {MAX_EVENT_ID_BYTES} bytes of printable text"),
+            ));
+        }
+        Ok(Self(id.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for EventId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Who the provider says an event is: its id, its type, and the parsed body when the
+/// scheme carries JSON (fact rules read it).
+#[derive(Debug, Clone)]
+pub struct Identity {
+    pub event_id: EventId,
+    pub event_type: Option<String>,
+    pub document: Option<Value>,
+}
+
+impl Identity {
+    /// Reads the event id (required, a string) and type (optional) from a JSON object body.
+    pub fn from_json_body(
+        body: &[u8],
+        id_pointer: &str,
+        type_pointer: Option<&str>,
+    ) -> Result<Self, Problem> {
+        let document: Value = serde_json::from_slice(body).map_err(|e| {
+            Problem::new(
+                Reason::InvalidBody,
+                format!("the body is not valid JSON: {e}"),
+            )
+        })?;
+        if !document.is_object() {
+            return Err(Problem::new(
+                Reason::InvalidBody,
+                "the body is not a JSON object",
+            ));
+        }
+        let event_id = match document.pointer(id_pointer) {
+            Some(Value::String(id)) => EventId::parse(id)?,
+            Some(_) => {
+                return Err(Problem::new(
+                    Reason::InvalidEventId,
+                    format!("the event id at {id_pointer} is not a string"),
+                ))
+            }
+            None => {
+                return Err(Problem::new(
+                    Reason::MissingEventId,
+                    format!("the body has no event id at {id_pointer}"),
+                ))
+            }
+        };
+        let event_type = type_pointer
+            .and_then(|pointer| document.pointer(pointer))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        Ok(Self {
+            event_id,
+            event_type,
+            document: Some(document),
+        })
+    }
+}
+
+/// `sha256(raw body)` in hex: a copy with the same id and another body is refused.
+pub fn fingerprint(body: &[u8]) -> String {
+    hex::encode(Sha256::digest(body))
+}
+
+/// Everything the transaction needs, computed before it starts.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    pub source: String,
+    pub identity: Identity,
+    pub fact: FactIdentity,
+    pub fingerprint: String,
+    pub payload: actix_web::web::Bytes,
+    pub received_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// What became of a webhook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// A new event of a new fact: the effect happened now.
+    Accepted,
+    /// A new event id for a fact the ledger already holds: no second effect.
+    DuplicateFact,
+    /// A copy of an event already processed: the stored answer.
+    Replayed,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Accepted => "accepted",
+            Outcome::DuplicateFact => "duplicate_fact",
+            Outcome::Replayed => "replayed",
+        }
+    }
+}
+
+/// The answer body for a processed event (stored and replayed byte-for-byte).
+#[derive(Serialize)]
+struct Receipt<'a> {
+    outcome: &'static str,
+    source: &'a str,
+    event_id: &'a str,
+    event_type: Option<&'a str>,
+    fact: FactReceipt<'a>,
+}
+
+#[derive(Serialize)]
+struct FactReceipt<'a> {
+    kind: &'a str,
+    key: &'a str,
+    first_event_id: &'a str,
+}
+
+fn receipt(claim: &Claim, outcome: Outcome, first_event_id: &str) -> Result<Answer, Problem> {
+    let body = serde_json::to_vec(&Receipt {
+        outcome: outcome.as_str(),
+        source: &claim.source,
+        event_id: claim.identity.event_id.as_str(),
+        event_type: claim.identity.event_type.as_deref(),
+        fact: FactReceipt {
+            kind: &claim.fact.kind,
+            key: &claim.fact.key,
+            first_event_id,
+        },
+    })
+    .map_err(|e| Problem::internal(format!("cannot encode the receipt: {e}")))?;
+    Ok(Answer {
+        status: 200,
+        content_type: "application/json".to_owned(),
+        body,
+    })
+}
+
+/// Runs the ingest transaction for one verified webhook.
+pub fn process(
+    conn: &mut DbConnection,
+    claim: &Claim,
+    faults: &Faults,
+) -> Result<(Outcome, Answer), Problem> {
+    let event_id = claim.identity.event_id.as_str();
+    write_transaction(conn, |conn| {
+        let new_event = NewEvent {
+            source: &claim.source,
+            event_id,
+            event_type: claim.identity.event_type.as_deref(),
+            fingerprint: &claim.fingerprint,
+            status: STATUS_PROCESSED,
+            fact_kind: &claim.fact.kind,
+            fact_key: &claim.fact.key,
+            payload: &claim.payload,
+            received_at: claim.received_at.naive_utc(),
+            expires_at: claim.expires_at.naive_utc(),
+        };
+        let Some(event_row) = new_event.claim(conn)? else {
+            return replay_stored(conn, claim);
+        };
+        let fact_is_new = NewFact {
+            source: &claim.source,
+            kind: &claim.fact.kind,
+            fact_key: &claim.fact.key,
+            first_event_id: event_id,
+            created_at: claim.received_at.naive_utc(),
+        }
+        .record(conn)?;
+        faults.after_fact(event_id);
+        let (outcome, first_event_id) = if fact_is_new {
+            (Outcome::Accepted, event_id.to_owned())
+        } else {
+            (
+                Outcome::DuplicateFact,
+                ledger::first_event_id(conn, &claim.source, &claim.fact)?,
+            )
+        };
+        let answer = receipt(claim, outcome, &first_event_id)?;
+        answer.store(conn, event_row)?;
+        Ok((outcome, answer))
+    })
+}
+
+/// The event was claimed before: the stored answer when the body is the same, 422 when it
+/// is not.
+fn replay_stored(conn: &mut DbConnection, claim: &Claim) -> Result<(Outcome, Answer), Problem> {
+    let stored = StoredEvent::find(conn, &claim.source, claim.identity.event_id.as_str())?;
+    if stored.fingerprint != claim.fingerprint {
+        return Err(Problem::new(
+            Reason::FingerprintMismatch,
+            format!(
+                "event {} was first received with a body of sha256 {}; this copy's is {}",
+                claim.identity.event_id, stored.fingerprint, claim.fingerprint
+            ),
+        ));
+    }
+    let answer = stored
+        .answer()
+        .ok_or_else(|| Problem::internal("the stored event has no answer"))?;
+    Ok((Outcome::Replayed, answer))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_ids_are_bounded_printable_text() {
+        assert!(EventId::parse("evt_1").is_ok());
+        assert_eq!(
+            EventId::parse("").unwrap_err().reason,
+            Reason::MissingEventId
+        );
+        assert_eq!(
+            EventId::parse("a\nb").unwrap_err().reason,
+            Reason::InvalidEventId
+        );
+        assert_eq!(
+            EventId::parse(&"x".repeat(MAX_EVENT_ID_BYTES + 1))
+                .unwrap_err()
+                .reason,
+            Reason::InvalidEventId
+        );
+    }
+
+    #[test]
+    fn json_identity_needs_an_object_with_a_string_id() {
+        let ok = Identity::from_json_body(br#"{"id":"evt_1","type":"a.b"}"#, "/id", Some("/type"))
+            .unwrap();
+        assert_eq!(ok.event_id.as_str(), "evt_1");
+        assert_eq!(ok.event_type.as_deref(), Some("a.b"));
+        let cases: [(&[u8], Reason); 4] = [
+            (b"not json", Reason::InvalidBody),
+            (b"[1]", Reason::InvalidBody),
+            (br#"{"type":"a"}"#, Reason::MissingEventId),
+            (br#"{"id":42}"#, Reason::InvalidEventId),
+        ];
+        for (body, reason) in cases {
+            assert_eq!(
+                Identity::from_json_body(body, "/id", None)
+                    .unwrap_err()
+                    .reason,
+                reason
+            );
+        }
+    }
+}

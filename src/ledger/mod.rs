@@ -1,0 +1,216 @@
+//! The ledger of facts: which real-world fact an event describes, and the permanent
+//! UNIQUE(source, kind, fact_key) row that makes its effect happen once.
+//!
+//! By default a fact is the event itself (kind = event type, key = event id). A fact rule
+//! keys once-per-object event types on the object instead, so the same payment arriving
+//! under another event id has no second effect. Update-like types (`*.updated`) are never
+//! keyed on the object alone: distinct updates are distinct facts.
+
+use crate::db::schema::facts;
+use crate::db::{dialect, DbConnection};
+use crate::error::{Problem, Reason};
+use crate::ingest::EventId;
+use chrono::NaiveDateTime;
+use diesel::prelude::*;
+use serde_json::Value;
+
+/// The fact kind of an event whose provider names no type.
+pub const UNTYPED_KIND: &str = "event";
+
+/// A JSON pointer (RFC 6901), such as `/data/object/id`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonPointer(String);
+
+impl JsonPointer {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        if text.starts_with('/') {
+            Ok(Self(text.to_owned()))
+        } else {
+            Err(format!(
+                "'{text}' is not a JSON pointer (it must start with '/')"
+            ))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The value at this pointer, as a key: a non-empty string, or a number's text.
+    pub fn key_in(&self, document: &Value) -> Option<String> {
+        match document.pointer(&self.0)? {
+            Value::String(s) if !s.is_empty() => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        }
+    }
+}
+
+/// Keys the facts of the listed event types on the value at `key`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FactRule {
+    types: Vec<String>,
+    key: JsonPointer,
+}
+
+impl FactRule {
+    pub fn new(types: Vec<String>, key: JsonPointer) -> Self {
+        Self { types, key }
+    }
+
+    /// Update-like types must never be keyed on the object alone.
+    pub fn update_like_type(&self) -> Option<&str> {
+        self.types
+            .iter()
+            .map(String::as_str)
+            .find(|t| t.ends_with(".updated"))
+    }
+
+    fn applies_to(&self, event_type: &str) -> bool {
+        self.types.iter().any(|t| t == event_type)
+    }
+}
+
+/// Which fact an event describes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FactIdentity {
+    pub kind: String,
+    pub key: String,
+}
+
+impl FactIdentity {
+    /// The fact of an event: the first rule that names its type keys it on the object;
+    /// otherwise the event is its own fact.
+    pub fn of_event(
+        rules: &[FactRule],
+        event_type: Option<&str>,
+        event_id: &EventId,
+        document: Option<&Value>,
+    ) -> Result<Self, Problem> {
+        let kind = event_type.unwrap_or(UNTYPED_KIND).to_owned();
+        let rule = event_type.and_then(|t| rules.iter().find(|rule| rule.applies_to(t)));
+        let key = match rule {
+            None => event_id.as_str().to_owned(),
+            Some(rule) => document
+                .and_then(|doc| rule.key.key_in(doc))
+                .ok_or_else(|| {
+                    Problem::new(
+                        Reason::MissingFactKey,
+                        format!(
+                            "events of type {kind} are one fact per object, keyed on {}, \
+                         which this body does not hold as a string or number",
+                            rule.key.as_str()
+                        ),
+                    )
+                })?,
+        };
+        Ok(Self { kind, key })
+    }
+}
+
+/// A fact about to be recorded.
+#[derive(Debug, Insertable)]
+#[diesel(table_name = facts)]
+pub struct NewFact<'a> {
+    pub source: &'a str,
+    pub kind: &'a str,
+    pub fact_key: &'a str,
+    pub first_event_id: &'a str,
+    pub created_at: NaiveDateTime,
+}
+
+impl NewFact<'_> {
+    /// Records the fact with `INSERT … ON CONFLICT DO NOTHING RETURNING`: `true` when it
+    /// is new, `false` when the ledger already held it (a concurrent recorder of the same
+    /// fact is waited for on the unique index).
+    pub fn record(&self, conn: &mut DbConnection) -> QueryResult<bool> {
+        let inserted: Option<i64> = dialect!(conn, c => diesel::insert_into(facts::table)
+            .values(self)
+            .on_conflict((facts::source, facts::kind, facts::fact_key))
+            .do_nothing()
+            .returning(facts::id)
+            .get_result(c)
+            .optional())?;
+        Ok(inserted.is_some())
+    }
+}
+
+/// The event id under which a fact was first recorded.
+pub fn first_event_id(
+    conn: &mut DbConnection,
+    source: &str,
+    fact: &FactIdentity,
+) -> QueryResult<String> {
+    facts::table
+        .filter(facts::source.eq(source))
+        .filter(facts::kind.eq(&fact.kind))
+        .filter(facts::fact_key.eq(&fact.key))
+        .select(facts::first_event_id)
+        .first(conn)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rules() -> Vec<FactRule> {
+        vec![FactRule::new(
+            vec!["payment_intent.succeeded".into()],
+            JsonPointer::parse("/data/object/id").unwrap(),
+        )]
+    }
+
+    #[test]
+    fn once_per_object_types_key_on_the_object() {
+        let doc = json!({"data": {"object": {"id": "pi_1"}}});
+        let id = EventId::parse("evt_1").unwrap();
+        let fact =
+            FactIdentity::of_event(&rules(), Some("payment_intent.succeeded"), &id, Some(&doc))
+                .unwrap();
+        assert_eq!(
+            fact,
+            FactIdentity {
+                kind: "payment_intent.succeeded".into(),
+                key: "pi_1".into()
+            }
+        );
+    }
+
+    #[test]
+    fn other_types_are_their_own_fact() {
+        let doc = json!({"data": {"object": {"id": "sub_1"}}});
+        let id = EventId::parse("evt_2").unwrap();
+        let fact = FactIdentity::of_event(
+            &rules(),
+            Some("customer.subscription.updated"),
+            &id,
+            Some(&doc),
+        )
+        .unwrap();
+        assert_eq!(fact.key, "evt_2");
+        let untyped = FactIdentity::of_event(&rules(), None, &id, None).unwrap();
+        assert_eq!(
+            untyped,
+            FactIdentity {
+                kind: UNTYPED_KIND.into(),
+                key: "evt_2".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_missing_object_key_is_refused_not_guessed() {
+        let id = EventId::parse("evt_3").unwrap();
+        for doc in [
+            json!({}),
+            json!({"data": {"object": {"id": ""}}}),
+            json!({"data": {"object": {"id": null}}}),
+        ] {
+            let err =
+                FactIdentity::of_event(&rules(), Some("payment_intent.succeeded"), &id, Some(&doc))
+                    .unwrap_err();
+            assert_eq!(err.reason, Reason::MissingFactKey);
+        }
+    }
+}

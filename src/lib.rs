@@ -1,0 +1,19 @@
+//! Inlet: webhook ingestion with exactly-once effects.
+//!
+//! The request path verifies a provider's signature over the raw bytes, claims the event
+//! on a UNIQUE constraint, records its fact in a permanent ledger and stores the answer —
+//! all in one database transaction — so that every duplicate gets the stored answer and
+//! every real-world fact takes effect once. See `DESIGN.md` for the contract.
+
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod db;
+pub mod error;
+pub mod faults;
+pub mod health;
+pub mod ingest;
+pub mod ledger;
+pub mod observability;
+pub mod signature;
+pub mod startup;

@@ -1,0 +1,93 @@
+//! The `inlet` command line: parse arguments, call into the library.
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use inlet::config::Settings;
+use inlet::startup::{open_database, Application};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(
+    name = "inlet",
+    version,
+    about = "Webhook ingestion with exactly-once effects"
+)]
+struct Cli {
+    /// The configuration file.
+    #[arg(
+        long,
+        global = true,
+        env = "INLET_CONFIG",
+        default_value = "inlet.toml"
+    )]
+    config: PathBuf,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Apply migrations, then serve until SIGTERM or Ctrl-C.
+    Serve,
+    /// Apply pending database migrations and exit.
+    Migrate,
+    /// Print the headers a source's provider would send for a body, signed now.
+    Sign {
+        #[arg(long)]
+        source: String,
+        #[arg(long)]
+        body: PathBuf,
+    },
+    /// Sign a body as the source's provider would and POST it to Inlet.
+    Send {
+        #[arg(long)]
+        source: String,
+        #[arg(long)]
+        body: PathBuf,
+        /// Defaults to this configuration's listener.
+        #[arg(long)]
+        url: Option<String>,
+    },
+}
+
+#[actix_web::main]
+async fn main() -> anyhow::Result<()> {
+    inlet::observability::init_logging();
+    let cli = Cli::parse();
+    let settings = Settings::load(&cli.config)?;
+    match cli.command {
+        Command::Serve => {
+            let app = Application::build(settings).await?;
+            tracing::info!(port = app.port(), "inlet is listening");
+            app.run_until_stopped().await?;
+            tracing::info!("inlet stopped");
+        }
+        Command::Migrate => {
+            open_database(&settings).await?;
+            println!("migrations are current");
+        }
+        Command::Sign { source, body } => {
+            let body =
+                std::fs::read(&body).with_context(|| format!("cannot read {}", body.display()))?;
+            for (name, value) in
+                inlet::cli::signed_headers(&settings, &source, &body, chrono::Utc::now())?
+            {
+                println!("{name}: {value}");
+            }
+        }
+        Command::Send { source, body, url } => {
+            let body =
+                std::fs::read(&body).with_context(|| format!("cannot read {}", body.display()))?;
+            let headers =
+                inlet::cli::signed_headers(&settings, &source, &body, chrono::Utc::now())?;
+            let url = url.unwrap_or_else(|| inlet::cli::default_url(&settings, &source));
+            let (status, text) = inlet::cli::send(&url, &headers, body).await?;
+            println!("{status}");
+            println!("{text}");
+            if !(200..300).contains(&status) {
+                std::process::exit(1);
+            }
+        }
+    }
+    Ok(())
+}

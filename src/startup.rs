@@ -1,0 +1,125 @@
+//! Builds the application on its own listener (port 0 in tests) and runs it until stopped.
+
+use crate::clock::{Clock, SystemClock};
+use crate::config::Settings;
+use crate::db::{self, DbPool};
+use crate::error::{Problem, Reason};
+use crate::faults::Faults;
+use crate::health::{healthz, readyz};
+use crate::ingest::receive_webhook;
+use actix_web::dev::{Server, ServerHandle};
+use actix_web::{web, App, HttpResponse, HttpServer, ResponseError};
+use anyhow::Context;
+use std::net::TcpListener;
+use std::sync::Arc;
+
+/// How long in-flight requests may finish after SIGTERM or Ctrl-C.
+pub const SHUTDOWN_GRACE_SECS: u64 = 30;
+
+/// What every handler shares.
+pub struct AppState {
+    pub settings: Arc<Settings>,
+    pub pool: DbPool,
+    pub clock: Arc<dyn Clock>,
+    pub faults: Arc<Faults>,
+}
+
+/// Replaceable parts, for tests: the clock, and (test builds) armed faults.
+#[derive(Clone)]
+pub struct Hooks {
+    pub clock: Arc<dyn Clock>,
+    pub faults: Arc<Faults>,
+}
+
+impl Default for Hooks {
+    fn default() -> Self {
+        Self {
+            clock: Arc::new(SystemClock),
+            faults: Arc::new(Faults::default()),
+        }
+    }
+}
+
+/// A bound, migrated, ready-to-run Inlet.
+pub struct Application {
+    port: u16,
+    server: Server,
+}
+
+/// Opens the pool and applies pending migrations (blocking work, off the executor).
+pub async fn open_database(settings: &Settings) -> anyhow::Result<DbPool> {
+    let database = settings.database.clone();
+    web::block(move || -> anyhow::Result<DbPool> {
+        let pool = db::build_pool(&database)
+            .with_context(|| format!("cannot connect to {}", database.target))?;
+        let mut conn = pool.get().context("no database connection")?;
+        let applied = db::run_migrations(&mut conn)?;
+        if !applied.is_empty() {
+            tracing::info!(?applied, "migrations applied");
+        }
+        drop(conn);
+        Ok(pool)
+    })
+    .await
+    .context("the database task was aborted")?
+}
+
+impl Application {
+    pub async fn build(settings: Settings) -> anyhow::Result<Self> {
+        Self::build_with(settings, Hooks::default()).await
+    }
+
+    pub async fn build_with(settings: Settings, hooks: Hooks) -> anyhow::Result<Self> {
+        let pool = open_database(&settings).await?;
+        let listener = TcpListener::bind(&settings.server.bind)
+            .with_context(|| format!("cannot listen on {} (server.bind)", settings.server.bind))?;
+        let port = listener.local_addr()?.port();
+        let workers = settings.server.workers;
+        let state = web::Data::new(AppState {
+            settings: Arc::new(settings),
+            pool,
+            clock: hooks.clock,
+            faults: hooks.faults,
+        });
+        let mut server = HttpServer::new(move || {
+            App::new()
+                .app_data(state.clone())
+                .route("/webhooks/{source}", web::post().to(receive_webhook))
+                .route("/healthz", web::get().to(healthz))
+                .route("/readyz", web::get().to(readyz))
+                .default_service(web::to(not_found))
+        })
+        .shutdown_timeout(SHUTDOWN_GRACE_SECS)
+        .listen(listener)?;
+        if let Some(workers) = workers {
+            server = server.workers(workers);
+        }
+        Ok(Self {
+            port,
+            server: server.run(),
+        })
+    }
+
+    /// The port actually bound (the configured one, or the one chosen for port 0).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// A handle to stop the server gracefully.
+    pub fn handle(&self) -> ServerHandle {
+        self.server.handle()
+    }
+
+    /// Serves until SIGTERM or Ctrl-C (in-flight requests get the grace period).
+    pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        self.server.await
+    }
+}
+
+async fn not_found() -> HttpResponse {
+    Problem::new(
+        Reason::NotFound,
+        "no such route (webhooks are POST /webhooks/{source})",
+    )
+    .error_response()
+}
