@@ -1,0 +1,515 @@
+//! Test harness: every test gets a real Inlet on port 0 backed by its own fresh database —
+//! an SQLite file or a new PostgreSQL database — and talks to it over HTTP like a provider.
+//!
+//! `INLET_TEST_POSTGRES_URL` names the PostgreSQL server used to create test databases
+//! (default `postgres://postgres@127.0.0.1:5432/postgres`). A PostgreSQL test fails, never
+//! skips, when that server is unreachable.
+
+use chrono::{DateTime, Utc};
+use diesel::connection::SimpleConnection;
+use diesel::prelude::*;
+use diesel::{Connection, PgConnection, SqliteConnection};
+use hmac::{Hmac, KeyInit, Mac};
+use inlet::clock::ManualClock;
+use inlet::config::Settings;
+use inlet::db::schema::{events, facts};
+use inlet::db::{build_pool, DbPool};
+use inlet::faults::Faults;
+use inlet::startup::{Application, Hooks};
+use sha2::Sha256;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+pub const STRIPE_SECRET: &str = "whsec_test_secret";
+pub const STRIPE_OLD_SECRET: &str = "whsec_rotating_out";
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// Generates one `#[tokio::test]` per backend for each listed `async fn(Backend)`.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::helpers::Backend::Sqlite).await
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::helpers::Backend::Postgres).await
+                }
+            )*
+        }
+    };
+}
+
+fn unique_name() -> String {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let nanos = Utc::now().timestamp_subsec_nanos();
+    format!(
+        "inlet_test_{}_{}_{nanos}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn postgres_admin_url() -> String {
+    std::env::var("INLET_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+}
+
+/// A database that exists for one test and is removed afterwards.
+pub enum TestDatabase {
+    Sqlite(PathBuf),
+    Postgres { name: String },
+}
+
+impl TestDatabase {
+    fn create(backend: Backend) -> Self {
+        let name = unique_name();
+        match backend {
+            Backend::Sqlite => {
+                let dir = std::env::temp_dir().join(&name);
+                Self::Sqlite(dir.join("inlet.db"))
+            }
+            Backend::Postgres => {
+                let mut admin = PgConnection::establish(&postgres_admin_url())
+                    .expect("PostgreSQL must be reachable for the PostgreSQL tests (INLET_TEST_POSTGRES_URL)");
+                admin
+                    .batch_execute(&format!("CREATE DATABASE {name}"))
+                    .expect("create the test database");
+                Self::Postgres { name }
+            }
+        }
+    }
+
+    /// The URL Inlet connects with; `via` routes PostgreSQL through a proxy port.
+    fn url(&self, via: Option<u16>) -> String {
+        match self {
+            Self::Sqlite(path) => format!("sqlite://{}", path.display()),
+            Self::Postgres { name } => {
+                let admin = postgres_admin_url();
+                let (server, _) = admin.rsplit_once('/').expect("a database URL has a path");
+                let server = match via {
+                    Some(port) => {
+                        let (prefix, _) = server
+                            .rsplit_once('@')
+                            .map_or((server, ""), |(p, h)| (p, h));
+                        format!("{prefix}@127.0.0.1:{port}")
+                    }
+                    None => server.to_owned(),
+                };
+                format!("{server}/{name}")
+            }
+        }
+    }
+
+    fn upstream(&self) -> SocketAddr {
+        let admin = postgres_admin_url();
+        let host = admin
+            .rsplit_once('@')
+            .map(|(_, rest)| rest)
+            .and_then(|rest| rest.split('/').next())
+            .unwrap_or("127.0.0.1:5432");
+        let host = if host.contains(':') {
+            host.to_owned()
+        } else {
+            format!("{host}:5432")
+        };
+        host.replace("localhost", "127.0.0.1")
+            .parse()
+            .expect("an IP:port PostgreSQL address")
+    }
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        match self {
+            Self::Sqlite(path) => {
+                if let Some(dir) = path.parent() {
+                    let _ = std::fs::remove_dir_all(dir);
+                }
+            }
+            Self::Postgres { name } => {
+                if let Ok(mut admin) = PgConnection::establish(&postgres_admin_url()) {
+                    let _ = admin
+                        .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+                }
+            }
+        }
+    }
+}
+
+/// A TCP proxy to PostgreSQL that the test can cut: down drops every open connection and
+/// refuses new ones, up lets them through again.
+pub struct ToggleProxy {
+    pub port: u16,
+    up: Arc<AtomicBool>,
+    connections: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    accept: JoinHandle<()>,
+}
+
+impl ToggleProxy {
+    async fn start(upstream: SocketAddr) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the proxy");
+        let port = listener.local_addr().expect("proxy address").port();
+        let up = Arc::new(AtomicBool::new(true));
+        let connections: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let accept = {
+            let up = up.clone();
+            let connections = connections.clone();
+            tokio::spawn(async move {
+                while let Ok((mut client, _)) = listener.accept().await {
+                    if !up.load(Ordering::SeqCst) {
+                        drop(client);
+                        continue;
+                    }
+                    let task = tokio::spawn(async move {
+                        if let Ok(mut server) = TcpStream::connect(upstream).await {
+                            let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                        }
+                    });
+                    connections.lock().expect("proxy lock").push(task);
+                }
+            })
+        };
+        Self {
+            port,
+            up,
+            connections,
+            accept,
+        }
+    }
+
+    pub fn down(&self) {
+        self.up.store(false, Ordering::SeqCst);
+        for task in self.connections.lock().expect("proxy lock").drain(..) {
+            task.abort();
+        }
+    }
+
+    pub fn up(&self) {
+        self.up.store(true, Ordering::SeqCst);
+    }
+}
+
+impl Drop for ToggleProxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+        self.down();
+    }
+}
+
+/// Knobs for one test's Inlet.
+#[derive(Default)]
+pub struct TestOptions {
+    /// Route PostgreSQL through a [`ToggleProxy`].
+    pub proxy: bool,
+    /// Start the clock here instead of now.
+    pub clock_at: Option<DateTime<Utc>>,
+    /// PostgreSQL `lock_timeout` (default 5s).
+    pub lock_timeout: Option<&'static str>,
+}
+
+pub struct TestApp {
+    pub backend: Backend,
+    pub address: String,
+    pub client: reqwest::Client,
+    pub clock: Arc<ManualClock>,
+    pub faults: Arc<Faults>,
+    pub proxy: Option<ToggleProxy>,
+    /// A pool of the test's own, for looking at rows (never through the proxy).
+    pool: DbPool,
+    server: JoinHandle<std::io::Result<()>>,
+    // Dropped last: the database outlives the server's connections.
+    database: TestDatabase,
+}
+
+pub async fn spawn_app(backend: Backend) -> TestApp {
+    spawn_app_with(backend, TestOptions::default()).await
+}
+
+pub async fn spawn_app_with(backend: Backend, options: TestOptions) -> TestApp {
+    if std::env::var_os("TEST_LOG").is_some() {
+        inlet::observability::init_logging();
+    }
+    let database = tokio::task::spawn_blocking(move || TestDatabase::create(backend))
+        .await
+        .expect("create the test database");
+    let proxy = match (backend, options.proxy) {
+        (Backend::Postgres, true) => Some(ToggleProxy::start(database.upstream()).await),
+        _ => None,
+    };
+    let url = database.url(proxy.as_ref().map(|p| p.port));
+    let lock_timeout = options.lock_timeout.unwrap_or("5s");
+    let settings = Settings::from_toml(&format!(
+        r#"
+        [server]
+        bind = "127.0.0.1:0"
+        max_body_bytes = {MAX_BODY_BYTES}
+        workers = 2
+
+        [database]
+        url = "{url}"
+        pool_size = 8
+        connect_timeout = "1s"
+        busy_timeout = "2s"
+        lock_timeout = "{lock_timeout}"
+
+        [[sources]]
+        name = "stripe"
+        scheme = "stripe"
+        secrets = ["{STRIPE_SECRET}", "{STRIPE_OLD_SECRET}"]
+        tolerance_secs = 300
+        "#
+    ))
+    .expect("valid test configuration");
+    let clock = Arc::new(ManualClock::new(options.clock_at.unwrap_or_else(Utc::now)));
+    let faults = Arc::new(Faults::default());
+    let hooks = Hooks {
+        clock: clock.clone(),
+        faults: faults.clone(),
+    };
+    let application = Application::build_with(settings.clone(), hooks)
+        .await
+        .expect("Inlet starts");
+    let address = format!("http://127.0.0.1:{}", application.port());
+    let server = tokio::spawn(application.run_until_stopped());
+
+    let mut direct = settings.database.clone();
+    direct.target = inlet::db::DatabaseTarget::parse(&database.url(None)).expect("test URL");
+    let pool = tokio::task::spawn_blocking(move || build_pool(&direct))
+        .await
+        .expect("pool task")
+        .expect("the test's own pool");
+
+    TestApp {
+        backend,
+        address,
+        client: reqwest::Client::new(),
+        clock,
+        faults,
+        proxy,
+        pool,
+        server,
+        database,
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+/// A response, read whole.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "body is not JSON ({e}): {}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    pub fn replayed(&self) -> bool {
+        self.header("Idempotent-Replayed") == Some("true")
+    }
+
+    /// Asserts a problem+json rejection with this status and reason.
+    pub fn assert_problem(&self, status: u16, reason: &str) {
+        assert_eq!(
+            self.status,
+            status,
+            "expected {status} {reason}, got {}: {}",
+            self.status,
+            String::from_utf8_lossy(&self.body)
+        );
+        assert_eq!(
+            self.header("content-type"),
+            Some("application/problem+json")
+        );
+        let body = self.json();
+        assert_eq!(body["reason"], reason, "{body}");
+        assert_eq!(body["status"], status, "{body}");
+        assert!(
+            body["detail"].as_str().is_some_and(|d| !d.is_empty()),
+            "{body}"
+        );
+    }
+}
+
+impl TestApp {
+    pub fn now(&self) -> DateTime<Utc> {
+        inlet::clock::Clock::now(self.clock.as_ref())
+    }
+
+    pub async fn post_webhook(
+        &self,
+        source: &str,
+        body: &[u8],
+        headers: &[(&str, String)],
+    ) -> Reply {
+        let mut request = self
+            .client
+            .post(format!("{}/webhooks/{source}", self.address))
+            .body(body.to_vec());
+        for (name, value) in headers {
+            request = request.header(*name, value);
+        }
+        read(request.send().await.expect("the request reaches Inlet")).await
+    }
+
+    /// Posts `body` to the stripe source, signed now with the current secret.
+    pub async fn post_stripe(&self, body: &[u8]) -> Reply {
+        let signature = stripe_signature(STRIPE_SECRET, body, self.now().timestamp());
+        self.post_webhook("stripe", body, &[("Stripe-Signature", signature)])
+            .await
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        let response = self
+            .client
+            .get(format!("{}{path}", self.address))
+            .send()
+            .await
+            .expect("the request reaches Inlet");
+        read(response).await
+    }
+
+    async fn with_conn<T: Send + 'static>(
+        &self,
+        query: impl FnOnce(&mut inlet::db::DbConnection) -> QueryResult<T> + Send + 'static,
+    ) -> T {
+        let pool = self.pool.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut conn = pool.get().expect("a test connection");
+            query(&mut conn).expect("test query")
+        })
+        .await
+        .expect("test query task")
+    }
+
+    pub async fn count_events(&self) -> i64 {
+        self.with_conn(|c| events::table.count().get_result(c))
+            .await
+    }
+
+    pub async fn count_facts(&self) -> i64 {
+        self.with_conn(|c| facts::table.count().get_result(c)).await
+    }
+
+    pub async fn facts_of(&self, kind: &str) -> Vec<(String, String)> {
+        let kind = kind.to_owned();
+        self.with_conn(move |c| {
+            facts::table
+                .filter(facts::kind.eq(kind))
+                .select((facts::fact_key, facts::first_event_id))
+                .order(facts::id)
+                .load(c)
+        })
+        .await
+    }
+
+    /// A connection of the test's own, outside Inlet's pool.
+    pub fn direct_connection(&self) -> inlet::db::DbConnection {
+        inlet::db::DbConnection::establish(&self.database.url(None).replace("sqlite://", ""))
+            .expect("a direct connection")
+    }
+
+    /// SQLite only: another process holds the write lock until the returned guard drops.
+    pub fn lock_sqlite_database(&self) -> SqliteConnection {
+        let TestDatabase::Sqlite(path) = &self.database else {
+            panic!("lock_sqlite_database is for SQLite");
+        };
+        let mut conn =
+            SqliteConnection::establish(path.to_str().expect("UTF-8 path")).expect("open");
+        conn.batch_execute("BEGIN EXCLUSIVE")
+            .expect("take the write lock");
+        conn
+    }
+}
+
+async fn read(response: reqwest::Response) -> Reply {
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = response.bytes().await.expect("read the body").to_vec();
+    Reply {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// Stripe's algorithm, written independently of Inlet's: `t=…,v1=hex(HMAC(secret, "t.body"))`.
+pub fn stripe_signature(secret: &str, body: &[u8], timestamp: i64) -> String {
+    let mut mac =
+        <Hmac<Sha256> as KeyInit>::new_from_slice(secret.as_bytes()).expect("any key length");
+    mac.update(format!("{timestamp}.").as_bytes());
+    mac.update(body);
+    format!(
+        "t={timestamp},v1={}",
+        hex::encode(mac.finalize().into_bytes())
+    )
+}
+
+/// A Stripe event body.
+pub fn stripe_event(id: &str, event_type: &str, object_id: &str) -> Vec<u8> {
+    serde_json::json!({
+        "id": id,
+        "object": "event",
+        "type": event_type,
+        "created": 1_733_052_301,
+        "data": { "object": { "id": object_id, "object": "payment_intent", "amount": 2000 } },
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// The published vectors: `tests/fixtures/signatures.json`, a copy of the team's shared
+/// fixtures (`.ci/run` checks that the copy has not drifted).
+pub fn signature_vectors(scheme: &str) -> Vec<serde_json::Value> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/signatures.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "cannot read the signature vectors at {}: {e}",
+            path.display()
+        )
+    });
+    let all: serde_json::Value = serde_json::from_str(&text).expect("vectors are JSON");
+    all["vectors"]
+        .as_array()
+        .expect("a vectors array")
+        .iter()
+        .filter(|v| v["scheme"] == scheme)
+        .cloned()
+        .collect()
+}
