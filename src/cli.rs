@@ -2,17 +2,21 @@
 //! and post it to a running Inlet.
 
 use crate::config::Settings;
+use crate::ingest::Locator;
+use crate::signature::SampleEvent;
 use anyhow::{anyhow, Context};
 use chrono::{DateTime, Utc};
 
 /// The headers `source`'s provider would send for `body` at `now`, signed with the
-/// source's first secret.
+/// source's first secret. Where the source reads the event id or type from a header, the
+/// sample event's id and type are sent in it.
 pub fn signed_headers(
     settings: &Settings,
     source: &str,
     body: &[u8],
     now: DateTime<Utc>,
-) -> anyhow::Result<Vec<(&'static str, String)>> {
+    event: &SampleEvent,
+) -> anyhow::Result<Vec<(String, String)>> {
     let source = settings
         .source(source)
         .ok_or_else(|| anyhow!("no source named '{source}' in the configuration"))?;
@@ -20,7 +24,35 @@ pub fn signed_headers(
         .secrets
         .first()
         .ok_or_else(|| anyhow!("source '{}' has no secret", source.name))?;
-    Ok(source.scheme.scheme().sign(body, secret, now))
+    let mut headers = source.scheme.scheme().sign(body, secret, now, event);
+    let located = [
+        (Some(&source.locators.event_id), &event.id),
+        (source.locators.event_type.as_ref(), &event.event_type),
+    ];
+    for (locator, value) in located {
+        if let Some(Locator::Header(names)) = locator {
+            let present = headers
+                .iter()
+                .any(|(h, _)| names.iter().any(|n| n.eq_ignore_ascii_case(h)));
+            if !present {
+                headers.push((names[0].clone(), value.clone()));
+            }
+        }
+    }
+    Ok(headers)
+}
+
+/// A fresh sample event id: unique per call (time, process and a counter).
+pub fn sample_event_id() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let now = Utc::now();
+    format!(
+        "inlet-{}-{}-{}",
+        now.timestamp_nanos_opt().unwrap_or_default(),
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// The webhook URL of `source` on the configured listener.
@@ -36,7 +68,7 @@ pub fn default_url(settings: &Settings, source: &str) -> String {
 /// Posts a signed body; returns the status and the response body.
 pub async fn send(
     url: &str,
-    headers: &[(&'static str, String)],
+    headers: &[(String, String)],
     body: Vec<u8>,
 ) -> anyhow::Result<(u16, String)> {
     let client = reqwest::Client::builder()
@@ -45,7 +77,7 @@ pub async fn send(
         .context("cannot build the HTTP client")?;
     let mut request = client.post(url).body(body);
     for (name, value) in headers {
-        request = request.header(*name, value);
+        request = request.header(name.as_str(), value);
     }
     let response = request
         .send()

@@ -12,8 +12,9 @@
 //! `database.url`, …) so an operator can find it in the file.
 
 use crate::db::DatabaseTarget;
+use crate::ingest::{Locator, Locators};
 use crate::ledger::{FactRule, JsonPointer};
-use crate::signature::SchemeKind;
+use crate::signature::{Encoding, HmacScheme, SchemeConfig};
 use figment::providers::{Env, Format, Toml};
 use figment::Figment;
 use serde::Deserialize;
@@ -190,6 +191,20 @@ struct RawSource {
     tolerance_secs: Option<u64>,
     #[serde(default)]
     facts: Vec<RawFactRule>,
+    event_id: Option<String>,
+    event_type: Option<String>,
+    fact_key: Option<String>,
+    hmac: Option<RawHmac>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHmac {
+    header: String,
+    prefix: Option<String>,
+    encoding: Option<String>,
+    timestamp_header: Option<String>,
+    signed_content: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -259,7 +274,9 @@ impl SqliteSynchronous {
 #[derive(Debug, Clone)]
 pub struct SourceSettings {
     pub name: SourceName,
-    pub scheme: SchemeKind,
+    pub scheme: SchemeConfig,
+    /// Where the event id, type and fact key are read (scheme defaults, overridden).
+    pub locators: Locators,
     /// Every one of these verifies (rotation); the first one signs (`inlet sign`).
     pub secrets: Vec<Secret>,
     pub tolerance: Duration,
@@ -453,19 +470,69 @@ fn duration(key: &str, value: Option<&str>, default: &str) -> Result<HumanDurati
 fn validate_source(index: usize, raw: RawSource) -> Result<SourceSettings, ConfigError> {
     let key = |field: &str| format!("sources[{index}].{field}");
     let name = SourceName::parse(&raw.name).map_err(|m| ConfigError::new(key("name"), m))?;
-    let scheme = SchemeKind::parse(&raw.scheme).map_err(|m| ConfigError::new(key("scheme"), m))?;
+    let hmac = raw
+        .hmac
+        .map(|h| {
+            let encoding = Encoding::parse(h.encoding.as_deref().unwrap_or("hex"))
+                .map_err(|m| ConfigError::new(key("hmac.encoding"), m))?;
+            HmacScheme::new(
+                h.header,
+                h.prefix,
+                encoding,
+                h.timestamp_header,
+                h.signed_content,
+            )
+            .map_err(|(field, m)| ConfigError::new(key(&format!("hmac.{field}")), m))
+        })
+        .transpose()?;
+    let scheme =
+        SchemeConfig::named(&raw.scheme, hmac).map_err(|m| ConfigError::new(key("scheme"), m))?;
+    if matches!(scheme, SchemeConfig::Hmac(_)) && raw.event_id.is_none() {
+        return Err(ConfigError::new(
+            key("event_id"),
+            "the hmac scheme needs event_id (\"header:NAME\" or \"json:/pointer\")",
+        ));
+    }
     if raw.secrets.is_empty() {
         return Err(ConfigError::new(
             key("secrets"),
             "at least one secret is required (unsigned webhooks are never accepted)",
         ));
     }
-    let secrets = raw
-        .secrets
-        .iter()
-        .enumerate()
-        .map(|(i, reference)| Secret::resolve(reference, &key(&format!("secrets[{i}]"))))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut secrets = Vec::with_capacity(raw.secrets.len());
+    for (i, reference) in raw.secrets.iter().enumerate() {
+        let field = key(&format!("secrets[{i}]"));
+        let secret = Secret::resolve(reference, &field)?;
+        scheme
+            .scheme()
+            .check_secret(&secret)
+            .map_err(|m| ConfigError::new(&field, m))?;
+        secrets.push(secret);
+    }
+    if raw.tolerance_secs.is_some() && !scheme.scheme().signs_timestamp() {
+        return Err(ConfigError::new(
+            key("tolerance_secs"),
+            format!(
+                "the {} scheme signs no timestamp, so no tolerance applies",
+                scheme.name()
+            ),
+        ));
+    }
+
+    let mut locators = scheme.scheme().locators();
+    let locator = |field: &str, value: &str| {
+        Locator::parse(value).map_err(|m| ConfigError::new(key(field), m))
+    };
+    if let Some(value) = &raw.event_id {
+        locators.event_id = locator("event_id", value)?;
+    }
+    if let Some(value) = &raw.event_type {
+        locators.event_type = Some(locator("event_type", value)?);
+    }
+    if let Some(value) = &raw.fact_key {
+        locators.fact_key = Some(locator("fact_key", value)?);
+    }
+
     let mut fact_rules = Vec::new();
     for (i, rule) in raw.facts.into_iter().enumerate() {
         if rule.types.is_empty() {
@@ -488,10 +555,11 @@ fn validate_source(index: usize, raw: RawSource) -> Result<SourceSettings, Confi
         }
         fact_rules.push(rule);
     }
-    fact_rules.extend(scheme.default_fact_rules());
+    fact_rules.extend(scheme.scheme().default_fact_rules());
     Ok(SourceSettings {
         name,
         scheme,
+        locators,
         secrets,
         tolerance: Duration::from_secs(raw.tolerance_secs.unwrap_or(DEFAULT_TOLERANCE_SECS)),
         fact_rules,
@@ -531,6 +599,24 @@ mod tests {
         .unwrap_err();
         assert_eq!(err.key, "sources[0].secrets[0]");
         assert!(err.message.contains("INLET_TEST_UNSET_VAR"));
+
+        let err = Settings::from_toml(
+            "[[sources]]\nname = \"gh\"\nscheme = \"github\"\nsecrets = [\"s\"]\ntolerance_secs = 5\n",
+        )
+        .unwrap_err();
+        assert_eq!(err.key, "sources[0].tolerance_secs");
+
+        let err = Settings::from_toml(
+            "[[sources]]\nname = \"sw\"\nscheme = \"standard\"\nsecrets = [\"whsec_!!\"]\n",
+        )
+        .unwrap_err();
+        assert_eq!(err.key, "sources[0].secrets[0]");
+
+        let err = Settings::from_toml(
+            "[[sources]]\nname = \"h\"\nscheme = \"hmac\"\nsecrets = [\"s\"]\n[sources.hmac]\nheader = \"X-Sig\"\n",
+        )
+        .unwrap_err();
+        assert_eq!(err.key, "sources[0].event_id");
 
         let err = Settings::from_toml("[server]\nbnd = \"x\"\n").unwrap_err();
         assert!(err.to_string().contains("bnd"), "{err}");

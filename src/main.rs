@@ -3,6 +3,7 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use inlet::config::Settings;
+use inlet::signature::SampleEvent;
 use inlet::startup::{open_database, Application};
 use std::path::PathBuf;
 
@@ -37,6 +38,8 @@ enum Command {
         source: String,
         #[arg(long)]
         body: PathBuf,
+        #[command(flatten)]
+        event: EventArgs,
     },
     /// Sign a body as the source's provider would and POST it to Inlet.
     Send {
@@ -47,7 +50,30 @@ enum Command {
         /// Defaults to this configuration's listener.
         #[arg(long)]
         url: Option<String>,
+        #[command(flatten)]
+        event: EventArgs,
     },
+}
+
+/// For schemes that carry the event id or type in headers (GitHub, Shopify, Standard
+/// Webhooks, generic hmac sources reading a header).
+#[derive(clap::Args)]
+struct EventArgs {
+    /// The event id to send in a header; a fresh one by default.
+    #[arg(long)]
+    event_id: Option<String>,
+    /// The event type (topic) to send in a header.
+    #[arg(long, default_value = "ping")]
+    event_type: String,
+}
+
+impl EventArgs {
+    fn sample(self) -> SampleEvent {
+        SampleEvent {
+            id: self.event_id.unwrap_or_else(inlet::cli::sample_event_id),
+            event_type: self.event_type,
+        }
+    }
 }
 
 #[actix_web::main]
@@ -66,20 +92,38 @@ async fn main() -> anyhow::Result<()> {
             open_database(&settings).await?;
             println!("migrations are current");
         }
-        Command::Sign { source, body } => {
+        Command::Sign {
+            source,
+            body,
+            event,
+        } => {
             let body =
                 std::fs::read(&body).with_context(|| format!("cannot read {}", body.display()))?;
-            for (name, value) in
-                inlet::cli::signed_headers(&settings, &source, &body, chrono::Utc::now())?
-            {
+            for (name, value) in inlet::cli::signed_headers(
+                &settings,
+                &source,
+                &body,
+                chrono::Utc::now(),
+                &event.sample(),
+            )? {
                 println!("{name}: {value}");
             }
         }
-        Command::Send { source, body, url } => {
+        Command::Send {
+            source,
+            body,
+            url,
+            event,
+        } => {
             let body =
                 std::fs::read(&body).with_context(|| format!("cannot read {}", body.display()))?;
-            let headers =
-                inlet::cli::signed_headers(&settings, &source, &body, chrono::Utc::now())?;
+            let headers = inlet::cli::signed_headers(
+                &settings,
+                &source,
+                &body,
+                chrono::Utc::now(),
+                &event.sample(),
+            )?;
             let url = url.unwrap_or_else(|| inlet::cli::default_url(&settings, &source));
             let (status, text) = inlet::cli::send(&url, &headers, body).await?;
             println!("{status}");

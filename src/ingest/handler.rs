@@ -2,7 +2,7 @@
 //! identity and fact → the ingest transaction on a blocking thread → the answer.
 //! Every outcome and every rejection is logged and counted here, in one place.
 
-use super::{fingerprint, process, Answer, Claim, Outcome};
+use super::{fingerprint, process, Answer, Claim, Identity, Outcome};
 use crate::error::{Problem, Reason};
 use crate::ledger::FactIdentity;
 use crate::signature::{Keys, Unverified};
@@ -98,12 +98,16 @@ async fn ingest(
         tolerance: source.tolerance,
     };
     let verified = scheme.verify(Unverified::new(request.headers(), &body), keys, now)?;
-    let identity = scheme.identify(&verified)?;
+    if let Some(answer) = scheme.handshake(&verified) {
+        return Ok((Outcome::Handshake, "-".to_owned(), answer));
+    }
+    let identity = Identity::locate(&verified, &source.locators)?;
     let fact = FactIdentity::of_event(
         &source.fact_rules,
         identity.event_type.as_deref(),
         &identity.event_id,
         identity.document.as_ref(),
+        identity.fact_key.as_deref(),
     )?;
     let event_id = identity.event_id.to_string();
     let claim = Claim {

@@ -10,9 +10,11 @@
 
 mod event;
 mod handler;
+mod identity;
 
 pub use event::{Answer, StoredEvent};
 pub use handler::receive_webhook;
+pub use identity::{EventId, Identity, Locator, Locators, MAX_EVENT_ID_BYTES};
 
 use crate::db::{write_transaction, DbConnection};
 use crate::error::{Problem, Reason};
@@ -21,99 +23,7 @@ use crate::ledger::{self, FactIdentity, NewFact};
 use chrono::{DateTime, Utc};
 use event::{NewEvent, STATUS_PROCESSED};
 use serde::Serialize;
-use serde_json::Value;
 use sha2::{Digest, Sha256};
-use std::fmt;
-
-/// Longest event id accepted; providers' ids are far shorter.
-pub const MAX_EVENT_ID_BYTES: usize = 255;
-
-/// A provider's event id: 1 to 255 bytes of printable text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EventId(String);
-
-impl EventId {
-    pub fn parse(id: &str) -> Result<Self, Problem> {
-        if id.is_empty() {
-            return Err(Problem::new(
-                Reason::MissingEventId,
-                "the event id is empty",
-            ));
-        }
-        if id.len() > MAX_EVENT_ID_BYTES || id.chars().any(char::is_control) {
-            return Err(Problem::new(
-                Reason::InvalidEventId,
-                format!("an event id is 1 to {MAX_EVENT_ID_BYTES} bytes of printable text"),
-            ));
-        }
-        Ok(Self(id.to_owned()))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for EventId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// Who the provider says an event is: its id, its type, and the parsed body when the
-/// scheme carries JSON (fact rules read it).
-#[derive(Debug, Clone)]
-pub struct Identity {
-    pub event_id: EventId,
-    pub event_type: Option<String>,
-    pub document: Option<Value>,
-}
-
-impl Identity {
-    /// Reads the event id (required, a string) and type (optional) from a JSON object body.
-    pub fn from_json_body(
-        body: &[u8],
-        id_pointer: &str,
-        type_pointer: Option<&str>,
-    ) -> Result<Self, Problem> {
-        let document: Value = serde_json::from_slice(body).map_err(|e| {
-            Problem::new(
-                Reason::InvalidBody,
-                format!("the body is not valid JSON: {e}"),
-            )
-        })?;
-        if !document.is_object() {
-            return Err(Problem::new(
-                Reason::InvalidBody,
-                "the body is not a JSON object",
-            ));
-        }
-        let event_id = match document.pointer(id_pointer) {
-            Some(Value::String(id)) => EventId::parse(id)?,
-            Some(_) => {
-                return Err(Problem::new(
-                    Reason::InvalidEventId,
-                    format!("the event id at {id_pointer} is not a string"),
-                ))
-            }
-            None => {
-                return Err(Problem::new(
-                    Reason::MissingEventId,
-                    format!("the body has no event id at {id_pointer}"),
-                ))
-            }
-        };
-        let event_type = type_pointer
-            .and_then(|pointer| document.pointer(pointer))
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        Ok(Self {
-            event_id,
-            event_type,
-            document: Some(document),
-        })
-    }
-}
 
 /// `sha256(raw body)` in hex: a copy with the same id and another body is refused.
 pub fn fingerprint(body: &[u8]) -> String {
@@ -141,6 +51,8 @@ pub enum Outcome {
     DuplicateFact,
     /// A copy of an event already processed: the stored answer.
     Replayed,
+    /// Part of a provider's setup protocol (Slack `url_verification`): answered, not stored.
+    Handshake,
 }
 
 impl Outcome {
@@ -149,6 +61,7 @@ impl Outcome {
             Outcome::Accepted => "accepted",
             Outcome::DuplicateFact => "duplicate_fact",
             Outcome::Replayed => "replayed",
+            Outcome::Handshake => "handshake",
         }
     }
 }
@@ -260,43 +173,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn event_ids_are_bounded_printable_text() {
-        assert!(EventId::parse("evt_1").is_ok());
+    fn fingerprints_are_sha256_hex() {
         assert_eq!(
-            EventId::parse("").unwrap_err().reason,
-            Reason::MissingEventId
+            fingerprint(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
-        assert_eq!(
-            EventId::parse("a\nb").unwrap_err().reason,
-            Reason::InvalidEventId
-        );
-        assert_eq!(
-            EventId::parse(&"x".repeat(MAX_EVENT_ID_BYTES + 1))
-                .unwrap_err()
-                .reason,
-            Reason::InvalidEventId
-        );
-    }
-
-    #[test]
-    fn json_identity_needs_an_object_with_a_string_id() {
-        let ok = Identity::from_json_body(br#"{"id":"evt_1","type":"a.b"}"#, "/id", Some("/type"))
-            .unwrap();
-        assert_eq!(ok.event_id.as_str(), "evt_1");
-        assert_eq!(ok.event_type.as_deref(), Some("a.b"));
-        let cases: [(&[u8], Reason); 4] = [
-            (b"not json", Reason::InvalidBody),
-            (b"[1]", Reason::InvalidBody),
-            (br#"{"type":"a"}"#, Reason::MissingEventId),
-            (br#"{"id":42}"#, Reason::InvalidEventId),
-        ];
-        for (body, reason) in cases {
-            assert_eq!(
-                Identity::from_json_body(body, "/id", None)
-                    .unwrap_err()
-                    .reason,
-                reason
-            );
-        }
     }
 }

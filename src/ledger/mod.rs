@@ -80,17 +80,19 @@ pub struct FactIdentity {
 
 impl FactIdentity {
     /// The fact of an event: the first rule that names its type keys it on the object;
-    /// otherwise the event is its own fact.
+    /// otherwise the scheme's fact key when the request carries one (Shopify's
+    /// `X-Shopify-Event-Id`); otherwise the event is its own fact.
     pub fn of_event(
         rules: &[FactRule],
         event_type: Option<&str>,
         event_id: &EventId,
         document: Option<&Value>,
+        fact_key: Option<&str>,
     ) -> Result<Self, Problem> {
         let kind = event_type.unwrap_or(UNTYPED_KIND).to_owned();
         let rule = event_type.and_then(|t| rules.iter().find(|rule| rule.applies_to(t)));
         let key = match rule {
-            None => event_id.as_str().to_owned(),
+            None => fact_key.unwrap_or(event_id.as_str()).to_owned(),
             Some(rule) => document
                 .and_then(|doc| rule.key.key_in(doc))
                 .ok_or_else(|| {
@@ -165,9 +167,14 @@ mod tests {
     fn once_per_object_types_key_on_the_object() {
         let doc = json!({"data": {"object": {"id": "pi_1"}}});
         let id = EventId::parse("evt_1").unwrap();
-        let fact =
-            FactIdentity::of_event(&rules(), Some("payment_intent.succeeded"), &id, Some(&doc))
-                .unwrap();
+        let fact = FactIdentity::of_event(
+            &rules(),
+            Some("payment_intent.succeeded"),
+            &id,
+            Some(&doc),
+            None,
+        )
+        .unwrap();
         assert_eq!(
             fact,
             FactIdentity {
@@ -186,10 +193,11 @@ mod tests {
             Some("customer.subscription.updated"),
             &id,
             Some(&doc),
+            None,
         )
         .unwrap();
         assert_eq!(fact.key, "evt_2");
-        let untyped = FactIdentity::of_event(&rules(), None, &id, None).unwrap();
+        let untyped = FactIdentity::of_event(&rules(), None, &id, None, None).unwrap();
         assert_eq!(
             untyped,
             FactIdentity {
@@ -207,9 +215,14 @@ mod tests {
             json!({"data": {"object": {"id": ""}}}),
             json!({"data": {"object": {"id": null}}}),
         ] {
-            let err =
-                FactIdentity::of_event(&rules(), Some("payment_intent.succeeded"), &id, Some(&doc))
-                    .unwrap_err();
+            let err = FactIdentity::of_event(
+                &rules(),
+                Some("payment_intent.succeeded"),
+                &id,
+                Some(&doc),
+                None,
+            )
+            .unwrap_err();
             assert_eq!(err.reason, Reason::MissingFactKey);
         }
     }

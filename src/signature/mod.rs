@@ -5,53 +5,89 @@
 //! [`Unverified`], and only a scheme's `verify` can turn it into a [`Verified`], which is
 //! what event-id extraction and the ingest transaction take. Every secret of a source is
 //! tried (rotation) and every comparison is constant-time (`Mac::verify_slice`).
+//! Verification is a pure function of (headers, raw body, secrets, now).
 
+mod github;
+mod hmac;
+mod shopify;
+mod slack;
+mod standard;
 mod stripe;
+
+pub use self::hmac::{Encoding, HmacScheme};
 
 use crate::config::Secret;
 use crate::error::{Problem, Reason};
-use crate::ingest::Identity;
+use crate::ingest::{Answer, Locator, Locators};
 use crate::ledger::FactRule;
+use ::hmac::{Hmac, KeyInit, Mac};
 use actix_web::http::header::HeaderMap;
 use chrono::{DateTime, Utc};
-use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 use std::time::Duration;
 
-/// The providers' signing schemes Inlet understands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SchemeKind {
+/// A source's signing scheme, with its parameters where it has some.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SchemeConfig {
     Stripe,
+    Github,
+    Standard,
+    Shopify,
+    Slack,
+    Hmac(HmacScheme),
 }
 
-impl SchemeKind {
-    pub const ALL: [SchemeKind; 1] = [SchemeKind::Stripe];
+/// The scheme names accepted in `sources[].scheme`.
+pub const SCHEME_NAMES: [&str; 6] = ["stripe", "github", "standard", "shopify", "slack", "hmac"];
 
-    pub fn parse(name: &str) -> Result<Self, String> {
-        Self::ALL
-            .into_iter()
-            .find(|kind| kind.as_str() == name)
-            .ok_or_else(|| {
-                let known: Vec<_> = Self::ALL.iter().map(|k| k.as_str()).collect();
-                format!("unknown scheme '{name}' (supported: {})", known.join(", "))
-            })
+impl SchemeConfig {
+    /// The scheme named `name`; `hmac` needs its parameters.
+    pub fn named(name: &str, hmac: Option<HmacScheme>) -> Result<Self, String> {
+        if hmac.is_some() && name != "hmac" {
+            return Err(format!(
+                "[sources.hmac] applies only to scheme = \"hmac\", not {name}"
+            ));
+        }
+        let scheme = match name {
+            "stripe" => Self::Stripe,
+            "github" => Self::Github,
+            "standard" => Self::Standard,
+            "shopify" => Self::Shopify,
+            "slack" => Self::Slack,
+            "hmac" => Self::Hmac(
+                hmac.ok_or("the hmac scheme needs a [sources.hmac] table (header, encoding, …)")?,
+            ),
+            other => {
+                return Err(format!(
+                    "unknown scheme '{other}' (supported: {})",
+                    SCHEME_NAMES.join(", ")
+                ))
+            }
+        };
+        Ok(scheme)
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub fn name(&self) -> &'static str {
         match self {
-            SchemeKind::Stripe => "stripe",
+            Self::Stripe => "stripe",
+            Self::Github => "github",
+            Self::Standard => "standard",
+            Self::Shopify => "shopify",
+            Self::Slack => "slack",
+            Self::Hmac(_) => "hmac",
         }
     }
 
     /// The implementation of this scheme.
-    pub fn scheme(self) -> &'static dyn Scheme {
+    pub fn scheme(&self) -> &dyn Scheme {
         match self {
-            SchemeKind::Stripe => &stripe::Stripe,
+            Self::Stripe => &stripe::Stripe,
+            Self::Github => &github::Github,
+            Self::Standard => &standard::Standard,
+            Self::Shopify => &shopify::Shopify,
+            Self::Slack => &slack::Slack,
+            Self::Hmac(scheme) => scheme,
         }
-    }
-
-    pub fn default_fact_rules(self) -> Vec<FactRule> {
-        self.scheme().default_fact_rules()
     }
 }
 
@@ -80,6 +116,13 @@ impl<'r> Unverified<'r> {
         self.headers.get(name).map(|value| value.as_bytes())
     }
 
+    /// The first of `names` present, with the name it was found under.
+    fn any_header(&self, names: &[&'static str]) -> Option<(&'static str, &'r [u8])> {
+        names
+            .iter()
+            .find_map(|name| self.header(name).map(|value| (*name, value)))
+    }
+
     /// Only this module's schemes can vouch for a request.
     fn into_verified(self) -> Verified<'r> {
         Verified { request: self }
@@ -97,7 +140,7 @@ impl<'r> Verified<'r> {
         self.request.body
     }
 
-    /// A header's value as text, when it is valid UTF-8.
+    /// A header's value as text, when present and valid UTF-8.
     pub fn header(&self, name: &str) -> Option<&'r str> {
         self.request
             .header(name)
@@ -109,20 +152,26 @@ impl<'r> Verified<'r> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SignatureError {
     #[error("the {0} header is missing")]
-    Missing(&'static str),
+    Missing(String),
     #[error("the {header} header is malformed: {detail}")]
-    Malformed {
-        header: &'static str,
-        detail: String,
-    },
+    Malformed { header: String, detail: String },
     #[error("no signature in {0} matches any secret of this source")]
-    Mismatch(&'static str),
+    Mismatch(String),
     #[error("the signed timestamp {signed_at} is {skew_secs}s away from now, over the tolerance of {tolerance_secs}s")]
     OutOfTolerance {
         signed_at: i64,
         skew_secs: i64,
         tolerance_secs: u64,
     },
+}
+
+impl SignatureError {
+    fn malformed(header: &str, detail: impl Into<String>) -> Self {
+        Self::Malformed {
+            header: header.to_owned(),
+            detail: detail.into(),
+        }
+    }
 }
 
 impl From<SignatureError> for Problem {
@@ -137,8 +186,16 @@ impl From<SignatureError> for Problem {
     }
 }
 
+/// An event to sign for `inlet sign` / `inlet send` (schemes that carry the id or type in
+/// headers need them).
+#[derive(Debug, Clone)]
+pub struct SampleEvent {
+    pub id: String,
+    pub event_type: String,
+}
+
 /// One provider's signing scheme.
-pub trait Scheme: Sync {
+pub trait Scheme: Sync + std::fmt::Debug {
     /// Checks the signature over the raw bytes against every secret, then the timestamp
     /// tolerance where the scheme signs one. A pure function of its arguments.
     fn verify<'r>(
@@ -149,14 +206,39 @@ pub trait Scheme: Sync {
     ) -> Result<Verified<'r>, SignatureError>;
 
     /// The headers the provider would send for `body`, signed with `secret` at `now`.
-    fn sign(&self, body: &[u8], secret: &Secret, now: DateTime<Utc>)
-        -> Vec<(&'static str, String)>;
+    fn sign(
+        &self,
+        body: &[u8],
+        secret: &Secret,
+        now: DateTime<Utc>,
+        event: &SampleEvent,
+    ) -> Vec<(String, String)>;
 
-    /// The provider's event id and type.
-    fn identify(&self, request: &Verified<'_>) -> Result<Identity, Problem>;
+    /// Where the event id, type and fact key are found by default.
+    fn locators(&self) -> Locators;
+
+    /// Whether the scheme signs a timestamp (and so has a tolerance).
+    fn signs_timestamp(&self) -> bool;
+
+    /// Refuses a secret this scheme cannot use (checked at startup).
+    fn check_secret(&self, _secret: &Secret) -> Result<(), String> {
+        Ok(())
+    }
 
     /// Fact rules that apply to every source of this scheme.
-    fn default_fact_rules(&self) -> Vec<FactRule>;
+    fn default_fact_rules(&self) -> Vec<FactRule> {
+        Vec::new()
+    }
+
+    /// A verified request that is part of the provider's setup protocol rather than an
+    /// event (Slack's `url_verification`): answered directly, never stored.
+    fn handshake(&self, _request: &Verified<'_>) -> Option<Answer> {
+        None
+    }
+}
+
+fn header_locator(name: &str) -> Locator {
+    Locator::Header(vec![name.to_owned()])
 }
 
 /// HMAC-SHA256 of the concatenated parts.
@@ -169,6 +251,16 @@ fn hmac_matches(key: &[u8], parts: &[&[u8]], tag: &[u8]) -> bool {
     mac_over(key, parts).verify_slice(tag).is_ok()
 }
 
+/// Whether any of `tags` is the HMAC-SHA256 of the parts under any of `keys`.
+fn any_matches<'k>(
+    keys: impl IntoIterator<Item = &'k [u8]>,
+    parts: &[&[u8]],
+    tags: &[Vec<u8>],
+) -> bool {
+    keys.into_iter()
+        .any(|key| tags.iter().any(|tag| hmac_matches(key, parts, tag)))
+}
+
 fn mac_over(key: &[u8], parts: &[&[u8]]) -> Hmac<Sha256> {
     // HMAC accepts keys of any length; `new_from_slice` cannot fail for it.
     let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key)
@@ -177,6 +269,15 @@ fn mac_over(key: &[u8], parts: &[&[u8]]) -> Hmac<Sha256> {
         mac.update(part);
     }
     mac
+}
+
+/// Parses a signed Unix timestamp header value.
+fn parse_timestamp(header: &str, value: &[u8]) -> Result<i64, SignatureError> {
+    std::str::from_utf8(value)
+        .ok()
+        .map(str::trim)
+        .and_then(|text| text.parse::<i64>().ok())
+        .ok_or_else(|| SignatureError::malformed(header, "not a whole number of seconds"))
 }
 
 /// Refuses a signed timestamp further than `tolerance` from `now`, in either direction.
@@ -218,5 +319,14 @@ mod tests {
         assert!(hmac_matches(b"key", &[b"ab"], &tag));
         assert!(!hmac_matches(b"key", &[b"ab"], &tag[..31]));
         assert!(!hmac_matches(b"kez", &[b"ab"], &tag));
+    }
+
+    #[test]
+    fn scheme_names_round_trip() {
+        for name in SCHEME_NAMES.iter().filter(|n| **n != "hmac") {
+            assert_eq!(SchemeConfig::named(name, None).unwrap().name(), *name);
+        }
+        assert!(SchemeConfig::named("hmac", None).is_err());
+        assert!(SchemeConfig::named("paypal", None).is_err());
     }
 }

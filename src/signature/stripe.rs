@@ -4,11 +4,11 @@
 //! come from the JSON body (`id`, `type`).
 
 use super::{
-    check_tolerance, hmac_matches, hmac_sha256, Keys, Scheme, SignatureError, Unverified, Verified,
+    any_matches, check_tolerance, hmac_sha256, Keys, SampleEvent, Scheme, SignatureError,
+    Unverified, Verified,
 };
 use crate::config::Secret;
-use crate::error::Problem;
-use crate::ingest::Identity;
+use crate::ingest::{Locator, Locators};
 use crate::ledger::{FactRule, JsonPointer};
 use chrono::{DateTime, Utc};
 
@@ -33,11 +33,8 @@ struct StripeHeader {
     signatures: Vec<Vec<u8>>,
 }
 
-fn malformed(detail: impl Into<String>) -> SignatureError {
-    SignatureError::Malformed {
-        header: HEADER,
-        detail: detail.into(),
-    }
+fn malformed(detail: &str) -> SignatureError {
+    SignatureError::malformed(HEADER, detail)
 }
 
 fn parse_header(value: &[u8]) -> Result<StripeHeader, SignatureError> {
@@ -89,18 +86,13 @@ impl Scheme for Stripe {
     ) -> Result<Verified<'r>, SignatureError> {
         let header = request
             .header(HEADER)
-            .ok_or(SignatureError::Missing(HEADER))?;
+            .ok_or_else(|| SignatureError::Missing(HEADER.to_owned()))?;
         let parsed = parse_header(header)?;
         let timestamp = parsed.timestamp.to_string();
         let signed: [&[u8]; 3] = [timestamp.as_bytes(), b".", request.body];
-        let matched = keys.secrets.iter().any(|secret| {
-            parsed
-                .signatures
-                .iter()
-                .any(|signature| hmac_matches(secret.expose().as_bytes(), &signed, signature))
-        });
-        if !matched {
-            return Err(SignatureError::Mismatch(HEADER));
+        let secrets = keys.secrets.iter().map(|s| s.expose().as_bytes());
+        if !any_matches(secrets, &signed, &parsed.signatures) {
+            return Err(SignatureError::Mismatch(HEADER.to_owned()));
         }
         check_tolerance(parsed.timestamp, now, keys.tolerance)?;
         Ok(request.into_verified())
@@ -111,7 +103,8 @@ impl Scheme for Stripe {
         body: &[u8],
         secret: &Secret,
         now: DateTime<Utc>,
-    ) -> Vec<(&'static str, String)> {
+        _event: &SampleEvent,
+    ) -> Vec<(String, String)> {
         let timestamp = now.timestamp().to_string();
         let signature = hmac_sha256(
             secret.expose().as_bytes(),
@@ -119,15 +112,23 @@ impl Scheme for Stripe {
         );
         vec![
             (
-                HEADER,
+                HEADER.to_owned(),
                 format!("t={timestamp},v1={}", hex::encode(signature)),
             ),
-            ("Content-Type", "application/json".to_owned()),
+            ("Content-Type".to_owned(), "application/json".to_owned()),
         ]
     }
 
-    fn identify(&self, request: &Verified<'_>) -> Result<Identity, Problem> {
-        Identity::from_json_body(request.body(), "/id", Some("/type"))
+    fn locators(&self) -> Locators {
+        Locators {
+            event_id: Locator::json("/id"),
+            event_type: Some(Locator::json("/type")),
+            fact_key: None,
+        }
+    }
+
+    fn signs_timestamp(&self) -> bool {
+        true
     }
 
     fn default_fact_rules(&self) -> Vec<FactRule> {
@@ -184,7 +185,11 @@ mod tests {
         let old = Secret::new("whsec_old");
         let new = Secret::new("whsec_new");
         let body = br#"{"id":"evt_1"}"#;
-        let signed = Stripe.sign(body, &old, now);
+        let event = SampleEvent {
+            id: "evt_1".into(),
+            event_type: "x".into(),
+        };
+        let signed = Stripe.sign(body, &old, now, &event);
         let map = headers(&signed[0].1);
         let secrets = [new.clone(), old];
         let keys = Keys {
@@ -203,7 +208,7 @@ mod tests {
             Stripe
                 .verify(Unverified::new(&map, body), keys, now)
                 .unwrap_err(),
-            SignatureError::Mismatch(HEADER)
+            SignatureError::Mismatch(HEADER.to_owned())
         );
     }
 }

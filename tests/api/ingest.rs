@@ -335,7 +335,7 @@ async fn malformed_requests_get_clear_problems(backend: Backend) {
     app.post_stripe(br#"{"object":"event","type":"charge.succeeded"}"#)
         .await
         .assert_problem(400, "missing_event_id");
-    app.post_stripe(br#"{"id":7,"type":"charge.succeeded"}"#)
+    app.post_stripe(br#"{"id":true,"type":"charge.succeeded"}"#)
         .await
         .assert_problem(400, "invalid_event_id");
     app.post_stripe(br#"{"id":"evt_no_object","type":"payment_intent.succeeded","data":{}}"#)

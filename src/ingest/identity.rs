@@ -1,0 +1,250 @@
+//! Who the provider says an event is: its id, type and (optionally) fact key, read from a
+//! verified request through *locators* — a header, a JSON pointer into the body, or a
+//! form field. Each scheme has default locators; a source may override them.
+
+use crate::error::{Problem, Reason};
+use crate::ledger::JsonPointer;
+use crate::signature::Verified;
+use serde_json::Value;
+use std::fmt;
+
+/// Longest event id accepted; providers' ids are far shorter.
+pub const MAX_EVENT_ID_BYTES: usize = 255;
+
+/// A provider's event id: 1 to 255 bytes of printable text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventId(String);
+
+impl EventId {
+    pub fn parse(id: &str) -> Result<Self, Problem> {
+        if id.is_empty() {
+            return Err(Problem::new(
+                Reason::MissingEventId,
+                "the event id is empty",
+            ));
+        }
+        if id.len() > MAX_EVENT_ID_BYTES || id.chars().any(char::is_control) {
+            return Err(Problem::new(
+                Reason::InvalidEventId,
+                format!("an event id is 1 to {MAX_EVENT_ID_BYTES} bytes of printable text"),
+            ));
+        }
+        Ok(Self(id.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for EventId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Where a value lives in a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Locator {
+    /// The first of these headers that is present.
+    Header(Vec<String>),
+    /// A JSON pointer into a JSON object body.
+    Json(JsonPointer),
+    /// A field of an `application/x-www-form-urlencoded` body.
+    Form(String),
+}
+
+impl Locator {
+    /// A built-in JSON pointer.
+    pub(crate) fn json(pointer: &str) -> Self {
+        Self::Json(
+            JsonPointer::parse(pointer)
+                .unwrap_or_else(|_| unreachable!("built-in pointers start with /")),
+        )
+    }
+
+    /// Parses `header:NAME`, `json:/pointer` or `form:FIELD`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let invalid = || format!("'{text}' is not header:NAME, json:/pointer or form:FIELD");
+        let (kind, rest) = text.split_once(':').ok_or_else(invalid)?;
+        if rest.is_empty() {
+            return Err(invalid());
+        }
+        match kind {
+            "header" => actix_web::http::header::HeaderName::from_bytes(rest.as_bytes())
+                .map(|_| Self::Header(vec![rest.to_owned()]))
+                .map_err(|_| format!("'{rest}' is not a valid header name")),
+            "json" => JsonPointer::parse(rest).map(Self::Json),
+            "form" => Ok(Self::Form(rest.to_owned())),
+            _ => Err(invalid()),
+        }
+    }
+}
+
+impl fmt::Display for Locator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Header(names) => write!(f, "the {} header", names.join(" or ")),
+            Self::Json(pointer) => write!(f, "{} in the JSON body", pointer.as_str()),
+            Self::Form(field) => write!(f, "the form field {field}"),
+        }
+    }
+}
+
+/// Where a source's event id, type and fact key come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Locators {
+    pub event_id: Locator,
+    pub event_type: Option<Locator>,
+    /// Overrides the default fact key (the event id) when present in the request.
+    pub fact_key: Option<Locator>,
+}
+
+/// Who the provider says an event is, and the parsed body when it is a JSON object (fact
+/// rules read it).
+#[derive(Debug, Clone)]
+pub struct Identity {
+    pub event_id: EventId,
+    pub event_type: Option<String>,
+    pub fact_key: Option<String>,
+    pub document: Option<Value>,
+}
+
+/// The request's body, parsed at most once per format.
+struct Body<'r> {
+    request: &'r Verified<'r>,
+    json: Result<Value, String>,
+    form: Option<Vec<(String, String)>>,
+}
+
+impl<'r> Body<'r> {
+    fn new(request: &'r Verified<'r>) -> Self {
+        let json = match serde_json::from_slice::<Value>(request.body()) {
+            Ok(value) if value.is_object() => Ok(value),
+            Ok(_) => Err("the body is not a JSON object".to_owned()),
+            Err(e) => Err(format!("the body is not valid JSON: {e}")),
+        };
+        Self {
+            request,
+            json,
+            form: None,
+        }
+    }
+
+    fn is_form(&self) -> bool {
+        self.request
+            .header("content-type")
+            .is_some_and(|ct| ct.starts_with("application/x-www-form-urlencoded"))
+    }
+
+    /// The located value as text: strings as they are, numbers as written.
+    fn find(&mut self, locator: &Locator) -> Result<Option<String>, Problem> {
+        match locator {
+            Locator::Header(names) => Ok(names
+                .iter()
+                .find_map(|n| self.request.header(n))
+                .map(str::to_owned)),
+            Locator::Json(pointer) => match &self.json {
+                Ok(document) => match document.pointer(pointer.as_str()) {
+                    None | Some(Value::Null) => Ok(None),
+                    Some(Value::String(s)) => Ok(Some(s.clone())),
+                    Some(Value::Number(n)) => Ok(Some(n.to_string())),
+                    Some(_) => Err(Problem::new(
+                        Reason::InvalidEventId,
+                        format!("{locator} is neither a string nor a number"),
+                    )),
+                },
+                Err(_) if self.is_form() => Err(Problem::new(
+                    Reason::MissingEventId,
+                    format!(
+                        "this form-encoded request has no JSON body, so no value at {}; \
+                         configure the source's event_id (e.g. \"form:trigger_id\")",
+                        pointer.as_str()
+                    ),
+                )),
+                Err(detail) => Err(Problem::new(Reason::InvalidBody, detail.clone())),
+            },
+            Locator::Form(field) => {
+                let body = self.request.body();
+                let pairs = self.form.get_or_insert_with(|| {
+                    form_urlencoded::parse(body)
+                        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                        .collect()
+                });
+                Ok(pairs
+                    .iter()
+                    .find(|(k, _)| k == field)
+                    .map(|(_, v)| v.clone()))
+            }
+        }
+    }
+}
+
+impl Identity {
+    /// Reads the event id (required), type and fact key (optional) from a verified request.
+    pub fn locate(request: &Verified<'_>, locators: &Locators) -> Result<Self, Problem> {
+        let mut body = Body::new(request);
+        let event_id = body.find(&locators.event_id)?.ok_or_else(|| {
+            Problem::new(
+                Reason::MissingEventId,
+                format!("no event id: expected {}", locators.event_id),
+            )
+        })?;
+        let event_id = EventId::parse(&event_id)?;
+        // Type and fact key are optional: a value of the wrong shape counts as absent.
+        let mut optional = |locator: &Option<Locator>| {
+            locator
+                .as_ref()
+                .and_then(|l| body.find(l).ok().flatten())
+                .filter(|v| !v.is_empty())
+        };
+        let event_type = optional(&locators.event_type);
+        let fact_key = optional(&locators.fact_key);
+        Ok(Self {
+            event_id,
+            event_type,
+            fact_key,
+            document: body.json.ok(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_ids_are_bounded_printable_text() {
+        assert!(EventId::parse("evt_1").is_ok());
+        assert_eq!(
+            EventId::parse("").unwrap_err().reason,
+            Reason::MissingEventId
+        );
+        assert_eq!(
+            EventId::parse("a\nb").unwrap_err().reason,
+            Reason::InvalidEventId
+        );
+        assert_eq!(
+            EventId::parse(&"x".repeat(MAX_EVENT_ID_BYTES + 1))
+                .unwrap_err()
+                .reason,
+            Reason::InvalidEventId
+        );
+    }
+
+    #[test]
+    fn locators_parse_or_explain() {
+        assert_eq!(
+            Locator::parse("header:X-Id").unwrap(),
+            Locator::Header(vec!["X-Id".into()])
+        );
+        assert_eq!(Locator::parse("json:/a/b").unwrap(), Locator::json("/a/b"));
+        assert_eq!(
+            Locator::parse("form:trigger_id").unwrap(),
+            Locator::Form("trigger_id".into())
+        );
+        for bad in ["", "json:", "json:a", "header:bad header", "query:x", "/id"] {
+            assert!(Locator::parse(bad).is_err(), "{bad}");
+        }
+    }
+}
