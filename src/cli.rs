@@ -1,7 +1,7 @@
 //! The library side of `inlet sign` and `inlet send`: sign a body the way a provider would,
 //! and post it to a running Inlet.
 
-use crate::config::Settings;
+use crate::config::{Settings, SourceSettings};
 use crate::ingest::Locator;
 use crate::signature::SampleEvent;
 use anyhow::{anyhow, Context};
@@ -20,10 +20,20 @@ pub fn signed_headers(
     let source = settings
         .source(source)
         .ok_or_else(|| anyhow!("no source named '{source}' in the configuration"))?;
-    let secret = source
-        .secrets
-        .first()
-        .ok_or_else(|| anyhow!("source '{}' has no secret", source.name))?;
+    Ok(signed_headers_for(source, body, now, event))
+}
+
+/// [`signed_headers`] for a source at hand.
+pub fn signed_headers_for(
+    source: &SourceSettings,
+    body: &[u8],
+    now: DateTime<Utc>,
+    event: &SampleEvent,
+) -> Vec<(String, String)> {
+    // Validation guarantees at least one secret per source.
+    let Some(secret) = source.secrets.first() else {
+        return Vec::new();
+    };
     let mut headers = source.scheme.scheme().sign(body, secret, now, event);
     let located = [
         (Some(&source.locators.event_id), &event.id),
@@ -39,7 +49,7 @@ pub fn signed_headers(
             }
         }
     }
-    Ok(headers)
+    headers
 }
 
 /// A fresh sample event id: unique per call (time, process and a counter).

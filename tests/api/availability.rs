@@ -15,12 +15,7 @@ async fn health_and_readiness_answer(backend: Backend) {
     assert_eq!(health.status, 200);
     assert_eq!(health.json()["status"], "ok");
     let ready = app.get("/readyz").await;
-    assert_eq!(
-        ready.status,
-        200,
-        "{}",
-        String::from_utf8_lossy(&ready.body)
-    );
+    ready.assert_status(200);
     assert_eq!(ready.json()["database"], "ok");
 }
 

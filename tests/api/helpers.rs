@@ -26,7 +26,69 @@ use tokio::task::JoinHandle;
 
 pub const STRIPE_SECRET: &str = "whsec_test_secret";
 pub const STRIPE_OLD_SECRET: &str = "whsec_rotating_out";
+
+/// Every source of the test configuration (one per scheme, `acme` is generic hmac), with
+/// its current secret, the one rotating out, and one that was removed.
+pub const SOURCES: [(&str, [&str; 3]); 7] = [
+    (
+        "stripe",
+        [STRIPE_SECRET, STRIPE_OLD_SECRET, "whsec_removed"],
+    ),
+    ("github", ["gh-current", "gh-rotating-out", "gh-removed"]),
+    (
+        "standard",
+        [
+            "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+            "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD",
+            "whsec_cmVtb3ZlZC1zZWNyZXQtcmVtb3ZlZA==",
+        ],
+    ),
+    (
+        "shopify",
+        ["shop-current", "shop-rotating-out", "shop-removed"],
+    ),
+    (
+        "slack",
+        ["slack-current", "slack-rotating-out", "slack-removed"],
+    ),
+    (
+        "slack-commands",
+        ["cmd-current", "cmd-rotating-out", "cmd-removed"],
+    ),
+    (
+        "acme",
+        ["acme-current", "acme-rotating-out", "acme-removed"],
+    ),
+];
+
+fn sources_toml() -> String {
+    let mut toml = String::new();
+    for (name, [current, old, _]) in SOURCES {
+        let scheme = match name {
+            "acme" => "hmac",
+            "slack-commands" => "slack",
+            other => other,
+        };
+        toml.push_str(&format!(
+            "\n[[sources]]\nname = \"{name}\"\nscheme = \"{scheme}\"\nsecrets = [\"{current}\", \"{old}\"]\n"
+        ));
+        match name {
+            "acme" => toml.push_str(
+                "event_id = \"header:X-Acme-Event-Id\"\nevent_type = \"json:/type\"\n\
+                 [sources.hmac]\nheader = \"X-Acme-Signature\"\nprefix = \"sha256=\"\n\
+                 encoding = \"hex\"\ntimestamp_header = \"X-Acme-Timestamp\"\n",
+            ),
+            "slack-commands" => {
+                toml.push_str("event_id = \"form:trigger_id\"\nevent_type = \"form:command\"\n")
+            }
+            _ => {}
+        }
+    }
+    toml
+}
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
+/// For requests sent without any extra header.
+pub const NO_HEADERS: &[(&str, &str)] = &[];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -229,6 +291,7 @@ pub struct TestOptions {
 
 pub struct TestApp {
     pub backend: Backend,
+    pub settings: Settings,
     pub address: String,
     pub client: reqwest::Client,
     pub clock: Arc<ManualClock>,
@@ -271,13 +334,9 @@ pub async fn spawn_app_with(backend: Backend, options: TestOptions) -> TestApp {
         connect_timeout = "1s"
         busy_timeout = "2s"
         lock_timeout = "{lock_timeout}"
-
-        [[sources]]
-        name = "stripe"
-        scheme = "stripe"
-        secrets = ["{STRIPE_SECRET}", "{STRIPE_OLD_SECRET}"]
-        tolerance_secs = 300
-        "#
+        {sources}
+        "#,
+        sources = sources_toml(),
     ))
     .expect("valid test configuration");
     let clock = Arc::new(ManualClock::new(options.clock_at.unwrap_or_else(Utc::now)));
@@ -301,6 +360,7 @@ pub async fn spawn_app_with(backend: Backend, options: TestOptions) -> TestApp {
 
     TestApp {
         backend,
+        settings,
         address,
         client: reqwest::Client::new(),
         clock,
@@ -344,6 +404,16 @@ impl Reply {
         self.header("Idempotent-Replayed") == Some("true")
     }
 
+    /// Asserts the status, showing the body when it differs.
+    pub fn assert_status(&self, status: u16) {
+        assert_eq!(
+            self.status,
+            status,
+            "{}",
+            String::from_utf8_lossy(&self.body)
+        );
+    }
+
     /// Asserts a problem+json rejection with this status and reason.
     pub fn assert_problem(&self, status: u16, reason: &str) {
         assert_eq!(
@@ -372,20 +442,57 @@ impl TestApp {
         inlet::clock::Clock::now(self.clock.as_ref())
     }
 
-    pub async fn post_webhook(
+    pub async fn post_webhook<N: AsRef<str>, V: AsRef<str>>(
         &self,
         source: &str,
         body: &[u8],
-        headers: &[(&str, String)],
+        headers: &[(N, V)],
     ) -> Reply {
         let mut request = self
             .client
             .post(format!("{}/webhooks/{source}", self.address))
             .body(body.to_vec());
         for (name, value) in headers {
-            request = request.header(*name, value);
+            request = request.header(name.as_ref(), value.as_ref().to_owned());
         }
         read(request.send().await.expect("the request reaches Inlet")).await
+    }
+
+    /// The headers `source`'s provider would send for `body` now, signed with `secret`
+    /// (the source's current one by default), carrying `event_id` where the scheme sends
+    /// it in a header.
+    pub fn sign_for(
+        &self,
+        source: &str,
+        body: &[u8],
+        event_id: &str,
+        secret: Option<&str>,
+    ) -> Vec<(String, String)> {
+        let mut settings = self
+            .settings
+            .source(source)
+            .expect("a configured source")
+            .clone();
+        if let Some(secret) = secret {
+            settings.secrets = vec![inlet::config::Secret::new(secret)];
+        }
+        let event = inlet::signature::SampleEvent {
+            id: event_id.to_owned(),
+            event_type: "thing.happened".to_owned(),
+        };
+        inlet::cli::signed_headers_for(&settings, body, self.now(), &event)
+    }
+
+    /// Posts `body` to `source`, signed as its provider would with `secret`.
+    pub async fn post_signed(
+        &self,
+        source: &str,
+        body: &[u8],
+        event_id: &str,
+        secret: Option<&str>,
+    ) -> Reply {
+        let headers = self.sign_for(source, body, event_id, secret);
+        self.post_webhook(source, body, &headers).await
     }
 
     /// Posts `body` to the stripe source, signed now with the current secret.

@@ -2,7 +2,7 @@
 
 use crate::helpers::{
     signature_vectors, spawn_app, spawn_app_with, stripe_event, stripe_signature, Backend, Reply,
-    TestOptions, MAX_BODY_BYTES, STRIPE_OLD_SECRET, STRIPE_SECRET,
+    TestOptions, MAX_BODY_BYTES, NO_HEADERS, STRIPE_OLD_SECRET, STRIPE_SECRET,
 };
 use crate::on_both_backends;
 use chrono::DateTime;
@@ -135,12 +135,7 @@ async fn fifty_simultaneous_copies_have_one_effect(backend: Backend) {
     let replies = post_all_at_once(&app, vec![body; 50]).await;
 
     for reply in &replies {
-        assert_eq!(
-            reply.status,
-            200,
-            "{}",
-            String::from_utf8_lossy(&reply.body)
-        );
+        reply.assert_status(200);
         assert_eq!(
             reply.body, replies[0].body,
             "every answer is byte-identical"
@@ -281,7 +276,7 @@ async fn bad_signatures_are_refused_and_write_nothing(backend: Backend) {
             .assert_problem(401, "timestamp_out_of_tolerance");
     }
 
-    app.post_webhook("stripe", &body, &[])
+    app.post_webhook("stripe", &body, NO_HEADERS)
         .await
         .assert_problem(400, "missing_signature");
     for malformed in [
@@ -322,7 +317,7 @@ async fn malformed_requests_get_clear_problems(backend: Backend) {
     let app = spawn_app(backend).await;
 
     let body = stripe_event("evt_nowhere", "charge.succeeded", "ch_1");
-    app.post_webhook("nowhere", &body, &[])
+    app.post_webhook("nowhere", &body, NO_HEADERS)
         .await
         .assert_problem(404, "unknown_source");
 

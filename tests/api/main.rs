@@ -4,3 +4,4 @@
 mod availability;
 mod helpers;
 mod ingest;
+mod schemes;
