@@ -19,28 +19,59 @@ impl Clock for SystemClock {
     }
 }
 
-/// A clock that only moves when told to.
-#[derive(Debug)]
-pub struct ManualClock(Mutex<DateTime<Utc>>);
+/// The wall clock shifted by an adjustable offset: time keeps flowing (retries and leases
+/// come due), and tests can jump to a signing time or past a lease or retention window.
+#[derive(Debug, Default)]
+pub struct AdjustableClock {
+    offset: Mutex<chrono::Duration>,
+}
 
-impl ManualClock {
-    pub fn new(at: DateTime<Utc>) -> Self {
-        Self(Mutex::new(at))
+impl AdjustableClock {
+    /// A clock reading `at` now.
+    pub fn at(at: DateTime<Utc>) -> Self {
+        let clock = Self::default();
+        clock.set(at);
+        clock
     }
 
+    /// From now on, read `at` plus the time elapsed since.
     pub fn set(&self, at: DateTime<Utc>) {
         *self
-            .0
+            .offset
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = at;
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = at - Utc::now();
+    }
+
+    /// Jumps forward (or back, with a negative duration).
+    pub fn advance(&self, by: chrono::Duration) {
+        *self
+            .offset
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) += by;
     }
 }
 
-impl Clock for ManualClock {
+impl Clock for AdjustableClock {
     fn now(&self) -> DateTime<Utc> {
-        *self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        Utc::now()
+            + *self
+                .offset
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_adjustable_clock_jumps_and_keeps_flowing() {
+        let at = DateTime::from_timestamp(1_492_774_577, 0).expect("valid");
+        let clock = AdjustableClock::at(at);
+        let read = clock.now();
+        assert!(read >= at && read - at < chrono::Duration::seconds(5));
+        clock.advance(chrono::Duration::hours(1));
+        assert!(clock.now() - at >= chrono::Duration::hours(1));
     }
 }

@@ -29,12 +29,25 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 /// Default database: an SQLite file below the working directory.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://data/inlet.db";
 pub const DEFAULT_POOL_SIZE: u32 = 16;
+pub const DEFAULT_SHUTDOWN_GRACE: &str = "30s";
 pub const DEFAULT_CONNECT_TIMEOUT: &str = "5s";
 pub const DEFAULT_BUSY_TIMEOUT: &str = "5s";
 pub const DEFAULT_LOCK_TIMEOUT: &str = "5s";
 /// Stripe's and Slack's libraries use five minutes.
 pub const DEFAULT_TOLERANCE_SECS: u64 = 300;
 pub const DEFAULT_RETENTION_EVENTS: &str = "35d";
+pub const DEFAULT_DESTINATION_TIMEOUT: &str = "10s";
+pub const DEFAULT_DESTINATION_CONNECT_TIMEOUT: &str = "2s";
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 12;
+pub const DEFAULT_RETRY_BASE: &str = "5s";
+pub const DEFAULT_RETRY_CAP: &str = "1h";
+pub const DEFAULT_DEADLINE: &str = "3d";
+pub const DEFAULT_RETRY_RATE: f64 = 10.0;
+pub const DEFAULT_RETRY_BURST: u32 = 100;
+pub const DEFAULT_POLL_INTERVAL: &str = "1s";
+pub const DEFAULT_LEASE: &str = "60s";
+pub const DEFAULT_DELIVERY_BATCH: u32 = 32;
+pub const DEFAULT_DELIVERY_CONCURRENCY: u32 = 16;
 pub const DEFAULT_REPLAY_HORIZON: &str = "30d";
 
 /// A configuration that could not be loaded or is not safe to run.
@@ -160,6 +173,34 @@ struct RawSettings {
     sources: Vec<RawSource>,
     #[serde(default)]
     retention: RawRetention,
+    #[serde(default)]
+    delivery: RawDelivery,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawDelivery {
+    enabled: Option<bool>,
+    poll_interval: Option<String>,
+    lease: Option<String>,
+    batch: Option<u32>,
+    concurrency: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDestination {
+    url: String,
+    secret: String,
+    name: Option<String>,
+    timeout: Option<String>,
+    connect_timeout: Option<String>,
+    max_attempts: Option<u32>,
+    retry_base: Option<String>,
+    retry_cap: Option<String>,
+    deadline: Option<String>,
+    retry_rate: Option<f64>,
+    retry_burst: Option<u32>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -168,6 +209,7 @@ struct RawServer {
     bind: Option<String>,
     max_body_bytes: Option<usize>,
     workers: Option<usize>,
+    shutdown_grace: Option<String>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -195,6 +237,8 @@ struct RawSource {
     event_type: Option<String>,
     fact_key: Option<String>,
     hmac: Option<RawHmac>,
+    #[serde(default)]
+    destinations: Vec<RawDestination>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -231,6 +275,39 @@ pub struct Settings {
     pub database: DatabaseSettings,
     pub sources: Vec<SourceSettings>,
     pub retention: RetentionSettings,
+    pub delivery: DeliverySettings,
+}
+
+/// The dispatcher that sends outbox rows to destinations.
+#[derive(Debug, Clone)]
+pub struct DeliverySettings {
+    /// Run the dispatcher inside `inlet serve` (operators may run `inlet deliver` instead).
+    pub enabled: bool,
+    /// How often to look for due deliveries when not woken by a new fact.
+    pub poll_interval: Duration,
+    /// How long a leased row belongs to its dispatcher; longer than any destination timeout.
+    pub lease: Duration,
+    /// Rows leased per query.
+    pub batch: u32,
+    /// Deliveries in flight at once per Inlet instance.
+    pub concurrency: u32,
+}
+
+/// Where a source's new facts are sent, and how.
+#[derive(Debug, Clone)]
+pub struct DestinationSettings {
+    /// Stable name stored with each delivery and used as a metric label (default: the URL's
+    /// host, port and path).
+    pub name: String,
+    pub url: String,
+    /// `whsec_<base64>`: Inlet signs each delivery with it (Standard Webhooks).
+    pub secret: Secret,
+    pub timeout: Duration,
+    pub connect_timeout: Duration,
+    pub policy: crate::delivery::RetryPolicy,
+    /// Retries per second a destination may receive once `retry_burst` is spent.
+    pub retry_rate: f64,
+    pub retry_burst: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -239,6 +316,8 @@ pub struct ServerSettings {
     pub max_body_bytes: usize,
     /// Worker threads; `None` lets actix choose (one per core).
     pub workers: Option<usize>,
+    /// After SIGTERM or Ctrl-C: how long in-flight requests and deliveries may finish.
+    pub shutdown_grace: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -282,6 +361,8 @@ pub struct SourceSettings {
     pub tolerance: Duration,
     /// Configured rules first, then the scheme's defaults.
     pub fact_rules: Vec<FactRule>,
+    /// Every new fact of this source is delivered to each of these.
+    pub destinations: Vec<DestinationSettings>,
 }
 
 #[derive(Debug, Clone)]
@@ -363,6 +444,11 @@ impl Settings {
             bind: raw.server.bind.unwrap_or_else(|| DEFAULT_BIND.to_owned()),
             max_body_bytes: raw.server.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES),
             workers: raw.server.workers,
+            shutdown_grace: span(
+                "server.shutdown_grace",
+                raw.server.shutdown_grace.as_deref(),
+                DEFAULT_SHUTDOWN_GRACE,
+            )?,
         };
         if server.max_body_bytes == 0 {
             return Err(ConfigError::new(
@@ -378,24 +464,21 @@ impl Settings {
         let database = DatabaseSettings {
             target: DatabaseTarget::parse(url).map_err(|m| ConfigError::new("database.url", m))?,
             pool_size: raw.database.pool_size.unwrap_or(DEFAULT_POOL_SIZE),
-            connect_timeout: duration(
+            connect_timeout: span(
                 "database.connect_timeout",
                 raw.database.connect_timeout.as_deref(),
                 DEFAULT_CONNECT_TIMEOUT,
-            )?
-            .0,
-            busy_timeout: duration(
+            )?,
+            busy_timeout: span(
                 "database.busy_timeout",
                 raw.database.busy_timeout.as_deref(),
                 DEFAULT_BUSY_TIMEOUT,
-            )?
-            .0,
-            lock_timeout: duration(
+            )?,
+            lock_timeout: span(
                 "database.lock_timeout",
                 raw.database.lock_timeout.as_deref(),
                 DEFAULT_LOCK_TIMEOUT,
-            )?
-            .0,
+            )?,
             synchronous: match raw.database.synchronous.as_deref() {
                 None | Some("normal") | Some("NORMAL") => SqliteSynchronous::Normal,
                 Some("full") | Some("FULL") => SqliteSynchronous::Full,
@@ -450,11 +533,47 @@ impl Settings {
             ));
         }
 
+        let delivery = DeliverySettings {
+            enabled: raw.delivery.enabled.unwrap_or(true),
+            poll_interval: span(
+                "delivery.poll_interval",
+                raw.delivery.poll_interval.as_deref(),
+                DEFAULT_POLL_INTERVAL,
+            )?,
+            lease: span(
+                "delivery.lease",
+                raw.delivery.lease.as_deref(),
+                DEFAULT_LEASE,
+            )?,
+            batch: raw.delivery.batch.unwrap_or(DEFAULT_DELIVERY_BATCH).max(1),
+            concurrency: raw
+                .delivery
+                .concurrency
+                .unwrap_or(DEFAULT_DELIVERY_CONCURRENCY)
+                .max(1),
+        };
+        for (index, source) in sources.iter().enumerate() {
+            for (d, destination) in source.destinations.iter().enumerate() {
+                if destination.timeout >= delivery.lease {
+                    return Err(ConfigError::new(
+                        format!("sources[{index}].destinations[{d}].timeout"),
+                        format!(
+                            "{} is not shorter than delivery.lease ({}): a slow attempt would \
+                             lose its lease while still running",
+                            HumanDuration(destination.timeout),
+                            HumanDuration(delivery.lease)
+                        ),
+                    ));
+                }
+            }
+        }
+
         Ok(Self {
             server,
             database,
             sources,
             retention,
+            delivery,
         })
     }
 
@@ -465,6 +584,11 @@ impl Settings {
 
 fn duration(key: &str, value: Option<&str>, default: &str) -> Result<HumanDuration, ConfigError> {
     HumanDuration::parse(value.unwrap_or(default)).map_err(|m| ConfigError::new(key, m))
+}
+
+/// [`duration`] as a `std::time::Duration`.
+fn span(key: &str, value: Option<&str>, default: &str) -> Result<Duration, ConfigError> {
+    duration(key, value, default).map(|d| d.0)
 }
 
 fn validate_source(index: usize, raw: RawSource) -> Result<SourceSettings, ConfigError> {
@@ -556,6 +680,25 @@ fn validate_source(index: usize, raw: RawSource) -> Result<SourceSettings, Confi
         fact_rules.push(rule);
     }
     fact_rules.extend(scheme.scheme().default_fact_rules());
+
+    let mut destinations: Vec<DestinationSettings> = Vec::with_capacity(raw.destinations.len());
+    for (d, destination) in raw.destinations.into_iter().enumerate() {
+        let destination = validate_destination(&key(&format!("destinations[{d}]")), destination)?;
+        if destinations
+            .iter()
+            .any(|other| other.name == destination.name)
+        {
+            return Err(ConfigError::new(
+                key(&format!("destinations[{d}].name")),
+                format!(
+                    "destination '{}' is defined twice for this source",
+                    destination.name
+                ),
+            ));
+        }
+        destinations.push(destination);
+    }
+
     Ok(SourceSettings {
         name,
         scheme,
@@ -563,6 +706,75 @@ fn validate_source(index: usize, raw: RawSource) -> Result<SourceSettings, Confi
         secrets,
         tolerance: Duration::from_secs(raw.tolerance_secs.unwrap_or(DEFAULT_TOLERANCE_SECS)),
         fact_rules,
+        destinations,
+    })
+}
+
+fn validate_destination(
+    prefix: &str,
+    raw: RawDestination,
+) -> Result<DestinationSettings, ConfigError> {
+    let key = |field: &str| format!("{prefix}.{field}");
+    let url =
+        reqwest::Url::parse(&raw.url).map_err(|e| ConfigError::new(key("url"), e.to_string()))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(ConfigError::new(
+            key("url"),
+            "must be an http:// or https:// URL with a host",
+        ));
+    }
+    let name = match raw.name {
+        Some(name) if !name.is_empty() && name.len() <= 128 => name,
+        Some(_) => return Err(ConfigError::new(key("name"), "must be 1 to 128 characters")),
+        // Never the query or credentials: they may hold tokens.
+        None => format!(
+            "{}{}{}",
+            url.host_str().unwrap_or_default(),
+            url.port().map(|p| format!(":{p}")).unwrap_or_default(),
+            url.path()
+        ),
+    };
+    let secret = Secret::resolve(&raw.secret, &key("secret"))?;
+    crate::signature::SchemeConfig::Standard
+        .scheme()
+        .check_secret(&secret)
+        .map_err(|m| ConfigError::new(key("secret"), m))?;
+    let get = |field: &str, value: Option<&str>, default: &str| {
+        duration(&key(field), value, default).map(|d| d.0)
+    };
+    let policy = crate::delivery::RetryPolicy {
+        base: get("retry_base", raw.retry_base.as_deref(), DEFAULT_RETRY_BASE)?,
+        cap: get("retry_cap", raw.retry_cap.as_deref(), DEFAULT_RETRY_CAP)?,
+        max_attempts: raw.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
+        deadline: get("deadline", raw.deadline.as_deref(), DEFAULT_DEADLINE)?,
+    };
+    if policy.max_attempts == 0 {
+        return Err(ConfigError::new(key("max_attempts"), "must be at least 1"));
+    }
+    let retry_rate = raw.retry_rate.unwrap_or(DEFAULT_RETRY_RATE);
+    if !(retry_rate.is_finite() && retry_rate > 0.0) {
+        return Err(ConfigError::new(
+            key("retry_rate"),
+            "must be a positive number of retries per second",
+        ));
+    }
+    Ok(DestinationSettings {
+        name,
+        url: url.to_string(),
+        secret,
+        timeout: get(
+            "timeout",
+            raw.timeout.as_deref(),
+            DEFAULT_DESTINATION_TIMEOUT,
+        )?,
+        connect_timeout: get(
+            "connect_timeout",
+            raw.connect_timeout.as_deref(),
+            DEFAULT_DESTINATION_CONNECT_TIMEOUT,
+        )?,
+        policy,
+        retry_rate,
+        retry_burst: raw.retry_burst.unwrap_or(DEFAULT_RETRY_BURST),
     })
 }
 

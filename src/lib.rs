@@ -9,6 +9,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod db;
+pub mod delivery;
 pub mod error;
 pub mod faults;
 pub mod health;

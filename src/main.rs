@@ -3,6 +3,7 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use inlet::config::Settings;
+use inlet::delivery::{Dispatcher, Settled};
 use inlet::signature::SampleEvent;
 use inlet::startup::{open_database, Application};
 use std::path::PathBuf;
@@ -32,6 +33,12 @@ enum Command {
     Serve,
     /// Apply pending database migrations and exit.
     Migrate,
+    /// Send due deliveries to their destinations (what `serve` does continuously).
+    Deliver {
+        /// Deliver what is due now, once, and exit.
+        #[arg(long)]
+        once: bool,
+    },
     /// Print the headers a source's provider would send for a body, signed now.
     Sign {
         #[arg(long)]
@@ -91,6 +98,29 @@ async fn main() -> anyhow::Result<()> {
         Command::Migrate => {
             open_database(&settings).await?;
             println!("migrations are current");
+        }
+        Command::Deliver { once } => {
+            let pool = open_database(&settings).await?;
+            let clock = std::sync::Arc::new(inlet::clock::SystemClock);
+            let dispatcher = std::sync::Arc::new(Dispatcher::new(&settings, pool, clock)?);
+            if once {
+                let report = dispatcher.run_once().await?;
+                for settled in [
+                    Settled::Delivered,
+                    Settled::Retrying,
+                    Settled::Dead,
+                    Settled::LeaseLost,
+                    Settled::Unrecorded,
+                ] {
+                    println!("{}: {}", settled.as_str(), report.count(settled));
+                }
+            } else {
+                let (stop, stopped) = tokio::sync::watch::channel(false);
+                let run = tokio::spawn(dispatcher.run(stopped));
+                tokio::signal::ctrl_c().await?;
+                let _ = stop.send(true);
+                run.await?;
+            }
         }
         Command::Sign {
             source,

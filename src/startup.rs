@@ -3,6 +3,7 @@
 use crate::clock::{Clock, SystemClock};
 use crate::config::Settings;
 use crate::db::{self, DbPool};
+use crate::delivery::Dispatcher;
 use crate::error::{Problem, Reason};
 use crate::faults::Faults;
 use crate::health::{healthz, readyz};
@@ -12,9 +13,8 @@ use actix_web::{web, App, HttpResponse, HttpServer, ResponseError};
 use anyhow::Context;
 use std::net::TcpListener;
 use std::sync::Arc;
-
-/// How long in-flight requests may finish after SIGTERM or Ctrl-C.
-pub const SHUTDOWN_GRACE_SECS: u64 = 30;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 /// What every handler shares.
 pub struct AppState {
@@ -22,6 +22,8 @@ pub struct AppState {
     pub pool: DbPool,
     pub clock: Arc<dyn Clock>,
     pub faults: Arc<Faults>,
+    /// Wakes this instance's dispatcher when a new fact has deliveries.
+    pub dispatcher_waker: Option<Arc<tokio::sync::Notify>>,
 }
 
 /// Replaceable parts, for tests: the clock, and (test builds) armed faults.
@@ -44,6 +46,7 @@ impl Default for Hooks {
 pub struct Application {
     port: u16,
     server: Server,
+    dispatcher: Option<(watch::Sender<bool>, JoinHandle<()>)>,
 }
 
 /// Opens the pool and applies pending migrations (blocking work, off the executor).
@@ -75,11 +78,25 @@ impl Application {
             .with_context(|| format!("cannot listen on {} (server.bind)", settings.server.bind))?;
         let port = listener.local_addr()?.port();
         let workers = settings.server.workers;
+        let grace = settings.server.shutdown_grace;
+        let dispatcher = if settings.delivery.enabled {
+            let dispatcher = Arc::new(Dispatcher::new(
+                &settings,
+                pool.clone(),
+                hooks.clock.clone(),
+            )?);
+            let (stop, stopped) = watch::channel(false);
+            let waker = dispatcher.waker();
+            Some((waker, stop, tokio::spawn(dispatcher.run(stopped))))
+        } else {
+            None
+        };
         let state = web::Data::new(AppState {
             settings: Arc::new(settings),
             pool,
             clock: hooks.clock,
             faults: hooks.faults,
+            dispatcher_waker: dispatcher.as_ref().map(|(waker, _, _)| waker.clone()),
         });
         let mut server = HttpServer::new(move || {
             App::new()
@@ -89,7 +106,7 @@ impl Application {
                 .route("/readyz", web::get().to(readyz))
                 .default_service(web::to(not_found))
         })
-        .shutdown_timeout(SHUTDOWN_GRACE_SECS)
+        .shutdown_timeout(grace.as_secs())
         .listen(listener)?;
         if let Some(workers) = workers {
             server = server.workers(workers);
@@ -97,6 +114,7 @@ impl Application {
         Ok(Self {
             port,
             server: server.run(),
+            dispatcher: dispatcher.map(|(_, stop, handle)| (stop, handle)),
         })
     }
 
@@ -110,9 +128,18 @@ impl Application {
         self.server.handle()
     }
 
-    /// Serves until SIGTERM or Ctrl-C (in-flight requests get the grace period).
+    /// Serves until SIGTERM or Ctrl-C (or a stop through [`Application::handle`]):
+    /// in-flight requests get the grace period, then the dispatcher finishes or gives back
+    /// its deliveries.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
-        self.server.await
+        let served = self.server.await;
+        if let Some((stop, handle)) = self.dispatcher {
+            let _ = stop.send(true);
+            if let Err(error) = handle.await {
+                tracing::warn!(%error, "the dispatcher ended abnormally");
+            }
+        }
+        served
     }
 }
 

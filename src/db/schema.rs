@@ -33,4 +33,25 @@ diesel::table! {
     }
 }
 
-diesel::allow_tables_to_appear_in_same_query!(events, facts);
+diesel::table! {
+    /// The outbox: one row per new fact and destination.
+    deliveries (id) {
+        id -> BigInt,
+        source -> Text,
+        event_id -> Text,
+        event_type -> Nullable<Text>,
+        destination -> Text,
+        payload -> Binary,
+        content_type -> Text,
+        status -> Text,
+        attempt -> Integer,
+        locked_until -> Nullable<Timestamp>,
+        next_attempt_at -> Timestamp,
+        deadline_at -> Timestamp,
+        created_at -> Timestamp,
+        delivered_at -> Nullable<Timestamp>,
+        last_status -> Nullable<Integer>,
+        last_error -> Nullable<Text>,
+    }
+}
+diesel::allow_tables_to_appear_in_same_query!(events, facts, deliveries);

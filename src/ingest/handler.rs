@@ -110,13 +110,25 @@ async fn ingest(
         identity.fact_key.as_deref(),
     )?;
     let event_id = identity.event_id.to_string();
+    let content_type = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
+        .to_owned();
     let claim = Claim {
         source: source.name.as_str().to_owned(),
         identity,
         fact,
         fingerprint: fingerprint(&body),
+        content_type,
         received_at: now,
         expires_at: now + state.settings.retention.events.0,
+        destinations: source
+            .destinations
+            .iter()
+            .map(|d| (d.name.clone(), now + d.policy.deadline))
+            .collect(),
         payload: body,
     };
 
@@ -127,6 +139,11 @@ async fn ingest(
         process(&mut conn, &claim, &faults)
     })
     .await??;
+    if outcome == Outcome::Accepted && !source.destinations.is_empty() {
+        if let Some(waker) = &state.dispatcher_waker {
+            waker.notify_one();
+        }
+    }
     Ok((outcome, event_id, answer))
 }
 

@@ -17,6 +17,7 @@ pub use handler::receive_webhook;
 pub use identity::{EventId, Identity, Locator, Locators, MAX_EVENT_ID_BYTES};
 
 use crate::db::{write_transaction, DbConnection};
+use crate::delivery::{NewDelivery, PENDING};
 use crate::error::{Problem, Reason};
 use crate::faults::Faults;
 use crate::ledger::{self, FactIdentity, NewFact};
@@ -38,8 +39,12 @@ pub struct Claim {
     pub fact: FactIdentity,
     pub fingerprint: String,
     pub payload: actix_web::web::Bytes,
+    /// The request's content type, passed on to destinations.
+    pub content_type: String,
     pub received_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
+    /// Where a new fact is delivered: each destination's name and delivery deadline.
+    pub destinations: Vec<(String, DateTime<Utc>)>,
 }
 
 /// What became of a webhook.
@@ -134,6 +139,9 @@ pub fn process(
             created_at: claim.received_at.naive_utc(),
         }
         .record(conn)?;
+        if fact_is_new {
+            enqueue_deliveries(conn, claim)?;
+        }
         faults.after_fact(event_id);
         let (outcome, first_event_id) = if fact_is_new {
             (Outcome::Accepted, event_id.to_owned())
@@ -147,6 +155,28 @@ pub fn process(
         answer.store(conn, event_row)?;
         Ok((outcome, answer))
     })
+}
+
+/// One outbox row per destination of the source, in the claiming transaction.
+fn enqueue_deliveries(conn: &mut DbConnection, claim: &Claim) -> diesel::QueryResult<()> {
+    let now = claim.received_at.naive_utc();
+    for (destination, deadline) in &claim.destinations {
+        NewDelivery {
+            source: &claim.source,
+            event_id: claim.identity.event_id.as_str(),
+            event_type: claim.identity.event_type.as_deref(),
+            destination,
+            payload: &claim.payload,
+            content_type: &claim.content_type,
+            status: PENDING,
+            attempt: 0,
+            next_attempt_at: now,
+            deadline_at: deadline.naive_utc(),
+            created_at: now,
+        }
+        .enqueue(conn)?;
+    }
+    Ok(())
 }
 
 /// The event was claimed before: the stored answer when the body is the same, 422 when it

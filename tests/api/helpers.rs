@@ -5,12 +5,13 @@
 //! (default `postgres://postgres@127.0.0.1:5432/postgres`). A PostgreSQL test fails, never
 //! skips, when that server is unreachable.
 
+use actix_web::dev::ServerHandle;
 use chrono::{DateTime, Utc};
 use diesel::connection::SimpleConnection;
 use diesel::prelude::*;
 use diesel::{Connection, PgConnection, SqliteConnection};
 use hmac::{Hmac, KeyInit, Mac};
-use inlet::clock::ManualClock;
+use inlet::clock::AdjustableClock;
 use inlet::config::Settings;
 use inlet::db::schema::{events, facts};
 use inlet::db::{build_pool, DbPool};
@@ -61,7 +62,8 @@ pub const SOURCES: [(&str, [&str; 3]); 7] = [
     ),
 ];
 
-fn sources_toml() -> String {
+/// The test sources; `stripe_extra` is appended to the stripe source (destinations).
+fn sources_toml(stripe_extra: &str) -> String {
     let mut toml = String::new();
     for (name, [current, old, _]) in SOURCES {
         let scheme = match name {
@@ -81,11 +83,13 @@ fn sources_toml() -> String {
             "slack-commands" => {
                 toml.push_str("event_id = \"form:trigger_id\"\nevent_type = \"form:command\"\n")
             }
+            "stripe" => toml.push_str(stripe_extra),
             _ => {}
         }
     }
     toml
 }
+
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 /// For requests sent without any extra header.
 pub const NO_HEADERS: &[(&str, &str)] = &[];
@@ -279,7 +283,7 @@ impl Drop for ToggleProxy {
 }
 
 /// Knobs for one test's Inlet.
-#[derive(Default)]
+#[derive(Clone)]
 pub struct TestOptions {
     /// Route PostgreSQL through a [`ToggleProxy`].
     pub proxy: bool,
@@ -287,6 +291,25 @@ pub struct TestOptions {
     pub clock_at: Option<DateTime<Utc>>,
     /// PostgreSQL `lock_timeout` (default 5s).
     pub lock_timeout: Option<&'static str>,
+    /// A `[[sources.destinations]]` body (TOML lines) for the stripe source.
+    pub destination: Option<String>,
+    /// Run the dispatcher in this instance (default true).
+    pub dispatch: bool,
+    /// `server.shutdown_grace` (default 2s).
+    pub shutdown_grace: &'static str,
+}
+
+impl Default for TestOptions {
+    fn default() -> Self {
+        Self {
+            proxy: false,
+            clock_at: None,
+            lock_timeout: None,
+            destination: None,
+            dispatch: true,
+            shutdown_grace: "2s",
+        }
+    }
 }
 
 pub struct TestApp {
@@ -294,14 +317,15 @@ pub struct TestApp {
     pub settings: Settings,
     pub address: String,
     pub client: reqwest::Client,
-    pub clock: Arc<ManualClock>,
+    pub clock: Arc<AdjustableClock>,
     pub faults: Arc<Faults>,
-    pub proxy: Option<ToggleProxy>,
+    pub proxy: Option<Arc<ToggleProxy>>,
     /// A pool of the test's own, for looking at rows (never through the proxy).
-    pool: DbPool,
-    server: JoinHandle<std::io::Result<()>>,
-    // Dropped last: the database outlives the server's connections.
-    database: TestDatabase,
+    pub pool: DbPool,
+    handle: ServerHandle,
+    server: Option<JoinHandle<std::io::Result<()>>>,
+    // Shared with other instances on the same database; dropped with the last one.
+    database: Arc<TestDatabase>,
 }
 
 pub async fn spawn_app(backend: Backend) -> TestApp {
@@ -316,17 +340,32 @@ pub async fn spawn_app_with(backend: Backend, options: TestOptions) -> TestApp {
         .await
         .expect("create the test database");
     let proxy = match (backend, options.proxy) {
-        (Backend::Postgres, true) => Some(ToggleProxy::start(database.upstream()).await),
+        (Backend::Postgres, true) => Some(Arc::new(ToggleProxy::start(database.upstream()).await)),
         _ => None,
     };
+    start_instance(backend, Arc::new(database), proxy, options).await
+}
+
+async fn start_instance(
+    backend: Backend,
+    database: Arc<TestDatabase>,
+    proxy: Option<Arc<ToggleProxy>>,
+    options: TestOptions,
+) -> TestApp {
     let url = database.url(proxy.as_ref().map(|p| p.port));
     let lock_timeout = options.lock_timeout.unwrap_or("5s");
+    let destination = options
+        .destination
+        .as_deref()
+        .map(|body| format!("[[sources.destinations]]\n{body}\n"))
+        .unwrap_or_default();
     let settings = Settings::from_toml(&format!(
         r#"
         [server]
         bind = "127.0.0.1:0"
         max_body_bytes = {MAX_BODY_BYTES}
         workers = 2
+        shutdown_grace = "{grace}"
 
         [database]
         url = "{url}"
@@ -334,12 +373,22 @@ pub async fn spawn_app_with(backend: Backend, options: TestOptions) -> TestApp {
         connect_timeout = "1s"
         busy_timeout = "2s"
         lock_timeout = "{lock_timeout}"
+
+        [delivery]
+        enabled = {dispatch}
+        poll_interval = "50ms"
+        lease = "15s"
         {sources}
         "#,
-        sources = sources_toml(),
+        grace = options.shutdown_grace,
+        dispatch = options.dispatch,
+        sources = sources_toml(&destination),
     ))
     .expect("valid test configuration");
-    let clock = Arc::new(ManualClock::new(options.clock_at.unwrap_or_else(Utc::now)));
+    let clock = Arc::new(match options.clock_at {
+        Some(at) => AdjustableClock::at(at),
+        None => AdjustableClock::default(),
+    });
     let faults = Arc::new(Faults::default());
     let hooks = Hooks {
         clock: clock.clone(),
@@ -349,6 +398,7 @@ pub async fn spawn_app_with(backend: Backend, options: TestOptions) -> TestApp {
         .await
         .expect("Inlet starts");
     let address = format!("http://127.0.0.1:{}", application.port());
+    let handle = application.handle();
     let server = tokio::spawn(application.run_until_stopped());
 
     let mut direct = settings.database.clone();
@@ -367,14 +417,39 @@ pub async fn spawn_app_with(backend: Backend, options: TestOptions) -> TestApp {
         faults,
         proxy,
         pool,
-        server,
+        handle,
+        server: Some(server),
         database,
+    }
+}
+
+impl TestApp {
+    /// Another Inlet on the same database (a second instance, or a restart).
+    pub async fn another_instance(&self, options: TestOptions) -> TestApp {
+        start_instance(
+            self.backend,
+            self.database.clone(),
+            self.proxy.clone(),
+            options,
+        )
+        .await
+    }
+
+    /// Stops the server as SIGTERM does: in-flight requests get the grace period, then the
+    /// dispatcher finishes or gives back its deliveries. Returns once it has exited.
+    pub async fn stop(&mut self) {
+        self.handle.stop(true).await;
+        if let Some(server) = self.server.take() {
+            server.await.expect("server task").expect("clean exit");
+        }
     }
 }
 
 impl Drop for TestApp {
     fn drop(&mut self) {
-        self.server.abort();
+        if let Some(server) = self.server.take() {
+            server.abort();
+        }
     }
 }
 
@@ -554,7 +629,7 @@ impl TestApp {
 
     /// SQLite only: another process holds the write lock until the returned guard drops.
     pub fn lock_sqlite_database(&self) -> SqliteConnection {
-        let TestDatabase::Sqlite(path) = &self.database else {
+        let TestDatabase::Sqlite(path) = self.database.as_ref() else {
             panic!("lock_sqlite_database is for SQLite");
         };
         let mut conn =

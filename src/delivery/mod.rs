@@ -1,0 +1,390 @@
+//! Facts to the user's application: the transactional outbox and its dispatcher.
+//!
+//! The ingest transaction writes one `deliveries` row per destination when a fact is new.
+//! The dispatcher leases due rows (bumping the fencing token), POSTs them, and settles
+//! each — delivered, rescheduled with full-jitter backoff, or dead — only while it still
+//! holds the lease. Delivery is at least once to the application, with an
+//! `Idempotency-Key` that is the same on every attempt and replay: exactly once for an
+//! application that honours it.
+
+mod outbox;
+mod policy;
+mod sender;
+
+pub use outbox::{
+    count_by_status, lease_due, Leased, NewDelivery, Settlement, DEAD, DELIVERED, IN_PROGRESS,
+    PENDING,
+};
+pub use policy::{classify_status, parse_retry_after, RetryBudget, RetryPolicy, Verdict};
+pub use sender::{attempt, client_for, delivery_headers, AttemptResult};
+
+use crate::clock::Clock;
+use crate::config::{DestinationSettings, Settings};
+use crate::db::DbPool;
+use chrono::{DateTime, Utc};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{watch, Notify, Semaphore};
+use tokio::task::JoinSet;
+
+/// A destination ready to send to.
+struct Destination {
+    settings: DestinationSettings,
+    client: reqwest::Client,
+    budget: Mutex<RetryBudget>,
+}
+
+/// How one leased delivery ended, for reports and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Settled {
+    Delivered,
+    Retrying,
+    Dead,
+    /// Another dispatcher took the row over after this lease expired.
+    LeaseLost,
+    /// The database could not record the outcome; the lease will expire and the row
+    /// will be sent again.
+    Unrecorded,
+}
+
+impl Settled {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Settled::Delivered => "delivered",
+            Settled::Retrying => "retrying",
+            Settled::Dead => "dead",
+            Settled::LeaseLost => "lease_lost",
+            Settled::Unrecorded => "unrecorded",
+        }
+    }
+}
+
+/// Counts of what a dispatch round did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Report(pub HashMap<Settled, u64>);
+
+impl Report {
+    pub fn count(&self, settled: Settled) -> u64 {
+        self.0.get(&settled).copied().unwrap_or(0)
+    }
+}
+
+/// Sends outbox rows to their destinations.
+pub struct Dispatcher {
+    pool: DbPool,
+    clock: Arc<dyn Clock>,
+    destinations: HashMap<(String, String), Destination>,
+    lease: Duration,
+    batch: u32,
+    concurrency: u32,
+    poll_interval: Duration,
+    grace: Duration,
+    wake: Arc<Notify>,
+    random: Mutex<fastrand::Rng>,
+    /// Rows leased and not yet settled, so that shutdown can give them back.
+    in_flight: Mutex<HashMap<i64, Leased>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Dispatcher {
+    pub fn new(settings: &Settings, pool: DbPool, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
+        let mut destinations = HashMap::new();
+        for source in &settings.sources {
+            for destination in &source.destinations {
+                destinations.insert(
+                    (source.name.as_str().to_owned(), destination.name.clone()),
+                    Destination {
+                        client: client_for(destination)?,
+                        budget: Mutex::new(RetryBudget::new(
+                            destination.retry_rate,
+                            destination.retry_burst,
+                        )),
+                        settings: destination.clone(),
+                    },
+                );
+            }
+        }
+        Ok(Self {
+            pool,
+            clock,
+            destinations,
+            lease: settings.delivery.lease,
+            batch: settings.delivery.batch,
+            concurrency: settings.delivery.concurrency,
+            poll_interval: settings.delivery.poll_interval,
+            grace: settings.server.shutdown_grace,
+            wake: Arc::new(Notify::new()),
+            random: Mutex::new(fastrand::Rng::new()),
+            in_flight: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Wakes the dispatcher early (a new fact was committed).
+    pub fn waker(&self) -> Arc<Notify> {
+        self.wake.clone()
+    }
+
+    async fn with_conn<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut crate::db::DbConnection) -> diesel::QueryResult<T> + Send + 'static,
+    ) -> anyhow::Result<T> {
+        let pool = self.pool.clone();
+        tokio::task::spawn_blocking(move || -> anyhow::Result<T> {
+            let mut conn = pool.get()?;
+            Ok(work(&mut conn)?)
+        })
+        .await?
+    }
+
+    async fn lease(&self, limit: u32) -> anyhow::Result<Vec<Leased>> {
+        let now = self.clock.now();
+        let lease = self.lease;
+        let leased = self
+            .with_conn(move |conn| lease_due(conn, now, lease, i64::from(limit)))
+            .await?;
+        let mut in_flight = lock(&self.in_flight);
+        for row in &leased {
+            in_flight.insert(row.id, row.clone());
+        }
+        Ok(leased)
+    }
+
+    /// Sends one leased delivery and records the outcome under its fence.
+    pub async fn deliver(&self, delivery: Leased) -> Settled {
+        let settled = self.send_and_settle(&delivery).await;
+        lock(&self.in_flight).remove(&delivery.id);
+        metrics::counter!("inlet_deliveries_total", "destination" => delivery.destination.clone(), "outcome" => settled.as_str())
+            .increment(1);
+        settled
+    }
+
+    async fn send_and_settle(&self, delivery: &Leased) -> Settled {
+        let key = (delivery.source.clone(), delivery.destination.clone());
+        let (outcome, settlement) = match self.destinations.get(&key) {
+            None => (
+                Settled::Dead,
+                Settlement::Dead {
+                    status: None,
+                    error: "the destination is no longer configured".to_owned(),
+                },
+            ),
+            Some(destination) => {
+                let started = self.clock.now();
+                let result = attempt(
+                    &destination.client,
+                    &destination.settings,
+                    delivery,
+                    started,
+                )
+                .await;
+                self.decide(destination, delivery, result)
+            }
+        };
+        match self.record(delivery, settlement.clone()).await {
+            Some(true) => {
+                if let Settlement::Dead { error, .. } = &settlement {
+                    tracing::warn!(delivery = delivery.id, destination = %delivery.destination, event_id = %delivery.event_id, %error, "delivery dead-lettered");
+                }
+                outcome
+            }
+            Some(false) => {
+                tracing::warn!(
+                    delivery = delivery.id,
+                    attempt = delivery.attempt,
+                    "lease lost: another dispatcher owns this delivery now"
+                );
+                Settled::LeaseLost
+            }
+            None => Settled::Unrecorded,
+        }
+    }
+
+    /// What an attempt's result means for the row.
+    fn decide(
+        &self,
+        destination: &Destination,
+        delivery: &Leased,
+        result: AttemptResult,
+    ) -> (Settled, Settlement) {
+        let now = self.clock.now();
+        let error = result.error.unwrap_or_default();
+        match result.verdict {
+            Verdict::Delivered => (
+                Settled::Delivered,
+                Settlement::Delivered {
+                    at: now,
+                    status: result.status.unwrap_or(200),
+                },
+            ),
+            Verdict::Dead => (
+                Settled::Dead,
+                Settlement::Dead {
+                    status: result.status,
+                    error,
+                },
+            ),
+            Verdict::Retry { retry_after } => {
+                match self.next_attempt(destination, delivery, now, retry_after) {
+                    Some(at) => (
+                        Settled::Retrying,
+                        Settlement::Retry {
+                            at,
+                            status: result.status,
+                            error,
+                        },
+                    ),
+                    None => (
+                        Settled::Dead,
+                        Settlement::Dead {
+                            status: result.status,
+                            error: format!("{error} (gave up after {} attempts)", delivery.attempt),
+                        },
+                    ),
+                }
+            }
+        }
+    }
+
+    /// When to retry, after backoff and the destination's retry budget; `None` when the
+    /// attempts or the deadline are exhausted.
+    fn next_attempt(
+        &self,
+        destination: &Destination,
+        delivery: &Leased,
+        now: DateTime<Utc>,
+        retry_after: Option<Duration>,
+    ) -> Option<DateTime<Utc>> {
+        let attempts = u32::try_from(delivery.attempt).unwrap_or(u32::MAX);
+        let deadline = delivery.deadline_at.and_utc();
+        let random = lock(&self.random).f64();
+        let at = destination.settings.policy.next_attempt(
+            attempts,
+            now,
+            deadline,
+            retry_after,
+            random,
+        )?;
+        Some(lock(&destination.budget).reserve(at))
+    }
+
+    async fn record(&self, delivery: &Leased, settlement: Settlement) -> Option<bool> {
+        let row = delivery.clone();
+        match self
+            .with_conn(move |conn| row.settle(conn, &settlement))
+            .await
+        {
+            Ok(kept) => Some(kept),
+            Err(error) => {
+                tracing::warn!(delivery = delivery.id, %error, "cannot record the delivery outcome; the lease will expire and it will be sent again");
+                None
+            }
+        }
+    }
+
+    /// Delivers everything due now, once (`inlet deliver --once`): rows rescheduled for
+    /// later stay for a later round.
+    pub async fn run_once(self: &Arc<Self>) -> anyhow::Result<Report> {
+        let mut report = Report::default();
+        loop {
+            let leased = self.lease(self.batch).await?;
+            if leased.is_empty() {
+                return Ok(report);
+            }
+            let semaphore = Arc::new(Semaphore::new(self.concurrency as usize));
+            let mut tasks = JoinSet::new();
+            for row in leased {
+                let permit = semaphore.clone().acquire_owned().await?;
+                let this = self.clone();
+                tasks.spawn(async move {
+                    let _permit = permit;
+                    this.deliver(row).await
+                });
+            }
+            while let Some(done) = tasks.join_next().await {
+                *report.0.entry(done?).or_default() += 1;
+            }
+        }
+    }
+
+    /// Runs until `shutdown` turns true: leases due rows as capacity allows, sleeping
+    /// `poll_interval` or until woken. On shutdown, in-flight deliveries get the grace
+    /// period; any still running are abandoned and their rows given back.
+    pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        let semaphore = Arc::new(Semaphore::new(self.concurrency as usize));
+        let mut tasks = JoinSet::new();
+        while !*shutdown.borrow() {
+            while tasks.try_join_next().is_some() {}
+            let free = semaphore.available_permits().min(self.batch as usize);
+            let mut leased_any = false;
+            if free > 0 {
+                match self.lease(u32::try_from(free).unwrap_or(self.batch)).await {
+                    Ok(rows) => {
+                        leased_any = !rows.is_empty();
+                        for row in rows {
+                            let Ok(permit) = semaphore.clone().acquire_owned().await else {
+                                break;
+                            };
+                            let this = self.clone();
+                            tasks.spawn(async move {
+                                let _permit = permit;
+                                this.deliver(row).await
+                            });
+                        }
+                    }
+                    Err(error) => tracing::warn!(%error, "cannot lease deliveries"),
+                }
+            }
+            if leased_any && semaphore.available_permits() > 0 {
+                continue;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(self.poll_interval) => {}
+                _ = self.wake.notified() => {}
+                // A dropped sender (the application that owned it is gone) is a stop too.
+                changed = shutdown.changed() => if changed.is_err() { break },
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+            }
+        }
+        self.drain(tasks).await;
+    }
+
+    async fn drain(&self, mut tasks: JoinSet<Settled>) {
+        let finished = tokio::time::timeout(self.grace, async {
+            while tasks.join_next().await.is_some() {}
+        })
+        .await;
+        if finished.is_err() {
+            tasks.abort_all();
+            while tasks.join_next().await.is_some() {}
+        }
+        let abandoned: Vec<Leased> = lock(&self.in_flight).drain().map(|(_, row)| row).collect();
+        if abandoned.is_empty() {
+            return;
+        }
+        let now = self.clock.now();
+        let count = abandoned.len();
+        let released = self
+            .with_conn(move |conn| {
+                abandoned
+                    .iter()
+                    .map(|row| row.settle(conn, &Settlement::Release { at: now }))
+                    .collect::<diesel::QueryResult<Vec<bool>>>()
+            })
+            .await;
+        match released {
+            Ok(_) => tracing::info!(
+                count,
+                "released unfinished deliveries for the next dispatcher"
+            ),
+            Err(error) => {
+                tracing::warn!(count, %error, "cannot release deliveries; their leases will expire")
+            }
+        }
+    }
+}

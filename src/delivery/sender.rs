@@ -1,0 +1,112 @@
+//! One delivery attempt: POST the original payload bytes to the destination with a stable
+//! `Idempotency-Key`, Inlet's headers, and Inlet's own Standard Webhooks signature made
+//! with the destination's secret.
+
+use super::outbox::Leased;
+use super::policy::{classify_status, parse_retry_after, Verdict};
+use crate::config::DestinationSettings;
+use crate::signature::{SampleEvent, SchemeConfig};
+use chrono::{DateTime, Utc};
+
+/// What came back from one attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptResult {
+    /// The destination's status, when it answered.
+    pub status: Option<u16>,
+    pub verdict: Verdict,
+    /// What to keep as `last_error` when it was not delivered.
+    pub error: Option<String>,
+}
+
+/// An HTTP client for one destination (connect timeout and total timeout from its
+/// settings; redirects are not followed: a 3xx is the destination's answer).
+pub fn client_for(destination: &DestinationSettings) -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .connect_timeout(destination.connect_timeout)
+        .timeout(destination.timeout)
+        .redirect(reqwest::redirect::Policy::none())
+        .user_agent(concat!("inlet/", env!("CARGO_PKG_VERSION")))
+        .build()
+}
+
+/// The headers of an attempt.
+pub fn delivery_headers(
+    destination: &DestinationSettings,
+    delivery: &Leased,
+    now: DateTime<Utc>,
+) -> Vec<(String, String)> {
+    let key = delivery.idempotency_key();
+    let message = SampleEvent {
+        id: key.clone(),
+        event_type: delivery.event_type.clone().unwrap_or_default(),
+    };
+    let mut headers: Vec<(String, String)> = SchemeConfig::Standard
+        .scheme()
+        .sign(&delivery.payload, &destination.secret, now, &message)
+        .into_iter()
+        .filter(|(name, _)| !name.eq_ignore_ascii_case("content-type"))
+        .collect();
+    headers.push(("Content-Type".to_owned(), delivery.content_type.clone()));
+    headers.push(("Idempotency-Key".to_owned(), key));
+    headers.push(("Inlet-Source".to_owned(), delivery.source.clone()));
+    headers.push(("Inlet-Event-Id".to_owned(), delivery.event_id.clone()));
+    if let Some(event_type) = &delivery.event_type {
+        headers.push(("Inlet-Event-Type".to_owned(), event_type.clone()));
+    }
+    headers.push(("Inlet-Attempt".to_owned(), delivery.attempt.to_string()));
+    headers
+}
+
+/// Sends one attempt and classifies the outcome.
+pub async fn attempt(
+    client: &reqwest::Client,
+    destination: &DestinationSettings,
+    delivery: &Leased,
+    now: DateTime<Utc>,
+) -> AttemptResult {
+    let mut request = client.post(&destination.url).body(delivery.payload.clone());
+    for (name, value) in delivery_headers(destination, delivery, now) {
+        request = request.header(name, value);
+    }
+    match request.send().await {
+        Ok(response) => {
+            let status = response.status().as_u16();
+            let retry_after = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| parse_retry_after(v, now));
+            let verdict = classify_status(status, retry_after);
+            let error = match verdict {
+                Verdict::Delivered => None,
+                _ => {
+                    // Keep the start of the answer: it usually says why.
+                    let body = response.text().await.unwrap_or_default();
+                    let excerpt: String = body.chars().take(200).collect();
+                    Some(format!("HTTP {status}: {excerpt}"))
+                }
+            };
+            AttemptResult {
+                status: Some(status),
+                verdict,
+                error,
+            }
+        }
+        Err(error) => {
+            // Destination URLs may carry tokens: never store or log them.
+            let error = error.without_url();
+            let kind = if error.is_timeout() {
+                "timed out"
+            } else if error.is_connect() {
+                "connection failed"
+            } else {
+                "request failed"
+            };
+            AttemptResult {
+                status: None,
+                verdict: Verdict::Retry { retry_after: None },
+                error: Some(format!("{kind}: {error}")),
+            }
+        }
+    }
+}
