@@ -14,6 +14,7 @@
 use crate::db::DatabaseTarget;
 use crate::ingest::{Locator, Locators};
 use crate::ledger::{FactRule, JsonPointer};
+use crate::retention::{AuditLine, RetentionAudit};
 use crate::signature::{Encoding, HmacScheme, SchemeConfig};
 use figment::providers::{Env, Format, Toml};
 use figment::Figment;
@@ -49,6 +50,9 @@ pub const DEFAULT_LEASE: &str = "60s";
 pub const DEFAULT_DELIVERY_BATCH: u32 = 32;
 pub const DEFAULT_DELIVERY_CONCURRENCY: u32 = 16;
 pub const DEFAULT_REPLAY_HORIZON: &str = "30d";
+pub const DEFAULT_OPERATOR_KEYS: &str = "24h";
+pub const DEFAULT_SWEEP_INTERVAL: &str = "10m";
+pub const DEFAULT_SWEEP_BATCH: u32 = 1000;
 
 /// A configuration that could not be loaded or is not safe to run.
 #[derive(Debug, thiserror::Error)]
@@ -236,6 +240,7 @@ struct RawSource {
     event_id: Option<String>,
     event_type: Option<String>,
     fact_key: Option<String>,
+    replay_horizon: Option<String>,
     hmac: Option<RawHmac>,
     #[serde(default)]
     destinations: Vec<RawDestination>,
@@ -263,6 +268,10 @@ struct RawFactRule {
 struct RawRetention {
     events: Option<String>,
     replay_horizon: Option<String>,
+    operator_keys: Option<String>,
+    sweep_interval: Option<String>,
+    sweep_batch: Option<u32>,
+    sweeper: Option<bool>,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -363,14 +372,28 @@ pub struct SourceSettings {
     pub fact_rules: Vec<FactRule>,
     /// Every new fact of this source is delivered to each of these.
     pub destinations: Vec<DestinationSettings>,
+    /// The oldest age at which this source can still send a copy, and where that number
+    /// comes from.
+    pub replay_horizon: (HumanDuration, String),
 }
 
 #[derive(Debug, Clone)]
 pub struct RetentionSettings {
     /// How long event rows (payloads and stored responses) are kept.
     pub events: HumanDuration,
-    /// The oldest age at which a copy of an event can still arrive.
+    /// The oldest age at which a copy of an event can still arrive, beyond what the
+    /// sources' own horizons say (manual resends, operator replays).
     pub replay_horizon: HumanDuration,
+    /// How long the operator API keeps Idempotency-Keys (at least 24 h).
+    pub operator_keys: HumanDuration,
+    /// Run the sweeper inside `inlet serve` (operators may run `inlet sweep` instead).
+    pub sweeper: bool,
+    /// How often the sweeper runs inside `inlet serve`.
+    pub sweep_interval: Duration,
+    /// Rows deleted per short transaction.
+    pub sweep_batch: u32,
+    /// The numbers compared at startup.
+    pub audit: crate::retention::RetentionAudit,
 }
 
 /// A source's name, as it appears in the URL path: `[a-z0-9_-]`, 1 to 64 characters.
@@ -509,29 +532,65 @@ impl Settings {
             sources.push(settings);
         }
 
-        let retention = RetentionSettings {
-            events: duration(
-                "retention.events",
-                raw.retention.events.as_deref(),
-                DEFAULT_RETENTION_EVENTS,
-            )?,
-            replay_horizon: duration(
-                "retention.replay_horizon",
-                raw.retention.replay_horizon.as_deref(),
-                DEFAULT_REPLAY_HORIZON,
-            )?,
-        };
-        if retention.events <= retention.replay_horizon {
+        let events = duration(
+            "retention.events",
+            raw.retention.events.as_deref(),
+            DEFAULT_RETENTION_EVENTS,
+        )?;
+        let replay_horizon = duration(
+            "retention.replay_horizon",
+            raw.retention.replay_horizon.as_deref(),
+            DEFAULT_REPLAY_HORIZON,
+        )?;
+        let operator_keys = duration(
+            "retention.operator_keys",
+            raw.retention.operator_keys.as_deref(),
+            DEFAULT_OPERATOR_KEYS,
+        )?;
+        if operator_keys.0 < Duration::from_secs(86_400) {
             return Err(ConfigError::new(
-                "retention.events",
-                format!(
-                    "events are kept for {} but copies can still arrive for {} \
-                     (retention.replay_horizon): the window must be longer than the horizon, \
-                     or a late duplicate would find no stored answer",
-                    retention.events, retention.replay_horizon
-                ),
+                "retention.operator_keys",
+                format!("{operator_keys} is shorter than 24h: an operator's retry a day later must still find its key"),
             ));
         }
+        let mut horizons = vec![AuditLine {
+            name: "replay horizon (retention.replay_horizon)".to_owned(),
+            value: replay_horizon,
+            origin: "configuration: manual resends and operator replays".to_owned(),
+        }];
+        horizons.extend(sources.iter().map(|source| AuditLine {
+            name: format!("source {} ({})", source.name, source.scheme.name()),
+            value: source.replay_horizon.0,
+            origin: source.replay_horizon.1.clone(),
+        }));
+        let audit = RetentionAudit {
+            events,
+            horizons,
+            operator_keys,
+        };
+        if !audit.passes() {
+            return Err(ConfigError::new(
+                "retention.events",
+                format!("the retention audit failed:\n{audit}"),
+            ));
+        }
+        let retention = RetentionSettings {
+            events,
+            replay_horizon,
+            operator_keys,
+            sweep_interval: span(
+                "retention.sweep_interval",
+                raw.retention.sweep_interval.as_deref(),
+                DEFAULT_SWEEP_INTERVAL,
+            )?,
+            sweep_batch: raw
+                .retention
+                .sweep_batch
+                .unwrap_or(DEFAULT_SWEEP_BATCH)
+                .max(1),
+            sweeper: raw.retention.sweeper.unwrap_or(true),
+            audit,
+        };
 
         let delivery = DeliverySettings {
             enabled: raw.delivery.enabled.unwrap_or(true),
@@ -681,6 +740,27 @@ fn validate_source(index: usize, raw: RawSource) -> Result<SourceSettings, Confi
     }
     fact_rules.extend(scheme.scheme().default_fact_rules());
 
+    let replay_horizon = match (&raw.replay_horizon, scheme.scheme().replay_horizon()) {
+        (Some(value), _) => (
+            HumanDuration::parse(value).map_err(|m| ConfigError::new(key("replay_horizon"), m))?,
+            format!("configuration (sources[{index}].replay_horizon)"),
+        ),
+        (None, Some((value, origin))) => (
+            HumanDuration(value),
+            format!("{} default: {origin}", scheme.name()),
+        ),
+        (None, None) => {
+            return Err(ConfigError::new(
+                key("replay_horizon"),
+                format!(
+                    "the {} scheme has no documented retry window: state how late a copy can \
+                     arrive (e.g. replay_horizon = \"3d\")",
+                    scheme.name()
+                ),
+            ))
+        }
+    };
+
     let mut destinations: Vec<DestinationSettings> = Vec::with_capacity(raw.destinations.len());
     for (d, destination) in raw.destinations.into_iter().enumerate() {
         let destination = validate_destination(&key(&format!("destinations[{d}]")), destination)?;
@@ -707,6 +787,7 @@ fn validate_source(index: usize, raw: RawSource) -> Result<SourceSettings, Confi
         tolerance: Duration::from_secs(raw.tolerance_secs.unwrap_or(DEFAULT_TOLERANCE_SECS)),
         fact_rules,
         destinations,
+        replay_horizon,
     })
 }
 

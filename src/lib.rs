@@ -16,5 +16,6 @@ pub mod health;
 pub mod ingest;
 pub mod ledger;
 pub mod observability;
+pub mod retention;
 pub mod signature;
 pub mod startup;

@@ -4,6 +4,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use inlet::config::Settings;
 use inlet::delivery::{Dispatcher, Settled};
+use inlet::retention::Sweeper;
 use inlet::signature::SampleEvent;
 use inlet::startup::{open_database, Application};
 use std::path::PathBuf;
@@ -33,6 +34,15 @@ enum Command {
     Serve,
     /// Apply pending database migrations and exit.
     Migrate,
+    /// Validate the configuration and print the retention audit.
+    CheckConfig,
+    /// Delete expired event rows and old delivered deliveries (what `serve` does on an
+    /// interval). Facts are never deleted.
+    Sweep {
+        /// Count what would be deleted; delete nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Send due deliveries to their destinations (what `serve` does continuously).
     Deliver {
         /// Deliver what is due now, once, and exit.
@@ -87,8 +97,34 @@ impl EventArgs {
 async fn main() -> anyhow::Result<()> {
     inlet::observability::init_logging();
     let cli = Cli::parse();
-    let settings = Settings::load(&cli.config)?;
+    let settings = match Settings::load(&cli.config) {
+        Ok(settings) => settings,
+        Err(error) => {
+            // The audit's table spans lines: show it as written.
+            eprintln!("invalid configuration: {error}");
+            std::process::exit(2);
+        }
+    };
     match cli.command {
+        Command::CheckConfig => {
+            println!("configuration {} is valid", cli.config.display());
+            println!("{}", settings.retention.audit);
+        }
+        Command::Sweep { dry_run } => {
+            let pool = open_database(&settings).await?;
+            let clock = std::sync::Arc::new(inlet::clock::SystemClock);
+            let sweeper = Sweeper::new(pool, clock, settings.retention.clone());
+            let report = tokio::task::spawn_blocking(move || sweeper.sweep(dry_run)).await??;
+            if report.skipped {
+                println!("skipped: another instance is sweeping");
+            } else {
+                let verb = if dry_run { "would delete" } else { "deleted" };
+                println!(
+                    "{verb}: events {}, deliveries {}",
+                    report.events, report.deliveries
+                );
+            }
+        }
         Command::Serve => {
             let app = Application::build(settings).await?;
             tracing::info!(port = app.port(), "inlet is listening");

@@ -8,6 +8,7 @@ use crate::error::{Problem, Reason};
 use crate::faults::Faults;
 use crate::health::{healthz, readyz};
 use crate::ingest::receive_webhook;
+use crate::retention::Sweeper;
 use actix_web::dev::{Server, ServerHandle};
 use actix_web::{web, App, HttpResponse, HttpServer, ResponseError};
 use anyhow::Context;
@@ -46,7 +47,9 @@ impl Default for Hooks {
 pub struct Application {
     port: u16,
     server: Server,
-    dispatcher: Option<(watch::Sender<bool>, JoinHandle<()>)>,
+    /// Stops the background tasks (dispatcher, sweeper); dropping it stops them too.
+    stop_background: watch::Sender<bool>,
+    background: Vec<JoinHandle<()>>,
 }
 
 /// Opens the pool and applies pending migrations (blocking work, off the executor).
@@ -79,24 +82,32 @@ impl Application {
         let port = listener.local_addr()?.port();
         let workers = settings.server.workers;
         let grace = settings.server.shutdown_grace;
-        let dispatcher = if settings.delivery.enabled {
+        let (stop_background, stopped) = watch::channel(false);
+        let mut background = Vec::new();
+        let mut dispatcher_waker = None;
+        if settings.delivery.enabled {
             let dispatcher = Arc::new(Dispatcher::new(
                 &settings,
                 pool.clone(),
                 hooks.clock.clone(),
             )?);
-            let (stop, stopped) = watch::channel(false);
-            let waker = dispatcher.waker();
-            Some((waker, stop, tokio::spawn(dispatcher.run(stopped))))
-        } else {
-            None
-        };
+            dispatcher_waker = Some(dispatcher.waker());
+            background.push(tokio::spawn(dispatcher.run(stopped.clone())));
+        }
+        if settings.retention.sweeper {
+            let sweeper = Arc::new(Sweeper::new(
+                pool.clone(),
+                hooks.clock.clone(),
+                settings.retention.clone(),
+            ));
+            background.push(tokio::spawn(sweeper.run(stopped)));
+        }
         let state = web::Data::new(AppState {
             settings: Arc::new(settings),
             pool,
             clock: hooks.clock,
             faults: hooks.faults,
-            dispatcher_waker: dispatcher.as_ref().map(|(waker, _, _)| waker.clone()),
+            dispatcher_waker,
         });
         let mut server = HttpServer::new(move || {
             App::new()
@@ -114,7 +125,8 @@ impl Application {
         Ok(Self {
             port,
             server: server.run(),
-            dispatcher: dispatcher.map(|(_, stop, handle)| (stop, handle)),
+            stop_background,
+            background,
         })
     }
 
@@ -133,10 +145,10 @@ impl Application {
     /// its deliveries.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         let served = self.server.await;
-        if let Some((stop, handle)) = self.dispatcher {
-            let _ = stop.send(true);
-            if let Err(error) = handle.await {
-                tracing::warn!(%error, "the dispatcher ended abnormally");
+        let _ = self.stop_background.send(true);
+        for task in self.background {
+            if let Err(error) = task.await {
+                tracing::warn!(%error, "a background task ended abnormally");
             }
         }
         served

@@ -20,7 +20,7 @@ fn source(scheme: &str, secrets: &[&str]) -> SourceSettings {
     let secrets: Vec<String> = secrets.iter().map(|s| format!("{s:?}")).collect();
     let extra = match scheme {
         "hmac" => concat!(
-            "event_id = \"header:X-Acme-Event-Id\"\n",
+            "event_id = \"header:X-Acme-Event-Id\"\nreplay_horizon = \"1d\"\n",
             "[sources.hmac]\nheader = \"X-Acme-Signature\"\nprefix = \"sha256=\"\n",
             "encoding = \"hex\"\ntimestamp_header = \"X-Acme-Timestamp\"\n"
         ),

@@ -19,6 +19,7 @@ use diesel::sqlite::SqliteConnection;
 use diesel::Connection;
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// A connection to either backend.
@@ -210,6 +211,8 @@ impl r2d2::HandleError<ConnectError> for LogConnectErrors {
 /// Builds the pool. Connections are opened lazily beyond the first, so a database that is
 /// briefly away at startup is reported once, clearly.
 pub fn build_pool(settings: &DatabaseSettings) -> Result<DbPool, r2d2::Error> {
+    let busy_ms = u64::try_from(settings.busy_timeout.as_millis()).unwrap_or(u64::MAX);
+    SQLITE_WRITER_WAIT_MS.fetch_max(busy_ms, Ordering::Relaxed);
     r2d2::Pool::builder()
         .max_size(settings.pool_size)
         .min_idle(Some(1))
@@ -219,10 +222,31 @@ pub fn build_pool(settings: &DatabaseSettings) -> Result<DbPool, r2d2::Error> {
         .build(ConnectionManager::new(settings))
 }
 
+/// SQLite has one writer at a time. Left to themselves, waiting writers poll the file lock
+/// with growing sleeps (SQLite's busy handler), so a writer that commits and begins again
+/// at once — the sweeper's batches, a burst of webhooks — can starve the others. Inlet's
+/// own writers therefore queue here first, and each hands the lock straight to the next
+/// (`unlock_fair`); `busy_timeout` still governs waiting on other processes. One gate per
+/// process: an Inlet process has one database.
+static SQLITE_WRITERS: parking_lot::Mutex<()> = parking_lot::const_mutex(());
+/// How long a writer waits at the gate: the largest configured `busy_timeout`, in ms.
+static SQLITE_WRITER_WAIT_MS: AtomicU64 = AtomicU64::new(5_000);
+
+/// A writer's turn at the SQLite gate, handed to the next waiter when dropped.
+struct FairTurn(Option<parking_lot::MutexGuard<'static, ()>>);
+
+impl Drop for FairTurn {
+    fn drop(&mut self) {
+        if let Some(turn) = self.0.take() {
+            parking_lot::MutexGuard::unlock_fair(turn);
+        }
+    }
+}
+
 /// Runs `work` in one write transaction: `BEGIN IMMEDIATE` on SQLite (take the write lock
-/// up front, waiting up to `busy_timeout`, so no transaction has to upgrade a read lock
-/// and fail), `BEGIN` (read committed) on PostgreSQL. Commits when `work` succeeds, rolls
-/// back otherwise.
+/// up front, after the in-process writer queue, so no transaction has to upgrade a read
+/// lock and fail), `BEGIN` (read committed) on PostgreSQL. Commits when `work` succeeds,
+/// rolls back otherwise.
 pub fn write_transaction<T, E>(
     conn: &mut DbConnection,
     work: impl FnOnce(&mut DbConnection) -> Result<T, E>,
@@ -230,12 +254,27 @@ pub fn write_transaction<T, E>(
 where
     E: From<diesel::result::Error>,
 {
-    match conn {
+    let _turn = match conn {
         DbConnection::Sqlite(c) => {
-            AnsiTransactionManager::begin_transaction_sql(c, "BEGIN IMMEDIATE")?
+            let wait = Duration::from_millis(SQLITE_WRITER_WAIT_MS.load(Ordering::Relaxed));
+            let Some(turn) = SQLITE_WRITERS.try_lock_for(wait) else {
+                return Err(diesel::result::Error::DatabaseError(
+                    diesel::result::DatabaseErrorKind::Unknown,
+                    Box::new(format!(
+                        "database is locked: no write turn within {}ms",
+                        wait.as_millis()
+                    )),
+                )
+                .into());
+            };
+            AnsiTransactionManager::begin_transaction_sql(c, "BEGIN IMMEDIATE")?;
+            FairTurn(Some(turn))
         }
-        DbConnection::Postgres(c) => AnsiTransactionManager::begin_transaction(c)?,
-    }
+        DbConnection::Postgres(c) => {
+            AnsiTransactionManager::begin_transaction(c)?;
+            FairTurn(None)
+        }
+    };
     match work(conn) {
         Ok(value) => {
             <DbConnection as Connection>::TransactionManager::commit_transaction(conn)?;

@@ -54,6 +54,9 @@ pub enum Outcome {
     Accepted,
     /// A new event id for a fact the ledger already holds: no second effect.
     DuplicateFact,
+    /// A copy of an event whose dedupe record had expired: its fact (permanent) was
+    /// recorded under this very event id, so it has no second effect.
+    DuplicateAfterExpiry,
     /// A copy of an event already processed: the stored answer.
     Replayed,
     /// Part of a provider's setup protocol (Slack `url_verification`): answered, not stored.
@@ -65,6 +68,7 @@ impl Outcome {
         match self {
             Outcome::Accepted => "accepted",
             Outcome::DuplicateFact => "duplicate_fact",
+            Outcome::DuplicateAfterExpiry => "duplicate_after_expiry",
             Outcome::Replayed => "replayed",
             Outcome::Handshake => "handshake",
         }
@@ -146,10 +150,13 @@ pub fn process(
         let (outcome, first_event_id) = if fact_is_new {
             (Outcome::Accepted, event_id.to_owned())
         } else {
-            (
-                Outcome::DuplicateFact,
-                ledger::first_event_id(conn, &claim.source, &claim.fact)?,
-            )
+            let first = ledger::first_event_id(conn, &claim.source, &claim.fact)?;
+            let outcome = if first == event_id {
+                Outcome::DuplicateAfterExpiry
+            } else {
+                Outcome::DuplicateFact
+            };
+            (outcome, first)
         };
         let answer = receipt(claim, outcome, &first_event_id)?;
         answer.store(conn, event_row)?;

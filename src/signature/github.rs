@@ -64,6 +64,13 @@ impl Scheme for Github {
         }
     }
 
+    fn replay_horizon(&self) -> Option<(std::time::Duration, &'static str)> {
+        Some((
+            super::days(3),
+            "GitHub redelivers for 3 days (7 on Enterprise Server: set replay_horizon = \"7d\")",
+        ))
+    }
+
     fn signs_timestamp(&self) -> bool {
         false
     }

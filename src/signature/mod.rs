@@ -225,6 +225,12 @@ pub trait Scheme: Sync + std::fmt::Debug {
         Ok(())
     }
 
+    /// How late a copy of an event can still arrive from this provider, and the source of
+    /// that number; `None` when the scheme has no documented window (generic hmac).
+    fn replay_horizon(&self) -> Option<(Duration, &'static str)> {
+        None
+    }
+
     /// Fact rules that apply to every source of this scheme.
     fn default_fact_rules(&self) -> Vec<FactRule> {
         Vec::new()
@@ -278,6 +284,11 @@ fn parse_timestamp(header: &str, value: &[u8]) -> Result<i64, SignatureError> {
         .map(str::trim)
         .and_then(|text| text.parse::<i64>().ok())
         .ok_or_else(|| SignatureError::malformed(header, "not a whole number of seconds"))
+}
+
+/// Days, for the built-in horizons.
+const fn days(n: u64) -> Duration {
+    Duration::from_secs(n * 86_400)
 }
 
 /// Refuses a signed timestamp further than `tolerance` from `now`, in either direction.

@@ -65,6 +65,10 @@ impl Scheme for Shopify {
         }
     }
 
+    fn replay_horizon(&self) -> Option<(std::time::Duration, &'static str)> {
+        Some((super::days(2), "8 retries over 4 hours, with margin"))
+    }
+
     fn signs_timestamp(&self) -> bool {
         false
     }

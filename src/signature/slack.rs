@@ -79,6 +79,13 @@ impl Scheme for Slack {
         }
     }
 
+    fn replay_horizon(&self) -> Option<(std::time::Duration, &'static str)> {
+        Some((
+            super::days(1),
+            "Slack retries 3 times within the hour, with margin",
+        ))
+    }
+
     fn signs_timestamp(&self) -> bool {
         true
     }

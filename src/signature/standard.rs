@@ -111,6 +111,13 @@ impl Scheme for Standard {
         }
     }
 
+    fn replay_horizon(&self) -> Option<(std::time::Duration, &'static str)> {
+        Some((
+            super::days(5),
+            "common Standard Webhooks/Svix schedules end within about 3 days, with margin",
+        ))
+    }
+
     fn signs_timestamp(&self) -> bool {
         true
     }

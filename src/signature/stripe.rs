@@ -127,6 +127,13 @@ impl Scheme for Stripe {
         }
     }
 
+    fn replay_horizon(&self) -> Option<(std::time::Duration, &'static str)> {
+        Some((
+            super::days(30),
+            "events can be listed and resent for 30 days (live-mode retries end after 3 days)",
+        ))
+    }
+
     fn signs_timestamp(&self) -> bool {
         true
     }

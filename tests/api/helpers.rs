@@ -76,7 +76,7 @@ fn sources_toml(stripe_extra: &str) -> String {
         ));
         match name {
             "acme" => toml.push_str(
-                "event_id = \"header:X-Acme-Event-Id\"\nevent_type = \"json:/type\"\n\
+                "event_id = \"header:X-Acme-Event-Id\"\nevent_type = \"json:/type\"\nreplay_horizon = \"2d\"\n\
                  [sources.hmac]\nheader = \"X-Acme-Signature\"\nprefix = \"sha256=\"\n\
                  encoding = \"hex\"\ntimestamp_header = \"X-Acme-Timestamp\"\n",
             ),
@@ -373,6 +373,9 @@ async fn start_instance(
         connect_timeout = "1s"
         busy_timeout = "2s"
         lock_timeout = "{lock_timeout}"
+
+        [retention]
+        sweeper = false
 
         [delivery]
         enabled = {dispatch}

@@ -2,7 +2,9 @@
 //! HTTP like a provider sends it. Every test runs once per backend.
 
 mod availability;
+mod cli;
 mod delivery;
 mod helpers;
 mod ingest;
+mod retention;
 mod schemes;

@@ -1,0 +1,8 @@
+//! Retention that outlives every replay: the startup audit, and the sweeper that deletes
+//! expired dedupe records in small batches. Facts are never swept.
+
+mod audit;
+mod sweeper;
+
+pub use audit::{AuditLine, RetentionAudit};
+pub use sweeper::{SweepReport, Sweeper};

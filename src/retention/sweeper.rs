@@ -1,0 +1,240 @@
+//! The sweeper: deletes expired `events` rows and delivered `deliveries` rows older than
+//! the event window, in batches of `sweep_batch`, one short transaction per batch, so
+//! ingestion never waits on it for longer than one batch. It never touches `facts`, nor a
+//! delivery that is not delivered (pending, in progress, or dead).
+//!
+//! With several Inlet instances on one PostgreSQL database, one sweeps at a time: a round
+//! starts by taking a session advisory lock, and an instance that cannot take it skips
+//! the round.
+
+use crate::clock::Clock;
+use crate::config::RetentionSettings;
+use crate::db::schema::{deliveries, events};
+use crate::db::{write_transaction, DbConnection, DbPool, PooledConnection};
+use crate::delivery::DELIVERED;
+use chrono::NaiveDateTime;
+use diesel::connection::SimpleConnection;
+use diesel::prelude::*;
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// Identifies the sweeper's advisory lock among Inlet's (see the migration lock).
+const SWEEP_LOCK_KEY: i64 = 0x17e7_0002;
+
+/// What a round did (or, dry, would do).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SweepReport {
+    pub dry_run: bool,
+    /// Another instance held the sweep lock: nothing was done.
+    pub skipped: bool,
+    pub events: u64,
+    pub deliveries: u64,
+    pub batches: u64,
+}
+
+/// Deletes expired rows.
+pub struct Sweeper {
+    pool: DbPool,
+    clock: Arc<dyn Clock>,
+    settings: RetentionSettings,
+}
+
+impl Sweeper {
+    pub fn new(pool: DbPool, clock: Arc<dyn Clock>, settings: RetentionSettings) -> Self {
+        Self {
+            pool,
+            clock,
+            settings,
+        }
+    }
+
+    /// One round: every expired row, batch by batch (blocking; call off the executor).
+    pub fn sweep(&self, dry_run: bool) -> anyhow::Result<SweepReport> {
+        let now = self.clock.now();
+        let Some(mut locked) = SweepLock::take(self.pool.get()?)? else {
+            return Ok(SweepReport {
+                dry_run,
+                skipped: true,
+                ..SweepReport::default()
+            });
+        };
+        let cutoffs = Cutoffs {
+            events: now.naive_utc(),
+            deliveries: (now - self.settings.events.0).naive_utc(),
+        };
+        let conn = &mut *locked.conn;
+        let mut report = SweepReport {
+            dry_run,
+            ..SweepReport::default()
+        };
+        if dry_run {
+            report.events = count_expired_events(conn, cutoffs.events)?;
+            report.deliveries = count_finished_deliveries(conn, cutoffs.deliveries)?;
+            return Ok(report);
+        }
+        let batch = i64::from(self.settings.sweep_batch);
+        loop {
+            let deleted =
+                write_transaction(conn, |c| delete_expired_events(c, cutoffs.events, batch))?;
+            report.events += deleted;
+            metrics::counter!("inlet_sweeper_deleted_total", "table" => "events")
+                .increment(deleted);
+            report.batches += 1;
+            if deleted < batch as u64 {
+                break;
+            }
+        }
+        loop {
+            let deleted = write_transaction(conn, |c| {
+                delete_finished_deliveries(c, cutoffs.deliveries, batch)
+            })?;
+            report.deliveries += deleted;
+            metrics::counter!("inlet_sweeper_deleted_total", "table" => "deliveries")
+                .increment(deleted);
+            report.batches += 1;
+            if deleted < batch as u64 {
+                break;
+            }
+        }
+        Ok(report)
+    }
+
+    /// Sweeps every `sweep_interval` until `shutdown` (a dropped sender also stops it).
+    pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        loop {
+            let this = self.clone();
+            match tokio::task::spawn_blocking(move || this.sweep(false)).await {
+                Ok(Ok(report)) if report.skipped => {
+                    tracing::debug!("another instance is sweeping; skipped this round");
+                }
+                Ok(Ok(report)) => {
+                    metrics::counter!("inlet_sweeper_runs_total", "result" => "ok").increment(1);
+                    metrics::gauge!("inlet_sweeper_last_success_timestamp_seconds")
+                        .set(self.clock.now().timestamp() as f64);
+                    tracing::info!(
+                        events = report.events,
+                        deliveries = report.deliveries,
+                        batches = report.batches,
+                        "sweep finished"
+                    );
+                }
+                Ok(Err(error)) => {
+                    metrics::counter!("inlet_sweeper_runs_total", "result" => "error").increment(1);
+                    tracing::warn!(%error, "sweep failed; retrying next interval");
+                }
+                Err(error) => tracing::warn!(%error, "the sweep task was aborted"),
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(self.settings.sweep_interval) => {}
+                changed = shutdown.changed() => if changed.is_err() || *shutdown.borrow() { break },
+            }
+        }
+    }
+}
+
+struct Cutoffs {
+    /// Events whose `expires_at` is at or before this.
+    events: NaiveDateTime,
+    /// Delivered rows delivered at or before this.
+    deliveries: NaiveDateTime,
+}
+
+fn count_expired_events(conn: &mut DbConnection, cutoff: NaiveDateTime) -> QueryResult<u64> {
+    events::table
+        .filter(events::expires_at.le(cutoff))
+        .count()
+        .get_result::<i64>(conn)
+        .map(|n| n.unsigned_abs())
+}
+
+fn count_finished_deliveries(conn: &mut DbConnection, cutoff: NaiveDateTime) -> QueryResult<u64> {
+    deliveries::table
+        .filter(deliveries::status.eq(DELIVERED))
+        .filter(deliveries::delivered_at.le(cutoff))
+        .count()
+        .get_result::<i64>(conn)
+        .map(|n| n.unsigned_abs())
+}
+
+fn delete_expired_events(
+    conn: &mut DbConnection,
+    cutoff: NaiveDateTime,
+    batch: i64,
+) -> QueryResult<u64> {
+    let ids: Vec<i64> = events::table
+        .filter(events::expires_at.le(cutoff))
+        .order(events::expires_at)
+        .limit(batch)
+        .select(events::id)
+        .load(conn)?;
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    diesel::delete(
+        events::table
+            .filter(events::id.eq_any(&ids))
+            .filter(events::expires_at.le(cutoff)),
+    )
+    .execute(conn)
+    .map(|n| n as u64)
+}
+
+fn delete_finished_deliveries(
+    conn: &mut DbConnection,
+    cutoff: NaiveDateTime,
+    batch: i64,
+) -> QueryResult<u64> {
+    let finished = deliveries::status
+        .eq(DELIVERED)
+        .and(deliveries::delivered_at.le(cutoff));
+    let ids: Vec<i64> = deliveries::table
+        .filter(finished)
+        .limit(batch)
+        .select(deliveries::id)
+        .load(conn)?;
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    diesel::delete(
+        deliveries::table
+            .filter(deliveries::id.eq_any(&ids))
+            .filter(finished),
+    )
+    .execute(conn)
+    .map(|n| n as u64)
+}
+
+/// A connection holding the PostgreSQL session lock that makes one instance the sweeper
+/// for a round; the lock is released when this drops (also while unwinding, and by the
+/// server if the connection dies). SQLite needs none: its write lock already serializes
+/// the batches of several processes.
+struct SweepLock {
+    conn: PooledConnection,
+}
+
+impl SweepLock {
+    fn take(mut conn: PooledConnection) -> QueryResult<Option<Self>> {
+        if let DbConnection::Postgres(pg) = &mut *conn {
+            let locked: bool = diesel::select(diesel::dsl::sql::<diesel::sql_types::Bool>(
+                &format!("pg_try_advisory_lock({SWEEP_LOCK_KEY})"),
+            ))
+            .get_result(pg)?;
+            if !locked {
+                return Ok(None);
+            }
+        }
+        Ok(Some(Self { conn }))
+    }
+}
+
+impl Drop for SweepLock {
+    fn drop(&mut self) {
+        if let DbConnection::Postgres(pg) = &mut *self.conn {
+            if let Err(error) =
+                pg.batch_execute(&format!("SELECT pg_advisory_unlock({SWEEP_LOCK_KEY})"))
+            {
+                tracing::warn!(%error, "cannot release the sweep lock; it ends with the connection");
+            }
+        }
+    }
+}

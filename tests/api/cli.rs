@@ -1,0 +1,96 @@
+//! The `inlet` binary as an operator runs it: the retention audit at startup and in
+//! `check-config`, and the maintenance commands.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// Writes `toml` to a fresh directory (its SQLite file goes there too) and runs `inlet`.
+fn inlet(toml: &str, args: &[&str]) -> Output {
+    static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let dir: PathBuf = std::env::temp_dir().join(format!(
+        "inlet-cli-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let config = dir.join("inlet.toml");
+    let toml = toml.replace("DB", &dir.join("inlet.db").display().to_string());
+    std::fs::write(&config, toml).expect("write config");
+    let output = Command::new(env!("CARGO_BIN_EXE_inlet"))
+        .arg("--config")
+        .arg(&config)
+        .args(args)
+        .env_remove("INLET_RETENTION__EVENTS")
+        .output()
+        .expect("run inlet");
+    let _ = std::fs::remove_dir_all(&dir);
+    output
+}
+
+const STRIPE: &str = "[database]\nurl = \"sqlite://DB\"\n[[sources]]\nname = \"stripe\"\nscheme = \"stripe\"\nsecrets = [\"whsec_x\"]\n";
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn check_config_prints_the_audit_when_it_passes() {
+    let output = inlet(STRIPE, &["check-config"]);
+    let stdout = text(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", text(&output.stderr));
+    for expected in [
+        "retention.events",
+        "35d",
+        "source stripe (stripe)",
+        "30d",
+        "ok: events are kept 35d",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "{expected} missing from:\n{stdout}"
+        );
+    }
+}
+
+#[test]
+fn serve_refuses_a_window_not_longer_than_the_horizon_and_names_the_numbers() {
+    let toml = format!("{STRIPE}[retention]\nevents = \"30d\"\nreplay_horizon = \"7d\"\n");
+    let output = inlet(&toml, &["serve"]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    for expected in [
+        "retention.events",
+        "30d",
+        "7d",
+        "source stripe (stripe)",
+        "REFUSED",
+    ] {
+        assert!(
+            stderr.contains(expected),
+            "{expected} missing from:\n{stderr}"
+        );
+    }
+}
+
+#[test]
+fn an_hmac_source_must_state_its_horizon() {
+    let toml =
+        "[database]\nurl = \"sqlite://DB\"\n[[sources]]\nname = \"acme\"\nscheme = \"hmac\"\n\
+                secrets = [\"s\"]\nevent_id = \"json:/id\"\n[sources.hmac]\nheader = \"X-Sig\"\n";
+    let output = inlet(toml, &["check-config"]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("sources[0].replay_horizon"), "{stderr}");
+    let stated = toml.replace("event_id", "replay_horizon = \"2d\"\nevent_id");
+    assert!(inlet(&stated, &["check-config"]).status.success());
+}
+
+#[test]
+fn sweep_and_deliver_run_against_a_fresh_database() {
+    let output = inlet(STRIPE, &["sweep", "--dry-run"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(text(&output.stdout).contains("would delete: events 0, deliveries 0"));
+    let output = inlet(STRIPE, &["deliver", "--once"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(text(&output.stdout).contains("delivered: 0"));
+}
