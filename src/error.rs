@@ -228,6 +228,7 @@ impl From<diesel::result::Error> for Problem {
 
 impl From<r2d2::Error> for Problem {
     fn from(error: r2d2::Error) -> Self {
+        metrics::counter!("inlet_db_pool_timeouts_total").increment(1);
         Problem::unavailable(format!("no database connection: {error}"))
     }
 }

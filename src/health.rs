@@ -1,58 +1,97 @@
-//! `GET /healthz` (the process answers) and `GET /readyz` (the database takes a write
-//! within a short timeout and its migrations are current).
+//! `GET /healthz` (the process answers; never touches the database), `GET /readyz` (the
+//! database takes a write within a short timeout, its migrations are current, and the
+//! sweeper has succeeded within three intervals), and `GET /metrics`.
 
 use crate::db::{pending_migrations, write_transaction, DbConnection};
+use crate::delivery::{count_by_status, DEAD, IN_PROGRESS, PENDING};
 use crate::error::Problem;
 use crate::startup::AppState;
 use actix_web::{web, HttpResponse, ResponseError};
 use diesel::connection::SimpleConnection;
 use std::time::Duration;
 
-/// How long `/readyz` waits for the database before answering 503.
+/// How long `/readyz` and the `/metrics` gauges wait for the database.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(2);
 
 pub async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(serde_json::json!({ "status": "ok" }))
 }
 
-pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
+/// Runs `work` on a pooled connection off the executor, giving up after `READY_TIMEOUT`.
+async fn with_timeout<T: Send + 'static>(
+    state: &AppState,
+    work: impl FnOnce(&mut DbConnection) -> Result<T, Problem> + Send + 'static,
+) -> Result<T, Problem> {
     let pool = state.pool.clone();
-    let check = web::block(move || -> Result<(), Problem> {
-        let mut conn = pool.get()?;
-        check_database(&mut conn)
-    });
-    let result = match tokio::time::timeout(READY_TIMEOUT, check).await {
+    let task = web::block(move || -> Result<T, Problem> { work(&mut *pool.get()?) });
+    match tokio::time::timeout(READY_TIMEOUT, task).await {
         Ok(Ok(result)) => result,
         Ok(Err(blocking)) => Err(Problem::from(blocking)),
         Err(_) => Err(Problem::unavailable(format!(
             "the database did not answer within {}s",
             READY_TIMEOUT.as_secs()
         ))),
-    };
-    match result {
-        Ok(()) => {
-            HttpResponse::Ok().json(serde_json::json!({ "status": "ready", "database": "ok" }))
-        }
-        Err(problem) => {
-            tracing::warn!(detail = %problem.detail, "not ready");
-            // Whatever went wrong, the answer to "can I send traffic here" is no.
-            Problem::unavailable(problem.detail).error_response()
-        }
     }
 }
 
+pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
+    let mut failing = Vec::new();
+    match with_timeout(&state, check_database).await {
+        Ok(Some(migrations)) => failing.push(migrations),
+        Ok(None) => {}
+        Err(problem) => failing.push(format!("database: {}", problem.detail)),
+    }
+    if let Some(stalled) = state
+        .sweeper
+        .as_ref()
+        .and_then(|s| s.stalled_for(state.clock.now()))
+    {
+        failing.push(format!(
+            "sweeper: no successful sweep for {}s (more than three sweep intervals)",
+            stalled.num_seconds()
+        ));
+    }
+    if failing.is_empty() {
+        return HttpResponse::Ok().json(serde_json::json!({ "status": "ready", "database": "ok" }));
+    }
+    let detail = failing.join("; ");
+    tracing::warn!(%detail, "not ready");
+    Problem::unavailable(detail).error_response()
+}
+
 /// Ingest needs to write: on SQLite take (and release) the write lock, which a stuck
-/// writer or an external lock holder would block; on PostgreSQL a round trip.
-fn check_database(conn: &mut DbConnection) -> Result<(), Problem> {
+/// writer or an external lock holder would block; on PostgreSQL a round trip. Returns the
+/// migration problem, if any.
+fn check_database(conn: &mut DbConnection) -> Result<Option<String>, Problem> {
     match conn {
         DbConnection::Sqlite(_) => write_transaction(conn, |_| Ok::<(), Problem>(()))?,
         DbConnection::Postgres(c) => c.batch_execute("SELECT 1")?,
     }
     let pending = pending_migrations(conn).map_err(|e| Problem::unavailable(e.to_string()))?;
-    if pending > 0 {
-        return Err(Problem::unavailable(format!(
-            "{pending} migration(s) not applied: run `inlet migrate`"
-        )));
+    Ok((pending > 0).then(|| format!("migrations: {pending} not applied (run `inlet migrate`)")))
+}
+
+/// Prometheus text. The outbox and pool gauges are read at scrape time; when the database
+/// does not answer they keep their last values and the scrape still succeeds.
+pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+    let pool_state = state.pool.state();
+    let idle = f64::from(pool_state.idle_connections);
+    metrics::gauge!("inlet_db_pool_connections", "state" => "idle").set(idle);
+    metrics::gauge!("inlet_db_pool_connections", "state" => "in_use")
+        .set(f64::from(pool_state.connections) - idle);
+    let counts = with_timeout(&state, |conn| {
+        let pending = count_by_status(conn, PENDING)? + count_by_status(conn, IN_PROGRESS)?;
+        Ok((pending, count_by_status(conn, DEAD)?))
+    })
+    .await;
+    match counts {
+        Ok((pending, dead)) => {
+            metrics::gauge!("inlet_outbox_pending").set(pending as f64);
+            metrics::gauge!("inlet_dead_letters").set(dead as f64);
+        }
+        Err(problem) => tracing::debug!(detail = %problem.detail, "outbox gauges not refreshed"),
     }
-    Ok(())
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4; charset=utf-8")
+        .body(crate::observability::prometheus().render())
 }

@@ -4,6 +4,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use inlet::config::Settings;
 use inlet::delivery::{Dispatcher, Settled};
+use inlet::observability::LogFormat;
 use inlet::retention::Sweeper;
 use inlet::signature::SampleEvent;
 use inlet::startup::{open_database, Application};
@@ -24,6 +25,15 @@ struct Cli {
         default_value = "inlet.toml"
     )]
     config: PathBuf,
+    /// Log as human-readable text or as JSON lines.
+    #[arg(
+        long,
+        global = true,
+        env = "INLET_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -95,8 +105,8 @@ impl EventArgs {
 
 #[actix_web::main]
 async fn main() -> anyhow::Result<()> {
-    inlet::observability::init_logging();
     let cli = Cli::parse();
+    inlet::observability::init_logging(cli.log_format);
     let settings = match Settings::load(&cli.config) {
         Ok(settings) => settings,
         Err(error) => {

@@ -1,12 +1,164 @@
-//! Logging setup. `INLET_LOG` (or `RUST_LOG`) sets the filter, `info` by default. Payloads
-//! and secrets are never logged: handlers log sources, event ids, outcomes and reasons.
+//! Metrics and logs.
+//!
+//! Metrics are Prometheus text from `GET /metrics`, recorded with the `metrics` crate.
+//! Names are stable and labels low-cardinality: routes are patterns, sources and
+//! destinations are configured names, outcomes are fixed words — never event ids, payloads
+//! or secrets. Logs go through `tracing`, human-readable or JSON (`--log-format json`),
+//! with one span per request carrying its request id (`X-Request-Id`, honoured or made),
+//! and the source, event id and outcome where known. `INLET_LOG` (or `RUST_LOG`) sets the
+//! filter, `info` by default.
 
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::header::{HeaderName, HeaderValue};
+use actix_web::middleware::Next;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use std::sync::OnceLock;
+use std::time::Instant;
+use tracing::Instrument;
 use tracing_subscriber::EnvFilter;
 
-pub fn init_logging() {
+/// The request id header, honoured when the client sends a sane one and always returned.
+pub const REQUEST_ID: &str = "x-request-id";
+
+/// Latency buckets, in seconds: from sub-millisecond to the 10 s where providers give up.
+const LATENCY_BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+pub fn init_logging(format: LogFormat) {
     let filter = EnvFilter::try_from_env("INLET_LOG")
         .or_else(|_| EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
     // A second call (tests) keeps the first subscriber.
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).try_init();
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().with_current_span(true).try_init(),
+    };
+}
+
+/// The process's Prometheus recorder, installed on first use.
+pub fn prometheus() -> &'static PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE.get_or_init(|| {
+        let builder = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Suffix("_seconds".to_owned()), &LATENCY_BUCKETS)
+            .unwrap_or_else(|_| PrometheusBuilder::new());
+        let recorder = builder.build_recorder();
+        let handle = recorder.handle();
+        // Another recorder may already be installed (an embedding application); its
+        // metrics then go there and /metrics shows only what this handle records.
+        let _ = metrics::set_global_recorder(recorder);
+        describe();
+        handle
+    })
+}
+
+fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_counter!(
+        "inlet_http_requests_total",
+        "HTTP requests by route pattern and status"
+    );
+    describe_histogram!(
+        "inlet_http_request_duration_seconds",
+        Unit::Seconds,
+        "HTTP request latency by route pattern"
+    );
+    describe_counter!("inlet_webhooks_total", "Webhooks by source and outcome (accepted, replayed, duplicate_fact, duplicate_after_expiry, handshake, or a rejection reason)");
+    describe_histogram!(
+        "inlet_ingest_duration_seconds",
+        Unit::Seconds,
+        "Duration of the ingest transaction by source"
+    );
+    describe_counter!(
+        "inlet_deliveries_total",
+        "Delivery attempts by destination and outcome"
+    );
+    describe_gauge!(
+        "inlet_outbox_pending",
+        "Deliveries not yet delivered nor dead"
+    );
+    describe_gauge!("inlet_dead_letters", "Deliveries that gave up");
+    describe_counter!("inlet_sweeper_runs_total", "Sweeper rounds by result");
+    describe_counter!(
+        "inlet_sweeper_deleted_total",
+        "Rows deleted by the sweeper, by table"
+    );
+    describe_gauge!(
+        "inlet_sweeper_last_success_timestamp_seconds",
+        "Unix time of the last successful sweep"
+    );
+    describe_gauge!(
+        "inlet_db_pool_connections",
+        "Database pool connections by state (idle, in_use)"
+    );
+    describe_counter!(
+        "inlet_db_pool_timeouts_total",
+        "Waits for a database connection that timed out"
+    );
+    describe_gauge!(
+        "inlet_build_info",
+        "Always 1; the version label says which build runs"
+    );
+    metrics::gauge!("inlet_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+}
+
+/// A client's request id when it is short printable text, else a fresh one.
+fn request_id(request: &ServiceRequest) -> String {
+    request
+        .headers()
+        .get(REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|id| !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_graphic()))
+        .map(str::to_owned)
+        .unwrap_or_else(|| format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..)))
+}
+
+/// A route pattern as a label: `/webhooks/{source}` → `/webhooks/:source`, since braces
+/// inside label values trip simple scrapers and parsers.
+fn route_label(pattern: &str) -> String {
+    pattern.replace('{', ":").replace('}', "")
+}
+
+/// Middleware: a span per request (request id, method, route; handlers add source, event
+/// id and outcome), the request id echoed back, and the HTTP metrics.
+pub async fn observe(
+    request: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    let id = request_id(&request);
+    let route = request
+        .match_pattern()
+        .map_or_else(|| "unmatched".to_owned(), |pattern| route_label(&pattern));
+    let span = tracing::info_span!(
+        "request",
+        request_id = %id,
+        method = %request.method(),
+        route = %route,
+        source = tracing::field::Empty,
+        event_id = tracing::field::Empty,
+        outcome = tracing::field::Empty,
+    );
+    let started = Instant::now();
+    let mut response = next.call(request).instrument(span).await?;
+    let status = response.status().as_u16().to_string();
+    metrics::counter!("inlet_http_requests_total", "route" => route.clone(), "status" => status)
+        .increment(1);
+    metrics::histogram!("inlet_http_request_duration_seconds", "route" => route)
+        .record(started.elapsed().as_secs_f64());
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        response
+            .headers_mut()
+            .insert(HeaderName::from_static(REQUEST_ID), value);
+    }
+    Ok(response)
 }

@@ -6,9 +6,10 @@ use crate::db::{self, DbPool};
 use crate::delivery::Dispatcher;
 use crate::error::{Problem, Reason};
 use crate::faults::Faults;
-use crate::health::{healthz, readyz};
+use crate::health::{healthz, metrics, readyz};
 use crate::ingest::receive_webhook;
-use crate::retention::Sweeper;
+use crate::observability::observe;
+use crate::retention::{Sweeper, SweeperHealth};
 use actix_web::dev::{Server, ServerHandle};
 use actix_web::{web, App, HttpResponse, HttpServer, ResponseError};
 use anyhow::Context;
@@ -25,6 +26,8 @@ pub struct AppState {
     pub faults: Arc<Faults>,
     /// Wakes this instance's dispatcher when a new fact has deliveries.
     pub dispatcher_waker: Option<Arc<tokio::sync::Notify>>,
+    /// The in-server sweeper's last success, for readiness.
+    pub sweeper: Option<SweeperHealth>,
 }
 
 /// Replaceable parts, for tests: the clock, and (test builds) armed faults.
@@ -76,6 +79,7 @@ impl Application {
     }
 
     pub async fn build_with(settings: Settings, hooks: Hooks) -> anyhow::Result<Self> {
+        crate::observability::prometheus();
         let pool = open_database(&settings).await?;
         let listener = TcpListener::bind(&settings.server.bind)
             .with_context(|| format!("cannot listen on {} (server.bind)", settings.server.bind))?;
@@ -94,12 +98,14 @@ impl Application {
             dispatcher_waker = Some(dispatcher.waker());
             background.push(tokio::spawn(dispatcher.run(stopped.clone())));
         }
+        let mut sweeper_health = None;
         if settings.retention.sweeper {
             let sweeper = Arc::new(Sweeper::new(
                 pool.clone(),
                 hooks.clock.clone(),
                 settings.retention.clone(),
             ));
+            sweeper_health = Some(sweeper.health());
             background.push(tokio::spawn(sweeper.run(stopped)));
         }
         let state = web::Data::new(AppState {
@@ -108,13 +114,16 @@ impl Application {
             clock: hooks.clock,
             faults: hooks.faults,
             dispatcher_waker,
+            sweeper: sweeper_health,
         });
         let mut server = HttpServer::new(move || {
             App::new()
                 .app_data(state.clone())
+                .wrap(actix_web::middleware::from_fn(observe))
                 .route("/webhooks/{source}", web::post().to(receive_webhook))
                 .route("/healthz", web::get().to(healthz))
                 .route("/readyz", web::get().to(readyz))
+                .route("/metrics", web::get().to(metrics))
                 .default_service(web::to(not_found))
         })
         .shutdown_timeout(grace.as_secs())

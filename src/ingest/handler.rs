@@ -27,7 +27,8 @@ pub async fn receive_webhook(
         Some(source) => source.name.as_str().to_owned(),
         None => "unknown".to_owned(),
     };
-    let started = Instant::now();
+    let span = tracing::Span::current();
+    span.record("source", source_label.as_str());
     let result = ingest(&request, &name, payload, &state).await;
     let outcome = match &result {
         Ok((outcome, _, _)) => outcome.as_str(),
@@ -37,12 +38,13 @@ pub async fn receive_webhook(
         .increment(1);
     match result {
         Ok((outcome, event_id, answer)) => {
-            metrics::histogram!("inlet_ingest_duration_seconds", "source" => source_label.clone())
-                .record(started.elapsed().as_secs_f64());
+            span.record("event_id", event_id.as_str());
+            span.record("outcome", outcome.as_str());
             tracing::info!(source = %source_label, %event_id, outcome = outcome.as_str(), "webhook processed");
             answer_response(outcome, answer)
         }
         Err(problem) => {
+            span.record("outcome", problem.reason.code());
             if problem.reason == Reason::Internal {
                 tracing::error!(source = %source_label, reason = problem.reason.code(), detail = %problem.detail, "webhook failed");
             } else {
@@ -134,9 +136,14 @@ async fn ingest(
 
     let pool = state.pool.clone();
     let faults = state.faults.clone();
+    let source_label = claim.source.clone();
     let (outcome, answer) = web::block(move || {
         let mut conn = pool.get()?;
-        process(&mut conn, &claim, &faults)
+        let started = Instant::now();
+        let result = process(&mut conn, &claim, &faults);
+        metrics::histogram!("inlet_ingest_duration_seconds", "source" => source_label)
+            .record(started.elapsed().as_secs_f64());
+        result
     })
     .await??;
     if outcome == Outcome::Accepted && !source.destinations.is_empty() {

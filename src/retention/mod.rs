@@ -5,4 +5,4 @@ mod audit;
 mod sweeper;
 
 pub use audit::{AuditLine, RetentionAudit};
-pub use sweeper::{SweepReport, Sweeper};
+pub use sweeper::{SweepReport, Sweeper, SweeperHealth};

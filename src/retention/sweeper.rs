@@ -12,9 +12,10 @@ use crate::config::RetentionSettings;
 use crate::db::schema::{deliveries, events};
 use crate::db::{write_transaction, DbConnection, DbPool, PooledConnection};
 use crate::delivery::DELIVERED;
-use chrono::NaiveDateTime;
+use chrono::{DateTime, NaiveDateTime, Utc};
 use diesel::connection::SimpleConnection;
 use diesel::prelude::*;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use tokio::sync::watch;
 
@@ -32,20 +33,48 @@ pub struct SweepReport {
     pub batches: u64,
 }
 
+/// When the sweeper last succeeded, for readiness.
+#[derive(Debug, Clone)]
+pub struct SweeperHealth {
+    /// Unix seconds of the last successful round (the start time before the first).
+    last_success: Arc<AtomicI64>,
+    interval: std::time::Duration,
+}
+
+impl SweeperHealth {
+    /// `None` when healthy; otherwise how long it has been since the last success, when
+    /// that is more than three intervals.
+    pub fn stalled_for(&self, now: DateTime<Utc>) -> Option<chrono::Duration> {
+        let since = now.timestamp() - self.last_success.load(Ordering::Relaxed);
+        let allowed = 3 * i64::try_from(self.interval.as_secs()).unwrap_or(i64::MAX / 3);
+        (since > allowed.max(60)).then(|| chrono::Duration::seconds(since))
+    }
+}
+
 /// Deletes expired rows.
 pub struct Sweeper {
     pool: DbPool,
     clock: Arc<dyn Clock>,
     settings: RetentionSettings,
+    health: SweeperHealth,
 }
 
 impl Sweeper {
     pub fn new(pool: DbPool, clock: Arc<dyn Clock>, settings: RetentionSettings) -> Self {
+        let health = SweeperHealth {
+            last_success: Arc::new(AtomicI64::new(clock.now().timestamp())),
+            interval: settings.sweep_interval,
+        };
         Self {
             pool,
             clock,
             settings,
+            health,
         }
+    }
+
+    pub fn health(&self) -> SweeperHealth {
+        self.health.clone()
     }
 
     /// One round: every expired row, batch by batch (blocking; call off the executor).
@@ -105,12 +134,19 @@ impl Sweeper {
             let this = self.clone();
             match tokio::task::spawn_blocking(move || this.sweep(false)).await {
                 Ok(Ok(report)) if report.skipped => {
+                    // Another instance sweeps: the work is being done.
+                    self.health
+                        .last_success
+                        .store(self.clock.now().timestamp(), Ordering::Relaxed);
+                    metrics::counter!("inlet_sweeper_runs_total", "result" => "skipped")
+                        .increment(1);
                     tracing::debug!("another instance is sweeping; skipped this round");
                 }
                 Ok(Ok(report)) => {
+                    let now = self.clock.now().timestamp();
+                    self.health.last_success.store(now, Ordering::Relaxed);
                     metrics::counter!("inlet_sweeper_runs_total", "result" => "ok").increment(1);
-                    metrics::gauge!("inlet_sweeper_last_success_timestamp_seconds")
-                        .set(self.clock.now().timestamp() as f64);
+                    metrics::gauge!("inlet_sweeper_last_success_timestamp_seconds").set(now as f64);
                     tracing::info!(
                         events = report.events,
                         deliveries = report.deliveries,

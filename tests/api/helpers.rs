@@ -297,6 +297,10 @@ pub struct TestOptions {
     pub dispatch: bool,
     /// `server.shutdown_grace` (default 2s).
     pub shutdown_grace: &'static str,
+    /// More `[[sources]]` tables, appended to the configuration.
+    pub extra_sources: String,
+    /// Run the sweeper in this instance every this often (default: no sweeper).
+    pub sweep_interval: Option<&'static str>,
 }
 
 impl Default for TestOptions {
@@ -308,6 +312,8 @@ impl Default for TestOptions {
             destination: None,
             dispatch: true,
             shutdown_grace: "2s",
+            extra_sources: String::new(),
+            sweep_interval: None,
         }
     }
 }
@@ -334,7 +340,7 @@ pub async fn spawn_app(backend: Backend) -> TestApp {
 
 pub async fn spawn_app_with(backend: Backend, options: TestOptions) -> TestApp {
     if std::env::var_os("TEST_LOG").is_some() {
-        inlet::observability::init_logging();
+        inlet::observability::init_logging(inlet::observability::LogFormat::Text);
     }
     let database = tokio::task::spawn_blocking(move || TestDatabase::create(backend))
         .await
@@ -375,7 +381,8 @@ async fn start_instance(
         lock_timeout = "{lock_timeout}"
 
         [retention]
-        sweeper = false
+        sweeper = {sweeper}
+        sweep_interval = "{sweep_interval}"
 
         [delivery]
         enabled = {dispatch}
@@ -385,7 +392,9 @@ async fn start_instance(
         "#,
         grace = options.shutdown_grace,
         dispatch = options.dispatch,
-        sources = sources_toml(&destination),
+        sweeper = options.sweep_interval.is_some(),
+        sweep_interval = options.sweep_interval.unwrap_or("10m"),
+        sources = sources_toml(&destination) + &options.extra_sources,
     ))
     .expect("valid test configuration");
     let clock = Arc::new(match options.clock_at {
@@ -427,6 +436,11 @@ async fn start_instance(
 }
 
 impl TestApp {
+    /// The database URL (direct, not through the proxy), for processes of their own.
+    pub fn database_url(&self) -> String {
+        self.database.url(None)
+    }
+
     /// Another Inlet on the same database (a second instance, or a restart).
     pub async fn another_instance(&self, options: TestOptions) -> TestApp {
         start_instance(

@@ -6,5 +6,7 @@ mod cli;
 mod delivery;
 mod helpers;
 mod ingest;
+mod lifecycle;
+mod observability;
 mod retention;
 mod schemes;

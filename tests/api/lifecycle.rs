@@ -1,0 +1,274 @@
+//! The real `inlet` process: SIGTERM under load loses nothing acknowledged, cuts no
+//! request in flight, exits 0, and a restart carries on delivering.
+
+use crate::helpers::{
+    spawn_app_with, stripe_signature, Backend, TestApp, TestOptions, STRIPE_SECRET,
+};
+use crate::on_both_backends;
+use diesel::prelude::*;
+use inlet::db::schema::{deliveries, events};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use wiremock::matchers::method;
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+on_both_backends!(sigterm_under_load_loses_nothing_and_a_restart_carries_on);
+
+/// A running `inlet serve` and the port it reported.
+struct Process {
+    child: Child,
+    port: u16,
+}
+
+fn start(config: &std::path::Path) -> Process {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_inlet"))
+        .args(["--log-format", "json", "serve", "--config"])
+        .arg(config)
+        .env("INLET_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start inlet");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let port = loop {
+        let line = lines
+            .next()
+            .expect("inlet logs its port before anything else")
+            .expect("a log line");
+        let Ok(entry) = serde_json::from_str::<serde_json::Value>(&line) else {
+            continue;
+        };
+        if entry["fields"]["message"] == "inlet is listening" {
+            break entry["fields"]["port"].as_u64().expect("a port") as u16;
+        }
+    };
+    // Keep draining the logs so the process never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    Process { child, port }
+}
+
+fn sigterm(process: &Process) {
+    let status = Command::new("kill")
+        .args(["-TERM", &process.child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+}
+
+fn wait_exit(process: &mut Process, within: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = process.child.try_wait().expect("wait") {
+            return status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "inlet did not exit within {within:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn config(app: &TestApp, dir: &std::path::Path, destination: &str) -> std::path::PathBuf {
+    let path = dir.join("inlet.toml");
+    let toml = format!(
+        "[server]\nbind = \"127.0.0.1:0\"\nworkers = 2\nshutdown_grace = \"2s\"\n\
+         [database]\nurl = \"{}\"\npool_size = 8\n\
+         [delivery]\npoll_interval = \"50ms\"\nlease = \"15s\"\n\
+         [retention]\nsweeper = false\n\
+         [[sources]]\nname = \"stripe\"\nscheme = \"stripe\"\nsecrets = [\"{STRIPE_SECRET}\"]\n\
+         [[sources.destinations]]\nurl = \"{destination}/events\"\n\
+         secret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\ntimeout = \"10s\"\n",
+        app.database_url()
+    );
+    std::fs::write(&path, toml).expect("write config");
+    path
+}
+
+/// One client request's fate.
+struct Sent {
+    event_id: String,
+    started: Instant,
+    result: Result<u16, String>,
+}
+
+async fn sigterm_under_load_loses_nothing_and_a_restart_carries_on(backend: Backend) {
+    // The application is slow: deliveries are in flight when SIGTERM comes.
+    let application = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_delay(Duration::from_secs(30)))
+        .mount(&application)
+        .await;
+    let holder = spawn_app_with(
+        backend,
+        TestOptions {
+            dispatch: false,
+            ..Default::default()
+        },
+    )
+    .await;
+    let dir = std::env::temp_dir().join(format!(
+        "inlet-lifecycle-{}-{backend:?}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let config = config(&holder, &dir, &application.uri());
+    let mut process = tokio::task::spawn_blocking({
+        let config = config.clone();
+        move || start(&config)
+    })
+    .await
+    .expect("start");
+    let url = format!("http://127.0.0.1:{}/webhooks/stripe", process.port);
+
+    // Sixteen clients, a fresh connection per request, until the server is gone.
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .timeout(Duration::from_secs(20))
+        .build()
+        .expect("client");
+    let sent: Arc<Mutex<Vec<Sent>>> = Arc::default();
+    let mut clients = tokio::task::JoinSet::new();
+    for c in 0..16 {
+        let (client, url, sent) = (client.clone(), url.clone(), sent.clone());
+        clients.spawn(async move {
+            for i in 0.. {
+                let event_id = format!("evt_term_{c}_{i}");
+                let body = serde_json::json!({"id": event_id, "type": "charge.captured", "data": {"object": {"id": event_id}}})
+                    .to_string();
+                let signature = stripe_signature(STRIPE_SECRET, body.as_bytes(), chrono::Utc::now().timestamp());
+                let started = Instant::now();
+                let result = client
+                    .post(&url)
+                    .header("Stripe-Signature", signature)
+                    .body(body)
+                    .send()
+                    .await
+                    .map(|r| r.status().as_u16())
+                    .map_err(|e| format!("{e:?}"));
+                let failed = result.is_err();
+                sent.lock().expect("lock").push(Sent { event_id, started, result });
+                if failed {
+                    break;
+                }
+            }
+        });
+    }
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let terminated_at = Instant::now();
+    sigterm(&process);
+    while let Some(done) = clients.join_next().await {
+        done.expect("client task");
+    }
+    let status = tokio::task::spawn_blocking(move || {
+        let status = wait_exit(&mut process, Duration::from_secs(20));
+        (status, process)
+    })
+    .await
+    .expect("wait task");
+    assert_eq!(status.0.code(), Some(0), "a clean exit after SIGTERM");
+
+    let sent = std::mem::take(&mut *sent.lock().expect("lock"));
+    let acknowledged: Vec<&Sent> = sent
+        .iter()
+        .filter(|s| matches!(s.result, Ok(200..=299)))
+        .collect();
+    assert!(
+        acknowledged.len() > 20,
+        "the load ran: {} acknowledged",
+        acknowledged.len()
+    );
+    for request in &sent {
+        if let Ok(status) = request.result {
+            assert_eq!(
+                status, 200,
+                "{}: every answer before shutdown is a success",
+                request.event_id
+            );
+        }
+        // Requests well under way before the signal must be answered, never cut.
+        if request.started + Duration::from_millis(100) < terminated_at {
+            assert!(
+                request.result.is_ok(),
+                "{} was cut: {:?}",
+                request.event_id,
+                request.result
+            );
+        }
+    }
+
+    // Everything acknowledged is in the database, with its delivery.
+    let stored: Vec<String> = {
+        let pool = holder.pool.clone();
+        tokio::task::spawn_blocking(move || {
+            events::table
+                .select(events::event_id)
+                .load::<String>(&mut pool.get().expect("conn"))
+                .expect("events")
+        })
+        .await
+        .expect("query")
+    };
+    for request in &acknowledged {
+        assert!(
+            stored.contains(&request.event_id),
+            "{} was acknowledged but not stored",
+            request.event_id
+        );
+    }
+    let statuses = delivery_statuses(&holder).await;
+    assert_eq!(
+        statuses.len(),
+        stored.len(),
+        "one delivery per accepted fact"
+    );
+    assert!(
+        !statuses.iter().any(|s| s == "in_progress"),
+        "no delivery left in_progress: {statuses:?}"
+    );
+
+    // The application recovers; a restarted Inlet delivers everything left.
+    application.reset().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200))
+        .mount(&application)
+        .await;
+    let mut restarted = tokio::task::spawn_blocking(move || start(&config))
+        .await
+        .expect("restart");
+    let mut delivered = false;
+    for _ in 0..300 {
+        if delivery_statuses(&holder)
+            .await
+            .iter()
+            .all(|s| s == "delivered")
+        {
+            delivered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(delivered, "every delivery completed after the restart");
+    sigterm(&restarted);
+    let status =
+        tokio::task::spawn_blocking(move || wait_exit(&mut restarted, Duration::from_secs(20)))
+            .await
+            .expect("wait");
+    assert_eq!(status.code(), Some(0));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+async fn delivery_statuses(app: &TestApp) -> Vec<String> {
+    let pool = app.pool.clone();
+    tokio::task::spawn_blocking(move || {
+        deliveries::table
+            .select(deliveries::status)
+            .load::<String>(&mut pool.get().expect("conn"))
+            .expect("deliveries")
+    })
+    .await
+    .expect("query")
+}
