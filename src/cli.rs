@@ -97,3 +97,103 @@ pub async fn send(
     let text = response.text().await.context("cannot read the response")?;
     Ok((status, text))
 }
+
+/// A client of the operator API, for the `inlet events|replay|deadletters` commands.
+pub struct AdminClient {
+    base: String,
+    token: String,
+    client: reqwest::Client,
+}
+
+/// How many times a mutating call is tried (same Idempotency-Key every time).
+const ADMIN_ATTEMPTS: u32 = 3;
+
+impl AdminClient {
+    pub fn new(base: &str, token: &str) -> anyhow::Result<Self> {
+        Ok(Self {
+            base: base.trim_end_matches('/').to_owned(),
+            token: token.to_owned(),
+            client: reqwest::Client::builder()
+                .timeout(std::time::Duration::from_secs(60))
+                .build()
+                .context("cannot build the HTTP client")?,
+        })
+    }
+
+    /// `GET path`; returns the status and body.
+    pub async fn get(&self, path: &str) -> anyhow::Result<(u16, String)> {
+        let url = format!("{}{path}", self.base);
+        let response = self
+            .client
+            .get(&url)
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .with_context(|| format!("GET {url} failed"))?;
+        let status = response.status().as_u16();
+        Ok((
+            status,
+            response.text().await.context("cannot read the response")?,
+        ))
+    }
+
+    /// `POST path` with a JSON body and one Idempotency-Key for this invocation, retried
+    /// on connection errors, 409 and 5xx with the same key: the call takes effect once.
+    pub async fn post(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> anyhow::Result<(u16, String)> {
+        let url = format!("{}{path}", self.base);
+        let key = format!("inlet-cli-{}", sample_event_id());
+        let mut last_error = None;
+        for attempt in 1..=ADMIN_ATTEMPTS {
+            let sent = self
+                .client
+                .post(&url)
+                .bearer_auth(&self.token)
+                .header("Idempotency-Key", &key)
+                .header("Content-Type", "application/json")
+                .body(body.to_string())
+                .send()
+                .await;
+            match sent {
+                Ok(response)
+                    if !(response.status().is_server_error()
+                        || response.status().as_u16() == 409) =>
+                {
+                    let status = response.status().as_u16();
+                    return Ok((
+                        status,
+                        response.text().await.context("cannot read the response")?,
+                    ));
+                }
+                Ok(response) => last_error = Some(format!("HTTP {}", response.status())),
+                Err(error) => last_error = Some(error.to_string()),
+            }
+            if attempt < ADMIN_ATTEMPTS {
+                tokio::time::sleep(std::time::Duration::from_secs(u64::from(attempt))).await;
+            }
+        }
+        Err(anyhow!(
+            "POST {url} failed {ADMIN_ATTEMPTS} times (Idempotency-Key {key}): {}",
+            last_error.unwrap_or_default()
+        ))
+    }
+}
+
+/// A query string from optional parameters (values percent-encoded).
+pub fn query_string(params: &[(&str, Option<String>)]) -> String {
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    for (name, value) in params {
+        if let Some(value) = value {
+            query.append_pair(name, value);
+        }
+    }
+    let query = query.finish();
+    if query.is_empty() {
+        query
+    } else {
+        format!("?{query}")
+    }
+}

@@ -53,6 +53,7 @@ pub const DEFAULT_REPLAY_HORIZON: &str = "30d";
 pub const DEFAULT_OPERATOR_KEYS: &str = "24h";
 pub const DEFAULT_SWEEP_INTERVAL: &str = "10m";
 pub const DEFAULT_SWEEP_BATCH: u32 = 1000;
+pub const DEFAULT_MAX_REPLAY: u32 = 1000;
 
 /// A configuration that could not be loaded or is not safe to run.
 #[derive(Debug, thiserror::Error)]
@@ -179,6 +180,15 @@ struct RawSettings {
     retention: RawRetention,
     #[serde(default)]
     delivery: RawDelivery,
+    #[serde(default)]
+    operator: RawOperator,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawOperator {
+    token: Option<String>,
+    max_replay: Option<u32>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -285,6 +295,16 @@ pub struct Settings {
     pub sources: Vec<SourceSettings>,
     pub retention: RetentionSettings,
     pub delivery: DeliverySettings,
+    pub operator: OperatorSettings,
+}
+
+/// The operator API (`/admin`).
+#[derive(Debug, Clone)]
+pub struct OperatorSettings {
+    /// The bearer token; without one the operator API refuses every request.
+    pub token: Option<Secret>,
+    /// Most events one replay may touch.
+    pub max_replay: u32,
 }
 
 /// The dispatcher that sends outbox rows to destinations.
@@ -394,6 +414,19 @@ pub struct RetentionSettings {
     pub sweep_batch: u32,
     /// The numbers compared at startup.
     pub audit: crate::retention::RetentionAudit,
+}
+
+impl SourceSettings {
+    /// Each destination's name and the deadline of a delivery enqueued at `now`.
+    pub fn delivery_deadlines(
+        &self,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Vec<(String, chrono::DateTime<chrono::Utc>)> {
+        self.destinations
+            .iter()
+            .map(|d| (d.name.clone(), now + d.policy.deadline))
+            .collect()
+    }
 }
 
 /// A source's name, as it appears in the URL path: `[a-z0-9_-]`, 1 to 64 characters.
@@ -627,12 +660,33 @@ impl Settings {
             }
         }
 
+        let operator = OperatorSettings {
+            token: raw
+                .operator
+                .token
+                .as_deref()
+                .map(|reference| Secret::resolve(reference, "operator.token"))
+                .transpose()?,
+            max_replay: raw.operator.max_replay.unwrap_or(DEFAULT_MAX_REPLAY).max(1),
+        };
+        if operator
+            .token
+            .as_ref()
+            .is_some_and(|t| t.expose().len() < 16)
+        {
+            return Err(ConfigError::new(
+                "operator.token",
+                "must be at least 16 characters",
+            ));
+        }
+
         Ok(Self {
             server,
             database,
             sources,
             retention,
             delivery,
+            operator,
         })
     }
 

@@ -30,10 +30,15 @@ pub enum Reason {
     ClaimInProgress,
     DatabaseUnavailable,
     Internal,
+    Unauthorized,
+    InvalidRequest,
+    IdempotencyKeyMissing,
+    IdempotencyKeyReused,
+    Expired,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 15] = [
+    pub const ALL: [Reason; 20] = [
         Reason::NotFound,
         Reason::UnknownSource,
         Reason::PayloadTooLarge,
@@ -49,6 +54,11 @@ impl Reason {
         Reason::ClaimInProgress,
         Reason::DatabaseUnavailable,
         Reason::Internal,
+        Reason::Unauthorized,
+        Reason::InvalidRequest,
+        Reason::IdempotencyKeyMissing,
+        Reason::IdempotencyKeyReused,
+        Reason::Expired,
     ];
 
     /// The stable reason code, used in the body, in metrics and in logs.
@@ -69,6 +79,11 @@ impl Reason {
             Reason::ClaimInProgress => "claim_in_progress",
             Reason::DatabaseUnavailable => "database_unavailable",
             Reason::Internal => "internal_error",
+            Reason::Unauthorized => "unauthorized",
+            Reason::InvalidRequest => "invalid_request",
+            Reason::IdempotencyKeyMissing => "idempotency_key_missing",
+            Reason::IdempotencyKeyReused => "idempotency_key_reused",
+            Reason::Expired => "expired",
         }
     }
 
@@ -77,13 +92,20 @@ impl Reason {
             Reason::NotFound | Reason::UnknownSource => StatusCode::NOT_FOUND,
             Reason::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Reason::MissingSignature
+            | Reason::InvalidRequest
+            | Reason::IdempotencyKeyMissing
             | Reason::MalformedSignature
             | Reason::InvalidBody
             | Reason::MissingEventId
             | Reason::InvalidEventId
             | Reason::MissingFactKey => StatusCode::BAD_REQUEST,
-            Reason::BadSignature | Reason::TimestampOutOfTolerance => StatusCode::UNAUTHORIZED,
-            Reason::FingerprintMismatch => StatusCode::UNPROCESSABLE_ENTITY,
+            Reason::BadSignature | Reason::TimestampOutOfTolerance | Reason::Unauthorized => {
+                StatusCode::UNAUTHORIZED
+            }
+            Reason::FingerprintMismatch | Reason::IdempotencyKeyReused => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
+            Reason::Expired => StatusCode::GONE,
             Reason::ClaimInProgress => StatusCode::CONFLICT,
             Reason::DatabaseUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             Reason::Internal => StatusCode::INTERNAL_SERVER_ERROR,
@@ -107,6 +129,11 @@ impl Reason {
             Reason::ClaimInProgress => "Event is being processed by a concurrent request",
             Reason::DatabaseUnavailable => "Database unavailable",
             Reason::Internal => "Internal error",
+            Reason::Unauthorized => "Operator token missing or wrong",
+            Reason::InvalidRequest => "Request invalid",
+            Reason::IdempotencyKeyMissing => "Idempotency-Key header required",
+            Reason::IdempotencyKeyReused => "Idempotency-Key reused with a different request",
+            Reason::Expired => "Swept after the retention window",
         }
     }
 
@@ -185,6 +212,9 @@ impl ResponseError for Problem {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         ));
+        if self.reason == Reason::Unauthorized {
+            response.insert_header((header::WWW_AUTHENTICATE, "Bearer"));
+        }
         if let Some(seconds) = self.reason.retry_after_secs() {
             response.insert_header((header::RETRY_AFTER, seconds.to_string()));
         }

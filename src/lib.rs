@@ -16,6 +16,7 @@ pub mod health;
 pub mod ingest;
 pub mod ledger;
 pub mod observability;
+pub mod operator;
 pub mod retention;
 pub mod signature;
 pub mod startup;

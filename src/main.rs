@@ -53,6 +53,32 @@ enum Command {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Inspect events through the operator API.
+    Events {
+        #[command(subcommand)]
+        action: EventsAction,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Replay events to their destinations (no second fact; the same Idempotency-Key).
+    Replay {
+        /// SOURCE/EVENT_ID; repeat for several. Without any, the filter flags choose.
+        #[arg(long = "event")]
+        events: Vec<String>,
+        #[command(flatten)]
+        filter: EventFilterArgs,
+        #[arg(long)]
+        limit: Option<u32>,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// List or requeue dead deliveries through the operator API.
+    Deadletters {
+        #[command(subcommand)]
+        action: DeadlettersAction,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
     /// Send due deliveries to their destinations (what `serve` does continuously).
     Deliver {
         /// Deliver what is due now, once, and exit.
@@ -82,6 +108,135 @@ enum Command {
     },
 }
 
+#[derive(Subcommand)]
+enum EventsAction {
+    /// One page of events (pass --cursor with the printed next_cursor for the next).
+    List {
+        #[command(flatten)]
+        filter: EventFilterArgs,
+        #[arg(long)]
+        cursor: Option<i64>,
+        #[arg(long)]
+        limit: Option<i64>,
+    },
+    /// One event: metadata, payload, stored answer, fact, deliveries.
+    Show { source: String, event_id: String },
+}
+
+#[derive(Subcommand)]
+enum DeadlettersAction {
+    /// One page of dead deliveries.
+    List {
+        #[arg(long)]
+        source: Option<String>,
+        #[arg(long)]
+        destination: Option<String>,
+        #[arg(long)]
+        cursor: Option<i64>,
+        #[arg(long)]
+        limit: Option<i64>,
+    },
+    /// Back to pending: the given ids, or every dead delivery matching the filter.
+    Requeue {
+        #[arg(long = "id")]
+        ids: Vec<i64>,
+        #[arg(long)]
+        source: Option<String>,
+        #[arg(long)]
+        destination: Option<String>,
+    },
+}
+
+#[derive(clap::Args)]
+struct EventFilterArgs {
+    #[arg(long)]
+    source: Option<String>,
+    #[arg(long = "type")]
+    event_type: Option<String>,
+    #[arg(long)]
+    status: Option<String>,
+    /// RFC 3339, e.g. 2026-11-30T00:00:00Z
+    #[arg(long)]
+    since: Option<String>,
+    #[arg(long)]
+    until: Option<String>,
+}
+
+impl EventFilterArgs {
+    fn params(self) -> Vec<(&'static str, Option<String>)> {
+        vec![
+            ("source", self.source),
+            ("type", self.event_type),
+            ("status", self.status),
+            ("since", self.since),
+            ("until", self.until),
+        ]
+    }
+
+    fn json(self) -> serde_json::Value {
+        let object: serde_json::Map<String, serde_json::Value> = self
+            .params()
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k.to_owned(), serde_json::Value::String(v))))
+            .collect();
+        serde_json::Value::Object(object)
+    }
+}
+
+/// Where the operator API is and its token; by default from the configuration.
+#[derive(clap::Args)]
+struct AdminArgs {
+    /// Base URL of a running Inlet (default: this configuration's listener).
+    #[arg(long, env = "INLET_ADMIN_URL", global = true)]
+    admin_url: Option<String>,
+    /// The operator token (default: this configuration's operator.token).
+    #[arg(
+        long,
+        env = "INLET_OPERATOR_TOKEN",
+        hide_env_values = true,
+        global = true
+    )]
+    token: Option<String>,
+}
+
+impl AdminArgs {
+    fn client(self, config: &std::path::Path) -> anyhow::Result<inlet::cli::AdminClient> {
+        let settings = || {
+            Settings::load(config)
+                .map_err(|e| anyhow::anyhow!("{e} (or pass --admin-url and --token)"))
+        };
+        let url = match self.admin_url {
+            Some(url) => url,
+            None => inlet::cli::default_url(&settings()?, "")
+                .trim_end_matches("/webhooks/")
+                .to_owned(),
+        };
+        let token = match self.token {
+            Some(token) => token,
+            None => settings()?
+                .operator
+                .token
+                .map(|t| t.expose().to_owned())
+                .ok_or_else(|| {
+                    anyhow::anyhow!("no operator token: pass --token or set operator.token")
+                })?,
+        };
+        inlet::cli::AdminClient::new(&url, &token)
+    }
+}
+
+/// Prints an operator API answer; non-2xx exits 1.
+fn print_answer((status, body): (u16, String)) {
+    match serde_json::from_str::<serde_json::Value>(&body) {
+        Ok(json) => println!("{}", serde_json::to_string_pretty(&json).unwrap_or(body)),
+        Err(_) => println!("{body}"),
+    }
+    if !(200..300).contains(&status) {
+        eprintln!("HTTP {status}");
+        std::process::exit(1);
+    }
+}
+
 /// For schemes that carry the event id or type in headers (GitHub, Shopify, Standard
 /// Webhooks, generic hmac sources reading a header).
 #[derive(clap::Args)]
@@ -107,6 +262,106 @@ impl EventArgs {
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     inlet::observability::init_logging(cli.log_format);
+    // The operator commands talk to a running Inlet: they need no valid local config.
+    match cli.command {
+        Command::Events { action, admin } => {
+            let client = admin.client(&cli.config)?;
+            let answer = match action {
+                EventsAction::List {
+                    filter,
+                    cursor,
+                    limit,
+                } => {
+                    let mut params = filter.params();
+                    params.push(("cursor", cursor.map(|c| c.to_string())));
+                    params.push(("limit", limit.map(|l| l.to_string())));
+                    client
+                        .get(&format!(
+                            "/admin/events{}",
+                            inlet::cli::query_string(&params)
+                        ))
+                        .await?
+                }
+                EventsAction::Show { source, event_id } => {
+                    let path = format!(
+                        "/admin/events/{}/{}",
+                        form_urlencoded::byte_serialize(source.as_bytes()).collect::<String>(),
+                        form_urlencoded::byte_serialize(event_id.as_bytes()).collect::<String>()
+                    );
+                    client.get(&path).await?
+                }
+            };
+            print_answer(answer);
+            return Ok(());
+        }
+        Command::Replay {
+            events,
+            filter,
+            limit,
+            admin,
+        } => {
+            let client = admin.client(&cli.config)?;
+            let mut body = if events.is_empty() {
+                serde_json::json!({ "filter": filter.json() })
+            } else {
+                let events = events
+                    .iter()
+                    .map(|e| {
+                        let (source, event_id) = e.split_once('/').ok_or_else(|| {
+                            anyhow::anyhow!("--event is SOURCE/EVENT_ID, not {e}")
+                        })?;
+                        Ok(serde_json::json!({ "source": source, "event_id": event_id }))
+                    })
+                    .collect::<anyhow::Result<Vec<_>>>()?;
+                serde_json::json!({ "events": events })
+            };
+            if let Some(limit) = limit {
+                body["limit"] = limit.into();
+            }
+            print_answer(client.post("/admin/replay", &body).await?);
+            return Ok(());
+        }
+        Command::Deadletters { action, admin } => {
+            let client = admin.client(&cli.config)?;
+            let answer = match action {
+                DeadlettersAction::List {
+                    source,
+                    destination,
+                    cursor,
+                    limit,
+                } => {
+                    let params = [
+                        ("status", Some("dead".to_owned())),
+                        ("source", source),
+                        ("destination", destination),
+                        ("cursor", cursor.map(|c| c.to_string())),
+                        ("limit", limit.map(|l| l.to_string())),
+                    ];
+                    client
+                        .get(&format!(
+                            "/admin/deliveries{}",
+                            inlet::cli::query_string(&params)
+                        ))
+                        .await?
+                }
+                DeadlettersAction::Requeue {
+                    ids,
+                    source,
+                    destination,
+                } => {
+                    let body = if ids.is_empty() {
+                        serde_json::json!({ "filter": { "source": source, "destination": destination } })
+                    } else {
+                        serde_json::json!({ "ids": ids })
+                    };
+                    client.post("/admin/deliveries/requeue", &body).await?
+                }
+            };
+            print_answer(answer);
+            return Ok(());
+        }
+        _ => {}
+    }
     let settings = match Settings::load(&cli.config) {
         Ok(settings) => settings,
         Err(error) => {
@@ -130,8 +385,8 @@ async fn main() -> anyhow::Result<()> {
             } else {
                 let verb = if dry_run { "would delete" } else { "deleted" };
                 println!(
-                    "{verb}: events {}, deliveries {}",
-                    report.events, report.deliveries
+                    "{verb}: events {}, deliveries {}, operator keys {}",
+                    report.events, report.deliveries, report.operator_requests
                 );
             }
         }
@@ -185,6 +440,8 @@ async fn main() -> anyhow::Result<()> {
                 println!("{name}: {value}");
             }
         }
+        // Handled above, before the configuration was needed.
+        Command::Events { .. } | Command::Replay { .. } | Command::Deadletters { .. } => {}
         Command::Send {
             source,
             body,

@@ -9,6 +9,7 @@ use crate::faults::Faults;
 use crate::health::{healthz, metrics, readyz};
 use crate::ingest::receive_webhook;
 use crate::observability::observe;
+use crate::operator;
 use crate::retention::{Sweeper, SweeperHealth};
 use actix_web::dev::{Server, ServerHandle};
 use actix_web::{web, App, HttpResponse, HttpServer, ResponseError};
@@ -120,10 +121,7 @@ impl Application {
             App::new()
                 .app_data(state.clone())
                 .wrap(actix_web::middleware::from_fn(observe))
-                .route("/webhooks/{source}", web::post().to(receive_webhook))
-                .route("/healthz", web::get().to(healthz))
-                .route("/readyz", web::get().to(readyz))
-                .route("/metrics", web::get().to(metrics))
+                .configure(register_routes)
                 .default_service(web::to(not_found))
         })
         .shutdown_timeout(grace.as_secs())
@@ -162,6 +160,42 @@ impl Application {
         }
         served
     }
+}
+
+/// Generates the route table and its registration from one list, so the table the
+/// OpenAPI document is checked against is the set of routes actually served.
+macro_rules! routes {
+    ($($method:ident $path:literal => $handler:path;)*) => {
+        /// Every route Inlet serves, as (method, path pattern).
+        pub const ROUTES: &[(&str, &str)] = &[$((stringify!($method), $path)),*];
+
+        fn register_routes(config: &mut web::ServiceConfig) {
+            $(config.route($path, web::$method().to($handler));)*
+        }
+    };
+}
+
+routes! {
+    post "/webhooks/{source}" => receive_webhook;
+    get "/healthz" => healthz;
+    get "/readyz" => readyz;
+    get "/metrics" => metrics;
+    get "/openapi.json" => openapi;
+    get "/admin/events" => operator::list_events;
+    get "/admin/events/{source}/{event_id}" => operator::show_event;
+    post "/admin/replay" => operator::replay;
+    get "/admin/deliveries" => operator::list_deliveries;
+    post "/admin/deliveries/requeue" => operator::requeue;
+    get "/admin/retention" => operator::retention;
+}
+
+/// The OpenAPI 3.1 document of these routes (`openapi.json` in the repository).
+pub const OPENAPI: &str = include_str!("../openapi.json");
+
+async fn openapi() -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("application/json")
+        .body(OPENAPI)
 }
 
 async fn not_found() -> HttpResponse {

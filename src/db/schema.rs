@@ -18,6 +18,7 @@ diesel::table! {
         response_body -> Nullable<Binary>,
         received_at -> Timestamp,
         expires_at -> Timestamp,
+        content_type -> Nullable<Text>,
     }
 }
 
@@ -54,4 +55,19 @@ diesel::table! {
         last_error -> Nullable<Text>,
     }
 }
-diesel::allow_tables_to_appear_in_same_query!(events, facts, deliveries);
+diesel::table! {
+    /// The operator API's Idempotency-Key store.
+    operator_requests (id) {
+        id -> BigInt,
+        caller -> Text,
+        idempotency_key -> Text,
+        fingerprint -> Text,
+        status -> Text,
+        response_status -> Nullable<Integer>,
+        response_body -> Nullable<Binary>,
+        created_at -> Timestamp,
+        expires_at -> Timestamp,
+    }
+}
+
+diesel::allow_tables_to_appear_in_same_query!(events, facts, deliveries, operator_requests);

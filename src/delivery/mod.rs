@@ -12,8 +12,8 @@ mod policy;
 mod sender;
 
 pub use outbox::{
-    count_by_status, lease_due, Leased, NewDelivery, Settlement, DEAD, DELIVERED, IN_PROGRESS,
-    PENDING,
+    count_by_status, lease_due, Leased, Message, NewDelivery, Settlement, DEAD, DELIVERED,
+    IN_PROGRESS, PENDING,
 };
 pub use policy::{classify_status, parse_retry_after, RetryBudget, RetryPolicy, Verdict};
 pub use sender::{attempt, client_for, delivery_headers, AttemptResult};

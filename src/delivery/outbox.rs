@@ -15,6 +15,46 @@ pub const IN_PROGRESS: &str = "in_progress";
 pub const DELIVERED: &str = "delivered";
 pub const DEAD: &str = "dead";
 
+/// What is delivered for one event, to each destination.
+#[derive(Debug, Clone, Copy)]
+pub struct Message<'a> {
+    pub source: &'a str,
+    pub event_id: &'a str,
+    pub event_type: Option<&'a str>,
+    pub payload: &'a [u8],
+    pub content_type: &'a str,
+}
+
+impl Message<'_> {
+    /// One pending row per destination (name, delivery deadline), due now. Ingest calls it
+    /// for a new fact in the claiming transaction; an operator replay calls it again.
+    pub fn enqueue(
+        &self,
+        conn: &mut DbConnection,
+        destinations: &[(String, DateTime<Utc>)],
+        now: DateTime<Utc>,
+    ) -> QueryResult<()> {
+        let now = now.naive_utc();
+        for (destination, deadline) in destinations {
+            NewDelivery {
+                source: self.source,
+                event_id: self.event_id,
+                event_type: self.event_type,
+                destination,
+                payload: self.payload,
+                content_type: self.content_type,
+                status: PENDING,
+                attempt: 0,
+                next_attempt_at: now,
+                deadline_at: deadline.naive_utc(),
+                created_at: now,
+            }
+            .enqueue(conn)?;
+        }
+        Ok(())
+    }
+}
+
 /// A delivery about to be enqueued.
 #[derive(Debug, Insertable)]
 #[diesel(table_name = deliveries)]

@@ -23,6 +23,7 @@ pub struct NewEvent<'a> {
     pub payload: &'a [u8],
     pub received_at: NaiveDateTime,
     pub expires_at: NaiveDateTime,
+    pub content_type: Option<&'a str>,
 }
 
 impl NewEvent<'_> {

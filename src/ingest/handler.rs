@@ -67,31 +67,7 @@ async fn ingest(
             "no source of that name is configured",
         )
     })?;
-    let limit = state.settings.server.max_body_bytes;
-    let too_large = || {
-        Problem::new(
-            Reason::PayloadTooLarge,
-            format!("the body is larger than the limit of {limit} bytes"),
-        )
-    };
-    let declared = request
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|length| length > limit) {
-        return Err(too_large());
-    }
-    let body = payload
-        .to_bytes_limited(limit)
-        .await
-        .map_err(|_| too_large())?
-        .map_err(|e| {
-            Problem::new(
-                Reason::InvalidBody,
-                format!("the body could not be read: {e}"),
-            )
-        })?;
+    let body = read_body(request, payload, state.settings.server.max_body_bytes).await?;
 
     let now = state.clock.now();
     let scheme = source.scheme.scheme();
@@ -126,11 +102,7 @@ async fn ingest(
         content_type,
         received_at: now,
         expires_at: now + state.settings.retention.events.0,
-        destinations: source
-            .destinations
-            .iter()
-            .map(|d| (d.name.clone(), now + d.policy.deadline))
-            .collect(),
+        destinations: source.delivery_deadlines(now),
         payload: body,
     };
 
@@ -152,6 +124,39 @@ async fn ingest(
         }
     }
     Ok((outcome, event_id, answer))
+}
+
+/// Reads a request body of at most `limit` bytes: 413 as soon as `Content-Length` or the
+/// bytes received say it is larger.
+pub async fn read_body(
+    request: &HttpRequest,
+    payload: web::Payload,
+    limit: usize,
+) -> Result<web::Bytes, Problem> {
+    let too_large = || {
+        Problem::new(
+            Reason::PayloadTooLarge,
+            format!("the body is larger than the limit of {limit} bytes"),
+        )
+    };
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|length| length > limit) {
+        return Err(too_large());
+    }
+    payload
+        .to_bytes_limited(limit)
+        .await
+        .map_err(|_| too_large())?
+        .map_err(|e| {
+            Problem::new(
+                Reason::InvalidBody,
+                format!("the body could not be read: {e}"),
+            )
+        })
 }
 
 fn answer_response(outcome: Outcome, answer: Answer) -> HttpResponse {

@@ -13,11 +13,11 @@ mod handler;
 mod identity;
 
 pub use event::{Answer, StoredEvent};
-pub use handler::receive_webhook;
+pub use handler::{read_body, receive_webhook, REPLAYED_HEADER};
 pub use identity::{EventId, Identity, Locator, Locators, MAX_EVENT_ID_BYTES};
 
 use crate::db::{write_transaction, DbConnection};
-use crate::delivery::{NewDelivery, PENDING};
+use crate::delivery::Message;
 use crate::error::{Problem, Reason};
 use crate::faults::Faults;
 use crate::ledger::{self, FactIdentity, NewFact};
@@ -131,6 +131,7 @@ pub fn process(
             payload: &claim.payload,
             received_at: claim.received_at.naive_utc(),
             expires_at: claim.expires_at.naive_utc(),
+            content_type: Some(&claim.content_type),
         };
         let Some(event_row) = new_event.claim(conn)? else {
             return replay_stored(conn, claim);
@@ -166,24 +167,14 @@ pub fn process(
 
 /// One outbox row per destination of the source, in the claiming transaction.
 fn enqueue_deliveries(conn: &mut DbConnection, claim: &Claim) -> diesel::QueryResult<()> {
-    let now = claim.received_at.naive_utc();
-    for (destination, deadline) in &claim.destinations {
-        NewDelivery {
-            source: &claim.source,
-            event_id: claim.identity.event_id.as_str(),
-            event_type: claim.identity.event_type.as_deref(),
-            destination,
-            payload: &claim.payload,
-            content_type: &claim.content_type,
-            status: PENDING,
-            attempt: 0,
-            next_attempt_at: now,
-            deadline_at: deadline.naive_utc(),
-            created_at: now,
-        }
-        .enqueue(conn)?;
-    }
-    Ok(())
+    let message = Message {
+        source: &claim.source,
+        event_id: claim.identity.event_id.as_str(),
+        event_type: claim.identity.event_type.as_deref(),
+        payload: &claim.payload,
+        content_type: &claim.content_type,
+    };
+    message.enqueue(conn, &claim.destinations, claim.received_at)
 }
 
 /// The event was claimed before: the stored answer when the body is the same, 422 when it

@@ -30,6 +30,7 @@ pub struct SweepReport {
     pub skipped: bool,
     pub events: u64,
     pub deliveries: u64,
+    pub operator_requests: u64,
     pub batches: u64,
 }
 
@@ -99,32 +100,25 @@ impl Sweeper {
         if dry_run {
             report.events = count_expired_events(conn, cutoffs.events)?;
             report.deliveries = count_finished_deliveries(conn, cutoffs.deliveries)?;
+            report.operator_requests = count_expired_keys(conn, cutoffs.events)?;
             return Ok(report);
         }
         let batch = i64::from(self.settings.sweep_batch);
-        loop {
-            let deleted =
-                write_transaction(conn, |c| delete_expired_events(c, cutoffs.events, batch))?;
-            report.events += deleted;
-            metrics::counter!("inlet_sweeper_deleted_total", "table" => "events")
-                .increment(deleted);
-            report.batches += 1;
-            if deleted < batch as u64 {
-                break;
-            }
-        }
-        loop {
-            let deleted = write_transaction(conn, |c| {
-                delete_finished_deliveries(c, cutoffs.deliveries, batch)
-            })?;
-            report.deliveries += deleted;
-            metrics::counter!("inlet_sweeper_deleted_total", "table" => "deliveries")
-                .increment(deleted);
-            report.batches += 1;
-            if deleted < batch as u64 {
-                break;
-            }
-        }
+        let (deleted, batches) = sweep_table(conn, "events", batch, |c| {
+            delete_expired_events(c, cutoffs.events, batch)
+        })?;
+        report.events = deleted;
+        report.batches += batches;
+        let (deleted, batches) = sweep_table(conn, "deliveries", batch, |c| {
+            delete_finished_deliveries(c, cutoffs.deliveries, batch)
+        })?;
+        report.deliveries = deleted;
+        report.batches += batches;
+        let (deleted, batches) = sweep_table(conn, "operator_requests", batch, |c| {
+            crate::operator::delete_expired_keys(c, cutoffs.events, batch)
+        })?;
+        report.operator_requests = deleted;
+        report.batches += batches;
         Ok(report)
     }
 
@@ -168,6 +162,26 @@ impl Sweeper {
     }
 }
 
+/// Runs `delete_batch` in its own short write transaction until a batch comes back
+/// short; returns the rows deleted and the batches run.
+fn sweep_table(
+    conn: &mut DbConnection,
+    table: &'static str,
+    batch: i64,
+    delete_batch: impl Fn(&mut DbConnection) -> QueryResult<u64>,
+) -> QueryResult<(u64, u64)> {
+    let (mut deleted, mut batches) = (0, 0);
+    loop {
+        let count = write_transaction(conn, |c| delete_batch(c))?;
+        metrics::counter!("inlet_sweeper_deleted_total", "table" => table).increment(count);
+        deleted += count;
+        batches += 1;
+        if count < batch.unsigned_abs() {
+            return Ok((deleted, batches));
+        }
+    }
+}
+
 struct Cutoffs {
     /// Events whose `expires_at` is at or before this.
     events: NaiveDateTime,
@@ -187,6 +201,14 @@ fn count_finished_deliveries(conn: &mut DbConnection, cutoff: NaiveDateTime) -> 
     deliveries::table
         .filter(deliveries::status.eq(DELIVERED))
         .filter(deliveries::delivered_at.le(cutoff))
+        .count()
+        .get_result::<i64>(conn)
+        .map(|n| n.unsigned_abs())
+}
+
+fn count_expired_keys(conn: &mut DbConnection, cutoff: NaiveDateTime) -> QueryResult<u64> {
+    crate::db::schema::operator_requests::table
+        .filter(crate::db::schema::operator_requests::expires_at.le(cutoff))
         .count()
         .get_result::<i64>(conn)
         .map(|n| n.unsigned_abs())

@@ -308,6 +308,13 @@ fn check_tolerance(
     Ok(())
 }
 
+/// Whether two secrets are equal, in time that depends on neither (their HMACs are
+/// compared with `verify_slice`): for bearer tokens.
+pub fn secrets_equal(given: &[u8], expected: &[u8]) -> bool {
+    let tag = hmac_sha256(expected, &[b"inlet secret comparison"]);
+    hmac_matches(given, &[b"inlet secret comparison"], &tag)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

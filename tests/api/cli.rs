@@ -89,8 +89,76 @@ fn an_hmac_source_must_state_its_horizon() {
 fn sweep_and_deliver_run_against_a_fresh_database() {
     let output = inlet(STRIPE, &["sweep", "--dry-run"]);
     assert!(output.status.success(), "{}", text(&output.stderr));
-    assert!(text(&output.stdout).contains("would delete: events 0, deliveries 0"));
+    assert!(text(&output.stdout).contains("would delete: events 0, deliveries 0, operator keys 0"));
     let output = inlet(STRIPE, &["deliver", "--once"]);
     assert!(output.status.success(), "{}", text(&output.stderr));
     assert!(text(&output.stdout).contains("delivered: 0"));
+}
+
+/// The operator commands talk to a running Inlet with a URL and a token: no config file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_commands_use_the_admin_api() {
+    use crate::helpers::{spawn_app, stripe_event, Backend, OPERATOR_TOKEN};
+    let app = spawn_app(Backend::Sqlite).await;
+    app.post_stripe(&stripe_event("evt_cli_1", "charge.refunded", "ch_cli"))
+        .await
+        .assert_status(200);
+    let run = |args: Vec<String>, token: &'static str| {
+        let address = app.address.clone();
+        tokio::task::spawn_blocking(move || {
+            Command::new(env!("CARGO_BIN_EXE_inlet"))
+                .args(["--config", "/nonexistent/inlet.toml"])
+                .args(&args)
+                .args(["--admin-url", &address, "--token", token])
+                .env_remove("INLET_OPERATOR_TOKEN")
+                .output()
+                .expect("run inlet")
+        })
+    };
+    let args = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+
+    let listed = run(
+        args(&["events", "list", "--source", "stripe"]),
+        OPERATOR_TOKEN,
+    )
+    .await
+    .expect("task");
+    assert!(listed.status.success(), "{}", text(&listed.stderr));
+    assert!(text(&listed.stdout).contains("evt_cli_1"));
+
+    let shown = run(
+        args(&["events", "show", "stripe", "evt_cli_1"]),
+        OPERATOR_TOKEN,
+    )
+    .await
+    .expect("task");
+    assert!(
+        text(&shown.stdout).contains("\"first_event_id\": \"evt_cli_1\""),
+        "{}",
+        text(&shown.stdout)
+    );
+
+    let replayed = run(
+        args(&["replay", "--event", "stripe/evt_cli_1"]),
+        OPERATOR_TOKEN,
+    )
+    .await
+    .expect("task");
+    assert!(replayed.status.success(), "{}", text(&replayed.stderr));
+    assert!(text(&replayed.stdout).contains("no_destinations"));
+
+    let dead = run(args(&["deadletters", "list"]), OPERATOR_TOKEN)
+        .await
+        .expect("task");
+    assert!(dead.status.success());
+    assert!(text(&dead.stdout).contains("\"deliveries\": []"));
+
+    let refused = run(
+        args(&["events", "list"]),
+        "operator-token-that-is-wrong-000",
+    )
+    .await
+    .expect("task");
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(text(&refused.stdout).contains("unauthorized"));
 }

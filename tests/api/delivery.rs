@@ -1,14 +1,14 @@
 //! Facts to the user's application through the outbox. A wiremock server stands in for
 //! the application.
 
-use crate::helpers::{spawn_app_with, stripe_event, Backend, TestApp, TestOptions};
+use crate::helpers::{
+    eventually, requests_per_key, spawn_app_with, stripe_event, Backend, TestApp, TestOptions,
+};
 use crate::on_both_backends;
 use chrono::{DateTime, NaiveDateTime, Utc};
 use diesel::prelude::*;
 use inlet::db::schema::deliveries;
 use inlet::delivery::{client_for, lease_due, Dispatcher, Settled, Settlement};
-use std::collections::HashMap;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use wiremock::matchers::{method, path};
@@ -88,38 +88,8 @@ async fn requests(server: &MockServer) -> Vec<wiremock::Request> {
     server.received_requests().await.unwrap_or_default()
 }
 
-/// How many requests the application received under each Idempotency-Key.
-async fn requests_per_key(server: &MockServer) -> HashMap<String, usize> {
-    let mut per_key = HashMap::new();
-    for request in requests(server).await {
-        let key = request
-            .headers
-            .get("idempotency-key")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
-        *per_key.entry(key).or_default() += 1;
-    }
-    per_key
-}
-
 async fn all_delivered(app: &TestApp) -> bool {
     rows(app).await.iter().all(|r| r.status == "delivered")
-}
-
-/// Waits (up to 15 s) until `check` holds.
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    for _ in 0..300 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for {what}");
 }
 
 #[derive(Debug, Clone, Queryable)]

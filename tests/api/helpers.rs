@@ -27,6 +27,7 @@ use tokio::task::JoinHandle;
 
 pub const STRIPE_SECRET: &str = "whsec_test_secret";
 pub const STRIPE_OLD_SECRET: &str = "whsec_rotating_out";
+pub const OPERATOR_TOKEN: &str = "operator-token-for-tests-0123456789";
 
 /// Every source of the test configuration (one per scheme, `acme` is generic hmac), with
 /// its current secret, the one rotating out, and one that was removed.
@@ -380,6 +381,9 @@ async fn start_instance(
         busy_timeout = "2s"
         lock_timeout = "{lock_timeout}"
 
+        [operator]
+        token = "{OPERATOR_TOKEN}"
+
         [retention]
         sweeper = {sweeper}
         sweep_interval = "{sweep_interval}"
@@ -587,6 +591,30 @@ impl TestApp {
         self.post_webhook(source, body, &headers).await
     }
 
+    /// An operator API call: `GET` when `body` is `None`, else `POST` with the body and,
+    /// when given, an Idempotency-Key.
+    pub async fn admin(
+        &self,
+        path: &str,
+        body: Option<&serde_json::Value>,
+        key: Option<&str>,
+    ) -> Reply {
+        let url = format!("{}{path}", self.address);
+        let mut request = match body {
+            None => self.client.get(url),
+            Some(body) => self
+                .client
+                .post(url)
+                .header("Content-Type", "application/json")
+                .body(body.to_string()),
+        };
+        request = request.bearer_auth(OPERATOR_TOKEN);
+        if let Some(key) = key {
+            request = request.header("Idempotency-Key", key);
+        }
+        read(request.send().await.expect("the request reaches Inlet")).await
+    }
+
     /// Posts `body` to the stripe source, signed now with the current secret.
     pub async fn post_stripe(&self, body: &[u8]) -> Reply {
         let signature = stripe_signature(STRIPE_SECRET, body, self.now().timestamp());
@@ -636,6 +664,19 @@ impl TestApp {
                 .load(c)
         })
         .await
+    }
+
+    /// One sweeper round now (on this instance's clock), as `inlet sweep` runs it.
+    pub async fn sweep(&self, dry_run: bool) -> inlet::retention::SweepReport {
+        let sweeper = inlet::retention::Sweeper::new(
+            self.pool.clone(),
+            self.clock.clone(),
+            self.settings.retention.clone(),
+        );
+        tokio::task::spawn_blocking(move || sweeper.sweep(dry_run))
+            .await
+            .expect("sweep task")
+            .expect("a sweep")
     }
 
     /// A connection of the test's own, outside Inlet's pool.
@@ -711,4 +752,36 @@ pub fn signature_vectors(scheme: &str) -> Vec<serde_json::Value> {
         .filter(|v| v["scheme"] == scheme)
         .cloned()
         .collect()
+}
+
+/// How many requests a mock application received under each Idempotency-Key.
+pub async fn requests_per_key(
+    server: &wiremock::MockServer,
+) -> std::collections::HashMap<String, usize> {
+    let mut per_key = std::collections::HashMap::new();
+    for request in server.received_requests().await.unwrap_or_default() {
+        let key = request
+            .headers
+            .get("idempotency-key")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        *per_key.entry(key).or_default() += 1;
+    }
+    per_key
+}
+
+/// Waits (up to 15 s) until `check` holds.
+pub async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..300 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {what}");
 }

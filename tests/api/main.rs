@@ -8,5 +8,6 @@ mod helpers;
 mod ingest;
 mod lifecycle;
 mod observability;
+mod operator;
 mod retention;
 mod schemes;

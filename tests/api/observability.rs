@@ -5,7 +5,6 @@ use crate::helpers::{
     TestOptions, MAX_BODY_BYTES, SOURCES, STRIPE_SECRET,
 };
 use crate::on_both_backends;
-use inlet::retention::Sweeper;
 use std::time::Duration;
 
 on_both_backends!(
@@ -153,15 +152,7 @@ async fn every_webhook_outcome_moves_its_counter_by_exactly_one(backend: Backend
 
     // And a copy after the event's record was swept.
     app.clock.advance(chrono::Duration::days(36));
-    let sweeper = Sweeper::new(
-        app.pool.clone(),
-        app.clock.clone(),
-        app.settings.retention.clone(),
-    );
-    tokio::task::spawn_blocking(move || sweeper.sweep(false))
-        .await
-        .expect("task")
-        .expect("sweep");
+    app.sweep(false).await;
     let before = webhook_counters(&app, &source).await;
     assert_eq!(
         post(&app, &source, &payment).await.json()["outcome"],

@@ -4,7 +4,7 @@
 use crate::helpers::{spawn_app, spawn_app_with, stripe_event, Backend, TestApp, TestOptions};
 use crate::on_both_backends;
 use diesel::connection::SimpleConnection;
-use inlet::retention::{SweepReport, Sweeper};
+use inlet::retention::Sweeper;
 use std::time::{Duration, Instant};
 
 on_both_backends!(
@@ -19,14 +19,6 @@ fn sweeper(app: &TestApp) -> Sweeper {
         app.clock.clone(),
         app.settings.retention.clone(),
     )
-}
-
-async fn sweep(app: &TestApp, dry_run: bool) -> SweepReport {
-    let sweeper = sweeper(app);
-    tokio::task::spawn_blocking(move || sweeper.sweep(dry_run))
-        .await
-        .expect("sweep task")
-        .expect("a sweep")
 }
 
 async fn the_sweeper_deletes_expired_events_and_keeps_every_fact(backend: Backend) {
@@ -53,15 +45,15 @@ async fn the_sweeper_deletes_expired_events_and_keeps_every_fact(backend: Backen
     // 36 days after the first three: past their 35-day window, not the others'.
     app.clock.advance(chrono::Duration::days(16));
 
-    let dry = sweep(&app, true).await;
+    let dry = app.sweep(true).await;
     assert_eq!((dry.dry_run, dry.events), (true, 3), "{dry:?}");
     assert_eq!(app.count_events().await, 5, "a dry run deletes nothing");
 
-    let done = sweep(&app, false).await;
+    let done = app.sweep(false).await;
     assert_eq!(done.events, 3, "{done:?}");
     assert_eq!(app.count_events().await, 2);
     assert_eq!(app.count_facts().await, 5, "facts are never swept");
-    assert_eq!(sweep(&app, false).await.events, 0, "nothing left to sweep");
+    assert_eq!(app.sweep(false).await.events, 0, "nothing left to sweep");
 }
 
 async fn a_copy_of_a_swept_event_has_no_second_effect(backend: Backend) {
@@ -79,7 +71,7 @@ async fn a_copy_of_a_swept_event_has_no_second_effect(backend: Backend) {
     assert_eq!(count_deliveries(&app).await, 1);
 
     app.clock.advance(chrono::Duration::days(36));
-    assert_eq!(sweep(&app, false).await.events, 1);
+    assert_eq!(app.sweep(false).await.events, 1);
     assert_eq!(app.count_events().await, 0);
 
     // The provider (or an operator) sends the same event again, past the window.
