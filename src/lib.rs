@@ -5,6 +5,7 @@
 //! all in one database transaction — so that every duplicate gets the stored answer and
 //! every real-world fact takes effect once. See `DESIGN.md` for the contract.
 
+pub mod bench;
 pub mod cli;
 pub mod clock;
 pub mod config;

@@ -79,6 +79,35 @@ enum Command {
         #[command(flatten)]
         admin: AdminArgs,
     },
+    /// Load Inlet with signed webhooks (or, with --ceiling, the database alone) and report
+    /// throughput and latency.
+    Bench {
+        /// The configured source whose scheme and first secret sign the requests.
+        #[arg(long, default_value = "stripe")]
+        source: String,
+        /// Default: this configuration's listener.
+        #[arg(long)]
+        url: Option<String>,
+        /// Closed loop: requests in flight at once.
+        #[arg(long, default_value_t = 16)]
+        concurrency: usize,
+        #[arg(long, default_value = "10s")]
+        duration: String,
+        /// Open loop at this many requests per second (latency from the intended send time).
+        #[arg(long)]
+        rate: Option<f64>,
+        /// Fraction of requests that re-send an earlier event (0.3 = 30 %).
+        #[arg(long, default_value_t = 0.0)]
+        duplicates: f64,
+        #[arg(long, default_value_t = 1024)]
+        body_bytes: usize,
+        /// Run the statements of one accepted webhook on the database, no HTTP.
+        #[arg(long)]
+        ceiling: bool,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Send due deliveries to their destinations (what `serve` does continuously).
     Deliver {
         /// Deliver what is due now, once, and exit.
@@ -371,6 +400,50 @@ async fn main() -> anyhow::Result<()> {
         }
     };
     match cli.command {
+        Command::Bench {
+            source,
+            url,
+            concurrency,
+            duration,
+            rate,
+            duplicates,
+            body_bytes,
+            ceiling,
+            json,
+        } => {
+            let duration = inlet::config::HumanDuration::parse(&duration)
+                .map_err(|e| anyhow::anyhow!("--duration: {e}"))?
+                .0;
+            let report = if ceiling {
+                let pool = open_database(&settings).await?;
+                tokio::task::spawn_blocking(move || {
+                    inlet::bench::run_ceiling(&pool, concurrency, duration, body_bytes)
+                })
+                .await??
+            } else {
+                let source_settings = settings
+                    .source(&source)
+                    .ok_or_else(|| {
+                        anyhow::anyhow!("no source named {source} in the configuration")
+                    })?
+                    .clone();
+                inlet::bench::run_load(inlet::bench::LoadOptions {
+                    url: url.unwrap_or_else(|| inlet::cli::default_url(&settings, &source)),
+                    source: source_settings,
+                    concurrency,
+                    duration,
+                    rate,
+                    duplicates: duplicates.clamp(0.0, 1.0),
+                    body_bytes,
+                })
+                .await?
+            };
+            if json {
+                println!("{}", serde_json::to_string(&report)?);
+            } else {
+                println!("{report}");
+            }
+        }
         Command::CheckConfig => {
             println!("configuration {} is valid", cli.config.display());
             println!("{}", settings.retention.audit);

@@ -81,7 +81,7 @@ impl Sweeper {
     /// One round: every expired row, batch by batch (blocking; call off the executor).
     pub fn sweep(&self, dry_run: bool) -> anyhow::Result<SweepReport> {
         let now = self.clock.now();
-        let Some(mut locked) = SweepLock::take(self.pool.get()?)? else {
+        let Some(_lock) = SweepLock::take(&self.pool)? else {
             return Ok(SweepReport {
                 dry_run,
                 skipped: true,
@@ -92,29 +92,32 @@ impl Sweeper {
             events: now.naive_utc(),
             deliveries: (now - self.settings.events.0).naive_utc(),
         };
-        let conn = &mut *locked.conn;
+        // A connection per step, never across batches: with SQLite's single connection,
+        // webhooks get their turn between any two batches.
+        let pool = &self.pool;
         let mut report = SweepReport {
             dry_run,
             ..SweepReport::default()
         };
         if dry_run {
+            let conn = &mut *pool.get()?;
             report.events = count_expired_events(conn, cutoffs.events)?;
             report.deliveries = count_finished_deliveries(conn, cutoffs.deliveries)?;
             report.operator_requests = count_expired_keys(conn, cutoffs.events)?;
             return Ok(report);
         }
         let batch = i64::from(self.settings.sweep_batch);
-        let (deleted, batches) = sweep_table(conn, "events", batch, |c| {
+        let (deleted, batches) = sweep_table(pool, "events", batch, |c| {
             delete_expired_events(c, cutoffs.events, batch)
         })?;
         report.events = deleted;
         report.batches += batches;
-        let (deleted, batches) = sweep_table(conn, "deliveries", batch, |c| {
+        let (deleted, batches) = sweep_table(pool, "deliveries", batch, |c| {
             delete_finished_deliveries(c, cutoffs.deliveries, batch)
         })?;
         report.deliveries = deleted;
         report.batches += batches;
-        let (deleted, batches) = sweep_table(conn, "operator_requests", batch, |c| {
+        let (deleted, batches) = sweep_table(pool, "operator_requests", batch, |c| {
             crate::operator::delete_expired_keys(c, cutoffs.events, batch)
         })?;
         report.operator_requests = deleted;
@@ -165,14 +168,14 @@ impl Sweeper {
 /// Runs `delete_batch` in its own short write transaction until a batch comes back
 /// short; returns the rows deleted and the batches run.
 fn sweep_table(
-    conn: &mut DbConnection,
+    pool: &DbPool,
     table: &'static str,
     batch: i64,
     delete_batch: impl Fn(&mut DbConnection) -> QueryResult<u64>,
-) -> QueryResult<(u64, u64)> {
+) -> anyhow::Result<(u64, u64)> {
     let (mut deleted, mut batches) = (0, 0);
     loop {
-        let count = write_transaction(conn, |c| delete_batch(c))?;
+        let count = write_transaction(&mut *pool.get()?, |c| delete_batch(c))?;
         metrics::counter!("inlet_sweeper_deleted_total", "table" => table).increment(count);
         deleted += count;
         batches += 1;
@@ -262,32 +265,31 @@ fn delete_finished_deliveries(
     .map(|n| n as u64)
 }
 
-/// A connection holding the PostgreSQL session lock that makes one instance the sweeper
-/// for a round; the lock is released when this drops (also while unwinding, and by the
+/// The PostgreSQL session lock that makes one instance the sweeper for a round, on a
+/// connection of its own, released when this drops (also while unwinding, and by the
 /// server if the connection dies). SQLite needs none: its write lock already serializes
 /// the batches of several processes.
 struct SweepLock {
-    conn: PooledConnection,
+    conn: Option<PooledConnection>,
 }
 
 impl SweepLock {
-    fn take(mut conn: PooledConnection) -> QueryResult<Option<Self>> {
-        if let DbConnection::Postgres(pg) = &mut *conn {
-            let locked: bool = diesel::select(diesel::dsl::sql::<diesel::sql_types::Bool>(
-                &format!("pg_try_advisory_lock({SWEEP_LOCK_KEY})"),
-            ))
-            .get_result(pg)?;
-            if !locked {
-                return Ok(None);
-            }
-        }
-        Ok(Some(Self { conn }))
+    fn take(pool: &DbPool) -> anyhow::Result<Option<Self>> {
+        let mut conn = pool.get()?;
+        let DbConnection::Postgres(pg) = &mut *conn else {
+            return Ok(Some(Self { conn: None }));
+        };
+        let locked: bool = diesel::select(diesel::dsl::sql::<diesel::sql_types::Bool>(&format!(
+            "pg_try_advisory_lock({SWEEP_LOCK_KEY})"
+        )))
+        .get_result(pg)?;
+        Ok(locked.then_some(Self { conn: Some(conn) }))
     }
 }
 
 impl Drop for SweepLock {
     fn drop(&mut self) {
-        if let DbConnection::Postgres(pg) = &mut *self.conn {
+        if let Some(DbConnection::Postgres(pg)) = self.conn.as_deref_mut() {
             if let Err(error) =
                 pg.batch_execute(&format!("SELECT pg_advisory_unlock({SWEEP_LOCK_KEY})"))
             {

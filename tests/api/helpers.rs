@@ -376,7 +376,7 @@ async fn start_instance(
 
         [database]
         url = "{url}"
-        pool_size = 8
+        {pool_size}
         connect_timeout = "1s"
         busy_timeout = "2s"
         lock_timeout = "{lock_timeout}"
@@ -395,6 +395,12 @@ async fn start_instance(
         {sources}
         "#,
         grace = options.shutdown_grace,
+        // SQLite runs with its production default (one connection).
+        pool_size = if backend == Backend::Postgres {
+            "pool_size = 8"
+        } else {
+            ""
+        },
         dispatch = options.dispatch,
         sweeper = options.sweep_interval.is_some(),
         sweep_interval = options.sweep_interval.unwrap_or("10m"),

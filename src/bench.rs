@@ -1,0 +1,389 @@
+//! `inlet bench`: a load generator that signs every request the way the source's provider
+//! would (each body distinct, signed at send time), closed-loop (`concurrency` workers
+//! back to back) or open-loop at a fixed rate (latency measured from the *intended* send
+//! time, so queueing is not hidden), with a fraction of duplicates re-sending earlier
+//! events byte for byte. And `inlet bench --ceiling`: the statements of one accepted
+//! webhook run straight on the database, with Inlet's pool and pragmas — the yardstick.
+
+use crate::config::SourceSettings;
+use crate::db::{write_transaction, DbConnection, DbPool};
+use crate::signature::SampleEvent;
+use chrono::Utc;
+use diesel::prelude::*;
+use diesel::sql_types::{Binary, Text};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    /// The webhook URL, e.g. `http://127.0.0.1:8080/webhooks/stripe`.
+    pub url: String,
+    pub source: SourceSettings,
+    pub concurrency: usize,
+    pub duration: Duration,
+    /// Open loop at this many requests per second; closed loop when `None`.
+    pub rate: Option<f64>,
+    /// The fraction of requests that re-send an earlier event.
+    pub duplicates: f64,
+    pub body_bytes: usize,
+}
+
+/// What happened.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub mode: String,
+    pub seconds: f64,
+    pub requests: u64,
+    pub requests_per_sec: f64,
+    /// Answers with `"outcome":"accepted"`: new facts.
+    pub accepted: u64,
+    pub accepted_per_sec: f64,
+    /// By status; `0` counts transport errors.
+    pub statuses: BTreeMap<u16, u64>,
+    /// Latency in milliseconds.
+    pub latency_ms: Percentiles,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Percentiles {
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+}
+
+impl Percentiles {
+    fn of(histogram: &Histogram<u64>) -> Self {
+        let ms = |micros: u64| micros as f64 / 1000.0;
+        Self {
+            p50: ms(histogram.value_at_quantile(0.5)),
+            p90: ms(histogram.value_at_quantile(0.9)),
+            p99: ms(histogram.value_at_quantile(0.99)),
+            p999: ms(histogram.value_at_quantile(0.999)),
+            max: ms(histogram.max()),
+        }
+    }
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "mode        {}", self.mode)?;
+        writeln!(f, "duration    {:.1} s", self.seconds)?;
+        writeln!(
+            f,
+            "requests    {} ({:.0}/s)",
+            self.requests, self.requests_per_sec
+        )?;
+        writeln!(
+            f,
+            "accepted    {} ({:.0}/s)",
+            self.accepted, self.accepted_per_sec
+        )?;
+        let l = &self.latency_ms;
+        writeln!(
+            f,
+            "latency ms  p50 {:.2}  p90 {:.2}  p99 {:.2}  p99.9 {:.2}  max {:.2}",
+            l.p50, l.p90, l.p99, l.p999, l.max
+        )?;
+        let statuses: Vec<String> = self
+            .statuses
+            .iter()
+            .map(|(s, n)| format!("{s}: {n}"))
+            .collect();
+        write!(f, "statuses    {}", statuses.join(", "))
+    }
+}
+
+/// Recent events, to re-send as duplicates.
+struct Sent {
+    recent: VecDeque<(String, Vec<u8>)>,
+}
+
+/// Shared state of one run.
+struct Run {
+    options: LoadOptions,
+    client: reqwest::Client,
+    run_id: String,
+    next: std::sync::atomic::AtomicU64,
+    sent: Mutex<Sent>,
+    histogram: Mutex<Histogram<u64>>,
+    statuses: Mutex<BTreeMap<u16, u64>>,
+    accepted: std::sync::atomic::AtomicU64,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Run {
+    /// A fresh event (id and body), or with probability `duplicates` an earlier one.
+    fn next_event(&self) -> (String, Vec<u8>) {
+        if self.options.duplicates > 0.0 && fastrand::f64() < self.options.duplicates {
+            let sent = lock(&self.sent);
+            if !sent.recent.is_empty() {
+                return sent.recent[fastrand::usize(..sent.recent.len())].clone();
+            }
+        }
+        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = format!("evt_bench_{}_{n}", self.run_id);
+        let head = format!(
+            r#"{{"id":"{id}","event_id":"{id}","type":"bench.event","data":{{"object":{{"id":"obj_{id}"}}}},"pad":""#
+        );
+        let pad = self.options.body_bytes.saturating_sub(head.len() + 2);
+        let body = format!("{head}{}\"}}", "x".repeat(pad)).into_bytes();
+        let mut sent = lock(&self.sent);
+        if sent.recent.len() == 1000 {
+            sent.recent.pop_front();
+        }
+        sent.recent.push_back((id.clone(), body.clone()));
+        (id, body)
+    }
+
+    /// Signs and sends one event; records the latency from `since`.
+    async fn send(&self, since: Instant) {
+        let (id, body) = self.next_event();
+        let event = SampleEvent {
+            id,
+            event_type: "bench.event".to_owned(),
+        };
+        let headers =
+            crate::cli::signed_headers_for(&self.options.source, &body, Utc::now(), &event);
+        let mut request = self.client.post(&self.options.url).body(body);
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        let status = match request.send().await {
+            Ok(response) => {
+                let status = response.status().as_u16();
+                // A replay's stored answer says "accepted" too: only a fresh answer counts.
+                let replayed = response
+                    .headers()
+                    .contains_key(crate::ingest::REPLAYED_HEADER);
+                if let Ok(bytes) = response.bytes().await {
+                    if status == 200 && !replayed && memchr(&bytes, br#""outcome":"accepted""#) {
+                        self.accepted
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+                status
+            }
+            Err(_) => 0,
+        };
+        let micros = u64::try_from(since.elapsed().as_micros())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        let _ = lock(&self.histogram).record(micros);
+        *lock(&self.statuses).entry(status).or_default() += 1;
+    }
+}
+
+fn memchr(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|window| window == needle)
+}
+
+/// Runs the load and reports.
+pub async fn run_load(options: LoadOptions) -> anyhow::Result<Report> {
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(options.concurrency.max(64))
+        .timeout(Duration::from_secs(30))
+        .build()?;
+    let run = Arc::new(Run {
+        client,
+        run_id: format!("{:x}", fastrand::u64(..)),
+        next: Default::default(),
+        sent: Mutex::new(Sent {
+            recent: VecDeque::new(),
+        }),
+        histogram: Mutex::new(Histogram::new_with_bounds(1, 60_000_000, 3)?),
+        statuses: Mutex::default(),
+        accepted: Default::default(),
+        options,
+    });
+    let started = Instant::now();
+    let deadline = started + run.options.duration;
+    let mode = match run.options.rate {
+        None => {
+            let mut workers = tokio::task::JoinSet::new();
+            for _ in 0..run.options.concurrency.max(1) {
+                let run = run.clone();
+                workers.spawn(async move {
+                    while Instant::now() < deadline {
+                        run.send(Instant::now()).await;
+                    }
+                });
+            }
+            while workers.join_next().await.is_some() {}
+            format!("closed loop, concurrency {}", run.options.concurrency)
+        }
+        Some(rate) => {
+            let interval = Duration::from_secs_f64(1.0 / rate.max(0.001));
+            let mut in_flight = tokio::task::JoinSet::new();
+            let mut n: u32 = 0;
+            loop {
+                let intended = started + interval * n;
+                if intended >= deadline {
+                    break;
+                }
+                tokio::time::sleep_until(intended.into()).await;
+                let run = run.clone();
+                in_flight.spawn(async move { run.send(intended).await });
+                while in_flight.try_join_next().is_some() {}
+                n += 1;
+            }
+            while in_flight.join_next().await.is_some() {}
+            format!("open loop, {rate} requests/s")
+        }
+    };
+    let seconds = started.elapsed().as_secs_f64();
+    let histogram = lock(&run.histogram).clone();
+    let statuses = lock(&run.statuses).clone();
+    let requests = histogram.len();
+    let accepted = run.accepted.load(std::sync::atomic::Ordering::Relaxed);
+    Ok(Report {
+        mode,
+        seconds,
+        requests,
+        requests_per_sec: requests as f64 / seconds,
+        accepted,
+        accepted_per_sec: accepted as f64 / seconds,
+        statuses,
+        latency_ms: Percentiles::of(&histogram),
+    })
+}
+
+/// The statements of one accepted webhook — claim with the payload, fact, one delivery
+/// row, stored response — in one write transaction, straight on a connection.
+fn ceiling_transaction(
+    conn: &mut DbConnection,
+    id: &str,
+    payload: &[u8],
+    answer: &[u8],
+) -> QueryResult<()> {
+    let postgres = matches!(conn, DbConnection::Postgres(_));
+    let (now, later) = if postgres {
+        ("now()", "now() + interval '35 days'")
+    } else {
+        ("datetime('now')", "datetime('now', '+35 days')")
+    };
+    let bind = |n: usize| {
+        if postgres {
+            format!("${n}")
+        } else {
+            "?".to_owned()
+        }
+    };
+    write_transaction(conn, |conn| {
+        diesel::sql_query(format!(
+            "INSERT INTO events (source, event_id, event_type, fingerprint, status, fact_kind, fact_key, \
+             payload, received_at, expires_at, content_type) VALUES ('bench', {}, 'bench.event', 'f', \
+             'processed', 'bench.event', {}, {}, {now}, {later}, 'application/json') \
+             ON CONFLICT (source, event_id) DO NOTHING",
+            bind(1),
+            bind(2),
+            bind(3)
+        ))
+        .bind::<Text, _>(id)
+        .bind::<Text, _>(id)
+        .bind::<Binary, _>(payload)
+        .execute(conn)?;
+        diesel::sql_query(format!(
+            "INSERT INTO facts (source, kind, fact_key, first_event_id, created_at) \
+             VALUES ('bench', 'bench.event', {}, {}, {now}) ON CONFLICT DO NOTHING",
+            bind(1),
+            bind(2)
+        ))
+        .bind::<Text, _>(id)
+        .bind::<Text, _>(id)
+        .execute(conn)?;
+        diesel::sql_query(format!(
+            "INSERT INTO deliveries (source, event_id, event_type, destination, payload, content_type, \
+             status, attempt, next_attempt_at, deadline_at, created_at) VALUES ('bench', {}, \
+             'bench.event', 'app', {}, 'application/json', 'pending', 0, {now}, {later}, {now})",
+            bind(1),
+            bind(2)
+        ))
+        .bind::<Text, _>(id)
+        .bind::<Binary, _>(payload)
+        .execute(conn)?;
+        diesel::sql_query(format!(
+            "UPDATE events SET response_status = 200, response_content_type = 'application/json', \
+             response_body = {} WHERE source = 'bench' AND event_id = {}",
+            bind(1),
+            bind(2)
+        ))
+        .bind::<Binary, _>(answer)
+        .bind::<Text, _>(id)
+        .execute(conn)?;
+        Ok(())
+    })
+}
+
+/// Runs the ceiling transaction from `concurrency` threads for `duration`.
+pub fn run_ceiling(
+    pool: &DbPool,
+    concurrency: usize,
+    duration: Duration,
+    body_bytes: usize,
+) -> anyhow::Result<Report> {
+    let payload = vec![b'x'; body_bytes];
+    let answer = br#"{"outcome":"accepted","source":"bench","event_id":"evt","fact":{"kind":"bench.event"}}"#.to_vec();
+    let run_id = format!("{:x}", fastrand::u64(..));
+    let started = Instant::now();
+    let deadline = started + duration;
+    let results: Vec<anyhow::Result<Histogram<u64>>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..concurrency.max(1))
+            .map(|worker| {
+                let (payload, answer, run_id) = (&payload, &answer, &run_id);
+                scope.spawn(move || -> anyhow::Result<Histogram<u64>> {
+                    let mut histogram = Histogram::new_with_bounds(1, 60_000_000, 3)?;
+                    let mut conn = pool.get()?;
+                    let mut n = 0u64;
+                    while Instant::now() < deadline {
+                        let id = format!("ceiling_{run_id}_{worker}_{n}");
+                        let begun = Instant::now();
+                        ceiling_transaction(&mut conn, &id, payload, answer)?;
+                        histogram.record(
+                            u64::try_from(begun.elapsed().as_micros())
+                                .unwrap_or(u64::MAX)
+                                .max(1),
+                        )?;
+                        n += 1;
+                    }
+                    Ok(histogram)
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| {
+                w.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a ceiling worker panicked")))
+            })
+            .collect()
+    });
+    let mut histogram = Histogram::new_with_bounds(1, 60_000_000, 3)?;
+    for result in results {
+        histogram.add(result?)?;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let transactions = histogram.len();
+    Ok(Report {
+        mode: format!("ceiling, {concurrency} connections"),
+        seconds,
+        requests: transactions,
+        requests_per_sec: transactions as f64 / seconds,
+        accepted: transactions,
+        accepted_per_sec: transactions as f64 / seconds,
+        statuses: BTreeMap::new(),
+        latency_ms: Percentiles::of(&histogram),
+    })
+}
