@@ -3,15 +3,28 @@
 //! redelivery); event type: `X-GitHub-Event`.
 
 use super::{
-    any_matches, header_locator, hmac_sha256, Keys, SampleEvent, Scheme, SignatureError,
-    Unverified, Verified,
+    header_locator, Encoding, HmacScheme, Keys, SampleEvent, Scheme, SignatureError, Unverified,
+    Verified,
 };
 use crate::config::Secret;
 use crate::ingest::Locators;
 use chrono::{DateTime, Utc};
+use std::sync::OnceLock;
 
-const HEADER: &str = "X-Hub-Signature-256";
-const PREFIX: &str = "sha256=";
+/// GitHub's signature is the generic HMAC scheme with fixed parameters.
+fn signing() -> &'static HmacScheme {
+    static SCHEME: OnceLock<HmacScheme> = OnceLock::new();
+    SCHEME.get_or_init(|| {
+        HmacScheme::new(
+            "X-Hub-Signature-256".into(),
+            Some("sha256=".into()),
+            Encoding::Hex,
+            None,
+            None,
+        )
+        .unwrap_or_else(|_| unreachable!("valid built-in parameters"))
+    })
+}
 
 #[derive(Debug)]
 pub struct Github;
@@ -21,39 +34,22 @@ impl Scheme for Github {
         &self,
         request: Unverified<'r>,
         keys: Keys<'_>,
-        _now: DateTime<Utc>,
+        now: DateTime<Utc>,
     ) -> Result<Verified<'r>, SignatureError> {
-        let value = request
-            .header(HEADER)
-            .ok_or_else(|| SignatureError::Missing(HEADER.to_owned()))?;
-        let hex_digest = value
-            .strip_prefix(PREFIX.as_bytes())
-            .ok_or_else(|| SignatureError::malformed(HEADER, "it does not start with sha256="))?;
-        let tag = hex::decode(hex_digest)
-            .ok()
-            .filter(|tag| tag.len() == 32)
-            .ok_or_else(|| SignatureError::malformed(HEADER, "not 64 hex digits after sha256="))?;
-        let secrets = keys.secrets.iter().map(|s| s.expose().as_bytes());
-        if !any_matches(secrets, &[request.body], &[tag]) {
-            return Err(SignatureError::Mismatch(HEADER.to_owned()));
-        }
-        Ok(request.into_verified())
+        signing().verify(request, keys, now)
     }
 
     fn sign(
         &self,
         body: &[u8],
         secret: &Secret,
-        _now: DateTime<Utc>,
+        now: DateTime<Utc>,
         event: &SampleEvent,
     ) -> Vec<(String, String)> {
-        let tag = hmac_sha256(secret.expose().as_bytes(), &[body]);
-        vec![
-            (HEADER.to_owned(), format!("{PREFIX}{}", hex::encode(tag))),
-            ("X-GitHub-Delivery".to_owned(), event.id.clone()),
-            ("X-GitHub-Event".to_owned(), event.event_type.clone()),
-            ("Content-Type".to_owned(), "application/json".to_owned()),
-        ]
+        let mut headers = signing().sign(body, secret, now, event);
+        headers.push(("X-GitHub-Delivery".to_owned(), event.id.clone()));
+        headers.push(("X-GitHub-Event".to_owned(), event.event_type.clone()));
+        headers
     }
 
     fn locators(&self) -> Locators {
