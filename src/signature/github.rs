@@ -14,16 +14,13 @@ use std::sync::OnceLock;
 /// GitHub's signature is the generic HMAC scheme with fixed parameters.
 fn signing() -> &'static HmacScheme {
     static SCHEME: OnceLock<HmacScheme> = OnceLock::new();
-    SCHEME.get_or_init(|| {
-        HmacScheme::new(
-            "X-Hub-Signature-256".into(),
-            Some("sha256=".into()),
-            Encoding::Hex,
-            None,
-            None,
-        )
-        .unwrap_or_else(|_| unreachable!("valid built-in parameters"))
-    })
+    super::hmac::built_in(
+        &SCHEME,
+        "X-Hub-Signature-256",
+        Some("sha256="),
+        Encoding::Hex,
+        None,
+    )
 }
 
 #[derive(Debug)]

@@ -15,16 +15,13 @@ use std::sync::OnceLock;
 /// Shopify's signature is the generic HMAC scheme with fixed parameters.
 fn signing() -> &'static HmacScheme {
     static SCHEME: OnceLock<HmacScheme> = OnceLock::new();
-    SCHEME.get_or_init(|| {
-        HmacScheme::new(
-            "X-Shopify-Hmac-Sha256".into(),
-            None,
-            Encoding::Base64,
-            None,
-            None,
-        )
-        .unwrap_or_else(|_| unreachable!("valid built-in parameters"))
-    })
+    super::hmac::built_in(
+        &SCHEME,
+        "X-Shopify-Hmac-Sha256",
+        None,
+        Encoding::Base64,
+        None,
+    )
 }
 
 #[derive(Debug)]

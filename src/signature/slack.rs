@@ -16,16 +16,13 @@ use std::sync::OnceLock;
 /// Slack's signature is the generic HMAC scheme with fixed parameters.
 fn signing() -> &'static HmacScheme {
     static SCHEME: OnceLock<HmacScheme> = OnceLock::new();
-    SCHEME.get_or_init(|| {
-        HmacScheme::new(
-            "X-Slack-Signature".into(),
-            Some("v0=".into()),
-            Encoding::Hex,
-            Some("X-Slack-Request-Timestamp".into()),
-            Some("v0:{timestamp}:{body}".into()),
-        )
-        .unwrap_or_else(|_| unreachable!("valid built-in parameters"))
-    })
+    super::hmac::built_in(
+        &SCHEME,
+        "X-Slack-Signature",
+        Some("v0="),
+        Encoding::Hex,
+        Some(("X-Slack-Request-Timestamp", "v0:{timestamp}:{body}")),
+    )
 }
 
 #[derive(Debug)]
