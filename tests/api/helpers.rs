@@ -4,6 +4,8 @@
 //! `INLET_TEST_POSTGRES_URL` names the PostgreSQL server used to create test databases
 //! (default `postgres://postgres@127.0.0.1:5432/postgres`). A PostgreSQL test fails, never
 //! skips, when that server is unreachable.
+// Shared by the `api` and `outage` test binaries; each uses part of it.
+#![allow(dead_code)]
 
 use actix_web::dev::ServerHandle;
 use chrono::{DateTime, Utc};
