@@ -4,6 +4,39 @@
 use chrono::{DateTime, Utc};
 use std::sync::Mutex;
 
+/// A stored timestamp (UTC, without offset in the database) as RFC 3339 with `Z`, to the
+/// microsecond: the precision PostgreSQL keeps, so both backends print the same text.
+pub fn rfc3339(at: chrono::NaiveDateTime) -> String {
+    at.and_utc()
+        .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
+/// Serde helpers that write stored timestamps with [`rfc3339`].
+pub mod serde_rfc3339 {
+    use chrono::NaiveDateTime;
+    use serde::Serializer;
+
+    pub fn serialize<S: Serializer>(at: &NaiveDateTime, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&super::rfc3339(*at))
+    }
+
+    /// For optional timestamps.
+    pub mod option {
+        use chrono::NaiveDateTime;
+        use serde::Serializer;
+
+        pub fn serialize<S: Serializer>(
+            at: &Option<NaiveDateTime>,
+            serializer: S,
+        ) -> Result<S::Ok, S::Error> {
+            match at {
+                Some(at) => serializer.serialize_str(&super::super::rfc3339(*at)),
+                None => serializer.serialize_none(),
+            }
+        }
+    }
+}
+
 /// A source of "now".
 pub trait Clock: Send + Sync + std::fmt::Debug {
     fn now(&self) -> DateTime<Utc>;

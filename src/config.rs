@@ -55,6 +55,8 @@ pub const DEFAULT_DELIVERY_BATCH: u32 = 32;
 pub const DEFAULT_DELIVERY_CONCURRENCY: u32 = 16;
 pub const DEFAULT_REPLAY_HORIZON: &str = "30d";
 pub const DEFAULT_OPERATOR_KEYS: &str = "24h";
+/// How long dead and discarded deliveries are kept after they became so.
+pub const DEFAULT_DEAD_LETTERS: &str = "30d";
 pub const DEFAULT_SWEEP_INTERVAL: &str = "10m";
 pub const DEFAULT_SWEEP_BATCH: u32 = 1000;
 pub const DEFAULT_MAX_REPLAY: u32 = 1000;
@@ -283,6 +285,7 @@ struct RawRetention {
     events: Option<String>,
     replay_horizon: Option<String>,
     operator_keys: Option<String>,
+    dead_letters: Option<String>,
     sweep_interval: Option<String>,
     sweep_batch: Option<u32>,
     sweeper: Option<bool>,
@@ -410,6 +413,8 @@ pub struct RetentionSettings {
     pub replay_horizon: HumanDuration,
     /// How long the operator API keeps Idempotency-Keys (at least 24 h).
     pub operator_keys: HumanDuration,
+    /// How long a dead or discarded delivery is kept after it became so (at least 1 h).
+    pub dead_letters: HumanDuration,
     /// Run the sweeper inside `inlet serve` (operators may run `inlet sweep` instead).
     pub sweeper: bool,
     /// How often the sweeper runs inside `inlet serve`.
@@ -603,6 +608,17 @@ impl Settings {
                 format!("{operator_keys} is shorter than 24h: an operator's retry a day later must still find its key"),
             ));
         }
+        let dead_letters = duration(
+            "retention.dead_letters",
+            raw.retention.dead_letters.as_deref(),
+            DEFAULT_DEAD_LETTERS,
+        )?;
+        if dead_letters.0 < Duration::from_secs(3_600) {
+            return Err(ConfigError::new(
+                "retention.dead_letters",
+                format!("{dead_letters} is shorter than 1h: dead letters must stay long enough to be looked at"),
+            ));
+        }
         let mut horizons = vec![AuditLine {
             name: "replay horizon (retention.replay_horizon)".to_owned(),
             value: replay_horizon,
@@ -628,6 +644,7 @@ impl Settings {
             events,
             replay_horizon,
             operator_keys,
+            dead_letters,
             sweep_interval: span(
                 "retention.sweep_interval",
                 raw.retention.sweep_interval.as_deref(),
@@ -783,8 +800,14 @@ fn validate_source(index: usize, raw: RawSource) -> Result<SourceSettings, Confi
     if let Some(value) = &raw.event_type {
         locators.event_type = Some(locator("event_type", value)?);
     }
-    if let Some(value) = &raw.fact_key {
-        locators.fact_key = Some(locator("fact_key", value)?);
+    match &raw.fact_key {
+        Some(value) => locators.fact_key = Some(locator("fact_key", value)?),
+        // Whoever holds a captured request can re-send its signed body under a fresh,
+        // unsigned id: key the fact on the body itself, so that is no new fact.
+        None if !scheme.scheme().signs(&locators.event_id) => {
+            locators.fact_key = Some(Locator::BodyDigest);
+        }
+        None => {}
     }
 
     let mut fact_rules = Vec::new();
@@ -933,6 +956,53 @@ fn validate_destination(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sources_with_unsigned_event_ids_key_facts_on_the_body() {
+        let toml = r#"
+[[sources]]
+name = "gh"
+scheme = "github"
+secrets = ["s"]
+[[sources]]
+name = "shop"
+scheme = "shopify"
+secrets = ["s"]
+[[sources]]
+name = "svix"
+scheme = "standard"
+secrets = ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]
+[[sources]]
+name = "stripe"
+scheme = "stripe"
+secrets = ["s"]
+[[sources]]
+name = "acme"
+scheme = "hmac"
+secrets = ["s"]
+event_id = "header:X-Acme-Id"
+replay_horizon = "1d"
+[sources.hmac]
+header = "X-Acme-Signature"
+[[sources]]
+name = "gh-keyed"
+scheme = "github"
+secrets = ["s"]
+fact_key = "json:/after"
+"#;
+        let settings = Settings::from_toml(toml).unwrap();
+        let fact_key = |name: &str| settings.source(name).unwrap().locators.fact_key.clone();
+        for unsigned in ["gh", "shop", "acme"] {
+            assert_eq!(fact_key(unsigned), Some(Locator::BodyDigest), "{unsigned}");
+        }
+        for signed in ["svix", "stripe"] {
+            assert_eq!(fact_key(signed), None, "{signed}");
+        }
+        assert_eq!(
+            fact_key("gh-keyed"),
+            Some(Locator::parse("json:/after").unwrap())
+        );
+    }
 
     #[test]
     fn durations_parse_and_print() {

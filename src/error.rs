@@ -35,10 +35,11 @@ pub enum Reason {
     IdempotencyKeyMissing,
     IdempotencyKeyReused,
     Expired,
+    UnknownEvent,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 20] = [
+    pub const ALL: [Reason; 21] = [
         Reason::NotFound,
         Reason::UnknownSource,
         Reason::PayloadTooLarge,
@@ -59,6 +60,7 @@ impl Reason {
         Reason::IdempotencyKeyMissing,
         Reason::IdempotencyKeyReused,
         Reason::Expired,
+        Reason::UnknownEvent,
     ];
 
     /// The stable reason code, used in the body, in metrics and in logs.
@@ -84,12 +86,15 @@ impl Reason {
             Reason::IdempotencyKeyMissing => "idempotency_key_missing",
             Reason::IdempotencyKeyReused => "idempotency_key_reused",
             Reason::Expired => "expired",
+            Reason::UnknownEvent => "unknown_event",
         }
     }
 
     pub fn status(self) -> StatusCode {
         match self {
-            Reason::NotFound | Reason::UnknownSource => StatusCode::NOT_FOUND,
+            Reason::NotFound | Reason::UnknownSource | Reason::UnknownEvent => {
+                StatusCode::NOT_FOUND
+            }
             Reason::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Reason::MissingSignature
             | Reason::InvalidRequest
@@ -134,6 +139,7 @@ impl Reason {
             Reason::IdempotencyKeyMissing => "Idempotency-Key header required",
             Reason::IdempotencyKeyReused => "Idempotency-Key reused with a different request",
             Reason::Expired => "Swept after the retention window",
+            Reason::UnknownEvent => "No such event",
         }
     }
 

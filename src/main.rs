@@ -60,19 +60,27 @@ enum Command {
         #[command(flatten)]
         admin: AdminArgs,
     },
-    /// Replay events to their destinations (no second fact; the same Idempotency-Key).
+    /// Deliver stored events' facts again, under their first Idempotency-Key (no second
+    /// fact; an event whose fact another event recorded first delivers nothing).
     Replay {
         /// SOURCE/EVENT_ID; repeat for several. Without any, the filter flags choose.
         #[arg(long = "event")]
         events: Vec<String>,
         #[command(flatten)]
         filter: EventFilterArgs,
+        /// Replay every stored event (at most --limit): needed when nothing else selects.
+        #[arg(long, conflicts_with = "events")]
+        all: bool,
+        /// Print what the replay would do (events, deliveries per destination); do nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Most events to replay when selecting by filter (capped by operator.max_replay).
         #[arg(long)]
         limit: Option<u32>,
         #[command(flatten)]
         admin: AdminArgs,
     },
-    /// List or requeue dead deliveries through the operator API.
+    /// List, requeue or discard dead deliveries through the operator API.
     Deadletters {
         #[command(subcommand)]
         action: DeadlettersAction,
@@ -85,12 +93,13 @@ enum Command {
         /// The configured source whose scheme and first secret sign the requests.
         #[arg(long, default_value = "stripe")]
         source: String,
-        /// Default: this configuration's listener.
+        /// The webhook URL to load. Default: this configuration's listener.
         #[arg(long)]
         url: Option<String>,
         /// Closed loop: requests in flight at once.
         #[arg(long, default_value_t = 16)]
         concurrency: usize,
+        /// How long to run, e.g. 10s or 2m.
         #[arg(long, default_value = "10s")]
         duration: String,
         /// Open loop at this many requests per second (latency from the intended send time).
@@ -99,6 +108,7 @@ enum Command {
         /// Fraction of requests that re-send an earlier event (0.3 = 30 %).
         #[arg(long, default_value_t = 0.0)]
         duplicates: f64,
+        /// Size of each webhook body in bytes.
         #[arg(long, default_value_t = 1024)]
         body_bytes: usize,
         /// Run the statements of one accepted webhook on the database, no HTTP.
@@ -116,8 +126,10 @@ enum Command {
     },
     /// Print the headers a source's provider would send for a body, signed now.
     Sign {
+        /// The configured source whose scheme and first secret sign the body.
         #[arg(long)]
         source: String,
+        /// The file holding the request body, sent byte for byte.
         #[arg(long)]
         body: PathBuf,
         #[command(flatten)]
@@ -125,11 +137,13 @@ enum Command {
     },
     /// Sign a body as the source's provider would and POST it to Inlet.
     Send {
+        /// The configured source whose scheme and first secret sign the body.
         #[arg(long)]
         source: String,
+        /// The file holding the request body, sent byte for byte.
         #[arg(long)]
         body: PathBuf,
-        /// Defaults to this configuration's listener.
+        /// The webhook URL. Defaults to this configuration's listener.
         #[arg(long)]
         url: Option<String>,
         #[command(flatten)]
@@ -143,55 +157,118 @@ enum EventsAction {
     List {
         #[command(flatten)]
         filter: EventFilterArgs,
+        /// The next_cursor printed with the previous page.
         #[arg(long)]
         cursor: Option<i64>,
+        /// Events per page (at most 500; default 100).
         #[arg(long)]
         limit: Option<i64>,
     },
     /// One event: metadata, payload, stored answer, fact, deliveries.
-    Show { source: String, event_id: String },
+    Show {
+        /// The source the event came in on.
+        source: String,
+        /// The provider's event id.
+        event_id: String,
+    },
 }
 
 #[derive(Subcommand)]
 enum DeadlettersAction {
     /// One page of dead deliveries.
     List {
-        #[arg(long)]
-        source: Option<String>,
-        #[arg(long)]
-        destination: Option<String>,
+        #[command(flatten)]
+        filter: DeadLetterFilterArgs,
+        /// The next_cursor printed with the previous page.
         #[arg(long)]
         cursor: Option<i64>,
+        /// Deliveries per page (at most 500; default 100).
         #[arg(long)]
         limit: Option<i64>,
     },
-    /// Back to pending: the given ids, or every dead delivery matching the filter.
+    /// Back to pending, due now: the given ids, or every dead delivery matching the filter.
     Requeue {
-        #[arg(long = "id")]
-        ids: Vec<i64>,
-        #[arg(long)]
-        source: Option<String>,
-        #[arg(long)]
-        destination: Option<String>,
+        #[command(flatten)]
+        selection: DeadLetterSelection,
+    },
+    /// Set aside for good (`discarded`, kept until swept after retention.dead_letters):
+    /// the given ids, or every dead delivery matching the filter.
+    Discard {
+        #[command(flatten)]
+        selection: DeadLetterSelection,
     },
 }
 
 #[derive(clap::Args)]
-struct EventFilterArgs {
+struct DeadLetterFilterArgs {
+    /// Only deliveries of this source.
     #[arg(long)]
     source: Option<String>,
+    /// Only deliveries to this destination (its configured name).
+    #[arg(long)]
+    destination: Option<String>,
+}
+
+/// Which dead letters an action applies to; one of these is required.
+#[derive(clap::Args)]
+struct DeadLetterSelection {
+    /// A dead delivery's id; repeat for several.
+    #[arg(long = "id", conflicts_with_all = ["source", "destination", "all"])]
+    ids: Vec<i64>,
+    #[command(flatten)]
+    filter: DeadLetterFilterArgs,
+    /// Every dead delivery (at most operator.max_replay): needed when nothing else selects.
+    #[arg(long)]
+    all: bool,
+}
+
+impl DeadLetterSelection {
+    /// The request body, or why there is none.
+    fn body(self) -> anyhow::Result<serde_json::Value> {
+        let DeadLetterFilterArgs {
+            source,
+            destination,
+        } = self.filter;
+        if !self.ids.is_empty() {
+            return Ok(serde_json::json!({ "ids": self.ids }));
+        }
+        if source.is_none() && destination.is_none() && !self.all {
+            anyhow::bail!(
+                "choose dead letters with --id, --source or --destination, or pass --all for every one"
+            );
+        }
+        Ok(serde_json::json!({ "filter": { "source": source, "destination": destination } }))
+    }
+}
+
+#[derive(clap::Args)]
+struct EventFilterArgs {
+    /// Only events of this source.
+    #[arg(long)]
+    source: Option<String>,
+    /// Only events of this type.
     #[arg(long = "type")]
     event_type: Option<String>,
+    /// Only events with this status.
     #[arg(long)]
     status: Option<String>,
-    /// RFC 3339, e.g. 2026-11-30T00:00:00Z
+    /// Received at or after this time, RFC 3339 (e.g. 2026-11-30T00:00:00Z).
     #[arg(long)]
     since: Option<String>,
+    /// Received before this time, RFC 3339.
     #[arg(long)]
     until: Option<String>,
 }
 
 impl EventFilterArgs {
+    fn is_empty(&self) -> bool {
+        self.source.is_none()
+            && self.event_type.is_none()
+            && self.status.is_none()
+            && self.since.is_none()
+            && self.until.is_none()
+    }
+
     fn params(self) -> Vec<(&'static str, Option<String>)> {
         vec![
             ("source", self.source),
@@ -326,9 +403,18 @@ async fn main() -> anyhow::Result<()> {
         Command::Replay {
             events,
             filter,
+            all,
+            dry_run,
             limit,
             admin,
         } => {
+            if events.is_empty() && filter.is_empty() && !all {
+                anyhow::bail!(
+                    "choose events with --event SOURCE/EVENT_ID or the filter flags \
+                     (--source, --type, --status, --since, --until), or pass --all to replay \
+                     every stored event"
+                );
+            }
             let client = admin.client(&cli.config)?;
             let mut body = if events.is_empty() {
                 serde_json::json!({ "filter": filter.json() })
@@ -347,6 +433,9 @@ async fn main() -> anyhow::Result<()> {
             if let Some(limit) = limit {
                 body["limit"] = limit.into();
             }
+            if dry_run {
+                body["dry_run"] = true.into();
+            }
             print_answer(client.post("/admin/replay", &body).await?);
             return Ok(());
         }
@@ -354,15 +443,14 @@ async fn main() -> anyhow::Result<()> {
             let client = admin.client(&cli.config)?;
             let answer = match action {
                 DeadlettersAction::List {
-                    source,
-                    destination,
+                    filter,
                     cursor,
                     limit,
                 } => {
                     let params = [
                         ("status", Some("dead".to_owned())),
-                        ("source", source),
-                        ("destination", destination),
+                        ("source", filter.source),
+                        ("destination", filter.destination),
                         ("cursor", cursor.map(|c| c.to_string())),
                         ("limit", limit.map(|l| l.to_string())),
                     ];
@@ -373,17 +461,15 @@ async fn main() -> anyhow::Result<()> {
                         ))
                         .await?
                 }
-                DeadlettersAction::Requeue {
-                    ids,
-                    source,
-                    destination,
-                } => {
-                    let body = if ids.is_empty() {
-                        serde_json::json!({ "filter": { "source": source, "destination": destination } })
-                    } else {
-                        serde_json::json!({ "ids": ids })
-                    };
-                    client.post("/admin/deliveries/requeue", &body).await?
+                DeadlettersAction::Requeue { selection } => {
+                    client
+                        .post("/admin/deliveries/requeue", &selection.body()?)
+                        .await?
+                }
+                DeadlettersAction::Discard { selection } => {
+                    client
+                        .post("/admin/deliveries/discard", &selection.body()?)
+                        .await?
                 }
             };
             print_answer(answer);

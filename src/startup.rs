@@ -186,6 +186,7 @@ routes! {
     post "/admin/replay" => operator::replay;
     get "/admin/deliveries" => operator::list_deliveries;
     post "/admin/deliveries/requeue" => operator::requeue;
+    post "/admin/deliveries/discard" => operator::discard;
     get "/admin/retention" => operator::retention;
 }
 

@@ -53,6 +53,7 @@ diesel::table! {
         delivered_at -> Nullable<Timestamp>,
         last_status -> Nullable<Integer>,
         last_error -> Nullable<Text>,
+        settled_at -> Nullable<Timestamp>,
     }
 }
 diesel::table! {

@@ -13,7 +13,7 @@ mod sender;
 
 pub use outbox::{
     count_by_status, lease_due, Leased, Message, NewDelivery, Settlement, DEAD, DELIVERED,
-    IN_PROGRESS, PENDING,
+    DISCARDED, IN_PROGRESS, PENDING,
 };
 pub use policy::{classify_status, parse_retry_after, RetryBudget, RetryPolicy, Verdict};
 pub use sender::{attempt, client_for, delivery_headers, AttemptResult};
@@ -170,6 +170,7 @@ impl Dispatcher {
             None => (
                 Settled::Dead,
                 Settlement::Dead {
+                    at: self.clock.now(),
                     status: None,
                     error: "the destination is no longer configured".to_owned(),
                 },
@@ -225,6 +226,7 @@ impl Dispatcher {
             Verdict::Dead => (
                 Settled::Dead,
                 Settlement::Dead {
+                    at: now,
                     status: result.status,
                     error,
                 },
@@ -242,6 +244,7 @@ impl Dispatcher {
                     None => (
                         Settled::Dead,
                         Settlement::Dead {
+                            at: now,
                             status: result.status,
                             error: format!("{error} (gave up after {} attempts)", delivery.attempt),
                         },

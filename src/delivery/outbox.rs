@@ -14,6 +14,8 @@ pub const PENDING: &str = "pending";
 pub const IN_PROGRESS: &str = "in_progress";
 pub const DELIVERED: &str = "delivered";
 pub const DEAD: &str = "dead";
+/// A dead letter an operator chose not to send: kept, like a dead one, until swept.
+pub const DISCARDED: &str = "discarded";
 
 /// What is delivered for one event, to each destination.
 #[derive(Debug, Clone, Copy)]
@@ -181,6 +183,7 @@ pub enum Settlement {
         error: String,
     },
     Dead {
+        at: DateTime<Utc>,
         status: Option<u16>,
         error: String,
     },
@@ -197,7 +200,7 @@ impl Leased {
         match settlement {
             Settlement::Delivered { at, status } => self.mark_delivered(conn, *at, *status),
             Settlement::Retry { at, status, error } => self.reschedule(conn, *at, *status, error),
-            Settlement::Dead { status, error } => self.mark_dead(conn, *status, error),
+            Settlement::Dead { at, status, error } => self.mark_dead(conn, *at, *status, error),
             Settlement::Release { at } => self.release(conn, *at),
         }
     }
@@ -250,12 +253,14 @@ impl Leased {
     fn mark_dead(
         &self,
         conn: &mut DbConnection,
+        at: DateTime<Utc>,
         status: Option<u16>,
         error: &str,
     ) -> QueryResult<bool> {
         diesel::update(self.fenced())
             .set((
                 deliveries::status.eq(DEAD),
+                deliveries::settled_at.eq(Some(at.naive_utc())),
                 deliveries::locked_until.eq(None::<NaiveDateTime>),
                 deliveries::last_status.eq(status.map(i32::from)),
                 deliveries::last_error.eq(Some(error)),

@@ -85,7 +85,7 @@ async fn ingest(
         identity.event_type.as_deref(),
         &identity.event_id,
         identity.document.as_ref(),
-        identity.fact_key.as_deref(),
+        identity.fact_key.as_ref(),
     )?;
     let event_id = identity.event_id.to_string();
     let content_type = request

@@ -3,9 +3,10 @@
 //! form field. Each scheme has default locators; a source may override them.
 
 use crate::error::{Problem, Reason};
-use crate::ledger::JsonPointer;
+use crate::ledger::{FactKey, JsonPointer};
 use crate::signature::Verified;
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 use std::fmt;
 
 /// Longest event id accepted; providers' ids are far shorter.
@@ -52,6 +53,10 @@ pub enum Locator {
     Json(JsonPointer),
     /// A field of an `application/x-www-form-urlencoded` body.
     Form(String),
+    /// The sha256 of the raw body (hex): the default fact key of sources whose event id
+    /// the signature does not cover, so a signed body re-sent under a fresh id is the same
+    /// fact.
+    BodyDigest,
 }
 
 impl Locator {
@@ -87,6 +92,7 @@ impl fmt::Display for Locator {
             Self::Header(names) => write!(f, "the {} header", names.join(" or ")),
             Self::Json(pointer) => write!(f, "{} in the JSON body", pointer.as_str()),
             Self::Form(field) => write!(f, "the form field {field}"),
+            Self::BodyDigest => f.write_str("the sha256 of the body"),
         }
     }
 }
@@ -106,7 +112,7 @@ pub struct Locators {
 pub struct Identity {
     pub event_id: EventId,
     pub event_type: Option<String>,
-    pub fact_key: Option<String>,
+    pub fact_key: Option<FactKey>,
     pub document: Option<Value>,
 }
 
@@ -164,6 +170,7 @@ impl<'r> Body<'r> {
                 )),
                 Err(detail) => Err(Problem::new(Reason::InvalidBody, detail.clone())),
             },
+            Locator::BodyDigest => Ok(Some(hex::encode(Sha256::digest(self.request.body())))),
             Locator::Form(field) => {
                 let body = self.request.body();
                 let pairs = self.form.get_or_insert_with(|| {
@@ -199,7 +206,10 @@ impl Identity {
                 .filter(|v| !v.is_empty())
         };
         let event_type = optional(&locators.event_type);
-        let fact_key = optional(&locators.fact_key);
+        let fact_key = optional(&locators.fact_key).map(|key| match locators.fact_key {
+            Some(Locator::BodyDigest) => FactKey::BodyDigest(key),
+            _ => FactKey::Located(key),
+        });
         Ok(Self {
             event_id,
             event_type,

@@ -17,6 +17,20 @@ use serde_json::Value;
 /// The fact kind of an event whose provider names no type.
 pub const UNTYPED_KIND: &str = "event";
 
+/// The fact kind of an event keyed on its body's digest: the signed body is the fact,
+/// whatever type its unsigned headers claim.
+pub const BODY_KIND: &str = "body";
+
+/// A fact key the request carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FactKey {
+    /// Read where the source says (Shopify's `X-Shopify-Event-Id` by default, or a
+    /// configured `fact_key`).
+    Located(String),
+    /// The sha256 of the body: the fact of a source whose event id is not signed.
+    BodyDigest(String),
+}
+
 /// A JSON pointer (RFC 6901), such as `/data/object/id`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JsonPointer(String);
@@ -80,19 +94,27 @@ pub struct FactIdentity {
 
 impl FactIdentity {
     /// The fact of an event: the first rule that names its type keys it on the object;
-    /// otherwise the scheme's fact key when the request carries one (Shopify's
-    /// `X-Shopify-Event-Id`); otherwise the event is its own fact.
+    /// otherwise the source's fact key when the request carries one (a configured
+    /// `fact_key`, or the body's digest where the event id is unsigned — then of kind
+    /// [`BODY_KIND`]); otherwise the event is its own fact.
     pub fn of_event(
         rules: &[FactRule],
         event_type: Option<&str>,
         event_id: &EventId,
         document: Option<&Value>,
-        fact_key: Option<&str>,
+        fact_key: Option<&FactKey>,
     ) -> Result<Self, Problem> {
-        let kind = event_type.unwrap_or(UNTYPED_KIND).to_owned();
+        let mut kind = event_type.unwrap_or(UNTYPED_KIND).to_owned();
         let rule = event_type.and_then(|t| rules.iter().find(|rule| rule.applies_to(t)));
         let key = match rule {
-            None => fact_key.unwrap_or(event_id.as_str()).to_owned(),
+            None => match fact_key {
+                None => event_id.as_str().to_owned(),
+                Some(FactKey::Located(key)) => key.clone(),
+                Some(FactKey::BodyDigest(digest)) => {
+                    BODY_KIND.clone_into(&mut kind);
+                    digest.clone()
+                }
+            },
             Some(rule) => document
                 .and_then(|doc| rule.key.key_in(doc))
                 .ok_or_else(|| {
@@ -151,6 +173,15 @@ pub fn first_event_id(
         .first(conn)
 }
 
+/// [`first_event_id`], or `None` when the ledger does not hold the fact.
+pub fn find_first_event_id(
+    conn: &mut DbConnection,
+    source: &str,
+    fact: &FactIdentity,
+) -> QueryResult<Option<String>> {
+    first_event_id(conn, source, fact).optional()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,6 +236,30 @@ mod tests {
                 key: "evt_2".into()
             }
         );
+    }
+
+    #[test]
+    fn a_body_digest_key_makes_the_body_the_fact_whatever_its_type() {
+        let digest = FactKey::BodyDigest("ab12".into());
+        for (id, event_type) in [("d-1", "push"), ("d-2", "issues")] {
+            let id = EventId::parse(id).unwrap();
+            let fact = FactIdentity::of_event(&rules(), Some(event_type), &id, None, Some(&digest))
+                .unwrap();
+            assert_eq!(
+                fact,
+                FactIdentity {
+                    kind: BODY_KIND.into(),
+                    key: "ab12".into()
+                }
+            );
+        }
+        let located = FactKey::Located("evt_shop".into());
+        let id = EventId::parse("w-1").unwrap();
+        let fact =
+            FactIdentity::of_event(&rules(), Some("orders/create"), &id, None, Some(&located))
+                .unwrap();
+        assert_eq!(fact.kind, "orders/create");
+        assert_eq!(fact.key, "evt_shop");
     }
 
     #[test]

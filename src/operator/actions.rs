@@ -1,10 +1,11 @@
-//! What the operator API reads and does, on a connection. Replay and requeue run inside
-//! the caller's Idempotency-Key transaction.
+//! What the operator API reads and does, on a connection. Replay, requeue and discard run
+//! inside the caller's Idempotency-Key transaction.
 
+use crate::clock::{rfc3339, serde_rfc3339};
 use crate::config::Settings;
 use crate::db::schema::{deliveries, events, facts};
 use crate::db::DbConnection;
-use crate::delivery::{Message, DEAD, PENDING};
+use crate::delivery::{Message, DEAD, DISCARDED, PENDING};
 use crate::ledger::{FactIdentity, NewFact};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
@@ -12,6 +13,7 @@ use chrono::{DateTime, NaiveDateTime, Utc};
 use diesel::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 
 /// Filters over events (listing and replay by filter).
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -35,7 +37,9 @@ pub struct EventSummary {
     pub status: String,
     pub fact_kind: String,
     pub fact_key: String,
+    #[serde(with = "serde_rfc3339")]
     pub received_at: NaiveDateTime,
+    #[serde(with = "serde_rfc3339")]
     pub expires_at: NaiveDateTime,
 }
 
@@ -90,10 +94,17 @@ pub struct DeliverySummary {
     pub destination: String,
     pub status: String,
     pub attempt: i32,
+    #[serde(with = "serde_rfc3339")]
     pub next_attempt_at: NaiveDateTime,
+    #[serde(with = "serde_rfc3339")]
     pub deadline_at: NaiveDateTime,
+    #[serde(with = "serde_rfc3339")]
     pub created_at: NaiveDateTime,
+    #[serde(with = "serde_rfc3339::option")]
     pub delivered_at: Option<NaiveDateTime>,
+    /// When it became dead or was discarded.
+    #[serde(with = "serde_rfc3339::option")]
+    pub settled_at: Option<NaiveDateTime>,
     pub last_status: Option<i32>,
     pub last_error: Option<String>,
 }
@@ -168,7 +179,7 @@ pub fn show_event(
             .first::<(String, String, NaiveDateTime)>(conn)
             .optional()?;
         return Ok(fact.map(|(kind, key, created_at)| {
-            Err(json!({ "kind": kind, "key": key, "first_event_id": event_id, "created_at": created_at }))
+            Err(json!({ "kind": kind, "key": key, "first_event_id": event_id, "created_at": rfc3339(created_at) }))
         }));
     };
     let fact = facts::table
@@ -178,18 +189,13 @@ pub fn show_event(
         .select((facts::first_event_id, facts::created_at))
         .first::<(String, NaiveDateTime)>(conn)
         .optional()?;
-    let deliveries = list_deliveries(
-        conn,
-        &DeliveryFilter {
-            source: Some(source.to_owned()),
-            ..DeliveryFilter::default()
-        },
-        None,
-        1000,
-    )?
-    .into_iter()
-    .filter(|d| d.event_id == event_id)
-    .collect::<Vec<_>>();
+    // Indexed by deliveries_event_idx (source, event_id).
+    let deliveries = deliveries::table
+        .filter(deliveries::source.eq(source))
+        .filter(deliveries::event_id.eq(event_id))
+        .order(deliveries::id)
+        .select(DeliverySummary::as_select())
+        .load(conn)?;
     Ok(Some(Ok(json!({
         "event": summary,
         "fingerprint": fingerprint,
@@ -200,8 +206,10 @@ pub fn show_event(
             "body": body.as_deref().map(bytes_json),
         },
         "fact": fact.map(|(first_event_id, created_at)| json!({
+            "kind": summary.fact_kind,
+            "key": summary.fact_key,
             "first_event_id": first_event_id,
-            "created_at": created_at,
+            "created_at": rfc3339(created_at),
         })),
         "deliveries": deliveries,
     }))))
@@ -219,97 +227,208 @@ pub fn events_matching(
         .collect())
 }
 
-/// The outcome of replaying one event.
+/// What replaying one event does (or, in a preview, would do).
 #[derive(Debug, Clone, Serialize)]
 pub struct ReplayResult {
     pub source: String,
     pub event_id: String,
-    /// `requeued`, `no_destinations`, `expired`, `not_found` or `unknown_source`.
+    /// `requeued`, `duplicate_fact`, `no_destinations`, `expired`, `not_found` or
+    /// `unknown_source`.
     pub result: &'static str,
+    /// For `duplicate_fact`: the event that first recorded this event's fact, and so the
+    /// one whose replay delivers it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_event_id: Option<String>,
     pub deliveries: usize,
+    /// The destinations that get a delivery.
+    pub destinations: Vec<String>,
 }
 
-/// Re-runs the effect path of each event: the fact (already in the ledger: no second
-/// fact), and one new delivery per destination, with the same Idempotency-Key as before.
+/// Totals of a replay: events by result, and deliveries per destination.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ReplaySummary {
+    pub events: usize,
+    pub results: BTreeMap<&'static str, usize>,
+    pub deliveries: BTreeMap<String, usize>,
+}
+
+impl ReplaySummary {
+    pub fn of(results: &[ReplayResult]) -> Self {
+        let mut summary = Self {
+            events: results.len(),
+            ..Self::default()
+        };
+        for result in results {
+            *summary.results.entry(result.result).or_default() += 1;
+            for destination in &result.destinations {
+                *summary.deliveries.entry(destination.clone()).or_default() += 1;
+            }
+        }
+        summary
+    }
+}
+
+/// A stored event that replay would deliver again.
+struct Redelivery {
+    event_type: Option<String>,
+    fact: FactIdentity,
+    payload: Vec<u8>,
+    content_type: Option<String>,
+}
+
+/// Decides, reading only, what replaying each event does. A delivery belongs to its fact:
+/// only the event that first recorded the fact is delivered again — under that event's
+/// Idempotency-Key, the one the application has already seen — and replaying a later event
+/// of the same fact delivers nothing and names the first one (`duplicate_fact`).
+fn plan_replay(
+    conn: &mut DbConnection,
+    settings: &Settings,
+    items: &[(String, String)],
+) -> QueryResult<Vec<(ReplayResult, Option<Redelivery>)>> {
+    let mut planned = Vec::with_capacity(items.len());
+    for (source, event_id) in items {
+        let outcome = |result, first_event_id, destinations: Vec<String>| ReplayResult {
+            source: source.clone(),
+            event_id: event_id.clone(),
+            result,
+            first_event_id,
+            deliveries: destinations.len(),
+            destinations,
+        };
+        let Some(source_settings) = settings.source(source) else {
+            planned.push((outcome("unknown_source", None, Vec::new()), None));
+            continue;
+        };
+        let Some(redelivery) = stored_redelivery(conn, source, event_id)? else {
+            let result = if fact_first_recorded_by(conn, source, event_id)? {
+                "expired"
+            } else {
+                "not_found"
+            };
+            planned.push((outcome(result, None, Vec::new()), None));
+            continue;
+        };
+        // A fact missing from the ledger (it is permanent; only a hand edit removes it) is
+        // recorded again by this event when the replay runs.
+        let first = crate::ledger::find_first_event_id(conn, source, &redelivery.fact)?
+            .unwrap_or_else(|| event_id.clone());
+        if &first != event_id {
+            planned.push((outcome("duplicate_fact", Some(first), Vec::new()), None));
+            continue;
+        }
+        let destinations: Vec<String> = source_settings
+            .destinations
+            .iter()
+            .map(|d| d.name.clone())
+            .collect();
+        if destinations.is_empty() {
+            planned.push((outcome("no_destinations", None, destinations), None));
+        } else {
+            planned.push((outcome("requeued", None, destinations), Some(redelivery)));
+        }
+    }
+    Ok(planned)
+}
+
+fn stored_redelivery(
+    conn: &mut DbConnection,
+    source: &str,
+    event_id: &str,
+) -> QueryResult<Option<Redelivery>> {
+    let row = events::table
+        .filter(events::source.eq(source))
+        .filter(events::event_id.eq(event_id))
+        .select((
+            events::event_type,
+            events::fact_kind,
+            events::fact_key,
+            events::payload,
+            events::content_type,
+        ))
+        .first::<(Option<String>, String, String, Vec<u8>, Option<String>)>(conn)
+        .optional()?;
+    Ok(row.map(
+        |(event_type, kind, key, payload, content_type)| Redelivery {
+            event_type,
+            fact: FactIdentity { kind, key },
+            payload,
+            content_type,
+        },
+    ))
+}
+
+/// Whether the ledger holds a fact first recorded by this event (its row may be swept).
+fn fact_first_recorded_by(
+    conn: &mut DbConnection,
+    source: &str,
+    event_id: &str,
+) -> QueryResult<bool> {
+    let count: i64 = facts::table
+        .filter(facts::source.eq(source))
+        .filter(facts::first_event_id.eq(event_id))
+        .count()
+        .get_result(conn)?;
+    Ok(count > 0)
+}
+
+/// What replaying `items` would do, without doing it.
+pub fn preview_replay(
+    conn: &mut DbConnection,
+    settings: &Settings,
+    items: &[(String, String)],
+) -> QueryResult<Vec<ReplayResult>> {
+    Ok(plan_replay(conn, settings, items)?
+        .into_iter()
+        .map(|(result, _)| result)
+        .collect())
+}
+
+/// Replays each event: the fact is already in the ledger (no second fact), and each
+/// destination gets a new delivery under the fact's Idempotency-Key.
 pub fn replay(
     conn: &mut DbConnection,
     settings: &Settings,
     items: &[(String, String)],
     now: DateTime<Utc>,
 ) -> QueryResult<Vec<ReplayResult>> {
-    let mut results = Vec::with_capacity(items.len());
-    for (source, event_id) in items {
-        let outcome = |result, deliveries| ReplayResult {
-            source: source.clone(),
-            event_id: event_id.clone(),
-            result,
-            deliveries,
-        };
-        let Some(settings) = settings.source(source) else {
-            results.push(outcome("unknown_source", 0));
-            continue;
-        };
-        let row = events::table
-            .filter(events::source.eq(source))
-            .filter(events::event_id.eq(event_id))
-            .select((
-                events::event_type,
-                events::fact_kind,
-                events::fact_key,
-                events::payload,
-                events::content_type,
-            ))
-            .first::<(Option<String>, String, String, Vec<u8>, Option<String>)>(conn)
-            .optional()?;
-        let Some((event_type, fact_kind, fact_key, payload, content_type)) = row else {
-            let swept = facts::table
-                .filter(facts::source.eq(source))
-                .filter(facts::first_event_id.eq(event_id))
-                .count()
-                .get_result::<i64>(conn)?
-                > 0;
-            results.push(outcome(if swept { "expired" } else { "not_found" }, 0));
-            continue;
-        };
-        let fact = FactIdentity {
-            kind: fact_kind,
-            key: fact_key,
-        };
-        NewFact {
-            source,
-            kind: &fact.kind,
-            fact_key: &fact.key,
-            first_event_id: event_id,
-            created_at: now.naive_utc(),
+    let planned = plan_replay(conn, settings, items)?;
+    let mut results = Vec::with_capacity(planned.len());
+    for (result, redelivery) in planned {
+        if let (Some(redelivery), Some(source)) = (redelivery, settings.source(&result.source)) {
+            NewFact {
+                source: &result.source,
+                kind: &redelivery.fact.kind,
+                fact_key: &redelivery.fact.key,
+                first_event_id: &result.event_id,
+                created_at: now.naive_utc(),
+            }
+            .record(conn)?;
+            Message {
+                source: &result.source,
+                event_id: &result.event_id,
+                event_type: redelivery.event_type.as_deref(),
+                payload: &redelivery.payload,
+                content_type: redelivery
+                    .content_type
+                    .as_deref()
+                    .unwrap_or("application/json"),
+            }
+            .enqueue(conn, &source.delivery_deadlines(now), now)?;
         }
-        .record(conn)?;
-        if settings.destinations.is_empty() {
-            results.push(outcome("no_destinations", 0));
-            continue;
-        }
-        let destinations = settings.delivery_deadlines(now);
-        Message {
-            source,
-            event_id,
-            event_type: event_type.as_deref(),
-            payload: &payload,
-            content_type: content_type.as_deref().unwrap_or("application/json"),
-        }
-        .enqueue(conn, &destinations, now)?;
-        results.push(outcome("requeued", destinations.len()));
+        results.push(result);
     }
     Ok(results)
 }
 
-/// The outcome of requeueing one dead delivery.
+/// What an operator action did to one dead delivery.
 #[derive(Debug, Clone, Serialize)]
-pub struct RequeueResult {
+pub struct DeadLetterResult {
     pub id: i64,
-    /// `requeued`, `not_dead`, `not_found` or `unknown_destination`.
+    /// `requeued` or `discarded`; `not_dead`, `not_found` or `unknown_destination`.
     pub result: &'static str,
 }
 
-/// Dead deliveries matching a filter (requeue by filter).
+/// Dead deliveries matching a filter (requeue or discard by filter).
 pub fn dead_matching(
     conn: &mut DbConnection,
     filter: &DeliveryFilter,
@@ -325,16 +444,22 @@ pub fn dead_matching(
         .collect())
 }
 
-/// Gives dead deliveries a fresh start: pending, due now, a new deadline. `attempt` keeps
-/// growing (it is the fencing token).
-pub fn requeue(
+/// A dead delivery, as an action on it sees it.
+pub struct DeadLetter {
+    pub id: i64,
+    pub source: String,
+    pub destination: String,
+}
+
+/// Runs `act` on each of `ids` that is a dead delivery; answers `not_found` or `not_dead`
+/// for the others. `act` updates the row only `WHERE status = 'dead'`.
+fn on_dead_letters(
     conn: &mut DbConnection,
-    settings: &Settings,
     ids: &[i64],
-    now: DateTime<Utc>,
-) -> QueryResult<Vec<RequeueResult>> {
+    mut act: impl FnMut(&mut DbConnection, DeadLetter) -> QueryResult<&'static str>,
+) -> QueryResult<Vec<DeadLetterResult>> {
     let mut results = Vec::with_capacity(ids.len());
-    for id in ids {
+    for &id in ids {
         let row = deliveries::table
             .find(id)
             .select((
@@ -347,32 +472,75 @@ pub fn requeue(
         let result = match row {
             None => "not_found",
             Some((_, _, status)) if status != DEAD => "not_dead",
-            Some((source, destination, _)) => {
-                let deadline = settings
-                    .source(&source)
-                    .and_then(|s| s.destinations.iter().find(|d| d.name == destination))
-                    .map(|d| now + d.policy.deadline);
-                match deadline {
-                    None => "unknown_destination",
-                    Some(deadline) => {
-                        diesel::update(
-                            deliveries::table
-                                .find(id)
-                                .filter(deliveries::status.eq(DEAD)),
-                        )
-                        .set((
-                            deliveries::status.eq(PENDING),
-                            deliveries::next_attempt_at.eq(now.naive_utc()),
-                            deliveries::deadline_at.eq(deadline.naive_utc()),
-                            deliveries::locked_until.eq(None::<NaiveDateTime>),
-                        ))
-                        .execute(conn)?;
-                        "requeued"
-                    }
-                }
-            }
+            Some((source, destination, _)) => act(
+                conn,
+                DeadLetter {
+                    id,
+                    source,
+                    destination,
+                },
+            )?,
         };
-        results.push(RequeueResult { id: *id, result });
+        results.push(DeadLetterResult { id, result });
     }
     Ok(results)
+}
+
+/// The dead row `id`, for an update that applies only while it is dead.
+fn still_dead(
+    id: i64,
+) -> diesel::dsl::Filter<
+    diesel::dsl::Find<deliveries::table, i64>,
+    diesel::dsl::Eq<deliveries::status, &'static str>,
+> {
+    deliveries::table
+        .find(id)
+        .filter(deliveries::status.eq(DEAD))
+}
+
+/// Gives dead deliveries a fresh start: pending, due now, a new deadline. `attempt` keeps
+/// growing (it is the fencing token).
+pub fn requeue(
+    conn: &mut DbConnection,
+    settings: &Settings,
+    ids: &[i64],
+    now: DateTime<Utc>,
+) -> QueryResult<Vec<DeadLetterResult>> {
+    on_dead_letters(conn, ids, |conn, dead| {
+        let deadline = settings
+            .source(&dead.source)
+            .and_then(|s| s.destinations.iter().find(|d| d.name == dead.destination))
+            .map(|d| now + d.policy.deadline);
+        let Some(deadline) = deadline else {
+            return Ok("unknown_destination");
+        };
+        diesel::update(still_dead(dead.id))
+            .set((
+                deliveries::status.eq(PENDING),
+                deliveries::next_attempt_at.eq(now.naive_utc()),
+                deliveries::deadline_at.eq(deadline.naive_utc()),
+                deliveries::locked_until.eq(None::<NaiveDateTime>),
+                deliveries::settled_at.eq(None::<NaiveDateTime>),
+            ))
+            .execute(conn)?;
+        Ok("requeued")
+    })
+}
+
+/// Marks dead deliveries `discarded`: never sent, no longer counted as dead letters, kept
+/// until the sweeper removes them after `retention.dead_letters`.
+pub fn discard(
+    conn: &mut DbConnection,
+    ids: &[i64],
+    now: DateTime<Utc>,
+) -> QueryResult<Vec<DeadLetterResult>> {
+    on_dead_letters(conn, ids, |conn, dead| {
+        diesel::update(still_dead(dead.id))
+            .set((
+                deliveries::status.eq(DISCARDED),
+                deliveries::settled_at.eq(Some(now.naive_utc())),
+            ))
+            .execute(conn)?;
+        Ok("discarded")
+    })
 }

@@ -1,5 +1,5 @@
-//! The operator API under `/admin`: inspect events and deliveries, replay events, requeue
-//! dead letters — every call behind the operator's bearer token (compared in constant
+//! The operator API under `/admin`: inspect events and deliveries, replay events (or
+//! preview a replay), requeue or discard dead letters — every call behind the operator's bearer token (compared in constant
 //! time, never logged), and every mutating call itself idempotent: it needs an
 //! `Idempotency-Key`, claimed in the same transaction as its effect (see [`keys`]).
 
@@ -174,7 +174,10 @@ pub async fn show_event(
                         fact["key"].as_str().unwrap_or_default()
                     ),
                 )),
-                None => Err(Problem::new(Reason::NotFound, format!("no event {source}/{event_id}"))),
+                None => Err(Problem::new(
+                    Reason::UnknownEvent,
+                    format!("no event {source}/{event_id} has been received"),
+                )),
             }
         }
         .await,
@@ -235,6 +238,7 @@ pub async fn retention(request: HttpRequest, state: web::Data<AppState>) -> Http
                 "horizons": horizons,
                 "effective_horizon": audit.effective_horizon().map(|h| h.value.to_string()),
                 "operator_keys": audit.operator_keys.to_string(),
+                "dead_letters": retention.dead_letters.to_string(),
                 "passes": audit.passes(),
                 "sweep_interval": crate::config::HumanDuration(retention.sweep_interval).to_string(),
                 "sweep_batch": retention.sweep_batch,
@@ -363,9 +367,48 @@ struct ReplayRequest {
     events: Option<Vec<EventRef>>,
     filter: Option<EventFilter>,
     limit: Option<u32>,
+    #[serde(default)]
+    dry_run: bool,
 }
 
-/// `POST /admin/replay`.
+/// The events a replay names: a list, or a filter (at most `limit` events).
+enum ReplayTarget {
+    Events(Vec<(String, String)>),
+    Filter(EventFilter, i64),
+}
+
+impl ReplayTarget {
+    fn parse(request: ReplayRequest, max: u32) -> Result<Self, Problem> {
+        let limit = i64::from(request.limit.unwrap_or(max).min(max));
+        match (request.events, request.filter) {
+            (Some(events), None) if !events.is_empty() && events.len() as u32 <= max => Ok(
+                Self::Events(events.into_iter().map(|e| (e.source, e.event_id)).collect()),
+            ),
+            (None, Some(filter)) => Ok(Self::Filter(filter, limit)),
+            _ => Err(invalid(format!(
+                "send either \"events\" (1 to {max} {{source, event_id}}) or \"filter\""
+            ))),
+        }
+    }
+
+    fn items(self, conn: &mut DbConnection) -> diesel::QueryResult<Vec<(String, String)>> {
+        match self {
+            Self::Events(items) => Ok(items),
+            Self::Filter(filter, limit) => actions::events_matching(conn, &filter, limit),
+        }
+    }
+}
+
+fn replay_answer(dry_run: bool, results: &[actions::ReplayResult]) -> Result<Vec<u8>, Problem> {
+    to_json(&json!({
+        "dry_run": dry_run,
+        "summary": actions::ReplaySummary::of(results),
+        "results": results,
+    }))
+}
+
+/// `POST /admin/replay`; with `"dry_run": true` a preview that changes nothing (and so
+/// needs no Idempotency-Key).
 pub async fn replay(
     request: HttpRequest,
     payload: web::Payload,
@@ -374,27 +417,23 @@ pub async fn replay(
     respond(
         async {
             let caller = authorize(&request, &state.settings)?;
-            let key = idempotency_key(&request)?;
             let body = read_body(&request, payload, state.settings.server.max_body_bytes).await?;
             let parsed: ReplayRequest = serde_json::from_slice(&body)
                 .map_err(|e| invalid(format!("invalid replay request: {e}")))?;
-            let max = state.settings.operator.max_replay;
-            let limit = i64::from(parsed.limit.unwrap_or(max).min(max));
-            enum Target {
-                Events(Vec<(String, String)>),
-                Filter(EventFilter),
+            let dry_run = parsed.dry_run;
+            let target = ReplayTarget::parse(parsed, state.settings.operator.max_replay)?;
+            if dry_run {
+                let settings = state.settings.clone();
+                let results = on_connection(&state, move |conn| {
+                    let items = target.items(conn)?;
+                    Ok(actions::preview_replay(conn, &settings, &items)?)
+                })
+                .await?;
+                return Ok(HttpResponse::Ok()
+                    .content_type("application/json")
+                    .body(replay_answer(true, &results)?));
             }
-            let target = match (parsed.events, parsed.filter) {
-                (Some(events), None) if !events.is_empty() && events.len() as u32 <= max => {
-                    Target::Events(events.into_iter().map(|e| (e.source, e.event_id)).collect())
-                }
-                (None, Some(filter)) => Target::Filter(filter),
-                _ => {
-                    return Err(invalid(format!(
-                        "send either \"events\" (1 to {max} {{source, event_id}}) or \"filter\""
-                    )))
-                }
-            };
+            let key = idempotency_key(&request)?;
             run_idempotent(
                 &request,
                 &state,
@@ -402,10 +441,7 @@ pub async fn replay(
                 key,
                 &body,
                 move |conn, settings, now| {
-                    let items = match target {
-                        Target::Events(items) => items,
-                        Target::Filter(filter) => actions::events_matching(conn, &filter, limit)?,
-                    };
+                    let items = target.items(conn)?;
                     let results = actions::replay(conn, settings, &items, now)?;
                     if let [only] = results.as_slice() {
                         if only.result == "expired" {
@@ -420,7 +456,7 @@ pub async fn replay(
                             return Ok((410, problem.body()));
                         }
                     }
-                    Ok((200, to_json(&json!({ "results": results }))?))
+                    Ok((200, replay_answer(false, &results)?))
                 },
             )
             .await
@@ -431,32 +467,40 @@ pub async fn replay(
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RequeueRequest {
+struct DeadLetterRequest {
     ids: Option<Vec<i64>>,
     filter: Option<DeliveryFilter>,
     limit: Option<u32>,
 }
 
-/// `POST /admin/deliveries/requeue`: dead letters back to pending.
-pub async fn requeue(
+/// What an operator does to dead letters: requeue or discard.
+type DeadLetterAction = fn(
+    &mut DbConnection,
+    &Settings,
+    &[i64],
+    DateTime<Utc>,
+) -> diesel::QueryResult<Vec<actions::DeadLetterResult>>;
+
+/// The shared shape of requeue and discard: ids or a filter over dead deliveries, run
+/// under the caller's Idempotency-Key.
+async fn on_dead_letters(
     request: HttpRequest,
     payload: web::Payload,
     state: web::Data<AppState>,
+    action: DeadLetterAction,
 ) -> HttpResponse {
     respond(
         async {
             let caller = authorize(&request, &state.settings)?;
             let key = idempotency_key(&request)?;
             let body = read_body(&request, payload, state.settings.server.max_body_bytes).await?;
-            let parsed: RequeueRequest = serde_json::from_slice(&body)
-                .map_err(|e| invalid(format!("invalid requeue request: {e}")))?;
+            let parsed: DeadLetterRequest = serde_json::from_slice(&body)
+                .map_err(|e| invalid(format!("invalid request: {e}")))?;
             let max = state.settings.operator.max_replay;
             let limit = i64::from(parsed.limit.unwrap_or(max).min(max));
-            let (ids, filter) = match (parsed.ids, parsed.filter) {
-                (Some(ids), None) if !ids.is_empty() && ids.len() as u32 <= max => {
-                    (Some(ids), None)
-                }
-                (None, Some(filter)) => (None, Some(filter)),
+            let selection = match (parsed.ids, parsed.filter) {
+                (Some(ids), None) if !ids.is_empty() && ids.len() as u32 <= max => Ok(ids),
+                (None, Some(filter)) => Err(filter),
                 _ => {
                     return Err(invalid(format!(
                         "send either \"ids\" (1 to {max}) or \"filter\""
@@ -470,13 +514,11 @@ pub async fn requeue(
                 key,
                 &body,
                 move |conn, settings, now| {
-                    let ids = match (ids, filter) {
-                        (Some(ids), _) => ids,
-                        (None, filter) => {
-                            actions::dead_matching(conn, &filter.unwrap_or_default(), limit)?
-                        }
+                    let ids = match selection {
+                        Ok(ids) => ids,
+                        Err(filter) => actions::dead_matching(conn, &filter, limit)?,
                     };
-                    let results = actions::requeue(conn, settings, &ids, now)?;
+                    let results = action(conn, settings, &ids, now)?;
                     Ok((200, to_json(&json!({ "results": results }))?))
                 },
             )
@@ -484,4 +526,25 @@ pub async fn requeue(
         }
         .await,
     )
+}
+
+/// `POST /admin/deliveries/requeue`: dead letters back to pending.
+pub async fn requeue(
+    request: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+) -> HttpResponse {
+    on_dead_letters(request, payload, state, actions::requeue).await
+}
+
+/// `POST /admin/deliveries/discard`: dead letters set aside, never sent.
+pub async fn discard(
+    request: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+) -> HttpResponse {
+    on_dead_letters(request, payload, state, |conn, _, ids, now| {
+        actions::discard(conn, ids, now)
+    })
+    .await
 }

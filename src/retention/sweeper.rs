@@ -1,7 +1,8 @@
-//! The sweeper: deletes expired `events` rows and delivered `deliveries` rows older than
-//! the event window, in batches of `sweep_batch`, one short transaction per batch, so
-//! ingestion never waits on it for longer than one batch. It never touches `facts`, nor a
-//! delivery that is not delivered (pending, in progress, or dead).
+//! The sweeper: deletes expired `events` rows, delivered `deliveries` rows older than the
+//! event window, and dead or discarded deliveries older than `retention.dead_letters`, in
+//! batches of `sweep_batch`, one short transaction per batch, so ingestion never waits on
+//! it for longer than one batch. It never touches `facts`, nor a delivery that is still
+//! pending or in progress.
 //!
 //! With several Inlet instances on one PostgreSQL database, one sweeps at a time: a round
 //! starts by taking a session advisory lock, and an instance that cannot take it skips
@@ -11,10 +12,13 @@ use crate::clock::Clock;
 use crate::config::RetentionSettings;
 use crate::db::schema::{deliveries, events};
 use crate::db::{write_transaction, DbConnection, DbPool, PooledConnection};
-use crate::delivery::DELIVERED;
+use crate::delivery::{DEAD, DELIVERED, DISCARDED};
 use chrono::{DateTime, NaiveDateTime, Utc};
 use diesel::connection::SimpleConnection;
 use diesel::prelude::*;
+use diesel::sql_types::{Bool, Nullable};
+
+type Backend = <DbConnection as diesel::Connection>::Backend;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -91,6 +95,7 @@ impl Sweeper {
         let cutoffs = Cutoffs {
             events: now.naive_utc(),
             deliveries: (now - self.settings.events.0).naive_utc(),
+            dead_letters: (now - self.settings.dead_letters.0).naive_utc(),
         };
         // A connection per step, never across batches: with SQLite's single connection,
         // webhooks get their turn between any two batches.
@@ -102,7 +107,7 @@ impl Sweeper {
         if dry_run {
             let conn = &mut *pool.get()?;
             report.events = count_expired_events(conn, cutoffs.events)?;
-            report.deliveries = count_finished_deliveries(conn, cutoffs.deliveries)?;
+            report.deliveries = count_finished_deliveries(conn, &cutoffs)?;
             report.operator_requests = count_expired_keys(conn, cutoffs.events)?;
             return Ok(report);
         }
@@ -113,7 +118,7 @@ impl Sweeper {
         report.events = deleted;
         report.batches += batches;
         let (deleted, batches) = sweep_table(pool, "deliveries", batch, |c| {
-            delete_finished_deliveries(c, cutoffs.deliveries, batch)
+            delete_finished_deliveries(c, &cutoffs, batch)
         })?;
         report.deliveries = deleted;
         report.batches += batches;
@@ -190,6 +195,23 @@ struct Cutoffs {
     events: NaiveDateTime,
     /// Delivered rows delivered at or before this.
     deliveries: NaiveDateTime,
+    /// Dead or discarded rows settled at or before this.
+    dead_letters: NaiveDateTime,
+}
+
+/// Deliveries that are done with: delivered before the event window, or dead or discarded
+/// before the dead-letter window.
+fn finished(
+    cutoffs: &Cutoffs,
+) -> Box<dyn BoxableExpression<deliveries::table, Backend, SqlType = Nullable<Bool>>> {
+    Box::new(
+        deliveries::status
+            .eq(DELIVERED)
+            .and(deliveries::delivered_at.le(cutoffs.deliveries))
+            .or(deliveries::status
+                .eq_any([DEAD, DISCARDED])
+                .and(deliveries::settled_at.le(cutoffs.dead_letters))),
+    )
 }
 
 fn count_expired_events(conn: &mut DbConnection, cutoff: NaiveDateTime) -> QueryResult<u64> {
@@ -200,10 +222,9 @@ fn count_expired_events(conn: &mut DbConnection, cutoff: NaiveDateTime) -> Query
         .map(|n| n.unsigned_abs())
 }
 
-fn count_finished_deliveries(conn: &mut DbConnection, cutoff: NaiveDateTime) -> QueryResult<u64> {
+fn count_finished_deliveries(conn: &mut DbConnection, cutoffs: &Cutoffs) -> QueryResult<u64> {
     deliveries::table
-        .filter(deliveries::status.eq(DELIVERED))
-        .filter(deliveries::delivered_at.le(cutoff))
+        .filter(finished(cutoffs))
         .count()
         .get_result::<i64>(conn)
         .map(|n| n.unsigned_abs())
@@ -242,14 +263,11 @@ fn delete_expired_events(
 
 fn delete_finished_deliveries(
     conn: &mut DbConnection,
-    cutoff: NaiveDateTime,
+    cutoffs: &Cutoffs,
     batch: i64,
 ) -> QueryResult<u64> {
-    let finished = deliveries::status
-        .eq(DELIVERED)
-        .and(deliveries::delivered_at.le(cutoff));
     let ids: Vec<i64> = deliveries::table
-        .filter(finished)
+        .filter(finished(cutoffs))
         .limit(batch)
         .select(deliveries::id)
         .load(conn)?;
@@ -259,7 +277,7 @@ fn delete_finished_deliveries(
     diesel::delete(
         deliveries::table
             .filter(deliveries::id.eq_any(&ids))
-            .filter(finished),
+            .filter(finished(cutoffs)),
     )
     .execute(conn)
     .map(|n| n as u64)

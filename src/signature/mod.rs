@@ -220,6 +220,24 @@ pub trait Scheme: Sync + std::fmt::Debug {
     /// Whether the scheme signs a timestamp (and so has a tolerance).
     fn signs_timestamp(&self) -> bool;
 
+    /// Headers the signature covers besides the body (Standard Webhooks' `webhook-id`).
+    fn signed_headers(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Whether a value read through `locator` is covered by the signature: the body is
+    /// always signed, a header only when the scheme signs it.
+    fn signs(&self, locator: &Locator) -> bool {
+        match locator {
+            Locator::Header(names) => names.iter().all(|name| {
+                self.signed_headers()
+                    .iter()
+                    .any(|signed| signed.eq_ignore_ascii_case(name))
+            }),
+            Locator::Json(_) | Locator::Form(_) | Locator::BodyDigest => true,
+        }
+    }
+
     /// Refuses a secret this scheme cannot use (checked at startup).
     fn check_secret(&self, _secret: &Secret) -> Result<(), String> {
         Ok(())

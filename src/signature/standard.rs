@@ -103,6 +103,10 @@ impl Scheme for Standard {
         ]
     }
 
+    fn signed_headers(&self) -> &'static [&'static str] {
+        &ID
+    }
+
     fn locators(&self) -> Locators {
         Locators {
             event_id: Locator::Header(ID.iter().map(|h| (*h).to_owned()).collect()),

@@ -98,67 +98,37 @@ fn sweep_and_deliver_run_against_a_fresh_database() {
 /// The operator commands talk to a running Inlet with a URL and a token: no config file.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operator_commands_use_the_admin_api() {
-    use crate::helpers::{spawn_app, stripe_event, Backend, OPERATOR_TOKEN};
+    use crate::helpers::{spawn_app, stripe_event, Backend};
     let app = spawn_app(Backend::Sqlite).await;
     app.post_stripe(&stripe_event("evt_cli_1", "charge.refunded", "ch_cli"))
         .await
         .assert_status(200);
-    let run = |args: Vec<String>, token: &'static str| {
-        let address = app.address.clone();
-        tokio::task::spawn_blocking(move || {
-            Command::new(env!("CARGO_BIN_EXE_inlet"))
-                .args(["--config", "/nonexistent/inlet.toml"])
-                .args(&args)
-                .args(["--admin-url", &address, "--token", token])
-                .env_remove("INLET_OPERATOR_TOKEN")
-                .output()
-                .expect("run inlet")
-        })
-    };
-    let args = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
 
-    let listed = run(
-        args(&["events", "list", "--source", "stripe"]),
-        OPERATOR_TOKEN,
-    )
-    .await
-    .expect("task");
-    assert!(listed.status.success(), "{}", text(&listed.stderr));
-    assert!(text(&listed.stdout).contains("evt_cli_1"));
+    let (code, stdout, stderr) = app.run_cli(&["events", "list", "--source", "stripe"]).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("evt_cli_1"));
 
-    let shown = run(
-        args(&["events", "show", "stripe", "evt_cli_1"]),
-        OPERATOR_TOKEN,
-    )
-    .await
-    .expect("task");
+    let (_, stdout, _) = app
+        .run_cli(&["events", "show", "stripe", "evt_cli_1"])
+        .await;
     assert!(
-        text(&shown.stdout).contains("\"first_event_id\": \"evt_cli_1\""),
-        "{}",
-        text(&shown.stdout)
+        stdout.contains("\"first_event_id\": \"evt_cli_1\""),
+        "{stdout}"
     );
 
-    let replayed = run(
-        args(&["replay", "--event", "stripe/evt_cli_1"]),
-        OPERATOR_TOKEN,
-    )
-    .await
-    .expect("task");
-    assert!(replayed.status.success(), "{}", text(&replayed.stderr));
-    assert!(text(&replayed.stdout).contains("no_destinations"));
+    let (code, stdout, stderr) = app
+        .run_cli(&["replay", "--event", "stripe/evt_cli_1"])
+        .await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("no_destinations"));
 
-    let dead = run(args(&["deadletters", "list"]), OPERATOR_TOKEN)
-        .await
-        .expect("task");
-    assert!(dead.status.success());
-    assert!(text(&dead.stdout).contains("\"deliveries\": []"));
+    let (code, stdout, _) = app.run_cli(&["deadletters", "list"]).await;
+    assert_eq!(code, Some(0));
+    assert!(stdout.contains("\"deliveries\": []"));
 
-    let refused = run(
-        args(&["events", "list"]),
-        "operator-token-that-is-wrong-000",
-    )
-    .await
-    .expect("task");
-    assert_eq!(refused.status.code(), Some(1));
-    assert!(text(&refused.stdout).contains("unauthorized"));
+    let (code, stdout, _) = app
+        .run_cli_with_token(&["events", "list"], "operator-token-that-is-wrong-000")
+        .await;
+    assert_eq!(code, Some(1));
+    assert!(stdout.contains("unauthorized"));
 }

@@ -500,6 +500,10 @@ impl Reply {
         })
     }
 
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
@@ -621,6 +625,38 @@ impl TestApp {
             request = request.header("Idempotency-Key", key);
         }
         read(request.send().await.expect("the request reaches Inlet")).await
+    }
+
+    /// Runs the `inlet` binary's operator commands against this instance (no local
+    /// configuration needed); returns its exit code and stdout and stderr as text.
+    pub async fn run_cli(&self, args: &[&str]) -> (Option<i32>, String, String) {
+        self.run_cli_with_token(args, OPERATOR_TOKEN).await
+    }
+
+    /// [`Self::run_cli`] with another operator token.
+    pub async fn run_cli_with_token(
+        &self,
+        args: &[&str],
+        token: &'static str,
+    ) -> (Option<i32>, String, String) {
+        let address = self.address.clone();
+        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        let output = tokio::task::spawn_blocking(move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_inlet"))
+                .args(["--config", "/nonexistent/inlet.toml"])
+                .args(&args)
+                .args(["--admin-url", &address, "--token", token])
+                .env_remove("INLET_OPERATOR_TOKEN")
+                .output()
+                .expect("run inlet")
+        })
+        .await
+        .expect("the inlet process");
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
     }
 
     /// Posts `body` to the stripe source, signed now with the current secret.

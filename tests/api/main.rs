@@ -9,5 +9,6 @@ mod ingest;
 mod lifecycle;
 mod observability;
 mod operator;
+mod replay;
 mod retention;
 mod schemes;

@@ -209,7 +209,7 @@ async fn replaying_a_swept_event_is_gone(backend: Backend) {
         .assert_problem(410, "expired");
     app.admin("/admin/events/stripe/evt_never", None, None)
         .await
-        .assert_problem(404, "not_found");
+        .assert_problem(404, "unknown_event");
 }
 
 async fn a_requeued_dead_letter_is_delivered_when_the_application_recovers(backend: Backend) {
