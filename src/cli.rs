@@ -2,7 +2,7 @@
 //! and post it to a running Inlet.
 
 use crate::config::{Settings, SourceSettings};
-use crate::ingest::Locator;
+use crate::identity::Locator;
 use crate::signature::SampleEvent;
 use anyhow::{anyhow, Context};
 use chrono::{DateTime, Utc};

@@ -12,9 +12,11 @@
 //! `database.url`, …) so an operator can find it in the file.
 
 use crate::db::DatabaseTarget;
-use crate::ingest::{Locator, Locators};
-use crate::ledger::{FactRule, JsonPointer};
+use crate::duration::HumanDuration;
+use crate::identity::{JsonPointer, Locator, Locators};
+use crate::ledger::FactRule;
 use crate::retention::{AuditLine, RetentionAudit};
+use crate::secret::Secret;
 use crate::signature::{Encoding, HmacScheme, SchemeConfig};
 use figment::providers::{Env, Format, Toml};
 use figment::Figment;
@@ -75,98 +77,6 @@ impl ConfigError {
             key: key.into(),
             message: message.into(),
         }
-    }
-}
-
-/// A secret value. It never prints: `Debug` and `Display` show a placeholder.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(Box<str>);
-
-impl Secret {
-    pub fn new(value: impl Into<Box<str>>) -> Self {
-        Self(value.into())
-    }
-
-    /// The secret's text, for signing and verifying only.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-
-    /// Resolves a configured reference: `env:NAME`, `file:PATH` or a literal value.
-    fn resolve(reference: &str, key: &str) -> Result<Self, ConfigError> {
-        let value = if let Some(name) = reference.strip_prefix("env:") {
-            std::env::var(name).map_err(|_| {
-                ConfigError::new(key, format!("environment variable {name} is not set"))
-            })?
-        } else if let Some(path) = reference.strip_prefix("file:") {
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                ConfigError::new(key, format!("cannot read secret file {path}: {e}"))
-            })?;
-            text.trim_end_matches(['\r', '\n']).to_owned()
-        } else {
-            reference.to_owned()
-        };
-        if value.is_empty() {
-            return Err(ConfigError::new(key, "the secret is empty"));
-        }
-        Ok(Self::new(value))
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(<redacted>)")
-    }
-}
-
-/// A duration written as `500ms`, `5s`, `30m`, `12h` or `35d`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct HumanDuration(pub Duration);
-
-impl HumanDuration {
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let text = text.trim();
-        let split = text
-            .find(|c: char| !c.is_ascii_digit())
-            .ok_or_else(|| format!("'{text}' has no unit (use ms, s, m, h or d)"))?;
-        let (number, unit) = text.split_at(split);
-        let number: u64 = number
-            .parse()
-            .map_err(|_| format!("'{text}' does not start with a whole number"))?;
-        let millis_per_unit: u64 = match unit {
-            "ms" => 1,
-            "s" => 1_000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            "d" => 86_400_000,
-            _ => {
-                return Err(format!(
-                    "'{text}' has unknown unit '{unit}' (use ms, s, m, h or d)"
-                ))
-            }
-        };
-        number
-            .checked_mul(millis_per_unit)
-            .map(|ms| Self(Duration::from_millis(ms)))
-            .ok_or_else(|| format!("'{text}' is too large"))
-    }
-}
-
-impl fmt::Display for HumanDuration {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let ms = self.0.as_millis();
-        let units = [
-            (86_400_000, "d"),
-            (3_600_000, "h"),
-            (60_000, "m"),
-            (1_000, "s"),
-        ];
-        for (size, unit) in units {
-            if ms >= size && ms.is_multiple_of(size) {
-                return write!(f, "{}{unit}", ms / size);
-            }
-        }
-        write!(f, "{ms}ms")
     }
 }
 
@@ -699,7 +609,9 @@ impl Settings {
                 .operator
                 .token
                 .as_deref()
-                .map(|reference| Secret::resolve(reference, "operator.token"))
+                .map(|reference| {
+                    Secret::resolve(reference).map_err(|m| ConfigError::new("operator.token", m))
+                })
                 .transpose()?,
             max_replay: raw.operator.max_replay.unwrap_or(DEFAULT_MAX_REPLAY).max(1),
         };
@@ -773,7 +685,7 @@ fn validate_source(index: usize, raw: RawSource) -> Result<SourceSettings, Confi
     let mut secrets = Vec::with_capacity(raw.secrets.len());
     for (i, reference) in raw.secrets.iter().enumerate() {
         let field = key(&format!("secrets[{i}]"));
-        let secret = Secret::resolve(reference, &field)?;
+        let secret = Secret::resolve(reference).map_err(|m| ConfigError::new(&field, m))?;
         scheme
             .scheme()
             .check_secret(&secret)
@@ -909,7 +821,7 @@ fn validate_destination(
             url.path()
         ),
     };
-    let secret = Secret::resolve(&raw.secret, &key("secret"))?;
+    let secret = Secret::resolve(&raw.secret).map_err(|m| ConfigError::new(key("secret"), m))?;
     crate::signature::SchemeConfig::Standard
         .scheme()
         .check_secret(&secret)
@@ -1071,7 +983,7 @@ fact_key = "json:/after"
     fn file_secrets_drop_the_trailing_newline() {
         let path = std::env::temp_dir().join(format!("inlet-secret-{}", std::process::id()));
         std::fs::write(&path, "whsec_from_file\n").unwrap();
-        let secret = Secret::resolve(&format!("file:{}", path.display()), "k").unwrap();
+        let secret = Secret::resolve(&format!("file:{}", path.display())).unwrap();
         assert_eq!(secret.expose(), "whsec_from_file");
         let _ = std::fs::remove_file(path);
     }

@@ -497,7 +497,7 @@ async fn main() -> anyhow::Result<()> {
             ceiling,
             json,
         } => {
-            let duration = inlet::config::HumanDuration::parse(&duration)
+            let duration = inlet::duration::HumanDuration::parse(&duration)
                 .map_err(|e| anyhow::anyhow!("--duration: {e}"))?
                 .0;
             let report = if ceiling {

@@ -1,8 +1,9 @@
-//! The `events` table: the inbox and dedupe record, and the stored answer every duplicate
-//! receives.
+//! The `events` table: the inbox and dedupe record — the key store of webhooks, holding
+//! the stored answer every duplicate receives.
 
 use crate::db::schema::events;
 use crate::db::{dialect, DbConnection};
+use crate::idempotency::{Answer, KeyStore, StoredCall};
 use chrono::NaiveDateTime;
 use diesel::prelude::*;
 
@@ -26,12 +27,9 @@ pub struct NewEvent<'a> {
     pub content_type: Option<&'a str>,
 }
 
-impl NewEvent<'_> {
-    /// Claims `(source, event_id)` with `INSERT … ON CONFLICT DO NOTHING RETURNING id`:
-    /// `Some(row id)` when this request owns the event, `None` when it was already claimed.
-    /// A concurrent, uncommitted claim of the same key is waited for on the unique index
-    /// (PostgreSQL) or was serialized by the write lock (SQLite).
-    pub fn claim(&self, conn: &mut DbConnection) -> QueryResult<Option<i64>> {
+impl KeyStore for NewEvent<'_> {
+    /// Claims `(source, event_id)` with `INSERT … ON CONFLICT DO NOTHING RETURNING id`.
+    fn claim(&self, conn: &mut DbConnection) -> QueryResult<Option<i64>> {
         dialect!(conn, c => diesel::insert_into(events::table)
             .values(self)
             .on_conflict((events::source, events::event_id))
@@ -40,60 +38,39 @@ impl NewEvent<'_> {
             .get_result(c)
             .optional())
     }
-}
 
-/// The answer given to an event, replayed byte-for-byte to its duplicates.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answer {
-    pub status: u16,
-    pub content_type: String,
-    pub body: Vec<u8>,
-}
-
-impl Answer {
-    /// Stores the answer on the claimed row, inside the claiming transaction.
-    pub fn store(&self, conn: &mut DbConnection, event_row: i64) -> QueryResult<()> {
-        diesel::update(events::table.find(event_row))
-            .set((
-                events::response_status.eq(i32::from(self.status)),
-                events::response_content_type.eq(&self.content_type),
-                events::response_body.eq(&self.body),
-            ))
-            .execute(conn)
-            .map(drop)
-    }
-}
-
-/// What a duplicate needs from the event row: the fingerprint to compare and the answer.
-#[derive(Debug, Queryable)]
-pub struct StoredEvent {
-    pub fingerprint: String,
-    response_status: Option<i32>,
-    response_content_type: Option<String>,
-    response_body: Option<Vec<u8>>,
-}
-
-impl StoredEvent {
-    pub fn find(conn: &mut DbConnection, source: &str, event_id: &str) -> QueryResult<Self> {
-        events::table
-            .filter(events::source.eq(source))
-            .filter(events::event_id.eq(event_id))
+    fn stored(&self, conn: &mut DbConnection) -> QueryResult<StoredCall> {
+        let (fingerprint, status, content_type, body) = events::table
+            .filter(events::source.eq(self.source))
+            .filter(events::event_id.eq(self.event_id))
             .select((
                 events::fingerprint,
                 events::response_status,
                 events::response_content_type,
                 events::response_body,
             ))
-            .first(conn)
+            .first::<(String, Option<i32>, Option<String>, Option<Vec<u8>>)>(conn)?;
+        let answer = (|| {
+            Some(Answer {
+                status: u16::try_from(status?).ok()?,
+                content_type: content_type?,
+                body: body?,
+            })
+        })();
+        Ok(StoredCall {
+            fingerprint,
+            answer,
+        })
     }
 
-    /// The stored answer; `None` only if the row was written without one, which the
-    /// single ingest transaction never does.
-    pub fn answer(self) -> Option<Answer> {
-        Some(Answer {
-            status: u16::try_from(self.response_status?).ok()?,
-            content_type: self.response_content_type?,
-            body: self.response_body?,
-        })
+    fn store(&self, conn: &mut DbConnection, row: i64, answer: &Answer) -> QueryResult<()> {
+        diesel::update(events::table.find(row))
+            .set((
+                events::response_status.eq(i32::from(answer.status)),
+                events::response_content_type.eq(&answer.content_type),
+                events::response_body.eq(&answer.body),
+            ))
+            .execute(conn)
+            .map(drop)
     }
 }

@@ -2,8 +2,9 @@
 //! identity and fact → the ingest transaction on a blocking thread → the answer.
 //! Every outcome and every rejection is logged and counted here, in one place.
 
-use super::{fingerprint, process, Answer, Claim, Identity, Outcome};
+use super::{fingerprint, process, Answer, Claim, Outcome};
 use crate::error::{Problem, Reason};
+use crate::identity::Identity;
 use crate::ledger::FactIdentity;
 use crate::signature::{Keys, Unverified};
 use crate::startup::AppState;

@@ -10,16 +10,15 @@
 
 mod event;
 mod handler;
-mod identity;
 
-pub use event::{Answer, StoredEvent};
 pub use handler::{read_body, receive_webhook, REPLAYED_HEADER};
-pub use identity::{EventId, Identity, Locator, Locators, MAX_EVENT_ID_BYTES};
 
 use crate::db::{write_transaction, DbConnection};
 use crate::delivery::Message;
 use crate::error::{Problem, Reason};
 use crate::faults::Faults;
+use crate::idempotency::{self, Answer, Once};
+use crate::identity::Identity;
 use crate::ledger::{self, FactIdentity, NewFact};
 use chrono::{DateTime, Utc};
 use event::{NewEvent, STATUS_PROCESSED};
@@ -119,50 +118,70 @@ pub fn process(
     faults: &Faults,
 ) -> Result<(Outcome, Answer), Problem> {
     let event_id = claim.identity.event_id.as_str();
+    let event = NewEvent {
+        source: &claim.source,
+        event_id,
+        event_type: claim.identity.event_type.as_deref(),
+        fingerprint: &claim.fingerprint,
+        status: STATUS_PROCESSED,
+        fact_kind: &claim.fact.kind,
+        fact_key: &claim.fact.key,
+        payload: &claim.payload,
+        received_at: claim.received_at.naive_utc(),
+        expires_at: claim.expires_at.naive_utc(),
+        content_type: Some(&claim.content_type),
+    };
     write_transaction(conn, |conn| {
-        let new_event = NewEvent {
-            source: &claim.source,
-            event_id,
-            event_type: claim.identity.event_type.as_deref(),
-            fingerprint: &claim.fingerprint,
-            status: STATUS_PROCESSED,
-            fact_kind: &claim.fact.kind,
-            fact_key: &claim.fact.key,
-            payload: &claim.payload,
-            received_at: claim.received_at.naive_utc(),
-            expires_at: claim.expires_at.naive_utc(),
-            content_type: Some(&claim.content_type),
-        };
-        let Some(event_row) = new_event.claim(conn)? else {
-            return replay_stored(conn, claim);
-        };
-        let fact_is_new = NewFact {
-            source: &claim.source,
-            kind: &claim.fact.kind,
-            fact_key: &claim.fact.key,
-            first_event_id: event_id,
-            created_at: claim.received_at.naive_utc(),
+        match idempotency::once(conn, &event, &claim.fingerprint, |conn| {
+            record_effect(conn, claim, faults)
+        })? {
+            Once::Ran(outcome, answer) => Ok((outcome, answer)),
+            Once::Stored(answer) => Ok((Outcome::Replayed, answer)),
+            Once::Mismatch { stored_fingerprint } => Err(Problem::new(
+                Reason::FingerprintMismatch,
+                format!(
+                    "event {} was first received with a body of sha256 {stored_fingerprint}; \
+                     this copy's is {}",
+                    claim.identity.event_id, claim.fingerprint
+                ),
+            )),
+            Once::Unanswered => Err(Problem::internal("the stored event has no answer")),
         }
-        .record(conn)?;
-        if fact_is_new {
-            enqueue_deliveries(conn, claim)?;
-        }
-        faults.after_fact(event_id);
-        let (outcome, first_event_id) = if fact_is_new {
-            (Outcome::Accepted, event_id.to_owned())
-        } else {
-            let first = ledger::first_event_id(conn, &claim.source, &claim.fact)?;
-            let outcome = if first == event_id {
-                Outcome::DuplicateAfterExpiry
-            } else {
-                Outcome::DuplicateFact
-            };
-            (outcome, first)
-        };
-        let answer = receipt(claim, outcome, &first_event_id)?;
-        answer.store(conn, event_row)?;
-        Ok((outcome, answer))
     })
+}
+
+/// The effect of a newly claimed event: its fact, the fact's deliveries when it is new,
+/// and the receipt to store.
+fn record_effect(
+    conn: &mut DbConnection,
+    claim: &Claim,
+    faults: &Faults,
+) -> Result<(Outcome, Answer), Problem> {
+    let event_id = claim.identity.event_id.as_str();
+    let fact_is_new = NewFact {
+        source: &claim.source,
+        kind: &claim.fact.kind,
+        fact_key: &claim.fact.key,
+        first_event_id: event_id,
+        created_at: claim.received_at.naive_utc(),
+    }
+    .record(conn)?;
+    if fact_is_new {
+        enqueue_deliveries(conn, claim)?;
+    }
+    faults.after_fact(event_id);
+    let (outcome, first_event_id) = if fact_is_new {
+        (Outcome::Accepted, event_id.to_owned())
+    } else {
+        let first = ledger::first_event_id(conn, &claim.source, &claim.fact)?;
+        let outcome = if first == event_id {
+            Outcome::DuplicateAfterExpiry
+        } else {
+            Outcome::DuplicateFact
+        };
+        (outcome, first)
+    };
+    Ok((outcome, receipt(claim, outcome, &first_event_id)?))
 }
 
 /// One outbox row per destination of the source, in the claiming transaction.
@@ -175,25 +194,6 @@ fn enqueue_deliveries(conn: &mut DbConnection, claim: &Claim) -> diesel::QueryRe
         content_type: &claim.content_type,
     };
     message.enqueue(conn, &claim.destinations, claim.received_at)
-}
-
-/// The event was claimed before: the stored answer when the body is the same, 422 when it
-/// is not.
-fn replay_stored(conn: &mut DbConnection, claim: &Claim) -> Result<(Outcome, Answer), Problem> {
-    let stored = StoredEvent::find(conn, &claim.source, claim.identity.event_id.as_str())?;
-    if stored.fingerprint != claim.fingerprint {
-        return Err(Problem::new(
-            Reason::FingerprintMismatch,
-            format!(
-                "event {} was first received with a body of sha256 {}; this copy's is {}",
-                claim.identity.event_id, stored.fingerprint, claim.fingerprint
-            ),
-        ));
-    }
-    let answer = stored
-        .answer()
-        .ok_or_else(|| Problem::internal("the stored event has no answer"))?;
-    Ok((Outcome::Replayed, answer))
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 use crate::db::schema::facts;
 use crate::db::{dialect, DbConnection};
 use crate::error::{Problem, Reason};
-use crate::ingest::EventId;
+use crate::identity::{EventId, FactKey, JsonPointer};
 use chrono::NaiveDateTime;
 use diesel::prelude::*;
 use serde_json::Value;
@@ -20,45 +20,6 @@ pub const UNTYPED_KIND: &str = "event";
 /// The fact kind of an event keyed on its body's digest: the signed body is the fact,
 /// whatever type its unsigned headers claim.
 pub const BODY_KIND: &str = "body";
-
-/// A fact key the request carries.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FactKey {
-    /// Read where the source says (Shopify's `X-Shopify-Event-Id` by default, or a
-    /// configured `fact_key`).
-    Located(String),
-    /// The sha256 of the body: the fact of a source whose event id is not signed.
-    BodyDigest(String),
-}
-
-/// A JSON pointer (RFC 6901), such as `/data/object/id`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JsonPointer(String);
-
-impl JsonPointer {
-    pub fn parse(text: &str) -> Result<Self, String> {
-        if text.starts_with('/') {
-            Ok(Self(text.to_owned()))
-        } else {
-            Err(format!(
-                "'{text}' is not a JSON pointer (it must start with '/')"
-            ))
-        }
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// The value at this pointer, as a key: a non-empty string, or a number's text.
-    pub fn key_in(&self, document: &Value) -> Option<String> {
-        match document.pointer(&self.0)? {
-            Value::String(s) if !s.is_empty() => Some(s.clone()),
-            Value::Number(n) => Some(n.to_string()),
-            _ => None,
-        }
-    }
-}
 
 /// Keys the facts of the listed event types on the value at `key`.
 #[derive(Debug, Clone, PartialEq, Eq)]

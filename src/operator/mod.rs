@@ -4,22 +4,19 @@
 //! `Idempotency-Key`, claimed in the same transaction as its effect (see [`keys`]).
 
 mod actions;
-mod keys;
-
-pub use keys::delete_expired as delete_expired_keys;
 
 use crate::config::Settings;
 use crate::db::{write_transaction, DbConnection};
 use crate::error::{Problem, Reason};
+use crate::idempotency::{self, Answer, Once, OperatorKey};
 use crate::ingest::read_body;
-use crate::signature::secrets_equal;
+use crate::secret::secrets_equal;
 use crate::startup::AppState;
 use actions::{DeliveryFilter, EventFilter};
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
 use chrono::{DateTime, Utc};
-use keys::{NewOperatorRequest, StoredCall, COMPLETED};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -240,7 +237,7 @@ pub async fn retention(request: HttpRequest, state: web::Data<AppState>) -> Http
                 "operator_keys": audit.operator_keys.to_string(),
                 "dead_letters": retention.dead_letters.to_string(),
                 "passes": audit.passes(),
-                "sweep_interval": crate::config::HumanDuration(retention.sweep_interval).to_string(),
+                "sweep_interval": crate::duration::HumanDuration(retention.sweep_interval).to_string(),
                 "sweep_batch": retention.sweep_batch,
             }),
         ))
@@ -293,38 +290,36 @@ async fn run_idempotent(
     let settings = state.settings.clone();
     let now = state.clock.now();
     let expires_at = now + settings.retention.operator_keys.0;
-    let (status, body, replayed) = on_connection(state, move |conn| {
+    let (answer, replayed) = on_connection(state, move |conn| {
         write_transaction(conn, |conn| {
-            let claim = NewOperatorRequest {
+            let key = OperatorKey {
                 caller: &caller.0,
                 idempotency_key: &key,
                 fingerprint: &fingerprint,
-                status: COMPLETED,
+                status: "completed",
                 created_at: now.naive_utc(),
                 expires_at: expires_at.naive_utc(),
             };
-            match claim.claim(conn)? {
-                Some(row) => {
-                    let (status, body) = execute(conn, &settings, now)?;
-                    StoredCall::store(conn, row, status, &body)?;
-                    Ok((status, body, false))
-                }
-                None => {
-                    let stored = StoredCall::find(conn, &caller.0, &key)?;
-                    if stored.fingerprint != fingerprint {
-                        return Err(Problem::new(
-                            Reason::IdempotencyKeyReused,
-                            "this Idempotency-Key was used for a different request",
-                        ));
-                    }
-                    match (
-                        stored.status.and_then(|s| u16::try_from(s).ok()),
-                        stored.body,
-                    ) {
-                        (Some(status), Some(body)) => Ok((status, body, true)),
-                        _ => Err(Problem::internal("the stored call has no response")),
-                    }
-                }
+            let call = idempotency::once(conn, &key, &fingerprint, |conn| {
+                let (status, body) = execute(conn, &settings, now)?;
+                let content_type = idempotency::content_type_of(status).to_owned();
+                Ok::<_, Problem>((
+                    (),
+                    Answer {
+                        status,
+                        content_type,
+                        body,
+                    },
+                ))
+            })?;
+            match call {
+                Once::Ran((), answer) => Ok((answer, false)),
+                Once::Stored(answer) => Ok((answer, true)),
+                Once::Mismatch { .. } => Err(Problem::new(
+                    Reason::IdempotencyKeyReused,
+                    "this Idempotency-Key was used for a different request",
+                )),
+                Once::Unanswered => Err(Problem::internal("the stored call has no response")),
             }
         })
     })
@@ -335,17 +330,17 @@ async fn run_idempotent(
             waker.notify_one();
         }
     }
-    let mut response = HttpResponse::build(StatusCode::from_u16(status).unwrap_or(StatusCode::OK));
-    let content_type = if status >= 400 {
-        "application/problem+json"
-    } else {
-        "application/json"
-    };
-    response.insert_header((header::CONTENT_TYPE, HeaderValue::from_static(content_type)));
+    let mut response =
+        HttpResponse::build(StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK));
+    response.insert_header((
+        header::CONTENT_TYPE,
+        HeaderValue::from_str(&answer.content_type)
+            .unwrap_or(HeaderValue::from_static("application/json")),
+    ));
     if replayed {
         response.insert_header((crate::ingest::REPLAYED_HEADER, "true"));
     }
-    Ok(response.body(body))
+    Ok(response.body(answer.body))
 }
 
 fn to_json(value: &Value) -> Result<Vec<u8>, Problem> {

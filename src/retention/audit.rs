@@ -4,7 +4,7 @@
 //! horizon (its scheme's documented retry and resend window, or its own
 //! `replay_horizon`); `retention.events` must be strictly longer.
 
-use crate::config::HumanDuration;
+use crate::duration::HumanDuration;
 use std::fmt;
 
 /// One number of the audit and where it came from.

@@ -123,7 +123,7 @@ impl Sweeper {
         report.deliveries = deleted;
         report.batches += batches;
         let (deleted, batches) = sweep_table(pool, "operator_requests", batch, |c| {
-            crate::operator::delete_expired_keys(c, cutoffs.events, batch)
+            crate::idempotency::delete_expired_operator_keys(c, cutoffs.events, batch)
         })?;
         report.operator_requests = deleted;
         report.batches += batches;

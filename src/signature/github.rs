@@ -6,8 +6,8 @@ use super::{
     header_locator, Encoding, HmacScheme, Keys, SampleEvent, Scheme, SignatureError, Unverified,
     Verified,
 };
-use crate::config::Secret;
-use crate::ingest::Locators;
+use crate::identity::Locators;
+use crate::secret::Secret;
 use chrono::{DateTime, Utc};
 use std::sync::OnceLock;
 

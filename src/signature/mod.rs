@@ -16,10 +16,11 @@ mod stripe;
 
 pub use self::hmac::{Encoding, HmacScheme};
 
-use crate::config::Secret;
 use crate::error::{Problem, Reason};
-use crate::ingest::{Answer, Locator, Locators};
+use crate::idempotency::Answer;
+use crate::identity::{Locator, Locators};
 use crate::ledger::FactRule;
+use crate::secret::Secret;
 use ::hmac::{Hmac, KeyInit, Mac};
 use actix_web::http::header::HeaderMap;
 use chrono::{DateTime, Utc};
@@ -324,13 +325,6 @@ fn check_tolerance(
         });
     }
     Ok(())
-}
-
-/// Whether two secrets are equal, in time that depends on neither (their HMACs are
-/// compared with `verify_slice`): for bearer tokens.
-pub fn secrets_equal(given: &[u8], expected: &[u8]) -> bool {
-    let tag = hmac_sha256(expected, &[b"inlet secret comparison"]);
-    hmac_matches(given, &[b"inlet secret comparison"], &tag)
 }
 
 #[cfg(test)]

@@ -8,8 +8,9 @@
 use super::{
     Encoding, HmacScheme, Keys, SampleEvent, Scheme, SignatureError, Unverified, Verified,
 };
-use crate::config::Secret;
-use crate::ingest::{Answer, Locator, Locators};
+use crate::idempotency::Answer;
+use crate::identity::{Locator, Locators};
+use crate::secret::Secret;
 use chrono::{DateTime, Utc};
 use std::sync::OnceLock;
 

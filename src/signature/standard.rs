@@ -9,8 +9,8 @@ use super::{
     any_matches, check_tolerance, hmac_sha256, parse_timestamp, Keys, SampleEvent, Scheme,
     SignatureError, Unverified, Verified,
 };
-use crate::config::Secret;
-use crate::ingest::{Locator, Locators};
+use crate::identity::{Locator, Locators};
+use crate::secret::Secret;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 use chrono::{DateTime, Utc};

@@ -7,9 +7,9 @@ use super::{
     any_matches, check_tolerance, hmac_sha256, Keys, SampleEvent, Scheme, SignatureError,
     Unverified, Verified,
 };
-use crate::config::Secret;
-use crate::ingest::{Locator, Locators};
-use crate::ledger::{FactRule, JsonPointer};
+use crate::identity::{JsonPointer, Locator, Locators};
+use crate::ledger::FactRule;
+use crate::secret::Secret;
 use chrono::{DateTime, Utc};
 
 const HEADER: &str = "Stripe-Signature";

@@ -582,7 +582,7 @@ impl TestApp {
             .expect("a configured source")
             .clone();
         if let Some(secret) = secret {
-            settings.secrets = vec![inlet::config::Secret::new(secret)];
+            settings.secrets = vec![inlet::secret::Secret::new(secret)];
         }
         let event = inlet::signature::SampleEvent {
             id: event_id.to_owned(),

@@ -1,13 +1,52 @@
 //! Who the provider says an event is: its id, type and (optionally) fact key, read from a
-//! verified request through *locators* — a header, a JSON pointer into the body, or a
-//! form field. Each scheme has default locators; a source may override them.
+//! verified request through *locators* — a header, a JSON pointer into the body, a form
+//! field, or the body's digest. Each provider has default locators; a source may override
+//! them. Shared by ingest, the ledger and the provider profiles.
 
 use crate::error::{Problem, Reason};
-use crate::ledger::{FactKey, JsonPointer};
 use crate::signature::Verified;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::fmt;
+
+/// A JSON pointer (RFC 6901), such as `/data/object/id`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonPointer(String);
+
+impl JsonPointer {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        if text.starts_with('/') {
+            Ok(Self(text.to_owned()))
+        } else {
+            Err(format!(
+                "'{text}' is not a JSON pointer (it must start with '/')"
+            ))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The value at this pointer, as a key: a non-empty string, or a number's text.
+    pub fn key_in(&self, document: &Value) -> Option<String> {
+        match document.pointer(&self.0)? {
+            Value::String(s) if !s.is_empty() => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        }
+    }
+}
+
+/// A fact key the request carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FactKey {
+    /// Read where the source says (Shopify's `X-Shopify-Event-Id` by default, or a
+    /// configured `fact_key`).
+    Located(String),
+    /// The sha256 of the body: the fact of a source whose event id is not signed.
+    BodyDigest(String),
+}
 
 /// Longest event id accepted; providers' ids are far shorter.
 pub const MAX_EVENT_ID_BYTES: usize = 255;

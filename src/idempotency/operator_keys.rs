@@ -1,34 +1,28 @@
-//! The `operator_requests` table: the Idempotency-Key store of the operator API.
-//!
-//! A mutating call claims `(caller, key)` with `INSERT … ON CONFLICT DO NOTHING RETURNING`
-//! in the same transaction that performs its effect and stores its response — exactly the
-//! ingest path. A concurrent call with the same key waits on the unique index (PostgreSQL)
-//! or the write lock (SQLite) and then receives the stored response; if it cannot wait
-//! (`lock_timeout`), it gets 409. A crash leaves nothing behind, so a retry starts afresh.
+//! The `operator_requests` table: the Idempotency-Key store of the operator API, scoped to
+//! the caller, kept for `retention.operator_keys`.
 
+use super::{Answer, KeyStore, StoredCall};
 use crate::db::schema::operator_requests;
 use crate::db::{dialect, DbConnection};
 use chrono::NaiveDateTime;
 use diesel::prelude::*;
 
-pub const COMPLETED: &str = "completed";
-
-/// A key about to be claimed.
+/// A caller's Idempotency-Key, about to be claimed.
 #[derive(Debug, Insertable)]
 #[diesel(table_name = operator_requests)]
-pub struct NewOperatorRequest<'a> {
+pub struct OperatorKey<'a> {
     pub caller: &'a str,
     pub idempotency_key: &'a str,
     pub fingerprint: &'a str,
+    /// Always `completed`: a row exists only in the transaction that answers it.
     pub status: &'a str,
     pub created_at: NaiveDateTime,
     pub expires_at: NaiveDateTime,
 }
 
-impl NewOperatorRequest<'_> {
-    /// `Some(row id)` when this call owns the key, `None` when a live row holds it. An
-    /// expired row (the sweeper has not reached it yet) is removed and the key claimed.
-    pub fn claim(&self, conn: &mut DbConnection) -> QueryResult<Option<i64>> {
+impl KeyStore for OperatorKey<'_> {
+    /// An expired row (the sweeper has not reached it yet) is removed and the key claimed.
+    fn claim(&self, conn: &mut DbConnection) -> QueryResult<Option<i64>> {
         diesel::delete(
             operator_requests::table
                 .filter(operator_requests::caller.eq(self.caller))
@@ -44,38 +38,48 @@ impl NewOperatorRequest<'_> {
             .get_result(c)
             .optional())
     }
-}
 
-/// A completed call: what every retry with the same key receives.
-#[derive(Debug, Clone, PartialEq, Eq, Queryable)]
-pub struct StoredCall {
-    pub fingerprint: String,
-    pub status: Option<i32>,
-    pub body: Option<Vec<u8>>,
-}
-
-impl StoredCall {
-    pub fn find(conn: &mut DbConnection, caller: &str, key: &str) -> QueryResult<Self> {
-        operator_requests::table
-            .filter(operator_requests::caller.eq(caller))
-            .filter(operator_requests::idempotency_key.eq(key))
+    fn stored(&self, conn: &mut DbConnection) -> QueryResult<StoredCall> {
+        let (fingerprint, status, body) = operator_requests::table
+            .filter(operator_requests::caller.eq(self.caller))
+            .filter(operator_requests::idempotency_key.eq(self.idempotency_key))
             .select((
                 operator_requests::fingerprint,
                 operator_requests::response_status,
                 operator_requests::response_body,
             ))
-            .first(conn)
+            .first::<(String, Option<i32>, Option<Vec<u8>>)>(conn)?;
+        let answer = status
+            .and_then(|s| u16::try_from(s).ok())
+            .zip(body)
+            .map(|(status, body)| Answer {
+                status,
+                content_type: content_type_of(status).to_owned(),
+                body,
+            });
+        Ok(StoredCall {
+            fingerprint,
+            answer,
+        })
     }
 
-    pub fn store(conn: &mut DbConnection, row: i64, status: u16, body: &[u8]) -> QueryResult<()> {
+    fn store(&self, conn: &mut DbConnection, row: i64, answer: &Answer) -> QueryResult<()> {
         diesel::update(operator_requests::table.find(row))
             .set((
-                operator_requests::status.eq(COMPLETED),
-                operator_requests::response_status.eq(Some(i32::from(status))),
-                operator_requests::response_body.eq(Some(body)),
+                operator_requests::response_status.eq(Some(i32::from(answer.status))),
+                operator_requests::response_body.eq(Some(&answer.body)),
             ))
             .execute(conn)
             .map(drop)
+    }
+}
+
+/// Operator answers are JSON, and problem+json when they refuse.
+pub fn content_type_of(status: u16) -> &'static str {
+    if status >= 400 {
+        "application/problem+json"
+    } else {
+        "application/json"
     }
 }
 

@@ -1,0 +1,73 @@
+//! Secrets: values that never print, and a comparison whose time depends on neither
+//! value.
+
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+use std::fmt;
+
+/// A secret value. It never prints: `Debug` and `Display` show a placeholder.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(Box<str>);
+
+impl Secret {
+    pub fn new(value: impl Into<Box<str>>) -> Self {
+        Self(value.into())
+    }
+
+    /// The secret's text, for signing and verifying only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// Resolves a configured reference: `env:NAME`, `file:PATH` or a literal value.
+    pub fn resolve(reference: &str) -> Result<Self, String> {
+        let value = if let Some(name) = reference.strip_prefix("env:") {
+            std::env::var(name).map_err(|_| format!("environment variable {name} is not set"))?
+        } else if let Some(path) = reference.strip_prefix("file:") {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read secret file {path}: {e}"))?;
+            text.trim_end_matches(['\r', '\n']).to_owned()
+        } else {
+            reference.to_owned()
+        };
+        if value.is_empty() {
+            return Err("the secret is empty".to_owned());
+        }
+        Ok(Self::new(value))
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// Whether two secrets are equal, in time that depends on neither: the HMACs of a fixed
+/// label under each are compared with `verify_slice` (constant time). For bearer tokens.
+pub fn secrets_equal(given: &[u8], expected: &[u8]) -> bool {
+    const LABEL: &[u8] = b"inlet secret comparison";
+    let mac = |key: &[u8]| {
+        // HMAC takes keys of any length: `new_from_slice` cannot fail.
+        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key)
+            .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+        mac.update(LABEL);
+        mac
+    };
+    let tag = mac(expected).finalize().into_bytes();
+    mac(given).verify_slice(&tag).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_never_print_and_compare_exactly() {
+        let secret = Secret::new("hunter2");
+        assert_eq!(format!("{secret:?}"), "Secret(<redacted>)");
+        assert!(secrets_equal(b"hunter2", b"hunter2"));
+        assert!(!secrets_equal(b"hunter3", b"hunter2"));
+        assert!(!secrets_equal(b"hunter", b"hunter2"));
+    }
+}
