@@ -121,10 +121,41 @@ fn describe() {
         "Waits for a database connection that timed out"
     );
     describe_gauge!(
+        "inlet_sweeper_enabled",
+        "1 when this instance runs the sweeper (retention.sweeper), else 0"
+    );
+    describe_gauge!(
         "inlet_build_info",
         "Always 1; the version label says which build runs"
     );
     metrics::gauge!("inlet_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+    // Exported from the start: `increase()` needs the 0 before the first timeout to see it.
+    metrics::counter!("inlet_db_pool_timeouts_total").increment(0);
+}
+
+/// Exports `inlet_webhooks_total{source, outcome}` at 0 for every configured source and
+/// each of `outcomes` (the ones alert rules and dashboards watch). A counter that first
+/// appears at 1 has no earlier sample, so `increase()` and `rate()` never see the first
+/// event — the first fingerprint mismatch would not alert. Counters that already moved
+/// (another instance in the same process) are left as they are.
+pub fn start_webhook_counters(sources: &[&str], outcomes: &[&'static str]) {
+    for source in sources {
+        for outcome in outcomes {
+            // Same label order as the ingest handler's, so both name one series.
+            metrics::counter!(
+                "inlet_webhooks_total",
+                "source" => (*source).to_owned(),
+                "outcome" => *outcome
+            )
+            .increment(0);
+        }
+    }
+}
+
+/// Exports whether this instance runs the sweeper, so the stalled-sweeper alert can tell
+/// "never swept" from "sweeping is done elsewhere" (`retention.sweeper = false`).
+pub fn record_sweeper_enabled(enabled: bool) {
+    metrics::gauge!("inlet_sweeper_enabled").set(if enabled { 1.0 } else { 0.0 });
 }
 
 /// A client's request id when it is short printable text, else a fresh one.

@@ -7,7 +7,7 @@ use crate::delivery::Dispatcher;
 use crate::error::{Problem, Reason};
 use crate::faults::Faults;
 use crate::health::{healthz, metrics, readyz};
-use crate::ingest::receive_webhook;
+use crate::ingest::{receive_webhook, Outcome};
 use crate::observability::observe;
 use crate::operator;
 use crate::retention::{Sweeper, SweeperHealth};
@@ -81,6 +81,9 @@ impl Application {
 
     pub async fn build_with(settings: Settings, hooks: Hooks) -> anyhow::Result<Self> {
         crate::observability::prometheus();
+        let sources: Vec<&str> = settings.sources.iter().map(|s| s.name.as_str()).collect();
+        crate::observability::start_webhook_counters(&sources, &alerted_outcomes());
+        crate::observability::record_sweeper_enabled(settings.retention.sweeper);
         let pool = open_database(&settings).await?;
         let listener = TcpListener::bind(&settings.server.bind)
             .with_context(|| format!("cannot listen on {} (server.bind)", settings.server.bind))?;
@@ -196,6 +199,16 @@ async fn openapi() -> HttpResponse {
     HttpResponse::Ok()
         .content_type("application/json")
         .body(OPENAPI)
+}
+
+/// The `inlet_webhooks_total` outcomes exported at 0 from the start for every configured
+/// source: the ones `examples/prometheus-alerts.yml` alerts on, and `accepted` for rates.
+fn alerted_outcomes() -> [&'static str; 3] {
+    [
+        Outcome::Accepted.as_str(),
+        Outcome::DuplicateAfterExpiry.as_str(),
+        Reason::FingerprintMismatch.code(),
+    ]
 }
 
 async fn not_found() -> HttpResponse {
