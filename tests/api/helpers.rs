@@ -711,6 +711,18 @@ impl TestApp {
         read(response).await
     }
 
+    /// A request with any method and no body.
+    pub async fn request(&self, method: &str, path: &str) -> Reply {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("an HTTP method");
+        let response = self
+            .client
+            .request(method, format!("{}{path}", self.address))
+            .send()
+            .await
+            .expect("the request reaches Inlet");
+        read(response).await
+    }
+
     async fn with_conn<T: Send + 'static>(
         &self,
         query: impl FnOnce(&mut inlet::db::DbConnection) -> QueryResult<T> + Send + 'static,

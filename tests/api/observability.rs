@@ -81,9 +81,10 @@ enum Send {
     NotJson,
     NoId,
     Oversized,
+    Get,
 }
 
-const SENDS: [(Send, &str); 9] = [
+const SENDS: [(Send, &str); 10] = [
     (Send::Payment, "accepted"),
     (Send::Payment, "replayed"),
     (Send::SamePaymentOtherId, "duplicate_fact"),
@@ -93,6 +94,7 @@ const SENDS: [(Send, &str); 9] = [
     (Send::NotJson, "invalid_body"),
     (Send::NoId, "missing_event_id"),
     (Send::Oversized, "payload_too_large"),
+    (Send::Get, "method_not_allowed"),
 ];
 
 async fn perform(app: &TestApp, source: &str, send: Send) -> Reply {
@@ -133,6 +135,7 @@ async fn perform(app: &TestApp, source: &str, send: Send) -> Reply {
             );
             post(app, source, body.as_bytes()).await
         }
+        Send::Get => app.request("GET", &format!("/webhooks/{source}")).await,
     }
 }
 
