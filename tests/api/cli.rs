@@ -1,5 +1,5 @@
 //! The `inlet` binary as an operator runs it: the retention audit at startup and in
-//! `check-config`, the maintenance commands, and `inlet send`.
+//! `check-config`, the maintenance commands, `inlet send`, and its logs.
 
 use crate::helpers::{spawn_app, Backend, STRIPE_SECRET};
 use crate::on_both_backends;
@@ -25,6 +25,10 @@ fn inlet(toml: &str, args: &[&str]) -> Output {
         .arg(&config)
         .args(args)
         .env_remove("INLET_RETENTION__EVENTS")
+        // The logs as a user gets them by default.
+        .env_remove("INLET_LOG")
+        .env_remove("RUST_LOG")
+        .env_remove("NO_COLOR")
         .output()
         .expect("run inlet");
     let _ = std::fs::remove_dir_all(&dir);
@@ -87,6 +91,19 @@ fn an_hmac_source_must_state_its_horizon() {
     assert!(stderr.contains("sources[0].replay_horizon"), "{stderr}");
     let stated = toml.replace("event_id", "replay_horizon = \"2d\"\nevent_id");
     assert!(inlet(&stated, &["check-config"]).status.success());
+}
+
+#[test]
+fn logs_written_to_a_pipe_carry_no_colour_codes() {
+    // stdout is a pipe here, as under systemd, docker or a log shipper.
+    let output = inlet(STRIPE, &["migrate"]);
+    let stdout = text(&output.stdout);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(stdout.contains("migrations applied"), "{stdout}");
+    assert!(
+        !stdout.contains('\u{1b}'),
+        "ANSI escape codes in piped logs:\n{stdout:?}"
+    );
 }
 
 /// `inlet send` shows that an answer is a stored one: the `Idempotent-Replayed` header.
