@@ -93,6 +93,20 @@ fn an_hmac_source_must_state_its_horizon() {
     assert!(inlet(&stated, &["check-config"]).status.success());
 }
 
+/// `examples/inlet.toml` is valid and runs SQLite with its measured pool size.
+#[test]
+fn the_example_configuration_is_valid() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/inlet.toml");
+    let example = std::fs::read_to_string(&path).expect("examples/inlet.toml");
+    let output = inlet(&example, &["check-config"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let settings = inlet::config::Settings::from_toml(&example).expect("valid");
+    assert_eq!(
+        settings.database.pool_size,
+        inlet::config::DEFAULT_SQLITE_POOL_SIZE
+    );
+}
+
 #[test]
 fn logs_written_to_a_pipe_carry_no_colour_codes() {
     // stdout is a pipe here, as under systemd, docker or a log shipper.
