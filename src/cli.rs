@@ -3,6 +3,7 @@
 
 use crate::config::{Settings, SourceSettings};
 use crate::identity::Locator;
+use crate::ingest::REPLAYED_HEADER;
 use crate::signature::SampleEvent;
 use anyhow::{anyhow, Context};
 use chrono::{DateTime, Utc};
@@ -75,12 +76,33 @@ pub fn default_url(settings: &Settings, source: &str) -> String {
     format!("http://{address}/webhooks/{source}")
 }
 
-/// Posts a signed body; returns the status and the response body.
+/// What Inlet answered to `inlet send`.
+#[derive(Debug)]
+pub struct SendReply {
+    pub status: u16,
+    /// The `Idempotent-Replayed` header, when the answer is a stored one.
+    pub replayed: Option<String>,
+    pub body: String,
+}
+
+impl std::fmt::Display for SendReply {
+    /// The status, the `Idempotent-Replayed` header when present, then the body: one line
+    /// each, as `inlet send` prints them.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "{}", self.status)?;
+        if let Some(replayed) = &self.replayed {
+            writeln!(f, "{REPLAYED_HEADER}: {replayed}")?;
+        }
+        write!(f, "{}", self.body)
+    }
+}
+
+/// Posts a signed body; returns the status, the replay header and the response body.
 pub async fn send(
     url: &str,
     headers: &[(String, String)],
     body: Vec<u8>,
-) -> anyhow::Result<(u16, String)> {
+) -> anyhow::Result<SendReply> {
     let client = reqwest::Client::builder()
         .timeout(std::time::Duration::from_secs(30))
         .build()
@@ -94,8 +116,16 @@ pub async fn send(
         .await
         .with_context(|| format!("POST {url} failed"))?;
     let status = response.status().as_u16();
-    let text = response.text().await.context("cannot read the response")?;
-    Ok((status, text))
+    let replayed = response
+        .headers()
+        .get(REPLAYED_HEADER)
+        .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned());
+    let body = response.text().await.context("cannot read the response")?;
+    Ok(SendReply {
+        status,
+        replayed,
+        body,
+    })
 }
 
 /// A client of the operator API, for the `inlet events|replay|deadletters` commands.

@@ -16,6 +16,7 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reason {
     NotFound,
+    MethodNotAllowed,
     UnknownSource,
     PayloadTooLarge,
     MissingSignature,
@@ -39,8 +40,9 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub const ALL: [Reason; 21] = [
+    pub const ALL: [Reason; 22] = [
         Reason::NotFound,
+        Reason::MethodNotAllowed,
         Reason::UnknownSource,
         Reason::PayloadTooLarge,
         Reason::MissingSignature,
@@ -67,6 +69,7 @@ impl Reason {
     pub fn code(self) -> &'static str {
         match self {
             Reason::NotFound => "not_found",
+            Reason::MethodNotAllowed => "method_not_allowed",
             Reason::UnknownSource => "unknown_source",
             Reason::PayloadTooLarge => "payload_too_large",
             Reason::MissingSignature => "missing_signature",
@@ -95,6 +98,7 @@ impl Reason {
             Reason::NotFound | Reason::UnknownSource | Reason::UnknownEvent => {
                 StatusCode::NOT_FOUND
             }
+            Reason::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Reason::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Reason::MissingSignature
             | Reason::InvalidRequest
@@ -120,6 +124,7 @@ impl Reason {
     fn title(self) -> &'static str {
         match self {
             Reason::NotFound => "No such route",
+            Reason::MethodNotAllowed => "Method not allowed on this route",
             Reason::UnknownSource => "Unknown webhook source",
             Reason::PayloadTooLarge => "Request body too large",
             Reason::MissingSignature => "Signature header missing",

@@ -617,10 +617,9 @@ async fn main() -> anyhow::Result<()> {
                 &event.sample(),
             )?;
             let url = url.unwrap_or_else(|| inlet::cli::default_url(&settings, &source));
-            let (status, text) = inlet::cli::send(&url, &headers, body).await?;
-            println!("{status}");
-            println!("{text}");
-            if !(200..300).contains(&status) {
+            let reply = inlet::cli::send(&url, &headers, body).await?;
+            println!("{reply}");
+            if !(200..300).contains(&reply.status) {
                 std::process::exit(1);
             }
         }

@@ -13,6 +13,8 @@ use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::middleware::Next;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use std::ffi::OsStr;
+use std::io::IsTerminal;
 use std::sync::OnceLock;
 use std::time::Instant;
 use tracing::Instrument;
@@ -36,16 +38,31 @@ pub enum LogFormat {
     Json,
 }
 
+/// Installs the log subscriber: the `INLET_LOG` (or `RUST_LOG`) filter, text or JSON on
+/// stdout, colours only for a person at a terminal (see [`colour_logs`]).
 pub fn init_logging(format: LogFormat) {
     let filter = EnvFilter::try_from_env("INLET_LOG")
         .or_else(|_| EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let colour = colour_logs(
+        std::io::stdout().is_terminal(),
+        std::env::var_os("NO_COLOR").as_deref(),
+    );
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(colour);
     // A second call (tests) keeps the first subscriber.
     let _ = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().with_current_span(true).try_init(),
     };
+}
+
+/// Whether text logs carry ANSI colour codes: only when stdout is a terminal, and never
+/// when `NO_COLOR` is set to anything but the empty string (<https://no-color.org>). Logs
+/// piped to a file or a log collector stay plain text.
+pub fn colour_logs(stdout_is_terminal: bool, no_color: Option<&OsStr>) -> bool {
+    stdout_is_terminal && no_color.is_none_or(OsStr::is_empty)
 }
 
 /// The process's Prometheus recorder, installed on first use.
@@ -121,10 +138,41 @@ fn describe() {
         "Waits for a database connection that timed out"
     );
     describe_gauge!(
+        "inlet_sweeper_enabled",
+        "1 when this instance runs the sweeper (retention.sweeper), else 0"
+    );
+    describe_gauge!(
         "inlet_build_info",
         "Always 1; the version label says which build runs"
     );
     metrics::gauge!("inlet_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+    // Exported from the start: `increase()` needs the 0 before the first timeout to see it.
+    metrics::counter!("inlet_db_pool_timeouts_total").increment(0);
+}
+
+/// Exports `inlet_webhooks_total{source, outcome}` at 0 for every configured source and
+/// each of `outcomes` (the ones alert rules and dashboards watch). A counter that first
+/// appears at 1 has no earlier sample, so `increase()` and `rate()` never see the first
+/// event — the first fingerprint mismatch would not alert. Counters that already moved
+/// (another instance in the same process) are left as they are.
+pub fn start_webhook_counters(sources: &[&str], outcomes: &[&'static str]) {
+    for source in sources {
+        for outcome in outcomes {
+            // Same label order as the ingest handler's, so both name one series.
+            metrics::counter!(
+                "inlet_webhooks_total",
+                "source" => (*source).to_owned(),
+                "outcome" => *outcome
+            )
+            .increment(0);
+        }
+    }
+}
+
+/// Exports whether this instance runs the sweeper, so the stalled-sweeper alert can tell
+/// "never swept" from "sweeping is done elsewhere" (`retention.sweeper = false`).
+pub fn record_sweeper_enabled(enabled: bool) {
+    metrics::gauge!("inlet_sweeper_enabled").set(if enabled { 1.0 } else { 0.0 });
 }
 
 /// A client's request id when it is short printable text, else a fresh one.
@@ -176,4 +224,22 @@ pub async fn observe(
             .insert(HeaderName::from_static(REQUEST_ID), value);
     }
     Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::colour_logs;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn logs_are_coloured_only_at_a_terminal_without_no_color() {
+        assert!(colour_logs(true, None));
+        assert!(
+            colour_logs(true, Some(OsStr::new(""))),
+            "an empty NO_COLOR is unset"
+        );
+        assert!(!colour_logs(true, Some(OsStr::new("1"))));
+        assert!(!colour_logs(false, None), "piped or redirected");
+        assert!(!colour_logs(false, Some(OsStr::new("1"))));
+    }
 }

@@ -7,12 +7,13 @@ use crate::delivery::Dispatcher;
 use crate::error::{Problem, Reason};
 use crate::faults::Faults;
 use crate::health::{healthz, metrics, readyz};
-use crate::ingest::receive_webhook;
+use crate::ingest::{receive_webhook, Outcome};
 use crate::observability::observe;
 use crate::operator;
 use crate::retention::{Sweeper, SweeperHealth};
 use actix_web::dev::{Server, ServerHandle};
-use actix_web::{web, App, HttpResponse, HttpServer, ResponseError};
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer, ResponseError};
 use anyhow::Context;
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -81,6 +82,9 @@ impl Application {
 
     pub async fn build_with(settings: Settings, hooks: Hooks) -> anyhow::Result<Self> {
         crate::observability::prometheus();
+        let sources: Vec<&str> = settings.sources.iter().map(|s| s.name.as_str()).collect();
+        crate::observability::start_webhook_counters(&sources, &alerted_outcomes());
+        crate::observability::record_sweeper_enabled(settings.retention.sweeper);
         let pool = open_database(&settings).await?;
         let listener = TcpListener::bind(&settings.server.bind)
             .with_context(|| format!("cannot listen on {} (server.bind)", settings.server.bind))?;
@@ -122,7 +126,7 @@ impl Application {
                 .app_data(state.clone())
                 .wrap(actix_web::middleware::from_fn(observe))
                 .configure(register_routes)
-                .default_service(web::to(not_found))
+                .default_service(web::to(no_route))
         })
         .shutdown_timeout(grace.as_secs())
         .listen(listener)?;
@@ -165,7 +169,7 @@ impl Application {
 /// Generates the route table and its registration from one list, so the table the
 /// OpenAPI document is checked against is the set of routes actually served.
 macro_rules! routes {
-    ($($method:ident $path:literal => $handler:path;)*) => {
+    ($($method:ident $path:expr => $handler:path;)*) => {
         /// Every route Inlet serves, as (method, path pattern).
         pub const ROUTES: &[(&str, &str)] = &[$((stringify!($method), $path)),*];
 
@@ -176,7 +180,7 @@ macro_rules! routes {
 }
 
 routes! {
-    post "/webhooks/{source}" => receive_webhook;
+    post WEBHOOK_ROUTE => receive_webhook;
     get "/healthz" => healthz;
     get "/readyz" => readyz;
     get "/metrics" => metrics;
@@ -199,10 +203,62 @@ async fn openapi() -> HttpResponse {
         .body(OPENAPI)
 }
 
-async fn not_found() -> HttpResponse {
-    Problem::new(
-        Reason::NotFound,
-        "no such route (webhooks are POST /webhooks/{source})",
-    )
-    .error_response()
+/// Where providers deliver.
+pub const WEBHOOK_ROUTE: &str = "/webhooks/{source}";
+
+/// The `inlet_webhooks_total` outcomes exported at 0 from the start for every configured
+/// source: the ones `examples/prometheus-alerts.yml` alerts on, and `accepted` for rates.
+fn alerted_outcomes() -> [&'static str; 3] {
+    [
+        Outcome::Accepted.as_str(),
+        Outcome::DuplicateAfterExpiry.as_str(),
+        Reason::FingerprintMismatch.code(),
+    ]
+}
+
+/// Requests no route takes: a served path asked with another method is `405` with
+/// `Allow` (for webhooks also counted and logged as a rejection); anything else is `404`.
+async fn no_route(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+    let Some(pattern) = request
+        .match_pattern()
+        .filter(|pattern| ROUTES.iter().any(|(_, path)| path == pattern))
+    else {
+        return Problem::new(
+            Reason::NotFound,
+            "no such route (webhooks are POST /webhooks/{source})",
+        )
+        .error_response();
+    };
+    let allow = ROUTES
+        .iter()
+        .filter(|(_, path)| *path == pattern)
+        .map(|(method, _)| method.to_ascii_uppercase())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let problem = Problem::new(
+        Reason::MethodNotAllowed,
+        format!("{} {pattern} is not served: use {allow}", request.method()),
+    );
+    if pattern == WEBHOOK_ROUTE {
+        // No route matched, so the path was not captured: the pattern matched, so the
+        // name is the one segment after the prefix. As in the webhook handler, a name that
+        // is not configured is never a label as sent.
+        let source = request
+            .path()
+            .strip_prefix("/webhooks/")
+            .and_then(|name| state.settings.source(name))
+            .map_or("unknown", |source| source.name.as_str());
+        let reason = problem.reason.code();
+        let span = tracing::Span::current();
+        span.record("source", source);
+        span.record("outcome", reason);
+        metrics::counter!("inlet_webhooks_total", "source" => source.to_owned(), "outcome" => reason)
+            .increment(1);
+        tracing::warn!(%source, reason, detail = %problem.detail, method = %request.method(), "webhook rejected");
+    }
+    let mut response = problem.error_response();
+    if let Ok(value) = HeaderValue::from_str(&allow) {
+        response.headers_mut().insert(header::ALLOW, value);
+    }
+    response
 }

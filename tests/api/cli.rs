@@ -1,8 +1,12 @@
 //! The `inlet` binary as an operator runs it: the retention audit at startup and in
-//! `check-config`, and the maintenance commands.
+//! `check-config`, the maintenance commands, `inlet send`, and its logs.
 
+use crate::helpers::{spawn_app, Backend, STRIPE_SECRET};
+use crate::on_both_backends;
 use std::path::PathBuf;
 use std::process::{Command, Output};
+
+on_both_backends!(send_prints_the_idempotent_replayed_header);
 
 /// Writes `toml` to a fresh directory (its SQLite file goes there too) and runs `inlet`.
 fn inlet(toml: &str, args: &[&str]) -> Output {
@@ -21,6 +25,10 @@ fn inlet(toml: &str, args: &[&str]) -> Output {
         .arg(&config)
         .args(args)
         .env_remove("INLET_RETENTION__EVENTS")
+        // The logs as a user gets them by default.
+        .env_remove("INLET_LOG")
+        .env_remove("RUST_LOG")
+        .env_remove("NO_COLOR")
         .output()
         .expect("run inlet");
     let _ = std::fs::remove_dir_all(&dir);
@@ -85,6 +93,72 @@ fn an_hmac_source_must_state_its_horizon() {
     assert!(inlet(&stated, &["check-config"]).status.success());
 }
 
+/// `examples/inlet.toml` is valid and runs SQLite with its measured pool size.
+#[test]
+fn the_example_configuration_is_valid() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/inlet.toml");
+    let example = std::fs::read_to_string(&path).expect("examples/inlet.toml");
+    let output = inlet(&example, &["check-config"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let settings = inlet::config::Settings::from_toml(&example).expect("valid");
+    assert_eq!(
+        settings.database.pool_size,
+        inlet::config::DEFAULT_SQLITE_POOL_SIZE
+    );
+}
+
+#[test]
+fn logs_written_to_a_pipe_carry_no_colour_codes() {
+    // stdout is a pipe here, as under systemd, docker or a log shipper.
+    let output = inlet(STRIPE, &["migrate"]);
+    let stdout = text(&output.stdout);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(stdout.contains("migrations applied"), "{stdout}");
+    assert!(
+        !stdout.contains('\u{1b}'),
+        "ANSI escape codes in piped logs:\n{stdout:?}"
+    );
+}
+
+/// `inlet send` shows that an answer is a stored one: the `Idempotent-Replayed` header.
+async fn send_prints_the_idempotent_replayed_header(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let toml = format!(
+        "[database]\nurl = \"sqlite://DB\"\n[[sources]]\nname = \"stripe\"\nscheme = \"stripe\"\n\
+         secrets = [\"{STRIPE_SECRET}\"]\n"
+    );
+    let body = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/events/payment_intent.succeeded.json")
+        .display()
+        .to_string();
+    let url = format!("{}/webhooks/stripe", app.address);
+    let send = || {
+        let (toml, body, url) = (toml.clone(), body.clone(), url.clone());
+        tokio::task::spawn_blocking(move || {
+            inlet(
+                &toml,
+                &["send", "--source", "stripe", "--body", &body, "--url", &url],
+            )
+        })
+    };
+
+    let first = send().await.expect("task");
+    let stdout = text(&first.stdout);
+    assert!(first.status.success(), "{stdout}{}", text(&first.stderr));
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[0], "200", "{stdout}");
+    assert!(lines[1].contains("\"outcome\":\"accepted\""), "{stdout}");
+    assert!(!stdout.contains("Idempotent-Replayed"), "{stdout}");
+
+    let again = send().await.expect("task");
+    let stdout = text(&again.stdout);
+    assert!(again.status.success(), "{stdout}{}", text(&again.stderr));
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[0], "200", "{stdout}");
+    assert_eq!(lines[1], "Idempotent-Replayed: true", "{stdout}");
+    assert!(lines[2].contains("\"outcome\":\"accepted\""), "{stdout}");
+}
+
 #[test]
 fn sweep_and_deliver_run_against_a_fresh_database() {
     let output = inlet(STRIPE, &["sweep", "--dry-run"]);
@@ -98,7 +172,7 @@ fn sweep_and_deliver_run_against_a_fresh_database() {
 /// The operator commands talk to a running Inlet with a URL and a token: no config file.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operator_commands_use_the_admin_api() {
-    use crate::helpers::{spawn_app, stripe_event, Backend};
+    use crate::helpers::stripe_event;
     let app = spawn_app(Backend::Sqlite).await;
     app.post_stripe(&stripe_event("evt_cli_1", "charge.refunded", "ch_cli"))
         .await

@@ -20,10 +20,13 @@ use inlet::db::{build_pool, DbPool};
 use inlet::faults::Faults;
 use inlet::startup::{Application, Hooks};
 use sha2::Sha256;
+use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
@@ -482,6 +485,74 @@ impl Drop for TestApp {
     }
 }
 
+/// A running `inlet serve` process (the real binary) and the port it reported. Dropping
+/// it kills the process, so a failing test leaves no server behind.
+pub struct Process {
+    pub child: Child,
+    pub port: u16,
+}
+
+/// Starts `inlet serve --config config` with JSON logs and waits for its port.
+pub fn start_process(config: &std::path::Path) -> Process {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_inlet"))
+        .args(["--log-format", "json", "serve", "--config"])
+        .arg(config)
+        .env("INLET_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start inlet");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let port = loop {
+        let line = lines
+            .next()
+            .expect("inlet logs its port before anything else")
+            .expect("a log line");
+        let Ok(entry) = serde_json::from_str::<serde_json::Value>(&line) else {
+            continue;
+        };
+        if entry["fields"]["message"] == "inlet is listening" {
+            break entry["fields"]["port"].as_u64().expect("a port") as u16;
+        }
+    };
+    // Keep draining the logs so the process never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    Process { child, port }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        // Already exited after a SIGTERM test: nothing to kill, nothing to report.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Sends SIGTERM, as an orchestrator stopping Inlet does.
+pub fn sigterm(process: &Process) {
+    let status = Command::new("kill")
+        .args(["-TERM", &process.child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+}
+
+/// Waits for the process to exit, at most `within`.
+pub fn wait_exit(process: &mut Process, within: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = process.child.try_wait().expect("wait") {
+            return status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "inlet did not exit within {within:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// A response, read whole.
 #[derive(Debug, Clone)]
 pub struct Reply {
@@ -670,6 +741,18 @@ impl TestApp {
         let response = self
             .client
             .get(format!("{}{path}", self.address))
+            .send()
+            .await
+            .expect("the request reaches Inlet");
+        read(response).await
+    }
+
+    /// A request with any method and no body.
+    pub async fn request(&self, method: &str, path: &str) -> Reply {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("an HTTP method");
+        let response = self
+            .client
+            .request(method, format!("{}{path}", self.address))
             .send()
             .await
             .expect("the request reaches Inlet");

@@ -20,6 +20,7 @@ on_both_backends!(
     bad_signatures_are_refused_and_write_nothing,
     a_rotated_out_secret_still_verifies,
     malformed_requests_get_clear_problems,
+    other_methods_are_405_with_allow,
     oversized_bodies_are_refused,
     a_crash_before_commit_leaves_nothing_and_the_retry_succeeds,
 );
@@ -339,10 +340,28 @@ async fn malformed_requests_get_clear_problems(backend: Backend) {
     app.post_stripe(br#"{"id":"evt_no_object","type":"payment_intent.succeeded","data":{}}"#)
         .await
         .assert_problem(400, "missing_fact_key");
+    assert_eq!(app.count_events().await, 0);
+}
 
-    app.get("/webhooks/stripe")
-        .await
-        .assert_problem(404, "not_found");
+async fn other_methods_are_405_with_allow(backend: Backend) {
+    let app = spawn_app(backend).await;
+    for (method, path, allow) in [
+        ("GET", "/webhooks/stripe", "POST"),
+        ("PUT", "/webhooks/stripe", "POST"),
+        ("DELETE", "/webhooks/nowhere", "POST"),
+        ("POST", "/healthz", "GET"),
+        ("GET", "/admin/replay", "POST"),
+    ] {
+        let reply = app.request(method, path).await;
+        reply.assert_problem(405, "method_not_allowed");
+        assert_eq!(reply.header("allow"), Some(allow), "{method} {path}");
+    }
+    // A path no route serves stays 404, whatever the method.
+    for (method, path) in [("GET", "/webhooks/stripe/extra"), ("POST", "/nowhere")] {
+        app.request(method, path)
+            .await
+            .assert_problem(404, "not_found");
+    }
     assert_eq!(app.count_events().await, 0);
 }
 

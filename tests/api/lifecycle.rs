@@ -2,75 +2,18 @@
 //! request in flight, exits 0, and a restart carries on delivering.
 
 use crate::helpers::{
-    spawn_app_with, stripe_signature, Backend, TestApp, TestOptions, STRIPE_SECRET,
+    sigterm, spawn_app_with, start_process, stripe_signature, wait_exit, Backend, TestApp,
+    TestOptions, STRIPE_SECRET,
 };
 use crate::on_both_backends;
 use diesel::prelude::*;
 use inlet::db::schema::{deliveries, events};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 on_both_backends!(sigterm_under_load_loses_nothing_and_a_restart_carries_on);
-
-/// A running `inlet serve` and the port it reported.
-struct Process {
-    child: Child,
-    port: u16,
-}
-
-fn start(config: &std::path::Path) -> Process {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_inlet"))
-        .args(["--log-format", "json", "serve", "--config"])
-        .arg(config)
-        .env("INLET_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start inlet");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let port = loop {
-        let line = lines
-            .next()
-            .expect("inlet logs its port before anything else")
-            .expect("a log line");
-        let Ok(entry) = serde_json::from_str::<serde_json::Value>(&line) else {
-            continue;
-        };
-        if entry["fields"]["message"] == "inlet is listening" {
-            break entry["fields"]["port"].as_u64().expect("a port") as u16;
-        }
-    };
-    // Keep draining the logs so the process never blocks on a full pipe.
-    std::thread::spawn(move || lines.for_each(drop));
-    Process { child, port }
-}
-
-fn sigterm(process: &Process) {
-    let status = Command::new("kill")
-        .args(["-TERM", &process.child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
-}
-
-fn wait_exit(process: &mut Process, within: Duration) -> std::process::ExitStatus {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(status) = process.child.try_wait().expect("wait") {
-            return status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "inlet did not exit within {within:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 fn config(app: &TestApp, dir: &std::path::Path, destination: &str) -> std::path::PathBuf {
     let path = dir.join("inlet.toml");
@@ -118,7 +61,7 @@ async fn sigterm_under_load_loses_nothing_and_a_restart_carries_on(backend: Back
     let config = config(&holder, &dir, &application.uri());
     let mut process = tokio::task::spawn_blocking({
         let config = config.clone();
-        move || start(&config)
+        move || start_process(&config)
     })
     .await
     .expect("start");
@@ -236,7 +179,7 @@ async fn sigterm_under_load_loses_nothing_and_a_restart_carries_on(backend: Back
         .respond_with(ResponseTemplate::new(200))
         .mount(&application)
         .await;
-    let mut restarted = tokio::task::spawn_blocking(move || start(&config))
+    let mut restarted = tokio::task::spawn_blocking(move || start_process(&config))
         .await
         .expect("restart");
     let mut delivered = false;

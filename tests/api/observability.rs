@@ -1,8 +1,8 @@
 //! Metrics, request ids and readiness as an operator sees them.
 
 use crate::helpers::{
-    spawn_app, spawn_app_with, stripe_event, stripe_signature, Backend, Reply, TestApp,
-    TestOptions, MAX_BODY_BYTES, SOURCES, STRIPE_SECRET,
+    spawn_app, spawn_app_with, start_process, stripe_event, stripe_signature, Backend, Reply,
+    TestApp, TestOptions, MAX_BODY_BYTES, SOURCES, STRIPE_SECRET,
 };
 use crate::on_both_backends;
 use std::time::Duration;
@@ -12,6 +12,7 @@ on_both_backends!(
     metrics_parse_and_show_no_secret_or_event_id,
     request_ids_are_honoured_or_made,
     readiness_reports_a_stalled_sweeper_and_recovers,
+    a_fresh_server_exports_the_alerted_counters_at_zero,
 );
 
 /// A stripe source only this test posts to, so its counters move only with this test.
@@ -27,9 +28,13 @@ fn metered(backend: Backend) -> (String, TestOptions) {
 }
 
 async fn scrape(app: &TestApp) -> prometheus_parse::Scrape {
-    let reply = app.get("/metrics").await;
-    reply.assert_status(200);
-    let text = String::from_utf8(reply.body).expect("UTF-8 metrics");
+    scrape_url(&format!("{}/metrics", app.address)).await
+}
+
+async fn scrape_url(url: &str) -> prometheus_parse::Scrape {
+    let response = reqwest::get(url).await.expect("the scrape reaches Inlet");
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.expect("UTF-8 metrics");
     prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned())))
         .expect("Prometheus text format")
 }
@@ -76,9 +81,10 @@ enum Send {
     NotJson,
     NoId,
     Oversized,
+    Get,
 }
 
-const SENDS: [(Send, &str); 9] = [
+const SENDS: [(Send, &str); 10] = [
     (Send::Payment, "accepted"),
     (Send::Payment, "replayed"),
     (Send::SamePaymentOtherId, "duplicate_fact"),
@@ -88,6 +94,7 @@ const SENDS: [(Send, &str); 9] = [
     (Send::NotJson, "invalid_body"),
     (Send::NoId, "missing_event_id"),
     (Send::Oversized, "payload_too_large"),
+    (Send::Get, "method_not_allowed"),
 ];
 
 async fn perform(app: &TestApp, source: &str, send: Send) -> Reply {
@@ -128,6 +135,7 @@ async fn perform(app: &TestApp, source: &str, send: Send) -> Reply {
             );
             post(app, source, body.as_bytes()).await
         }
+        Send::Get => app.request("GET", &format!("/webhooks/{source}")).await,
     }
 }
 
@@ -304,4 +312,104 @@ async fn readiness_reports_a_stalled_sweeper_and_recovers(backend: Backend) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(status, 200);
+}
+
+/// The samples of `metric` whose labels include all of `labels`.
+fn samples<'a>(
+    scrape: &'a prometheus_parse::Scrape,
+    metric: &str,
+    labels: &[(&str, &str)],
+) -> Vec<&'a prometheus_parse::Sample> {
+    scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == metric)
+        .filter(|s| labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+        .collect()
+}
+
+/// The alert rules use `increase()`, which sees no first event on a counter that first
+/// appears at 1: a fresh process exports the counters they watch at 0. A process of its
+/// own, because the metrics recorder is global to a process and this one's is shared by
+/// every test.
+async fn a_fresh_server_exports_the_alerted_counters_at_zero(backend: Backend) {
+    let holder = spawn_app(backend).await;
+    let dir = std::env::temp_dir().join(format!(
+        "inlet-fresh-metrics-{}-{backend:?}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let config = dir.join("inlet.toml");
+    let pool_size = match backend {
+        Backend::Postgres => "pool_size = 4",
+        Backend::Sqlite => "",
+    };
+    let sources = ["stripe", "github"];
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nbind = \"127.0.0.1:0\"\nworkers = 1\n\
+             [database]\nurl = \"{}\"\n{pool_size}\n\
+             [delivery]\nenabled = false\n\
+             [[sources]]\nname = \"stripe\"\nscheme = \"stripe\"\nsecrets = [\"{STRIPE_SECRET}\"]\n\
+             [[sources]]\nname = \"github\"\nscheme = \"github\"\nsecrets = [\"gh-secret\"]\n",
+            holder.database_url()
+        ),
+    )
+    .expect("write config");
+    let process = tokio::task::spawn_blocking(move || start_process(&config))
+        .await
+        .expect("start");
+    let base = format!("http://127.0.0.1:{}", process.port);
+
+    let fresh = scrape_url(&format!("{base}/metrics")).await;
+    for source in sources {
+        for outcome in ["fingerprint_mismatch", "duplicate_after_expiry", "accepted"] {
+            let found = samples(
+                &fresh,
+                "inlet_webhooks_total",
+                &[("source", source), ("outcome", outcome)],
+            );
+            assert_eq!(found.len(), 1, "{source} {outcome}: {found:?}");
+            assert_eq!(value(found[0]), 0.0, "{source} {outcome}");
+        }
+    }
+    let timeouts = samples(&fresh, "inlet_db_pool_timeouts_total", &[]);
+    assert_eq!(timeouts.len(), 1, "{timeouts:?}");
+    assert_eq!(value(timeouts[0]), 0.0);
+    let sweeper = samples(&fresh, "inlet_sweeper_enabled", &[]);
+    assert_eq!(sweeper.iter().map(|s| value(s)).collect::<Vec<_>>(), [1.0]);
+
+    // The first mismatch moves that very series from 0 to 1 (no second series appears).
+    let client = reqwest::Client::new();
+    for body in [
+        stripe_event("evt_fresh_1", "charge.succeeded", "ch_a"),
+        stripe_event("evt_fresh_1", "charge.succeeded", "ch_b"),
+    ] {
+        let signature = stripe_signature(STRIPE_SECRET, &body, chrono::Utc::now().timestamp());
+        client
+            .post(format!("{base}/webhooks/stripe"))
+            .header("Stripe-Signature", signature)
+            .body(body)
+            .send()
+            .await
+            .expect("the request reaches Inlet");
+    }
+    let after = scrape_url(&format!("{base}/metrics")).await;
+    let counted = |source: &str, outcome: &str| {
+        samples(
+            &after,
+            "inlet_webhooks_total",
+            &[("source", source), ("outcome", outcome)],
+        )
+        .iter()
+        .map(|s| value(s))
+        .collect::<Vec<_>>()
+    };
+    assert_eq!(counted("stripe", "accepted"), [1.0]);
+    assert_eq!(counted("stripe", "fingerprint_mismatch"), [1.0]);
+    assert_eq!(counted("github", "fingerprint_mismatch"), [0.0]);
+
+    drop(process); // killed: its shutdown is lifecycle.rs's subject
+    let _ = std::fs::remove_dir_all(&dir);
 }
