@@ -4,8 +4,9 @@
 use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue};
 use chrono::Utc;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use inlet::config::{Settings, SourceSettings};
+use inlet::config::Settings;
 use inlet::identity::Identity;
+use inlet::provider::SourceSettings;
 use inlet::signature::{Keys, SampleEvent, Unverified};
 use std::hint::black_box;
 

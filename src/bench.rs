@@ -5,8 +5,8 @@
 //! events byte for byte. And `inlet bench --ceiling`: the statements of one accepted
 //! webhook run straight on the database, with Inlet's pool and pragmas — the yardstick.
 
-use crate::config::SourceSettings;
 use crate::db::{write_transaction, DbConnection, DbPool};
+use crate::provider::SourceSettings;
 use crate::signature::SampleEvent;
 use chrono::Utc;
 use diesel::prelude::*;
@@ -165,7 +165,7 @@ impl Run {
                 // A replay's stored answer says "accepted" too: only a fresh answer counts.
                 let replayed = response
                     .headers()
-                    .contains_key(crate::ingest::REPLAYED_HEADER);
+                    .contains_key(crate::idempotency::REPLAYED_HEADER);
                 if let Ok(bytes) = response.bytes().await {
                     if status == 200 && !replayed && memchr(&bytes, br#""outcome":"accepted""#) {
                         self.accepted

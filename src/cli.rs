@@ -1,9 +1,10 @@
 //! The library side of `inlet sign` and `inlet send`: sign a body the way a provider would,
 //! and post it to a running Inlet.
 
-use crate::config::{Settings, SourceSettings};
+use crate::config::Settings;
+use crate::idempotency::REPLAYED_HEADER;
 use crate::identity::Locator;
-use crate::ingest::REPLAYED_HEADER;
+use crate::provider::SourceSettings;
 use crate::signature::SampleEvent;
 use anyhow::{anyhow, Context};
 use chrono::{DateTime, Utc};

@@ -4,6 +4,7 @@
 //! `Display` prints the largest exact unit (`35d`, not `1month 4days 13h…`), which is
 //! what the retention audit and its error messages show.
 
+use crate::error::ConfigError;
 use std::fmt;
 use std::time::Duration;
 
@@ -56,4 +57,18 @@ impl fmt::Display for HumanDuration {
         }
         write!(f, "{ms}ms")
     }
+}
+
+/// The setting `key`: `value` when given, else `default`, as a duration.
+pub fn setting(
+    key: &str,
+    value: Option<&str>,
+    default: &str,
+) -> Result<HumanDuration, ConfigError> {
+    HumanDuration::parse(value.unwrap_or(default)).map_err(|m| ConfigError::new(key, m))
+}
+
+/// [`setting`] as a `std::time::Duration`.
+pub fn span(key: &str, value: Option<&str>, default: &str) -> Result<Duration, ConfigError> {
+    setting(key, value, default).map(|d| d.0)
 }

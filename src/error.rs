@@ -1,4 +1,5 @@
-//! The one error type at the HTTP boundary: every rejection becomes an
+//! The error types: [`ConfigError`] for a configuration that cannot run, and the one
+//! error type at the HTTP boundary: every rejection becomes an
 //! `application/problem+json` body (RFC 9457) with a stable machine-readable `reason`.
 //!
 //! Database errors are mapped deliberately: an unreachable or busy database is `503` with
@@ -277,6 +278,23 @@ impl From<r2d2::Error> for Problem {
 impl From<actix_web::error::BlockingError> for Problem {
     fn from(_: actix_web::error::BlockingError) -> Self {
         Problem::internal("the database task was aborted")
+    }
+}
+
+/// A configuration that could not be loaded or is not safe to run.
+#[derive(Debug, thiserror::Error)]
+#[error("{key}: {message}")]
+pub struct ConfigError {
+    pub key: String,
+    pub message: String,
+}
+
+impl ConfigError {
+    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            key: key.into(),
+            message: message.into(),
+        }
     }
 }
 

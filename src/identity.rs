@@ -4,7 +4,6 @@
 //! them. Shared by ingest, the ledger and the provider profiles.
 
 use crate::error::{Problem, Reason};
-use crate::signature::Verified;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -155,15 +154,23 @@ pub struct Identity {
     pub document: Option<Value>,
 }
 
+/// What identity is read from: a request's headers and raw body. The signature module
+/// implements it for verified requests only, so an unverified request cannot be located.
+pub trait RequestParts {
+    /// A header's value as text, when present and valid UTF-8.
+    fn header(&self, name: &str) -> Option<&str>;
+    fn body(&self) -> &[u8];
+}
+
 /// The request's body, parsed at most once per format.
 struct Body<'r> {
-    request: &'r Verified<'r>,
+    request: &'r dyn RequestParts,
     json: Result<Value, String>,
     form: Option<Vec<(String, String)>>,
 }
 
 impl<'r> Body<'r> {
-    fn new(request: &'r Verified<'r>) -> Self {
+    fn new(request: &'r dyn RequestParts) -> Self {
         let json = match serde_json::from_slice::<Value>(request.body()) {
             Ok(value) if value.is_object() => Ok(value),
             Ok(_) => Err("the body is not a JSON object".to_owned()),
@@ -228,7 +235,7 @@ impl<'r> Body<'r> {
 
 impl Identity {
     /// Reads the event id (required), type and fact key (optional) from a verified request.
-    pub fn locate(request: &Verified<'_>, locators: &Locators) -> Result<Self, Problem> {
+    pub fn locate(request: &dyn RequestParts, locators: &Locators) -> Result<Self, Problem> {
         let mut body = Body::new(request);
         let event_id = body.find(&locators.event_id)?.ok_or_else(|| {
             Problem::new(

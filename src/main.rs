@@ -562,7 +562,13 @@ async fn main() -> anyhow::Result<()> {
         Command::Deliver { once } => {
             let pool = open_database(&settings).await?;
             let clock = std::sync::Arc::new(inlet::clock::SystemClock);
-            let dispatcher = std::sync::Arc::new(Dispatcher::new(&settings, pool, clock)?);
+            let dispatcher = std::sync::Arc::new(Dispatcher::new(
+                &settings.destinations,
+                &settings.delivery,
+                settings.server.shutdown_grace,
+                pool,
+                clock,
+            )?);
             if once {
                 let report = dispatcher.run_once().await?;
                 for settled in [

@@ -8,15 +8,19 @@
 
 pub mod schema;
 
+mod settings;
+
 mod migrations;
 
 pub use migrations::{pending_migrations, run_migrations};
 
-use crate::config::DatabaseSettings;
 use diesel::connection::{AnsiTransactionManager, SimpleConnection, TransactionManager};
 use diesel::pg::PgConnection;
 use diesel::sqlite::SqliteConnection;
 use diesel::Connection;
+pub use settings::{
+    DatabaseFile, DatabaseSettings, SqliteSynchronous, DEFAULT_POOL_SIZE, DEFAULT_SQLITE_POOL_SIZE,
+};
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};

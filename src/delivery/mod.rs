@@ -10,6 +10,12 @@
 mod outbox;
 mod policy;
 mod sender;
+mod settings;
+
+pub use settings::{
+    validate_destinations, DeliveryFile, DeliverySettings, DestinationFile, DestinationSettings,
+    Destinations,
+};
 
 pub use outbox::{
     count_by_status, lease_due, Leased, Message, NewDelivery, Settlement, DEAD, DELIVERED,
@@ -19,7 +25,6 @@ pub use policy::{classify_status, parse_retry_after, RetryBudget, RetryPolicy, V
 pub use sender::{attempt, client_for, delivery_headers, AttemptResult};
 
 use crate::clock::Clock;
-use crate::config::{DestinationSettings, Settings};
 use crate::db::DbPool;
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
@@ -93,32 +98,39 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Dispatcher {
-    pub fn new(settings: &Settings, pool: DbPool, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
-        let mut destinations = HashMap::new();
-        for source in &settings.sources {
-            for destination in &source.destinations {
-                destinations.insert(
-                    (source.name.as_str().to_owned(), destination.name.clone()),
-                    Destination {
-                        client: client_for(destination)?,
-                        budget: Mutex::new(RetryBudget::new(
-                            destination.retry_rate,
-                            destination.retry_burst,
-                        )),
-                        settings: destination.clone(),
-                    },
-                );
-            }
+    /// A dispatcher for `destinations`; `grace` is how long in-flight deliveries may
+    /// finish at shutdown.
+    pub fn new(
+        destinations: &Destinations,
+        delivery: &DeliverySettings,
+        grace: Duration,
+        pool: DbPool,
+        clock: Arc<dyn Clock>,
+    ) -> anyhow::Result<Self> {
+        let mut ready = HashMap::new();
+        for (source, destination) in destinations.iter() {
+            ready.insert(
+                (source.to_owned(), destination.name.clone()),
+                Destination {
+                    client: client_for(destination)?,
+                    budget: Mutex::new(RetryBudget::new(
+                        destination.retry_rate,
+                        destination.retry_burst,
+                    )),
+                    settings: destination.clone(),
+                },
+            );
         }
+        let destinations = ready;
         Ok(Self {
             pool,
             clock,
             destinations,
-            lease: settings.delivery.lease,
-            batch: settings.delivery.batch,
-            concurrency: settings.delivery.concurrency,
-            poll_interval: settings.delivery.poll_interval,
-            grace: settings.server.shutdown_grace,
+            lease: delivery.lease,
+            batch: delivery.batch,
+            concurrency: delivery.concurrency,
+            poll_interval: delivery.poll_interval,
+            grace,
             wake: Arc::new(Notify::new()),
             random: Mutex::new(fastrand::Rng::new()),
             in_flight: Mutex::new(HashMap::new()),

@@ -4,8 +4,8 @@
 
 use super::outbox::Leased;
 use super::policy::{classify_status, parse_retry_after, Verdict};
-use crate::config::DestinationSettings;
-use crate::signature::{SampleEvent, SchemeConfig};
+use super::DestinationSettings;
+use crate::signature::{SampleEvent, Scheme, Standard};
 use chrono::{DateTime, Utc};
 
 /// What came back from one attempt.
@@ -40,8 +40,7 @@ pub fn delivery_headers(
         id: key.clone(),
         event_type: delivery.event_type.clone().unwrap_or_default(),
     };
-    let mut headers: Vec<(String, String)> = SchemeConfig::Standard
-        .scheme()
+    let mut headers: Vec<(String, String)> = Standard
         .sign(&delivery.payload, &destination.secret, now, &message)
         .into_iter()
         .filter(|(name, _)| !name.eq_ignore_ascii_case("content-type"))

@@ -17,6 +17,9 @@ pub use operator_keys::{
 use crate::db::DbConnection;
 use diesel::QueryResult;
 
+/// The response header that marks a stored answer given to a copy of a call.
+pub const REPLAYED_HEADER: &str = "Idempotent-Replayed";
+
 /// An answer given once and replayed byte for byte to every copy of the call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {

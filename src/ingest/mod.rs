@@ -9,9 +9,6 @@
 //! ```
 
 mod event;
-mod handler;
-
-pub use handler::{read_body, receive_webhook, REPLAYED_HEADER};
 
 use crate::db::{write_transaction, DbConnection};
 use crate::delivery::Message;

@@ -2,9 +2,9 @@
 //! inside the caller's Idempotency-Key transaction.
 
 use crate::clock::{rfc3339, serde_rfc3339};
-use crate::config::Settings;
 use crate::db::schema::{deliveries, events, facts};
 use crate::db::DbConnection;
+use crate::delivery::Destinations;
 use crate::delivery::{Message, DEAD, DISCARDED, PENDING};
 use crate::ledger::{FactIdentity, NewFact};
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -282,7 +282,7 @@ struct Redelivery {
 /// of the same fact delivers nothing and names the first one (`duplicate_fact`).
 fn plan_replay(
     conn: &mut DbConnection,
-    settings: &Settings,
+    destinations: &Destinations,
     items: &[(String, String)],
 ) -> QueryResult<Vec<(ReplayResult, Option<Redelivery>)>> {
     let mut planned = Vec::with_capacity(items.len());
@@ -295,10 +295,10 @@ fn plan_replay(
             deliveries: destinations.len(),
             destinations,
         };
-        let Some(source_settings) = settings.source(source) else {
+        if !destinations.knows(source) {
             planned.push((outcome("unknown_source", None, Vec::new()), None));
             continue;
-        };
+        }
         let Some(redelivery) = stored_redelivery(conn, source, event_id)? else {
             let result = if fact_first_recorded_by(conn, source, event_id)? {
                 "expired"
@@ -316,15 +316,15 @@ fn plan_replay(
             planned.push((outcome("duplicate_fact", Some(first), Vec::new()), None));
             continue;
         }
-        let destinations: Vec<String> = source_settings
-            .destinations
+        let names: Vec<String> = destinations
+            .of(source)
             .iter()
             .map(|d| d.name.clone())
             .collect();
-        if destinations.is_empty() {
-            planned.push((outcome("no_destinations", None, destinations), None));
+        if names.is_empty() {
+            planned.push((outcome("no_destinations", None, names), None));
         } else {
-            planned.push((outcome("requeued", None, destinations), Some(redelivery)));
+            planned.push((outcome("requeued", None, names), Some(redelivery)));
         }
     }
     Ok(planned)
@@ -374,10 +374,10 @@ fn fact_first_recorded_by(
 /// What replaying `items` would do, without doing it.
 pub fn preview_replay(
     conn: &mut DbConnection,
-    settings: &Settings,
+    destinations: &Destinations,
     items: &[(String, String)],
 ) -> QueryResult<Vec<ReplayResult>> {
-    Ok(plan_replay(conn, settings, items)?
+    Ok(plan_replay(conn, destinations, items)?
         .into_iter()
         .map(|(result, _)| result)
         .collect())
@@ -387,14 +387,14 @@ pub fn preview_replay(
 /// destination gets a new delivery under the fact's Idempotency-Key.
 pub fn replay(
     conn: &mut DbConnection,
-    settings: &Settings,
+    destinations: &Destinations,
     items: &[(String, String)],
     now: DateTime<Utc>,
 ) -> QueryResult<Vec<ReplayResult>> {
-    let planned = plan_replay(conn, settings, items)?;
+    let planned = plan_replay(conn, destinations, items)?;
     let mut results = Vec::with_capacity(planned.len());
     for (result, redelivery) in planned {
-        if let (Some(redelivery), Some(source)) = (redelivery, settings.source(&result.source)) {
+        if let Some(redelivery) = redelivery {
             NewFact {
                 source: &result.source,
                 kind: &redelivery.fact.kind,
@@ -413,7 +413,7 @@ pub fn replay(
                     .as_deref()
                     .unwrap_or("application/json"),
             }
-            .enqueue(conn, &source.delivery_deadlines(now), now)?;
+            .enqueue(conn, &destinations.deadlines(&result.source, now), now)?;
         }
         results.push(result);
     }
@@ -502,14 +502,13 @@ fn still_dead(
 /// growing (it is the fencing token).
 pub fn requeue(
     conn: &mut DbConnection,
-    settings: &Settings,
+    destinations: &Destinations,
     ids: &[i64],
     now: DateTime<Utc>,
 ) -> QueryResult<Vec<DeadLetterResult>> {
     on_dead_letters(conn, ids, |conn, dead| {
-        let deadline = settings
-            .source(&dead.source)
-            .and_then(|s| s.destinations.iter().find(|d| d.name == dead.destination))
+        let deadline = destinations
+            .find(&dead.source, &dead.destination)
             .map(|d| now + d.policy.deadline);
         let Some(deadline) = deadline else {
             return Ok("unknown_destination");

@@ -8,8 +8,8 @@
 //! starts by taking a session advisory lock, and an instance that cannot take it skips
 //! the round.
 
+use super::RetentionSettings;
 use crate::clock::Clock;
-use crate::config::RetentionSettings;
 use crate::db::schema::{deliveries, events};
 use crate::db::{write_transaction, DbConnection, DbPool, PooledConnection};
 use crate::delivery::{DEAD, DELIVERED, DISCARDED};

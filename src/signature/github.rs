@@ -3,10 +3,8 @@
 //! redelivery); event type: `X-GitHub-Event`.
 
 use super::{
-    header_locator, Encoding, HmacScheme, Keys, SampleEvent, Scheme, SignatureError, Unverified,
-    Verified,
+    Encoding, HmacScheme, Keys, SampleEvent, Scheme, SignatureError, Unverified, Verified,
 };
-use crate::identity::Locators;
 use crate::secret::Secret;
 use chrono::{DateTime, Utc};
 use std::sync::OnceLock;
@@ -47,21 +45,6 @@ impl Scheme for Github {
         headers.push(("X-GitHub-Delivery".to_owned(), event.id.clone()));
         headers.push(("X-GitHub-Event".to_owned(), event.event_type.clone()));
         headers
-    }
-
-    fn locators(&self) -> Locators {
-        Locators {
-            event_id: header_locator("X-GitHub-Delivery"),
-            event_type: Some(header_locator("X-GitHub-Event")),
-            fact_key: None,
-        }
-    }
-
-    fn replay_horizon(&self) -> Option<(std::time::Duration, &'static str)> {
-        Some((
-            super::days(3),
-            "GitHub redelivers for 3 days (7 on Enterprise Server: set replay_horizon = \"7d\")",
-        ))
     }
 
     fn signs_timestamp(&self) -> bool {

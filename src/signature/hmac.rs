@@ -7,7 +7,6 @@ use super::{
     any_matches, check_tolerance, hmac_sha256, parse_timestamp, Keys, SampleEvent, Scheme,
     SignatureError, Unverified, Verified,
 };
-use crate::identity::{Locator, Locators};
 use crate::secret::Secret;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
@@ -227,15 +226,6 @@ impl Scheme for HmacScheme {
         }
         headers.push(("Content-Type".to_owned(), "application/json".to_owned()));
         headers
-    }
-
-    /// The hmac scheme has no defaults of its own: configuration requires `event_id`.
-    fn locators(&self) -> Locators {
-        Locators {
-            event_id: Locator::json("/id"),
-            event_type: None,
-            fact_key: None,
-        }
     }
 
     fn signs_timestamp(&self) -> bool {

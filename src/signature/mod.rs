@@ -14,83 +14,21 @@ mod slack;
 mod standard;
 mod stripe;
 
+pub use self::github::Github;
 pub use self::hmac::{Encoding, HmacScheme};
+pub use self::shopify::Shopify;
+pub use self::slack::Slack;
+pub use self::standard::{signing_key as standard_signing_key, Standard};
+pub use self::stripe::Stripe;
 
 use crate::error::{Problem, Reason};
-use crate::idempotency::Answer;
-use crate::identity::{Locator, Locators};
-use crate::ledger::FactRule;
+use crate::identity::RequestParts;
 use crate::secret::Secret;
 use ::hmac::{Hmac, KeyInit, Mac};
 use actix_web::http::header::HeaderMap;
 use chrono::{DateTime, Utc};
 use sha2::Sha256;
 use std::time::Duration;
-
-/// A source's signing scheme, with its parameters where it has some.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SchemeConfig {
-    Stripe,
-    Github,
-    Standard,
-    Shopify,
-    Slack,
-    Hmac(HmacScheme),
-}
-
-/// The scheme names accepted in `sources[].scheme`.
-pub const SCHEME_NAMES: [&str; 6] = ["stripe", "github", "standard", "shopify", "slack", "hmac"];
-
-impl SchemeConfig {
-    /// The scheme named `name`; `hmac` needs its parameters.
-    pub fn named(name: &str, hmac: Option<HmacScheme>) -> Result<Self, String> {
-        if hmac.is_some() && name != "hmac" {
-            return Err(format!(
-                "[sources.hmac] applies only to scheme = \"hmac\", not {name}"
-            ));
-        }
-        let scheme = match name {
-            "stripe" => Self::Stripe,
-            "github" => Self::Github,
-            "standard" => Self::Standard,
-            "shopify" => Self::Shopify,
-            "slack" => Self::Slack,
-            "hmac" => Self::Hmac(
-                hmac.ok_or("the hmac scheme needs a [sources.hmac] table (header, encoding, …)")?,
-            ),
-            other => {
-                return Err(format!(
-                    "unknown scheme '{other}' (supported: {})",
-                    SCHEME_NAMES.join(", ")
-                ))
-            }
-        };
-        Ok(scheme)
-    }
-
-    pub fn name(&self) -> &'static str {
-        match self {
-            Self::Stripe => "stripe",
-            Self::Github => "github",
-            Self::Standard => "standard",
-            Self::Shopify => "shopify",
-            Self::Slack => "slack",
-            Self::Hmac(_) => "hmac",
-        }
-    }
-
-    /// The implementation of this scheme.
-    pub fn scheme(&self) -> &dyn Scheme {
-        match self {
-            Self::Stripe => &stripe::Stripe,
-            Self::Github => &github::Github,
-            Self::Standard => &standard::Standard,
-            Self::Shopify => &shopify::Shopify,
-            Self::Slack => &slack::Slack,
-            Self::Hmac(scheme) => scheme,
-        }
-    }
-}
 
 /// What a source verifies with: every active secret, and the timestamp tolerance for
 /// schemes that sign one.
@@ -146,6 +84,17 @@ impl<'r> Verified<'r> {
         self.request
             .header(name)
             .and_then(|bytes| std::str::from_utf8(bytes).ok())
+    }
+}
+
+/// Only a verified request is read for its identity.
+impl RequestParts for Verified<'_> {
+    fn header(&self, name: &str) -> Option<&str> {
+        Verified::header(self, name)
+    }
+
+    fn body(&self) -> &[u8] {
+        Verified::body(self)
     }
 }
 
@@ -215,9 +164,6 @@ pub trait Scheme: Sync + std::fmt::Debug {
         event: &SampleEvent,
     ) -> Vec<(String, String)>;
 
-    /// Where the event id, type and fact key are found by default.
-    fn locators(&self) -> Locators;
-
     /// Whether the scheme signs a timestamp (and so has a tolerance).
     fn signs_timestamp(&self) -> bool;
 
@@ -226,44 +172,10 @@ pub trait Scheme: Sync + std::fmt::Debug {
         &[]
     }
 
-    /// Whether a value read through `locator` is covered by the signature: the body is
-    /// always signed, a header only when the scheme signs it.
-    fn signs(&self, locator: &Locator) -> bool {
-        match locator {
-            Locator::Header(names) => names.iter().all(|name| {
-                self.signed_headers()
-                    .iter()
-                    .any(|signed| signed.eq_ignore_ascii_case(name))
-            }),
-            Locator::Json(_) | Locator::Form(_) | Locator::BodyDigest => true,
-        }
-    }
-
     /// Refuses a secret this scheme cannot use (checked at startup).
     fn check_secret(&self, _secret: &Secret) -> Result<(), String> {
         Ok(())
     }
-
-    /// How late a copy of an event can still arrive from this provider, and the source of
-    /// that number; `None` when the scheme has no documented window (generic hmac).
-    fn replay_horizon(&self) -> Option<(Duration, &'static str)> {
-        None
-    }
-
-    /// Fact rules that apply to every source of this scheme.
-    fn default_fact_rules(&self) -> Vec<FactRule> {
-        Vec::new()
-    }
-
-    /// A verified request that is part of the provider's setup protocol rather than an
-    /// event (Slack's `url_verification`): answered directly, never stored.
-    fn handshake(&self, _request: &Verified<'_>) -> Option<Answer> {
-        None
-    }
-}
-
-fn header_locator(name: &str) -> Locator {
-    Locator::Header(vec![name.to_owned()])
 }
 
 /// HMAC-SHA256 of the concatenated parts.
@@ -305,11 +217,6 @@ fn parse_timestamp(header: &str, value: &[u8]) -> Result<i64, SignatureError> {
         .ok_or_else(|| SignatureError::malformed(header, "not a whole number of seconds"))
 }
 
-/// Days, for the built-in horizons.
-const fn days(n: u64) -> Duration {
-    Duration::from_secs(n * 86_400)
-}
-
 /// Refuses a signed timestamp further than `tolerance` from `now`, in either direction.
 fn check_tolerance(
     signed_at: i64,
@@ -349,14 +256,5 @@ mod tests {
         assert!(hmac_matches(b"key", &[b"ab"], &tag));
         assert!(!hmac_matches(b"key", &[b"ab"], &tag[..31]));
         assert!(!hmac_matches(b"kez", &[b"ab"], &tag));
-    }
-
-    #[test]
-    fn scheme_names_round_trip() {
-        for name in SCHEME_NAMES.iter().filter(|n| **n != "hmac") {
-            assert_eq!(SchemeConfig::named(name, None).unwrap().name(), *name);
-        }
-        assert!(SchemeConfig::named("hmac", None).is_err());
-        assert!(SchemeConfig::named("paypal", None).is_err());
     }
 }

@@ -4,10 +4,8 @@
 //! so one event delivered to several subscriptions is one fact.
 
 use super::{
-    header_locator, Encoding, HmacScheme, Keys, SampleEvent, Scheme, SignatureError, Unverified,
-    Verified,
+    Encoding, HmacScheme, Keys, SampleEvent, Scheme, SignatureError, Unverified, Verified,
 };
-use crate::identity::Locators;
 use crate::secret::Secret;
 use chrono::{DateTime, Utc};
 use std::sync::OnceLock;
@@ -49,18 +47,6 @@ impl Scheme for Shopify {
         headers.push(("X-Shopify-Event-Id".to_owned(), event.id.clone()));
         headers.push(("X-Shopify-Topic".to_owned(), event.event_type.clone()));
         headers
-    }
-
-    fn locators(&self) -> Locators {
-        Locators {
-            event_id: header_locator("X-Shopify-Webhook-Id"),
-            event_type: Some(header_locator("X-Shopify-Topic")),
-            fact_key: Some(header_locator("X-Shopify-Event-Id")),
-        }
-    }
-
-    fn replay_horizon(&self) -> Option<(std::time::Duration, &'static str)> {
-        Some((super::days(2), "8 retries over 4 hours, with margin"))
     }
 
     fn signs_timestamp(&self) -> bool {

@@ -8,8 +8,6 @@
 use super::{
     Encoding, HmacScheme, Keys, SampleEvent, Scheme, SignatureError, Unverified, Verified,
 };
-use crate::idempotency::Answer;
-use crate::identity::{Locator, Locators};
 use crate::secret::Secret;
 use chrono::{DateTime, Utc};
 use std::sync::OnceLock;
@@ -62,37 +60,7 @@ impl Scheme for Slack {
             .collect()
     }
 
-    fn locators(&self) -> Locators {
-        Locators {
-            event_id: Locator::json("/event_id"),
-            event_type: Some(Locator::json("/event/type")),
-            fact_key: None,
-        }
-    }
-
-    fn replay_horizon(&self) -> Option<(std::time::Duration, &'static str)> {
-        Some((
-            super::days(1),
-            "Slack retries 3 times within the hour, with margin",
-        ))
-    }
-
     fn signs_timestamp(&self) -> bool {
         true
-    }
-
-    fn handshake(&self, request: &Verified<'_>) -> Option<Answer> {
-        let document: serde_json::Value = serde_json::from_slice(request.body()).ok()?;
-        if document.get("type")?.as_str()? != "url_verification" {
-            return None;
-        }
-        let challenge = document.get("challenge")?.as_str()?;
-        Some(Answer {
-            status: 200,
-            content_type: "application/json".to_owned(),
-            body: serde_json::json!({ "challenge": challenge })
-                .to_string()
-                .into_bytes(),
-        })
     }
 }

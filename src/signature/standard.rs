@@ -9,7 +9,6 @@ use super::{
     any_matches, check_tolerance, hmac_sha256, parse_timestamp, Keys, SampleEvent, Scheme,
     SignatureError, Unverified, Verified,
 };
-use crate::identity::{Locator, Locators};
 use crate::secret::Secret;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
@@ -105,21 +104,6 @@ impl Scheme for Standard {
 
     fn signed_headers(&self) -> &'static [&'static str] {
         &ID
-    }
-
-    fn locators(&self) -> Locators {
-        Locators {
-            event_id: Locator::Header(ID.iter().map(|h| (*h).to_owned()).collect()),
-            event_type: Some(Locator::json("/type")),
-            fact_key: None,
-        }
-    }
-
-    fn replay_horizon(&self) -> Option<(std::time::Duration, &'static str)> {
-        Some((
-            super::days(5),
-            "common Standard Webhooks/Svix schedules end within about 3 days, with margin",
-        ))
     }
 
     fn signs_timestamp(&self) -> bool {

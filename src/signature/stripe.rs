@@ -7,21 +7,10 @@ use super::{
     any_matches, check_tolerance, hmac_sha256, Keys, SampleEvent, Scheme, SignatureError,
     Unverified, Verified,
 };
-use crate::identity::{JsonPointer, Locator, Locators};
-use crate::ledger::FactRule;
 use crate::secret::Secret;
 use chrono::{DateTime, Utc};
 
 const HEADER: &str = "Stripe-Signature";
-
-/// Event types that happen once per real-world object: keyed on `data.object.id`, so the
-/// same payment arriving under another event id has no second effect.
-pub const ONCE_PER_OBJECT_TYPES: [&str; 4] = [
-    "payment_intent.succeeded",
-    "charge.succeeded",
-    "invoice.paid",
-    "checkout.session.completed",
-];
 
 #[derive(Debug)]
 pub struct Stripe;
@@ -119,34 +108,8 @@ impl Scheme for Stripe {
         ]
     }
 
-    fn locators(&self) -> Locators {
-        Locators {
-            event_id: Locator::json("/id"),
-            event_type: Some(Locator::json("/type")),
-            fact_key: None,
-        }
-    }
-
-    fn replay_horizon(&self) -> Option<(std::time::Duration, &'static str)> {
-        Some((
-            super::days(30),
-            "events can be listed and resent for 30 days (live-mode retries end after 3 days)",
-        ))
-    }
-
     fn signs_timestamp(&self) -> bool {
         true
-    }
-
-    fn default_fact_rules(&self) -> Vec<FactRule> {
-        vec![FactRule::new(
-            ONCE_PER_OBJECT_TYPES
-                .iter()
-                .map(|t| (*t).to_owned())
-                .collect(),
-            JsonPointer::parse("/data/object/id")
-                .unwrap_or_else(|_| unreachable!("a valid pointer")),
-        )]
     }
 }
 

@@ -103,7 +103,7 @@ fn the_example_configuration_is_valid() {
     let settings = inlet::config::Settings::from_toml(&example).expect("valid");
     assert_eq!(
         settings.database.pool_size,
-        inlet::config::DEFAULT_SQLITE_POOL_SIZE
+        inlet::db::DEFAULT_SQLITE_POOL_SIZE
     );
 }
 

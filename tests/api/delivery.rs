@@ -362,7 +362,7 @@ async fn a_crashed_dispatcher_is_taken_over_and_fenced(backend: Backend) {
     app.post_stripe(&stripe_event("evt_fence", "charge.succeeded", "ch_fence"))
         .await
         .assert_status(200);
-    let destination = &app.settings.sources[0].destinations[0];
+    let destination = &app.settings.destinations.of("stripe")[0];
     let client = client_for(destination).expect("client");
     let lease = Duration::from_secs(30);
 
@@ -460,7 +460,14 @@ async fn deliver_once_sends_what_is_due(backend: Backend) {
 
     // What `inlet deliver --once` runs.
     let dispatcher = Arc::new(
-        Dispatcher::new(&app.settings, app.pool.clone(), app.clock.clone()).expect("dispatcher"),
+        Dispatcher::new(
+            &app.settings.destinations,
+            &app.settings.delivery,
+            app.settings.server.shutdown_grace,
+            app.pool.clone(),
+            app.clock.clone(),
+        )
+        .expect("dispatcher"),
     );
     let report = dispatcher.run_once().await.expect("a round");
     assert_eq!(report.count(Settled::Delivered), 5);

@@ -36,7 +36,7 @@ async fn app_with_destination(backend: Backend, server: &MockServer) -> TestApp 
 
 async fn every_admin_route_refuses_a_missing_or_wrong_token(backend: Backend) {
     let app = spawn_app(backend).await;
-    let admin_routes: Vec<_> = inlet::startup::ROUTES
+    let admin_routes: Vec<_> = inlet::routes::ROUTES
         .iter()
         .filter(|(_, path)| path.starts_with("/admin"))
         .collect();
@@ -359,7 +359,7 @@ async fn an_event_shows_its_payload_answer_fact_and_deliveries(backend: Backend)
 /// server serves it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openapi_document_matches_the_routes() {
-    let document: serde_json::Value = serde_json::from_str(inlet::startup::OPENAPI).expect("JSON");
+    let document: serde_json::Value = serde_json::from_str(inlet::routes::OPENAPI).expect("JSON");
     assert_eq!(document["openapi"], "3.1.0");
     let mut documented: Vec<(String, String)> = Vec::new();
     for (path, operations) in document["paths"].as_object().expect("paths") {
@@ -367,7 +367,7 @@ async fn the_openapi_document_matches_the_routes() {
             documented.push((method.clone(), path.clone()));
         }
     }
-    let mut served: Vec<(String, String)> = inlet::startup::ROUTES
+    let mut served: Vec<(String, String)> = inlet::routes::ROUTES
         .iter()
         .map(|(m, p)| ((*m).to_owned(), (*p).to_owned()))
         .collect();

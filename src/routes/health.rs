@@ -5,7 +5,7 @@
 use crate::db::{pending_migrations, write_transaction, DbConnection};
 use crate::delivery::{count_by_status, DEAD, IN_PROGRESS, PENDING};
 use crate::error::Problem;
-use crate::startup::AppState;
+use crate::state::AppState;
 use actix_web::{web, HttpResponse, ResponseError};
 use diesel::connection::SimpleConnection;
 use std::time::Duration;

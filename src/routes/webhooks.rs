@@ -2,19 +2,17 @@
 //! identity and fact → the ingest transaction on a blocking thread → the answer.
 //! Every outcome and every rejection is logged and counted here, in one place.
 
-use super::{fingerprint, process, Answer, Claim, Outcome};
 use crate::error::{Problem, Reason};
+use crate::idempotency::{Answer, REPLAYED_HEADER};
 use crate::identity::Identity;
+use crate::ingest::{fingerprint, process, Claim, Outcome};
 use crate::ledger::FactIdentity;
 use crate::signature::{Keys, Unverified};
-use crate::startup::AppState;
+use crate::state::AppState;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
 use std::time::Instant;
-
-/// Header added to every stored answer given to a duplicate.
-pub const REPLAYED_HEADER: &str = "Idempotent-Replayed";
 
 pub async fn receive_webhook(
     request: HttpRequest,
@@ -77,7 +75,7 @@ async fn ingest(
         tolerance: source.tolerance,
     };
     let verified = scheme.verify(Unverified::new(request.headers(), &body), keys, now)?;
-    if let Some(answer) = scheme.handshake(&verified) {
+    if let Some(answer) = source.scheme.handshake(&verified) {
         return Ok((Outcome::Handshake, "-".to_owned(), answer));
     }
     let identity = Identity::locate(&verified, &source.locators)?;
@@ -103,7 +101,10 @@ async fn ingest(
         content_type,
         received_at: now,
         expires_at: now + state.settings.retention.events.0,
-        destinations: source.delivery_deadlines(now),
+        destinations: state
+            .settings
+            .destinations
+            .deadlines(source.name.as_str(), now),
         payload: body,
     };
 
@@ -119,7 +120,13 @@ async fn ingest(
         result
     })
     .await??;
-    if outcome == Outcome::Accepted && !source.destinations.is_empty() {
+    if outcome == Outcome::Accepted
+        && !state
+            .settings
+            .destinations
+            .of(source.name.as_str())
+            .is_empty()
+    {
         if let Some(waker) = &state.dispatcher_waker {
             waker.notify_one();
         }

@@ -1,0 +1,257 @@
+//! Delivery's settings: the dispatcher (`[delivery]`) and each source's destinations
+//! (`[[sources.destinations]]`), validated here.
+
+use super::RetryPolicy;
+use crate::duration::{setting, span, HumanDuration};
+use crate::error::ConfigError;
+use crate::secret::Secret;
+use crate::signature::standard_signing_key;
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use std::time::Duration;
+
+pub const DEFAULT_DESTINATION_TIMEOUT: &str = "10s";
+pub const DEFAULT_DESTINATION_CONNECT_TIMEOUT: &str = "2s";
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 12;
+pub const DEFAULT_RETRY_BASE: &str = "5s";
+pub const DEFAULT_RETRY_CAP: &str = "1h";
+pub const DEFAULT_DEADLINE: &str = "3d";
+pub const DEFAULT_RETRY_RATE: f64 = 10.0;
+pub const DEFAULT_RETRY_BURST: u32 = 100;
+pub const DEFAULT_POLL_INTERVAL: &str = "1s";
+pub const DEFAULT_LEASE: &str = "60s";
+pub const DEFAULT_DELIVERY_BATCH: u32 = 32;
+pub const DEFAULT_DELIVERY_CONCURRENCY: u32 = 16;
+
+/// The dispatcher that sends outbox rows to destinations.
+#[derive(Debug, Clone)]
+pub struct DeliverySettings {
+    /// Run the dispatcher inside `inlet serve` (operators may run `inlet deliver` instead).
+    pub enabled: bool,
+    /// How often to look for due deliveries when not woken by a new fact.
+    pub poll_interval: Duration,
+    /// How long a leased row belongs to its dispatcher; longer than any destination timeout.
+    pub lease: Duration,
+    /// Rows leased per query.
+    pub batch: u32,
+    /// Deliveries in flight at once per Inlet instance.
+    pub concurrency: u32,
+}
+
+/// Where a source's new facts are sent, and how.
+#[derive(Debug, Clone)]
+pub struct DestinationSettings {
+    /// Stable name stored with each delivery and used as a metric label (default: the URL's
+    /// host, port and path).
+    pub name: String,
+    pub url: String,
+    /// `whsec_<base64>`: Inlet signs each delivery with it (Standard Webhooks).
+    pub secret: Secret,
+    pub timeout: Duration,
+    pub connect_timeout: Duration,
+    pub policy: RetryPolicy,
+    /// Retries per second a destination may receive once `retry_burst` is spent.
+    pub retry_rate: f64,
+    pub retry_burst: u32,
+}
+
+/// Every configured source's destinations, in configuration order (an empty list for a
+/// source that delivers nowhere).
+#[derive(Debug, Clone, Default)]
+pub struct Destinations(Vec<(String, Vec<DestinationSettings>)>);
+
+impl Destinations {
+    /// Adds `source`'s destinations.
+    pub fn insert(&mut self, source: &str, destinations: Vec<DestinationSettings>) {
+        self.0.push((source.to_owned(), destinations));
+    }
+
+    /// Whether `source` is configured.
+    pub fn knows(&self, source: &str) -> bool {
+        self.0.iter().any(|(name, _)| name == source)
+    }
+
+    /// `source`'s destinations (none for an unknown source).
+    pub fn of(&self, source: &str) -> &[DestinationSettings] {
+        self.0
+            .iter()
+            .find(|(name, _)| name == source)
+            .map_or(&[], |(_, destinations)| destinations.as_slice())
+    }
+
+    /// One destination of `source` by name.
+    pub fn find(&self, source: &str, name: &str) -> Option<&DestinationSettings> {
+        self.of(source).iter().find(|d| d.name == name)
+    }
+
+    /// Each destination of `source` with the deadline of a delivery enqueued at `now`.
+    pub fn deadlines(&self, source: &str, now: DateTime<Utc>) -> Vec<(String, DateTime<Utc>)> {
+        self.of(source)
+            .iter()
+            .map(|d| (d.name.clone(), now + d.policy.deadline))
+            .collect()
+    }
+
+    /// Every (source, destination) pair.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &DestinationSettings)> {
+        self.0
+            .iter()
+            .flat_map(|(source, list)| list.iter().map(move |d| (source.as_str(), d)))
+    }
+}
+
+/// `[delivery]` as written.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct DeliveryFile {
+    enabled: Option<bool>,
+    poll_interval: Option<String>,
+    lease: Option<String>,
+    batch: Option<u32>,
+    concurrency: Option<u32>,
+}
+
+impl DeliveryFile {
+    pub fn validate(self) -> Result<DeliverySettings, ConfigError> {
+        Ok(DeliverySettings {
+            enabled: self.enabled.unwrap_or(true),
+            poll_interval: span(
+                "delivery.poll_interval",
+                self.poll_interval.as_deref(),
+                DEFAULT_POLL_INTERVAL,
+            )?,
+            lease: span("delivery.lease", self.lease.as_deref(), DEFAULT_LEASE)?,
+            batch: self.batch.unwrap_or(DEFAULT_DELIVERY_BATCH).max(1),
+            concurrency: self
+                .concurrency
+                .unwrap_or(DEFAULT_DELIVERY_CONCURRENCY)
+                .max(1),
+        })
+    }
+}
+
+impl DeliverySettings {
+    /// Refuses a destination whose attempt could outlive its lease.
+    pub fn check(&self, key: &str, destination: &DestinationSettings) -> Result<(), ConfigError> {
+        if destination.timeout < self.lease {
+            return Ok(());
+        }
+        Err(ConfigError::new(
+            format!("{key}.timeout"),
+            format!(
+                "{} is not shorter than delivery.lease ({}): a slow attempt would lose its \
+                 lease while still running",
+                HumanDuration(destination.timeout),
+                HumanDuration(self.lease)
+            ),
+        ))
+    }
+}
+
+/// `[[sources.destinations]]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DestinationFile {
+    url: String,
+    secret: String,
+    name: Option<String>,
+    timeout: Option<String>,
+    connect_timeout: Option<String>,
+    max_attempts: Option<u32>,
+    retry_base: Option<String>,
+    retry_cap: Option<String>,
+    deadline: Option<String>,
+    retry_rate: Option<f64>,
+    retry_burst: Option<u32>,
+}
+
+/// A source's destinations, validated; `prefix` is the source's key (`sources[0]`).
+pub fn validate_destinations(
+    prefix: &str,
+    files: Vec<DestinationFile>,
+) -> Result<Vec<DestinationSettings>, ConfigError> {
+    let mut destinations: Vec<DestinationSettings> = Vec::with_capacity(files.len());
+    for (d, file) in files.into_iter().enumerate() {
+        let key = format!("{prefix}.destinations[{d}]");
+        let destination = file.validate(&key)?;
+        if destinations
+            .iter()
+            .any(|other| other.name == destination.name)
+        {
+            return Err(ConfigError::new(
+                format!("{key}.name"),
+                format!(
+                    "destination '{}' is defined twice for this source",
+                    destination.name
+                ),
+            ));
+        }
+        destinations.push(destination);
+    }
+    Ok(destinations)
+}
+
+impl DestinationFile {
+    fn validate(self, prefix: &str) -> Result<DestinationSettings, ConfigError> {
+        let key = |field: &str| format!("{prefix}.{field}");
+        let url = reqwest::Url::parse(&self.url)
+            .map_err(|e| ConfigError::new(key("url"), e.to_string()))?;
+        if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+            return Err(ConfigError::new(
+                key("url"),
+                "must be an http:// or https:// URL with a host",
+            ));
+        }
+        let name = match self.name {
+            Some(name) if !name.is_empty() && name.len() <= 128 => name,
+            Some(_) => return Err(ConfigError::new(key("name"), "must be 1 to 128 characters")),
+            // Never the query or credentials: they may hold tokens.
+            None => format!(
+                "{}{}{}",
+                url.host_str().unwrap_or_default(),
+                url.port().map(|p| format!(":{p}")).unwrap_or_default(),
+                url.path()
+            ),
+        };
+        let secret =
+            Secret::resolve(&self.secret).map_err(|m| ConfigError::new(key("secret"), m))?;
+        standard_signing_key(&secret).map_err(|m| ConfigError::new(key("secret"), m))?;
+        let get = |field: &str, value: Option<&str>, default: &str| {
+            setting(&key(field), value, default).map(|d| d.0)
+        };
+        let policy = RetryPolicy {
+            base: get("retry_base", self.retry_base.as_deref(), DEFAULT_RETRY_BASE)?,
+            cap: get("retry_cap", self.retry_cap.as_deref(), DEFAULT_RETRY_CAP)?,
+            max_attempts: self.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
+            deadline: get("deadline", self.deadline.as_deref(), DEFAULT_DEADLINE)?,
+        };
+        if policy.max_attempts == 0 {
+            return Err(ConfigError::new(key("max_attempts"), "must be at least 1"));
+        }
+        let retry_rate = self.retry_rate.unwrap_or(DEFAULT_RETRY_RATE);
+        if !(retry_rate.is_finite() && retry_rate > 0.0) {
+            return Err(ConfigError::new(
+                key("retry_rate"),
+                "must be a positive number of retries per second",
+            ));
+        }
+        Ok(DestinationSettings {
+            name,
+            url: url.to_string(),
+            secret,
+            timeout: get(
+                "timeout",
+                self.timeout.as_deref(),
+                DEFAULT_DESTINATION_TIMEOUT,
+            )?,
+            connect_timeout: get(
+                "connect_timeout",
+                self.connect_timeout.as_deref(),
+                DEFAULT_DESTINATION_CONNECT_TIMEOUT,
+            )?,
+            policy,
+            retry_rate,
+            retry_burst: self.retry_burst.unwrap_or(DEFAULT_RETRY_BURST),
+        })
+    }
+}

@@ -1,0 +1,232 @@
+//! Each provider's profile: which signature scheme it uses, where its event id, type and
+//! fact key live, how late it can send a copy (its replay horizon), the fact rules that
+//! hold for all its sources, and the setup handshake it expects. Mostly data; the
+//! signature arithmetic lives in [`crate::signature`].
+//!
+//! A *source* is one configured sender of a provider: `POST /webhooks/{name}`.
+
+mod source;
+
+pub use source::{FactRuleFile, HmacFile, SourceFile, SourceName, SourceSettings};
+
+use crate::idempotency::Answer;
+use crate::identity::{JsonPointer, Locator, Locators};
+use crate::ledger::FactRule;
+use crate::signature::{Github, HmacScheme, Scheme, Shopify, Slack, Standard, Stripe, Verified};
+use std::time::Duration;
+
+/// A source's provider, with its scheme's parameters where it has some.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SchemeConfig {
+    Stripe,
+    Github,
+    Standard,
+    Shopify,
+    Slack,
+    Hmac(HmacScheme),
+}
+
+/// The scheme names accepted in `sources[].scheme`.
+pub const SCHEME_NAMES: [&str; 6] = ["stripe", "github", "standard", "shopify", "slack", "hmac"];
+
+/// Stripe event types that happen once per real-world object: keyed on `data.object.id`,
+/// so the same payment arriving under another event id has no second effect.
+pub const STRIPE_ONCE_PER_OBJECT_TYPES: [&str; 4] = [
+    "payment_intent.succeeded",
+    "charge.succeeded",
+    "invoice.paid",
+    "checkout.session.completed",
+];
+
+const fn days(n: u64) -> Duration {
+    Duration::from_secs(n * 86_400)
+}
+
+fn header(name: &str) -> Locator {
+    Locator::Header(vec![name.to_owned()])
+}
+
+impl SchemeConfig {
+    /// The scheme named `name`; `hmac` needs its parameters.
+    pub fn named(name: &str, hmac: Option<HmacScheme>) -> Result<Self, String> {
+        if hmac.is_some() && name != "hmac" {
+            return Err(format!(
+                "[sources.hmac] applies only to scheme = \"hmac\", not {name}"
+            ));
+        }
+        let scheme = match name {
+            "stripe" => Self::Stripe,
+            "github" => Self::Github,
+            "standard" => Self::Standard,
+            "shopify" => Self::Shopify,
+            "slack" => Self::Slack,
+            "hmac" => Self::Hmac(
+                hmac.ok_or("the hmac scheme needs a [sources.hmac] table (header, encoding, …)")?,
+            ),
+            other => {
+                return Err(format!(
+                    "unknown scheme '{other}' (supported: {})",
+                    SCHEME_NAMES.join(", ")
+                ))
+            }
+        };
+        Ok(scheme)
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Stripe => "stripe",
+            Self::Github => "github",
+            Self::Standard => "standard",
+            Self::Shopify => "shopify",
+            Self::Slack => "slack",
+            Self::Hmac(_) => "hmac",
+        }
+    }
+
+    /// The signature scheme that verifies and signs this provider's requests.
+    pub fn scheme(&self) -> &dyn Scheme {
+        match self {
+            Self::Stripe => &Stripe,
+            Self::Github => &Github,
+            Self::Standard => &Standard,
+            Self::Shopify => &Shopify,
+            Self::Slack => &Slack,
+            Self::Hmac(scheme) => scheme,
+        }
+    }
+
+    /// Where the event id, type and fact key are found by default; `None` for generic
+    /// hmac sources, which must say where their event id is.
+    pub fn default_locators(&self) -> Option<Locators> {
+        let (event_id, event_type, fact_key) = match self {
+            Self::Stripe => (Locator::json("/id"), Some(Locator::json("/type")), None),
+            Self::Github => (
+                header("X-GitHub-Delivery"),
+                Some(header("X-GitHub-Event")),
+                None,
+            ),
+            Self::Standard => (
+                Locator::Header(vec!["webhook-id".to_owned(), "svix-id".to_owned()]),
+                Some(Locator::json("/type")),
+                None,
+            ),
+            // One event delivered to several subscriptions shares X-Shopify-Event-Id; the
+            // source's validation replaces it with the body digest (the header is unsigned).
+            Self::Shopify => (
+                header("X-Shopify-Webhook-Id"),
+                Some(header("X-Shopify-Topic")),
+                Some(header("X-Shopify-Event-Id")),
+            ),
+            Self::Slack => (
+                Locator::json("/event_id"),
+                Some(Locator::json("/event/type")),
+                None,
+            ),
+            Self::Hmac(_) => return None,
+        };
+        Some(Locators {
+            event_id,
+            event_type,
+            fact_key,
+        })
+    }
+
+    /// How late a copy of an event can still arrive from this provider, and why; `None`
+    /// when it has no documented window (generic hmac).
+    pub fn replay_horizon(&self) -> Option<(Duration, &'static str)> {
+        match self {
+            Self::Stripe => Some((
+                days(30),
+                "events can be listed and resent for 30 days (live-mode retries end after 3 days)",
+            )),
+            Self::Github => Some((
+                days(3),
+                "GitHub redelivers for 3 days (7 on Enterprise Server: set replay_horizon = \"7d\")",
+            )),
+            Self::Standard => Some((
+                days(5),
+                "common Standard Webhooks/Svix schedules end within about 3 days, with margin",
+            )),
+            Self::Shopify => Some((days(2), "8 retries over 4 hours, with margin")),
+            Self::Slack => Some((days(1), "Slack retries 3 times within the hour, with margin")),
+            Self::Hmac(_) => None,
+        }
+    }
+
+    /// Fact rules that apply to every source of this provider.
+    pub fn default_fact_rules(&self) -> Vec<FactRule> {
+        match self {
+            Self::Stripe => vec![FactRule::new(
+                STRIPE_ONCE_PER_OBJECT_TYPES
+                    .iter()
+                    .map(|t| (*t).to_owned())
+                    .collect(),
+                JsonPointer::parse("/data/object/id")
+                    .unwrap_or_else(|_| unreachable!("a valid pointer")),
+            )],
+            _ => Vec::new(),
+        }
+    }
+
+    /// A verified request that is part of the provider's setup protocol rather than an
+    /// event (Slack's `url_verification`): answered directly, never stored.
+    pub fn handshake(&self, request: &Verified<'_>) -> Option<Answer> {
+        match self {
+            Self::Slack => slack_url_verification(request),
+            _ => None,
+        }
+    }
+
+    /// Whether a value read through `locator` is covered by the signature: the body is
+    /// always signed, a header only when the scheme signs it.
+    pub fn signs(&self, locator: &Locator) -> bool {
+        match locator {
+            Locator::Header(names) => names.iter().all(|name| {
+                self.scheme()
+                    .signed_headers()
+                    .iter()
+                    .any(|signed| signed.eq_ignore_ascii_case(name))
+            }),
+            Locator::Json(_) | Locator::Form(_) | Locator::BodyDigest => true,
+        }
+    }
+}
+
+/// Slack's Events API `url_verification`: answer `{"challenge": …}`.
+fn slack_url_verification(request: &Verified<'_>) -> Option<Answer> {
+    let document: serde_json::Value = serde_json::from_slice(request.body()).ok()?;
+    if document.get("type")?.as_str()? != "url_verification" {
+        return None;
+    }
+    let challenge = document.get("challenge")?.as_str()?;
+    Some(Answer {
+        status: 200,
+        content_type: "application/json".to_owned(),
+        body: serde_json::json!({ "challenge": challenge })
+            .to_string()
+            .into_bytes(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scheme_names_round_trip() {
+        for name in SCHEME_NAMES.iter().filter(|n| **n != "hmac") {
+            assert_eq!(SchemeConfig::named(name, None).unwrap().name(), *name);
+        }
+        assert!(SchemeConfig::named("hmac", None).is_err());
+        assert!(SchemeConfig::named("paypal", None).is_err());
+    }
+
+    #[test]
+    fn only_signed_headers_count_as_signed() {
+        let id = Locator::Header(vec!["webhook-id".to_owned()]);
+        assert!(SchemeConfig::Standard.signs(&id));
+        assert!(!SchemeConfig::Github.signs(&header("X-GitHub-Delivery")));
+        assert!(SchemeConfig::Github.signs(&Locator::json("/id")));
+    }
+}

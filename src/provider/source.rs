@@ -1,0 +1,274 @@
+//! A configured source: one provider's sender, its secrets, where its identity is read and
+//! which facts it keys on objects — validated from its `[[sources]]` table.
+
+use super::SchemeConfig;
+use crate::duration::HumanDuration;
+use crate::error::ConfigError;
+use crate::identity::{JsonPointer, Locator, Locators};
+use crate::ledger::FactRule;
+use crate::secret::Secret;
+use crate::signature::{Encoding, HmacScheme};
+use serde::Deserialize;
+use std::fmt;
+use std::time::Duration;
+
+/// Default `tolerance_secs` for schemes that sign a timestamp.
+pub const DEFAULT_TOLERANCE_SECS: u64 = 300;
+
+/// A source's name, as it appears in the URL path: `[a-z0-9_-]`, 1 to 64 characters.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SourceName(String);
+
+impl SourceName {
+    pub fn parse(name: &str) -> Result<Self, String> {
+        let valid = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+        if valid {
+            Ok(Self(name.to_owned()))
+        } else {
+            Err(format!(
+                "'{name}' is not a valid source name (1-64 of a-z, 0-9, '_' and '-')"
+            ))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for SourceName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One webhook sender: `POST /webhooks/{name}`.
+#[derive(Debug, Clone)]
+pub struct SourceSettings {
+    pub name: SourceName,
+    pub scheme: SchemeConfig,
+    /// Where the event id, type and fact key are read (provider defaults, overridden).
+    pub locators: Locators,
+    /// Every one of these verifies (rotation); the first one signs (`inlet sign`).
+    pub secrets: Vec<Secret>,
+    pub tolerance: Duration,
+    /// Configured rules first, then the provider's defaults.
+    pub fact_rules: Vec<FactRule>,
+    /// The oldest age at which this source can still send a copy, and where that number
+    /// comes from.
+    pub replay_horizon: (HumanDuration, String),
+}
+
+/// `[sources.hmac]`: the generic scheme's parameters.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HmacFile {
+    header: String,
+    prefix: Option<String>,
+    encoding: Option<String>,
+    timestamp_header: Option<String>,
+    signed_content: Option<String>,
+}
+
+/// `[[sources.facts]]`: event types keyed on an object.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FactRuleFile {
+    types: Vec<String>,
+    key: String,
+}
+
+/// A source's table as written (its destinations are the delivery module's).
+#[derive(Debug)]
+pub struct SourceFile {
+    pub name: String,
+    pub scheme: String,
+    pub secrets: Vec<String>,
+    pub tolerance_secs: Option<u64>,
+    pub facts: Vec<FactRuleFile>,
+    pub event_id: Option<String>,
+    pub event_type: Option<String>,
+    pub fact_key: Option<String>,
+    pub replay_horizon: Option<String>,
+    pub hmac: Option<HmacFile>,
+}
+
+impl SourceFile {
+    /// Validates `sources[index]`; every error names its key.
+    pub fn validate(self, index: usize) -> Result<SourceSettings, ConfigError> {
+        let key = |field: &str| format!("sources[{index}].{field}");
+        let name = SourceName::parse(&self.name).map_err(|m| ConfigError::new(key("name"), m))?;
+        let scheme = self.scheme_config(&key)?;
+        let secrets = self.secrets(&scheme, &key)?;
+        if self.tolerance_secs.is_some() && !scheme.scheme().signs_timestamp() {
+            return Err(ConfigError::new(
+                key("tolerance_secs"),
+                format!(
+                    "the {} scheme signs no timestamp, so no tolerance applies",
+                    scheme.name()
+                ),
+            ));
+        }
+        Ok(SourceSettings {
+            locators: self.locators(&scheme, &key)?,
+            fact_rules: fact_rules(self.facts, &scheme, &key)?,
+            replay_horizon: replay_horizon(self.replay_horizon.as_deref(), &scheme, index)?,
+            tolerance: Duration::from_secs(self.tolerance_secs.unwrap_or(DEFAULT_TOLERANCE_SECS)),
+            name,
+            scheme,
+            secrets,
+        })
+    }
+
+    fn scheme_config(&self, key: &dyn Fn(&str) -> String) -> Result<SchemeConfig, ConfigError> {
+        let hmac = match &self.hmac {
+            None => None,
+            Some(h) => {
+                let encoding = Encoding::parse(h.encoding.as_deref().unwrap_or("hex"))
+                    .map_err(|m| ConfigError::new(key("hmac.encoding"), m))?;
+                let scheme = HmacScheme::new(
+                    h.header.clone(),
+                    h.prefix.clone(),
+                    encoding,
+                    h.timestamp_header.clone(),
+                    h.signed_content.clone(),
+                )
+                .map_err(|(field, m)| ConfigError::new(key(&format!("hmac.{field}")), m))?;
+                Some(scheme)
+            }
+        };
+        SchemeConfig::named(&self.scheme, hmac).map_err(|m| ConfigError::new(key("scheme"), m))
+    }
+
+    fn secrets(
+        &self,
+        scheme: &SchemeConfig,
+        key: &dyn Fn(&str) -> String,
+    ) -> Result<Vec<Secret>, ConfigError> {
+        if self.secrets.is_empty() {
+            return Err(ConfigError::new(
+                key("secrets"),
+                "at least one secret is required (unsigned webhooks are never accepted)",
+            ));
+        }
+        let mut secrets = Vec::with_capacity(self.secrets.len());
+        for (i, reference) in self.secrets.iter().enumerate() {
+            let field = key(&format!("secrets[{i}]"));
+            let secret = Secret::resolve(reference).map_err(|m| ConfigError::new(&field, m))?;
+            scheme
+                .scheme()
+                .check_secret(&secret)
+                .map_err(|m| ConfigError::new(&field, m))?;
+            secrets.push(secret);
+        }
+        Ok(secrets)
+    }
+
+    /// The provider's locators with the source's overrides. Where the event id comes from
+    /// a header the scheme does not sign, the fact is keyed on the body's digest: whoever
+    /// holds a captured request could otherwise re-send its signed body under a fresh id.
+    fn locators(
+        &self,
+        scheme: &SchemeConfig,
+        key: &dyn Fn(&str) -> String,
+    ) -> Result<Locators, ConfigError> {
+        let locator = |field: &str, value: &str| {
+            Locator::parse(value).map_err(|m| ConfigError::new(key(field), m))
+        };
+        let configured_id = self
+            .event_id
+            .as_deref()
+            .map(|value| locator("event_id", value))
+            .transpose()?;
+        let mut locators = match (scheme.default_locators(), configured_id) {
+            (Some(mut defaults), Some(event_id)) => {
+                defaults.event_id = event_id;
+                defaults
+            }
+            (Some(defaults), None) => defaults,
+            (None, Some(event_id)) => Locators {
+                event_id,
+                event_type: None,
+                fact_key: None,
+            },
+            (None, None) => {
+                return Err(ConfigError::new(
+                    key("event_id"),
+                    "the hmac scheme needs event_id (\"header:NAME\" or \"json:/pointer\")",
+                ))
+            }
+        };
+        if let Some(value) = &self.event_type {
+            locators.event_type = Some(locator("event_type", value)?);
+        }
+        match &self.fact_key {
+            Some(value) => locators.fact_key = Some(locator("fact_key", value)?),
+            None if !scheme.signs(&locators.event_id) => {
+                locators.fact_key = Some(Locator::BodyDigest);
+            }
+            None => {}
+        }
+        Ok(locators)
+    }
+}
+
+/// The configured rules, then the provider's.
+fn fact_rules(
+    files: Vec<FactRuleFile>,
+    scheme: &SchemeConfig,
+    key: &dyn Fn(&str) -> String,
+) -> Result<Vec<FactRule>, ConfigError> {
+    let mut rules = Vec::with_capacity(files.len());
+    for (i, file) in files.into_iter().enumerate() {
+        let types_key = key(&format!("facts[{i}].types"));
+        if file.types.is_empty() {
+            return Err(ConfigError::new(types_key, "names no event type"));
+        }
+        let pointer = JsonPointer::parse(&file.key)
+            .map_err(|m| ConfigError::new(key(&format!("facts[{i}].key")), m))?;
+        let rule = FactRule::new(file.types, pointer);
+        if let Some(update_like) = rule.update_like_type() {
+            return Err(ConfigError::new(
+                types_key,
+                format!(
+                    "'{update_like}' is an update: distinct updates of one object are distinct \
+                     facts, so it must not be keyed on the object alone"
+                ),
+            ));
+        }
+        rules.push(rule);
+    }
+    rules.extend(scheme.default_fact_rules());
+    Ok(rules)
+}
+
+/// The source's own horizon, or its provider's documented one.
+fn replay_horizon(
+    configured: Option<&str>,
+    scheme: &SchemeConfig,
+    index: usize,
+) -> Result<(HumanDuration, String), ConfigError> {
+    let key = format!("sources[{index}].replay_horizon");
+    match (configured, scheme.replay_horizon()) {
+        (Some(value), _) => Ok((
+            HumanDuration::parse(value).map_err(|m| ConfigError::new(&key, m))?,
+            format!("configuration ({key})"),
+        )),
+        (None, Some((value, origin))) => Ok((
+            HumanDuration(value),
+            format!("{} default: {origin}", scheme.name()),
+        )),
+        (None, None) => Err(ConfigError::new(
+            key,
+            format!(
+                "the {} scheme has no documented retry window: state how late a copy can \
+                 arrive (e.g. replay_horizon = \"3d\")",
+                scheme.name()
+            ),
+        )),
+    }
+}

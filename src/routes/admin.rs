@@ -1,0 +1,548 @@
+//! The operator API under `/admin`: inspect events and deliveries, replay events (or
+//! preview a replay), requeue or discard dead letters — every call behind the operator's bearer token (compared in constant
+//! time, never logged), and every mutating call itself idempotent: it needs an
+//! `Idempotency-Key`, claimed in the same transaction as its effect (see [`keys`]).
+
+use super::{read_body, REPLAYED_HEADER};
+use crate::config::Settings;
+use crate::db::{write_transaction, DbConnection};
+use crate::delivery::Destinations;
+use crate::error::{Problem, Reason};
+use crate::idempotency::{self, Answer, Once, OperatorKey};
+use crate::operator::actions::{self, DeliveryFilter, EventFilter};
+use crate::secret::secrets_equal;
+use crate::state::AppState;
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+/// Rows per page by default, and at most.
+pub const DEFAULT_PAGE: i64 = 100;
+pub const MAX_PAGE: i64 = 500;
+
+/// Who is calling: derived from the token, never the token itself. Idempotency-Keys are
+/// scoped to it.
+struct Caller(String);
+
+fn authorize(request: &HttpRequest, settings: &Settings) -> Result<Caller, Problem> {
+    let Some(token) = &settings.operator.token else {
+        return Err(Problem::new(
+            Reason::Unauthorized,
+            "the operator API is disabled: configure operator.token",
+        ));
+    };
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .ok_or_else(|| {
+            Problem::new(
+                Reason::Unauthorized,
+                "send Authorization: Bearer <operator token>",
+            )
+        })?;
+    if !secrets_equal(given.trim().as_bytes(), token.expose().as_bytes()) {
+        return Err(Problem::new(
+            Reason::Unauthorized,
+            "the operator token is wrong",
+        ));
+    }
+    let digest = Sha256::digest([b"inlet operator ", token.expose().as_bytes()].concat());
+    Ok(Caller(hex::encode(&digest[..8])))
+}
+
+/// Logs and answers a refusal; passes a response through.
+fn respond(result: Result<HttpResponse, Problem>) -> HttpResponse {
+    result.unwrap_or_else(|problem| {
+        if problem.reason == Reason::Internal {
+            tracing::error!(reason = problem.reason.code(), detail = %problem.detail, "operator request failed");
+        } else {
+            tracing::warn!(reason = problem.reason.code(), detail = %problem.detail, "operator request refused");
+        }
+        problem.error_response()
+    })
+}
+
+fn invalid(detail: impl Into<String>) -> Problem {
+    Problem::new(Reason::InvalidRequest, detail)
+}
+
+fn query<T: serde::de::DeserializeOwned>(request: &HttpRequest) -> Result<T, Problem> {
+    web::Query::<T>::from_query(request.query_string())
+        .map(web::Query::into_inner)
+        .map_err(|e| invalid(format!("invalid query: {e}")))
+}
+
+fn page_size(limit: Option<i64>) -> Result<i64, Problem> {
+    match limit.unwrap_or(DEFAULT_PAGE) {
+        n @ 1..=MAX_PAGE => Ok(n),
+        _ => Err(invalid(format!("limit is 1 to {MAX_PAGE}"))),
+    }
+}
+
+/// The cursor of the next page: the last id of a full page, none after a short one.
+fn next_cursor<T>(rows: &[T], limit: i64, id: impl Fn(&T) -> i64) -> Option<String> {
+    (rows.len() as i64 == limit)
+        .then(|| rows.last().map(|row| id(row).to_string()))
+        .flatten()
+}
+
+/// Runs `work` on a pooled connection off the executor.
+async fn on_connection<T: Send + 'static>(
+    state: &AppState,
+    work: impl FnOnce(&mut DbConnection) -> Result<T, Problem> + Send + 'static,
+) -> Result<T, Problem> {
+    let pool = state.pool.clone();
+    web::block(move || work(&mut *pool.get()?)).await?
+}
+
+fn json_response(status: StatusCode, body: &Value) -> HttpResponse {
+    HttpResponse::build(status).json(body)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventsQuery {
+    source: Option<String>,
+    #[serde(rename = "type")]
+    event_type: Option<String>,
+    status: Option<String>,
+    since: Option<DateTime<Utc>>,
+    until: Option<DateTime<Utc>>,
+    cursor: Option<i64>,
+    limit: Option<i64>,
+}
+
+/// `GET /admin/events`: in id order, `limit` per page, `cursor` = the last page's
+/// `next_cursor`.
+pub async fn list_events(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+    respond(
+        async {
+            authorize(&request, &state.settings)?;
+            let q: EventsQuery = query(&request)?;
+            let limit = page_size(q.limit)?;
+            let filter = EventFilter {
+                source: q.source,
+                event_type: q.event_type,
+                status: q.status,
+                since: q.since,
+                until: q.until,
+            };
+            let events = on_connection(&state, move |c| {
+                Ok(actions::list_events(c, &filter, q.cursor, limit)?)
+            })
+            .await?;
+            let next = next_cursor(&events, limit, |e| e.id);
+            Ok(json_response(
+                StatusCode::OK,
+                &json!({ "events": events, "next_cursor": next }),
+            ))
+        }
+        .await,
+    )
+}
+
+/// `GET /admin/events/{source}/{event_id}`.
+pub async fn show_event(
+    request: HttpRequest,
+    path: web::Path<(String, String)>,
+    state: web::Data<AppState>,
+) -> HttpResponse {
+    respond(
+        async {
+            authorize(&request, &state.settings)?;
+            let (source, event_id) = path.into_inner();
+            let window = state.settings.retention.events;
+            let (s, e) = (source.clone(), event_id.clone());
+            match on_connection(&state, move |c| Ok(actions::show_event(c, &s, &e)?)).await? {
+                Some(Ok(event)) => Ok(json_response(StatusCode::OK, &event)),
+                Some(Err(fact)) => Err(Problem::new(
+                    Reason::Expired,
+                    format!(
+                        "event {source}/{event_id} was swept after the retention window ({window}); \
+                         its fact {}:{} remains in the ledger",
+                        fact["kind"].as_str().unwrap_or_default(),
+                        fact["key"].as_str().unwrap_or_default()
+                    ),
+                )),
+                None => Err(Problem::new(
+                    Reason::UnknownEvent,
+                    format!("no event {source}/{event_id} has been received"),
+                )),
+            }
+        }
+        .await,
+    )
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DeliveriesQuery {
+    status: Option<String>,
+    source: Option<String>,
+    destination: Option<String>,
+    cursor: Option<i64>,
+    limit: Option<i64>,
+}
+
+/// `GET /admin/deliveries` (e.g. `?status=dead` for the dead letters).
+pub async fn list_deliveries(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+    respond(
+        async {
+            authorize(&request, &state.settings)?;
+            let q: DeliveriesQuery = query(&request)?;
+            let limit = page_size(q.limit)?;
+            let filter = DeliveryFilter {
+                status: q.status,
+                source: q.source,
+                destination: q.destination,
+            };
+            let rows = on_connection(&state, move |c| {
+                Ok(actions::list_deliveries(c, &filter, q.cursor, limit)?)
+            })
+            .await?;
+            let next = next_cursor(&rows, limit, |d| d.id);
+            Ok(json_response(
+                StatusCode::OK,
+                &json!({ "deliveries": rows, "next_cursor": next }),
+            ))
+        }
+        .await,
+    )
+}
+
+/// `GET /admin/retention`: the audit's numbers.
+pub async fn retention(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+    respond((|| {
+        authorize(&request, &state.settings)?;
+        let retention = &state.settings.retention;
+        let audit = &retention.audit;
+        let horizons: Vec<Value> = audit
+            .horizons
+            .iter()
+            .map(|h| json!({ "name": h.name, "value": h.value.to_string(), "origin": h.origin }))
+            .collect();
+        Ok(json_response(
+            StatusCode::OK,
+            &json!({
+                "events": audit.events.to_string(),
+                "horizons": horizons,
+                "effective_horizon": audit.effective_horizon().map(|h| h.value.to_string()),
+                "operator_keys": audit.operator_keys.to_string(),
+                "dead_letters": retention.dead_letters.to_string(),
+                "passes": audit.passes(),
+                "sweep_interval": crate::duration::HumanDuration(retention.sweep_interval).to_string(),
+                "sweep_batch": retention.sweep_batch,
+            }),
+        ))
+    })())
+}
+
+/// The `Idempotency-Key` of a mutating call: 1 to 255 printable characters.
+fn idempotency_key(request: &HttpRequest) -> Result<String, Problem> {
+    let key = request
+        .headers()
+        .get("Idempotency-Key")
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(|| {
+            Problem::new(
+                Reason::IdempotencyKeyMissing,
+                "mutating calls need an Idempotency-Key header",
+            )
+        })?;
+    if key.is_empty() || key.len() > 255 || !key.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(invalid(
+            "an Idempotency-Key is 1 to 255 printable characters",
+        ));
+    }
+    Ok(key.to_owned())
+}
+
+/// Claims the key, runs `execute` and stores its answer in one transaction; or answers a
+/// retry with the stored answer, byte for byte. Validation happens before this, so a
+/// refused request stores nothing and a corrected retry with the same key works.
+async fn run_idempotent(
+    request: &HttpRequest,
+    state: &AppState,
+    caller: Caller,
+    key: String,
+    body: &[u8],
+    execute: impl FnOnce(&mut DbConnection, &Settings, DateTime<Utc>) -> Result<(u16, Vec<u8>), Problem>
+        + Send
+        + 'static,
+) -> Result<HttpResponse, Problem> {
+    let fingerprint = hex::encode(Sha256::digest(
+        [
+            request.method().as_str().as_bytes(),
+            b" ",
+            request.path().as_bytes(),
+            b"\n",
+            body,
+        ]
+        .concat(),
+    ));
+    let settings = state.settings.clone();
+    let now = state.clock.now();
+    let expires_at = now + settings.retention.operator_keys.0;
+    let (answer, replayed) = on_connection(state, move |conn| {
+        write_transaction(conn, |conn| {
+            let key = OperatorKey {
+                caller: &caller.0,
+                idempotency_key: &key,
+                fingerprint: &fingerprint,
+                status: "completed",
+                created_at: now.naive_utc(),
+                expires_at: expires_at.naive_utc(),
+            };
+            let call = idempotency::once(conn, &key, &fingerprint, |conn| {
+                let (status, body) = execute(conn, &settings, now)?;
+                let content_type = idempotency::content_type_of(status).to_owned();
+                Ok::<_, Problem>((
+                    (),
+                    Answer {
+                        status,
+                        content_type,
+                        body,
+                    },
+                ))
+            })?;
+            match call {
+                Once::Ran((), answer) => Ok((answer, false)),
+                Once::Stored(answer) => Ok((answer, true)),
+                Once::Mismatch { .. } => Err(Problem::new(
+                    Reason::IdempotencyKeyReused,
+                    "this Idempotency-Key was used for a different request",
+                )),
+                Once::Unanswered => Err(Problem::internal("the stored call has no response")),
+            }
+        })
+    })
+    .await?;
+    if !replayed {
+        // A replay or requeue enqueued work: send it now rather than at the next poll.
+        if let Some(waker) = &state.dispatcher_waker {
+            waker.notify_one();
+        }
+    }
+    let mut response =
+        HttpResponse::build(StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK));
+    response.insert_header((
+        header::CONTENT_TYPE,
+        HeaderValue::from_str(&answer.content_type)
+            .unwrap_or(HeaderValue::from_static("application/json")),
+    ));
+    if replayed {
+        response.insert_header((REPLAYED_HEADER, "true"));
+    }
+    Ok(response.body(answer.body))
+}
+
+fn to_json(value: &Value) -> Result<Vec<u8>, Problem> {
+    serde_json::to_vec(value)
+        .map_err(|e| Problem::internal(format!("cannot encode the answer: {e}")))
+}
+
+/// `{"source": …, "event_id": …}`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventRef {
+    source: String,
+    event_id: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReplayRequest {
+    events: Option<Vec<EventRef>>,
+    filter: Option<EventFilter>,
+    limit: Option<u32>,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+/// The events a replay names: a list, or a filter (at most `limit` events).
+enum ReplayTarget {
+    Events(Vec<(String, String)>),
+    Filter(EventFilter, i64),
+}
+
+impl ReplayTarget {
+    fn parse(request: ReplayRequest, max: u32) -> Result<Self, Problem> {
+        let limit = i64::from(request.limit.unwrap_or(max).min(max));
+        match (request.events, request.filter) {
+            (Some(events), None) if !events.is_empty() && events.len() as u32 <= max => Ok(
+                Self::Events(events.into_iter().map(|e| (e.source, e.event_id)).collect()),
+            ),
+            (None, Some(filter)) => Ok(Self::Filter(filter, limit)),
+            _ => Err(invalid(format!(
+                "send either \"events\" (1 to {max} {{source, event_id}}) or \"filter\""
+            ))),
+        }
+    }
+
+    fn items(self, conn: &mut DbConnection) -> diesel::QueryResult<Vec<(String, String)>> {
+        match self {
+            Self::Events(items) => Ok(items),
+            Self::Filter(filter, limit) => actions::events_matching(conn, &filter, limit),
+        }
+    }
+}
+
+fn replay_answer(dry_run: bool, results: &[actions::ReplayResult]) -> Result<Vec<u8>, Problem> {
+    to_json(&json!({
+        "dry_run": dry_run,
+        "summary": actions::ReplaySummary::of(results),
+        "results": results,
+    }))
+}
+
+/// `POST /admin/replay`; with `"dry_run": true` a preview that changes nothing (and so
+/// needs no Idempotency-Key).
+pub async fn replay(
+    request: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+) -> HttpResponse {
+    respond(
+        async {
+            let caller = authorize(&request, &state.settings)?;
+            let body = read_body(&request, payload, state.settings.server.max_body_bytes).await?;
+            let parsed: ReplayRequest = serde_json::from_slice(&body)
+                .map_err(|e| invalid(format!("invalid replay request: {e}")))?;
+            let dry_run = parsed.dry_run;
+            let target = ReplayTarget::parse(parsed, state.settings.operator.max_replay)?;
+            if dry_run {
+                let settings = state.settings.clone();
+                let results = on_connection(&state, move |conn| {
+                    let items = target.items(conn)?;
+                    Ok(actions::preview_replay(
+                        conn,
+                        &settings.destinations,
+                        &items,
+                    )?)
+                })
+                .await?;
+                return Ok(HttpResponse::Ok()
+                    .content_type("application/json")
+                    .body(replay_answer(true, &results)?));
+            }
+            let key = idempotency_key(&request)?;
+            run_idempotent(
+                &request,
+                &state,
+                caller,
+                key,
+                &body,
+                move |conn, settings, now| {
+                    let items = target.items(conn)?;
+                    let results = actions::replay(conn, &settings.destinations, &items, now)?;
+                    if let [only] = results.as_slice() {
+                        if only.result == "expired" {
+                            let problem = Problem::new(
+                                Reason::Expired,
+                                format!(
+                                "event {}/{} was swept after the retention window ({}); its fact \
+                                 remains, so it can no longer be replayed",
+                                only.source, only.event_id, settings.retention.events
+                            ),
+                            );
+                            return Ok((410, problem.body()));
+                        }
+                    }
+                    Ok((200, replay_answer(false, &results)?))
+                },
+            )
+            .await
+        }
+        .await,
+    )
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DeadLetterRequest {
+    ids: Option<Vec<i64>>,
+    filter: Option<DeliveryFilter>,
+    limit: Option<u32>,
+}
+
+/// What an operator does to dead letters: requeue or discard.
+type DeadLetterAction = fn(
+    &mut DbConnection,
+    &Destinations,
+    &[i64],
+    DateTime<Utc>,
+) -> diesel::QueryResult<Vec<actions::DeadLetterResult>>;
+
+/// The shared shape of requeue and discard: ids or a filter over dead deliveries, run
+/// under the caller's Idempotency-Key.
+async fn on_dead_letters(
+    request: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+    action: DeadLetterAction,
+) -> HttpResponse {
+    respond(
+        async {
+            let caller = authorize(&request, &state.settings)?;
+            let key = idempotency_key(&request)?;
+            let body = read_body(&request, payload, state.settings.server.max_body_bytes).await?;
+            let parsed: DeadLetterRequest = serde_json::from_slice(&body)
+                .map_err(|e| invalid(format!("invalid request: {e}")))?;
+            let max = state.settings.operator.max_replay;
+            let limit = i64::from(parsed.limit.unwrap_or(max).min(max));
+            let selection = match (parsed.ids, parsed.filter) {
+                (Some(ids), None) if !ids.is_empty() && ids.len() as u32 <= max => Ok(ids),
+                (None, Some(filter)) => Err(filter),
+                _ => {
+                    return Err(invalid(format!(
+                        "send either \"ids\" (1 to {max}) or \"filter\""
+                    )))
+                }
+            };
+            run_idempotent(
+                &request,
+                &state,
+                caller,
+                key,
+                &body,
+                move |conn, settings, now| {
+                    let ids = match selection {
+                        Ok(ids) => ids,
+                        Err(filter) => actions::dead_matching(conn, &filter, limit)?,
+                    };
+                    let results = action(conn, &settings.destinations, &ids, now)?;
+                    Ok((200, to_json(&json!({ "results": results }))?))
+                },
+            )
+            .await
+        }
+        .await,
+    )
+}
+
+/// `POST /admin/deliveries/requeue`: dead letters back to pending.
+pub async fn requeue(
+    request: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+) -> HttpResponse {
+    on_dead_letters(request, payload, state, actions::requeue).await
+}
+
+/// `POST /admin/deliveries/discard`: dead letters set aside, never sent.
+pub async fn discard(
+    request: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+) -> HttpResponse {
+    on_dead_letters(request, payload, state, |conn, _, ids, now| {
+        actions::discard(conn, ids, now)
+    })
+    .await
+}

@@ -1,0 +1,20 @@
+//! What every HTTP handler shares.
+
+use crate::clock::Clock;
+use crate::config::Settings;
+use crate::db::DbPool;
+use crate::faults::Faults;
+use crate::retention::SweeperHealth;
+use std::sync::Arc;
+
+/// What every handler shares.
+pub struct AppState {
+    pub settings: Arc<Settings>,
+    pub pool: DbPool,
+    pub clock: Arc<dyn Clock>,
+    pub faults: Arc<Faults>,
+    /// Wakes this instance's dispatcher when a new fact has deliveries.
+    pub dispatcher_waker: Option<Arc<tokio::sync::Notify>>,
+    /// The in-server sweeper's last success, for readiness.
+    pub sweeper: Option<SweeperHealth>,
+}
