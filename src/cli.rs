@@ -213,6 +213,58 @@ impl AdminClient {
     }
 }
 
+/// Which events `inlet replay` names: `SOURCE/EVENT_ID`s, a filter object, or all.
+pub struct ReplaySelection {
+    pub events: Vec<String>,
+    /// The filter flags as a JSON object (empty when none was given).
+    pub filter: serde_json::Value,
+    pub all: bool,
+}
+
+/// The body of `POST /admin/replay` for a selection; refuses to select nothing by
+/// accident, since a replay with no selector would touch every stored event.
+pub fn replay_body(
+    selection: ReplaySelection,
+    limit: Option<u32>,
+    dry_run: bool,
+) -> anyhow::Result<serde_json::Value> {
+    let no_filter = selection.filter.as_object().is_none_or(|f| f.is_empty());
+    if selection.events.is_empty() && no_filter && !selection.all {
+        return Err(anyhow!(
+            "choose events with --event SOURCE/EVENT_ID or the filter flags (--source, --type, \
+             --status, --since, --until), or pass --all to replay every stored event"
+        ));
+    }
+    let mut body = if selection.events.is_empty() {
+        serde_json::json!({ "filter": selection.filter })
+    } else {
+        let events = selection
+            .events
+            .iter()
+            .map(|e| {
+                let (source, event_id) = e
+                    .split_once('/')
+                    .ok_or_else(|| anyhow!("--event is SOURCE/EVENT_ID, not {e}"))?;
+                Ok(serde_json::json!({ "source": source, "event_id": event_id }))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        serde_json::json!({ "events": events })
+    };
+    if let Some(limit) = limit {
+        body["limit"] = limit.into();
+    }
+    if dry_run {
+        body["dry_run"] = true.into();
+    }
+    Ok(body)
+}
+
+/// The operator API path of one event (both parts percent-encoded).
+pub fn event_path(source: &str, event_id: &str) -> String {
+    let encode = |part: &str| form_urlencoded::byte_serialize(part.as_bytes()).collect::<String>();
+    format!("/admin/events/{}/{}", encode(source), encode(event_id))
+}
+
 /// A query string from optional parameters (values percent-encoded).
 pub fn query_string(params: &[(&str, Option<String>)]) -> String {
     let mut query = form_urlencoded::Serializer::new(String::new());

@@ -2,6 +2,7 @@
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use inlet::cli::{AdminClient, ReplaySelection};
 use inlet::config::Settings;
 use inlet::delivery::{Dispatcher, Settled};
 use inlet::observability::LogFormat;
@@ -89,35 +90,7 @@ enum Command {
     },
     /// Load Inlet with signed webhooks (or, with --ceiling, the database alone) and report
     /// throughput and latency.
-    Bench {
-        /// The configured source whose scheme and first secret sign the requests.
-        #[arg(long, default_value = "stripe")]
-        source: String,
-        /// The webhook URL to load. Default: this configuration's listener.
-        #[arg(long)]
-        url: Option<String>,
-        /// Closed loop: requests in flight at once.
-        #[arg(long, default_value_t = 16)]
-        concurrency: usize,
-        /// How long to run, e.g. 10s or 2m.
-        #[arg(long, default_value = "10s")]
-        duration: String,
-        /// Open loop at this many requests per second (latency from the intended send time).
-        #[arg(long)]
-        rate: Option<f64>,
-        /// Fraction of requests that re-send an earlier event (0.3 = 30 %).
-        #[arg(long, default_value_t = 0.0)]
-        duplicates: f64,
-        /// Size of each webhook body in bytes.
-        #[arg(long, default_value_t = 1024)]
-        body_bytes: usize,
-        /// Run the statements of one accepted webhook on the database, no HTTP.
-        #[arg(long)]
-        ceiling: bool,
-        /// Print the report as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Bench(BenchArgs),
     /// Send due deliveries to their destinations (what `serve` does continuously).
     Deliver {
         /// Deliver what is due now, once, and exit.
@@ -149,6 +122,38 @@ enum Command {
         #[command(flatten)]
         event: EventArgs,
     },
+}
+
+/// `inlet bench`'s options.
+#[derive(clap::Args)]
+struct BenchArgs {
+    /// The configured source whose scheme and first secret sign the requests.
+    #[arg(long, default_value = "stripe")]
+    source: String,
+    /// The webhook URL to load. Default: this configuration's listener.
+    #[arg(long)]
+    url: Option<String>,
+    /// Closed loop: requests in flight at once.
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+    /// How long to run, e.g. 10s or 2m.
+    #[arg(long, default_value = "10s")]
+    duration: String,
+    /// Open loop at this many requests per second (latency from the intended send time).
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Fraction of requests that re-send an earlier event (0.3 = 30 %).
+    #[arg(long, default_value_t = 0.0)]
+    duplicates: f64,
+    /// Size of each webhook body in bytes.
+    #[arg(long, default_value_t = 1024)]
+    body_bytes: usize,
+    /// Run the statements of one accepted webhook on the database, no HTTP.
+    #[arg(long)]
+    ceiling: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Subcommand)]
@@ -261,14 +266,6 @@ struct EventFilterArgs {
 }
 
 impl EventFilterArgs {
-    fn is_empty(&self) -> bool {
-        self.source.is_none()
-            && self.event_type.is_none()
-            && self.status.is_none()
-            && self.since.is_none()
-            && self.until.is_none()
-    }
-
     fn params(self) -> Vec<(&'static str, Option<String>)> {
         vec![
             ("source", self.source),
@@ -368,38 +365,10 @@ impl EventArgs {
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     inlet::observability::init_logging(cli.log_format);
-    // The operator commands talk to a running Inlet: they need no valid local config.
+    let config = cli.config;
     match cli.command {
-        Command::Events { action, admin } => {
-            let client = admin.client(&cli.config)?;
-            let answer = match action {
-                EventsAction::List {
-                    filter,
-                    cursor,
-                    limit,
-                } => {
-                    let mut params = filter.params();
-                    params.push(("cursor", cursor.map(|c| c.to_string())));
-                    params.push(("limit", limit.map(|l| l.to_string())));
-                    client
-                        .get(&format!(
-                            "/admin/events{}",
-                            inlet::cli::query_string(&params)
-                        ))
-                        .await?
-                }
-                EventsAction::Show { source, event_id } => {
-                    let path = format!(
-                        "/admin/events/{}/{}",
-                        form_urlencoded::byte_serialize(source.as_bytes()).collect::<String>(),
-                        form_urlencoded::byte_serialize(event_id.as_bytes()).collect::<String>()
-                    );
-                    client.get(&path).await?
-                }
-            };
-            print_answer(answer);
-            return Ok(());
-        }
+        // The operator commands talk to a running Inlet: they need no valid local config.
+        Command::Events { action, admin } => events(action, admin.client(&config)?).await,
         Command::Replay {
             events,
             filter,
@@ -408,227 +377,247 @@ async fn main() -> anyhow::Result<()> {
             limit,
             admin,
         } => {
-            if events.is_empty() && filter.is_empty() && !all {
-                anyhow::bail!(
-                    "choose events with --event SOURCE/EVENT_ID or the filter flags \
-                     (--source, --type, --status, --since, --until), or pass --all to replay \
-                     every stored event"
-                );
-            }
-            let client = admin.client(&cli.config)?;
-            let mut body = if events.is_empty() {
-                serde_json::json!({ "filter": filter.json() })
-            } else {
-                let events = events
-                    .iter()
-                    .map(|e| {
-                        let (source, event_id) = e.split_once('/').ok_or_else(|| {
-                            anyhow::anyhow!("--event is SOURCE/EVENT_ID, not {e}")
-                        })?;
-                        Ok(serde_json::json!({ "source": source, "event_id": event_id }))
-                    })
-                    .collect::<anyhow::Result<Vec<_>>>()?;
-                serde_json::json!({ "events": events })
+            let selection = ReplaySelection {
+                events,
+                filter: filter.json(),
+                all,
             };
-            if let Some(limit) = limit {
-                body["limit"] = limit.into();
-            }
-            if dry_run {
-                body["dry_run"] = true.into();
-            }
+            let body = inlet::cli::replay_body(selection, limit, dry_run)?;
+            let client = admin.client(&config)?;
             print_answer(client.post("/admin/replay", &body).await?);
-            return Ok(());
+            Ok(())
         }
-        Command::Deadletters { action, admin } => {
-            let client = admin.client(&cli.config)?;
-            let answer = match action {
-                DeadlettersAction::List {
-                    filter,
-                    cursor,
-                    limit,
-                } => {
-                    let params = [
-                        ("status", Some("dead".to_owned())),
-                        ("source", filter.source),
-                        ("destination", filter.destination),
-                        ("cursor", cursor.map(|c| c.to_string())),
-                        ("limit", limit.map(|l| l.to_string())),
-                    ];
-                    client
-                        .get(&format!(
-                            "/admin/deliveries{}",
-                            inlet::cli::query_string(&params)
-                        ))
-                        .await?
-                }
-                DeadlettersAction::Requeue { selection } => {
-                    client
-                        .post("/admin/deliveries/requeue", &selection.body()?)
-                        .await?
-                }
-                DeadlettersAction::Discard { selection } => {
-                    client
-                        .post("/admin/deliveries/discard", &selection.body()?)
-                        .await?
-                }
-            };
-            print_answer(answer);
-            return Ok(());
-        }
-        _ => {}
+        Command::Deadletters { action, admin } => deadletters(action, admin.client(&config)?).await,
+        command => run_locally(command, &config).await,
     }
-    let settings = match Settings::load(&cli.config) {
-        Ok(settings) => settings,
-        Err(error) => {
-            // The audit's table spans lines: show it as written.
-            eprintln!("invalid configuration: {error}");
-            std::process::exit(2);
-        }
-    };
-    match cli.command {
-        Command::Bench {
-            source,
-            url,
-            concurrency,
-            duration,
-            rate,
-            duplicates,
-            body_bytes,
-            ceiling,
-            json,
-        } => {
-            let duration = inlet::duration::HumanDuration::parse(&duration)
-                .map_err(|e| anyhow::anyhow!("--duration: {e}"))?
-                .0;
-            let report = if ceiling {
-                let pool = open_database(&settings).await?;
-                tokio::task::spawn_blocking(move || {
-                    inlet::bench::run_ceiling(&pool, concurrency, duration, body_bytes)
-                })
-                .await??
-            } else {
-                let source_settings = settings
-                    .source(&source)
-                    .ok_or_else(|| {
-                        anyhow::anyhow!("no source named {source} in the configuration")
-                    })?
-                    .clone();
-                inlet::bench::run_load(inlet::bench::LoadOptions {
-                    url: url.unwrap_or_else(|| inlet::cli::default_url(&settings, &source)),
-                    source: source_settings,
-                    concurrency,
-                    duration,
-                    rate,
-                    duplicates: duplicates.clamp(0.0, 1.0),
-                    body_bytes,
-                })
-                .await?
-            };
-            if json {
-                println!("{}", serde_json::to_string(&report)?);
-            } else {
-                println!("{report}");
-            }
-        }
-        Command::CheckConfig => {
-            println!("configuration {} is valid", cli.config.display());
-            println!("{}", settings.retention.audit);
-        }
-        Command::Sweep { dry_run } => {
-            let pool = open_database(&settings).await?;
-            let clock = std::sync::Arc::new(inlet::clock::SystemClock);
-            let sweeper = Sweeper::new(pool, clock, settings.retention.clone());
-            let report = tokio::task::spawn_blocking(move || sweeper.sweep(dry_run)).await??;
-            if report.skipped {
-                println!("skipped: another instance is sweeping");
-            } else {
-                let verb = if dry_run { "would delete" } else { "deleted" };
-                println!(
-                    "{verb}: events {}, deliveries {}, operator keys {}",
-                    report.events, report.deliveries, report.operator_requests
-                );
-            }
-        }
-        Command::Serve => {
-            let app = Application::build(settings).await?;
-            tracing::info!(port = app.port(), "inlet is listening");
-            app.run_until_stopped().await?;
-            tracing::info!("inlet stopped");
-        }
+}
+
+/// The configuration, or exit 2 with the reason (the audit's table spans lines).
+fn load_settings(config: &std::path::Path) -> Settings {
+    Settings::load(config).unwrap_or_else(|error| {
+        eprintln!("invalid configuration: {error}");
+        std::process::exit(2);
+    })
+}
+
+/// The commands that run with this configuration.
+async fn run_locally(command: Command, config: &std::path::Path) -> anyhow::Result<()> {
+    let settings = load_settings(config);
+    match command {
+        Command::Serve => serve(settings).await,
         Command::Migrate => {
             open_database(&settings).await?;
             println!("migrations are current");
+            Ok(())
         }
-        Command::Deliver { once } => {
-            let pool = open_database(&settings).await?;
-            let clock = std::sync::Arc::new(inlet::clock::SystemClock);
-            let dispatcher = std::sync::Arc::new(Dispatcher::new(
-                &settings.destinations,
-                &settings.delivery,
-                settings.server.shutdown_grace,
-                pool,
-                clock,
-            )?);
-            if once {
-                let report = dispatcher.run_once().await?;
-                for settled in [
-                    Settled::Delivered,
-                    Settled::Retrying,
-                    Settled::Dead,
-                    Settled::LeaseLost,
-                    Settled::Unrecorded,
-                ] {
-                    println!("{}: {}", settled.as_str(), report.count(settled));
-                }
-            } else {
-                let (stop, stopped) = tokio::sync::watch::channel(false);
-                let run = tokio::spawn(dispatcher.run(stopped));
-                tokio::signal::ctrl_c().await?;
-                let _ = stop.send(true);
-                run.await?;
-            }
+        Command::CheckConfig => {
+            println!("configuration {} is valid", config.display());
+            println!("{}", settings.retention.audit);
+            Ok(())
         }
+        Command::Sweep { dry_run } => sweep(settings, dry_run).await,
+        Command::Deliver { once } => deliver(settings, once).await,
+        Command::Bench(options) => bench(settings, options).await,
         Command::Sign {
             source,
             body,
             event,
-        } => {
-            let body =
-                std::fs::read(&body).with_context(|| format!("cannot read {}", body.display()))?;
-            for (name, value) in inlet::cli::signed_headers(
-                &settings,
-                &source,
-                &body,
-                chrono::Utc::now(),
-                &event.sample(),
-            )? {
-                println!("{name}: {value}");
-            }
-        }
-        // Handled above, before the configuration was needed.
-        Command::Events { .. } | Command::Replay { .. } | Command::Deadletters { .. } => {}
+        } => sign(&settings, &source, &body, event),
         Command::Send {
             source,
             body,
             url,
             event,
-        } => {
-            let body =
-                std::fs::read(&body).with_context(|| format!("cannot read {}", body.display()))?;
-            let headers = inlet::cli::signed_headers(
-                &settings,
-                &source,
-                &body,
-                chrono::Utc::now(),
-                &event.sample(),
-            )?;
-            let url = url.unwrap_or_else(|| inlet::cli::default_url(&settings, &source));
-            let reply = inlet::cli::send(&url, &headers, body).await?;
-            println!("{reply}");
-            if !(200..300).contains(&reply.status) {
-                std::process::exit(1);
-            }
+        } => send(&settings, &source, &body, url, event).await,
+        Command::Events { .. } | Command::Replay { .. } | Command::Deadletters { .. } => {
+            unreachable!("operator commands are dispatched before the configuration is read")
         }
     }
+}
+
+async fn serve(settings: Settings) -> anyhow::Result<()> {
+    let app = Application::build(settings).await?;
+    tracing::info!(port = app.port(), "inlet is listening");
+    app.run_until_stopped().await?;
+    tracing::info!("inlet stopped");
+    Ok(())
+}
+
+async fn sweep(settings: Settings, dry_run: bool) -> anyhow::Result<()> {
+    let pool = open_database(&settings).await?;
+    let clock = std::sync::Arc::new(inlet::clock::SystemClock);
+    let sweeper = Sweeper::new(pool, clock, settings.retention.clone());
+    let report = tokio::task::spawn_blocking(move || sweeper.sweep(dry_run)).await??;
+    if report.skipped {
+        println!("skipped: another instance is sweeping");
+    } else {
+        let verb = if dry_run { "would delete" } else { "deleted" };
+        println!(
+            "{verb}: events {}, deliveries {}, operator keys {}",
+            report.events, report.deliveries, report.operator_requests
+        );
+    }
+    Ok(())
+}
+
+async fn deliver(settings: Settings, once: bool) -> anyhow::Result<()> {
+    let pool = open_database(&settings).await?;
+    let clock = std::sync::Arc::new(inlet::clock::SystemClock);
+    let dispatcher = std::sync::Arc::new(Dispatcher::new(
+        &settings.destinations,
+        &settings.delivery,
+        settings.server.shutdown_grace,
+        pool,
+        clock,
+    )?);
+    if !once {
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let run = tokio::spawn(dispatcher.run(stopped));
+        tokio::signal::ctrl_c().await?;
+        let _ = stop.send(true);
+        return Ok(run.await?);
+    }
+    let report = dispatcher.run_once().await?;
+    for settled in [
+        Settled::Delivered,
+        Settled::Retrying,
+        Settled::Dead,
+        Settled::LeaseLost,
+        Settled::Unrecorded,
+    ] {
+        println!("{}: {}", settled.as_str(), report.count(settled));
+    }
+    Ok(())
+}
+
+async fn bench(settings: Settings, options: BenchArgs) -> anyhow::Result<()> {
+    let duration = inlet::duration::HumanDuration::parse(&options.duration)
+        .map_err(|e| anyhow::anyhow!("--duration: {e}"))?
+        .0;
+    let report = if options.ceiling {
+        let pool = open_database(&settings).await?;
+        let (concurrency, body_bytes) = (options.concurrency, options.body_bytes);
+        tokio::task::spawn_blocking(move || {
+            inlet::bench::run_ceiling(&pool, concurrency, duration, body_bytes)
+        })
+        .await??
+    } else {
+        let source = settings
+            .source(&options.source)
+            .ok_or_else(|| {
+                anyhow::anyhow!("no source named {} in the configuration", options.source)
+            })?
+            .clone();
+        inlet::bench::run_load(inlet::bench::LoadOptions {
+            url: options
+                .url
+                .unwrap_or_else(|| inlet::cli::default_url(&settings, &options.source)),
+            source,
+            concurrency: options.concurrency,
+            duration,
+            rate: options.rate,
+            duplicates: options.duplicates.clamp(0.0, 1.0),
+            body_bytes: options.body_bytes,
+        })
+        .await?
+    };
+    if options.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        println!("{report}");
+    }
+    Ok(())
+}
+
+fn read_body(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
+}
+
+fn sign(
+    settings: &Settings,
+    source: &str,
+    body: &std::path::Path,
+    event: EventArgs,
+) -> anyhow::Result<()> {
+    let body = read_body(body)?;
+    let now = chrono::Utc::now();
+    for (name, value) in inlet::cli::signed_headers(settings, source, &body, now, &event.sample())?
+    {
+        println!("{name}: {value}");
+    }
+    Ok(())
+}
+
+async fn send(
+    settings: &Settings,
+    source: &str,
+    body: &std::path::Path,
+    url: Option<String>,
+    event: EventArgs,
+) -> anyhow::Result<()> {
+    let body = read_body(body)?;
+    let now = chrono::Utc::now();
+    let headers = inlet::cli::signed_headers(settings, source, &body, now, &event.sample())?;
+    let url = url.unwrap_or_else(|| inlet::cli::default_url(settings, source));
+    let reply = inlet::cli::send(&url, &headers, body).await?;
+    println!("{reply}");
+    if !(200..300).contains(&reply.status) {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+async fn events(action: EventsAction, client: AdminClient) -> anyhow::Result<()> {
+    let answer = match action {
+        EventsAction::List {
+            filter,
+            cursor,
+            limit,
+        } => {
+            let mut params = filter.params();
+            params.push(("cursor", cursor.map(|c| c.to_string())));
+            params.push(("limit", limit.map(|l| l.to_string())));
+            let query = inlet::cli::query_string(&params);
+            client.get(&format!("/admin/events{query}")).await?
+        }
+        EventsAction::Show { source, event_id } => {
+            client
+                .get(&inlet::cli::event_path(&source, &event_id))
+                .await?
+        }
+    };
+    print_answer(answer);
+    Ok(())
+}
+
+async fn deadletters(action: DeadlettersAction, client: AdminClient) -> anyhow::Result<()> {
+    let answer = match action {
+        DeadlettersAction::List {
+            filter,
+            cursor,
+            limit,
+        } => {
+            let params = [
+                ("status", Some("dead".to_owned())),
+                ("source", filter.source),
+                ("destination", filter.destination),
+                ("cursor", cursor.map(|c| c.to_string())),
+                ("limit", limit.map(|l| l.to_string())),
+            ];
+            let query = inlet::cli::query_string(&params);
+            client.get(&format!("/admin/deliveries{query}")).await?
+        }
+        DeadlettersAction::Requeue { selection } => {
+            client
+                .post("/admin/deliveries/requeue", &selection.body()?)
+                .await?
+        }
+        DeadlettersAction::Discard { selection } => {
+            client
+                .post("/admin/deliveries/discard", &selection.body()?)
+                .await?
+        }
+    };
+    print_answer(answer);
     Ok(())
 }

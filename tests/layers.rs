@@ -1,0 +1,132 @@
+//! The module layout of DESIGN.md and the README's Layout section, checked: every
+//! `crate::` path in `src/` names a module on the same layer or below, never above.
+//! (Import cycles between top-level modules are what `../shared/tools/module-cycles`
+//! reports; a same-layer import is allowed, so both checks run in CI.)
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Top to bottom. A module may import its own layer and every layer below it.
+const LAYERS: &[&[&str]] = &[
+    &["main", "cli", "bench"],
+    &["startup", "routes", "state"],
+    &["config"],
+    &["operator", "ingest", "delivery", "retention"],
+    &["provider"],
+    &["signature"],
+    &["ledger", "identity"],
+    &["idempotency"],
+    &["db"],
+    &[
+        "secret",
+        "duration",
+        "clock",
+        "error",
+        "observability",
+        "faults",
+    ],
+];
+
+fn layer_of(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|layer| layer.contains(&module))
+}
+
+fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) {
+    let entries = std::fs::read_dir(dir).expect("read src");
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            rust_files(&path, found);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            found.push(path);
+        }
+    }
+}
+
+/// The top-level module a file belongs to: `src/NAME.rs` or `src/NAME/…`.
+fn module_of(path: &Path, src: &Path) -> String {
+    let relative = path.strip_prefix(src).expect("under src");
+    let first = relative
+        .components()
+        .next()
+        .and_then(|c| c.as_os_str().to_str())
+        .unwrap_or_default();
+    first.trim_end_matches(".rs").to_owned()
+}
+
+/// The code of a file without its `#[cfg(test)]` module (tests may reach anywhere).
+fn production_code(text: &str) -> &str {
+    text.find("#[cfg(test)]\nmod tests")
+        .map_or(text, |at| &text[..at])
+}
+
+/// Every top-level module named as `crate::NAME` (in `use crate::{a, b}` too).
+fn imported_modules(code: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for (at, _) in code.match_indices("crate::") {
+        let rest = &code[at + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            let group = &group[..group.find('}').unwrap_or(group.len())];
+            for item in group.split(',') {
+                let name = item.trim().split("::").next().unwrap_or_default();
+                found.push(name.trim().to_owned());
+            }
+        } else {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            found.push(name);
+        }
+    }
+    found.retain(|name| !name.is_empty() && name != "self");
+    found
+}
+
+#[test]
+fn no_module_imports_one_above_it() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut upward: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for file in &files {
+        let module = module_of(file, &src);
+        if module == "lib" {
+            continue;
+        }
+        let Some(own) = layer_of(&module) else {
+            panic!("src module {module} is on no layer: add it to LAYERS and the README");
+        };
+        let text = std::fs::read_to_string(file).expect("read a source file");
+        for imported in imported_modules(production_code(&text)) {
+            let Some(theirs) = layer_of(&imported) else {
+                panic!(
+                    "{} names crate::{imported}, which is on no layer",
+                    file.display()
+                );
+            };
+            if theirs < own {
+                upward
+                    .entry(format!("{module} -> {imported}"))
+                    .or_default()
+                    .push(file.display().to_string());
+            }
+        }
+    }
+    assert!(
+        upward.is_empty(),
+        "imports pointing up a layer: {upward:#?}"
+    );
+}
+
+#[test]
+fn every_module_is_on_exactly_one_layer() {
+    let mut all: Vec<&str> = LAYERS
+        .iter()
+        .flat_map(|layer| layer.iter().copied())
+        .collect();
+    let count = all.len();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), count, "a module is listed twice");
+}
