@@ -230,6 +230,8 @@ impl ResponseError for Problem {
         if let Some(seconds) = self.reason.retry_after_secs() {
             response.insert_header((header::RETRY_AFTER, seconds.to_string()));
         }
+        // The request's middleware logs refusals of routes that do not log their own.
+        response.extensions_mut().insert(self.clone());
         response.body(self.body())
     }
 }
@@ -275,8 +277,8 @@ impl From<r2d2::Error> for Problem {
     }
 }
 
-impl From<actix_web::error::BlockingError> for Problem {
-    fn from(_: actix_web::error::BlockingError) -> Self {
+impl From<tokio::task::JoinError> for Problem {
+    fn from(_: tokio::task::JoinError) -> Self {
         Problem::internal("the database task was aborted")
     }
 }

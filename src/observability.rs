@@ -8,6 +8,7 @@
 //! and the source, event id and outcome where known. `INLET_LOG` (or `RUST_LOG`) sets the
 //! filter, `info` by default.
 
+use crate::error::{Problem, Reason};
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{HeaderName, HeaderValue};
@@ -192,6 +193,16 @@ fn route_label(pattern: &str) -> String {
     pattern.replace('{', ":").replace('}', "")
 }
 
+/// Operator API refusals: warnings, and errors when Inlet failed.
+fn log_operator_refusal(problem: &Problem) {
+    let reason = problem.reason.code();
+    if problem.reason == Reason::Internal {
+        tracing::error!(reason, detail = %problem.detail, "operator request failed");
+    } else {
+        tracing::warn!(reason, detail = %problem.detail, "operator request refused");
+    }
+}
+
 /// Middleware: a span per request (request id, method, route; handlers add source, event
 /// id and outcome), the request id echoed back, and the HTTP metrics.
 pub async fn observe(
@@ -212,7 +223,12 @@ pub async fn observe(
         outcome = tracing::field::Empty,
     );
     let started = Instant::now();
-    let mut response = next.call(request).instrument(span).await?;
+    let mut response = next.call(request).instrument(span.clone()).await?;
+    if route.starts_with("/admin") {
+        if let Some(problem) = response.response().extensions().get::<Problem>() {
+            span.in_scope(|| log_operator_refusal(problem));
+        }
+    }
     let status = response.status().as_u16().to_string();
     metrics::counter!("inlet_http_requests_total", "route" => route.clone(), "status" => status)
         .increment(1);

@@ -1,15 +1,12 @@
 //! Embedded per-backend migrations (`migrations/sqlite`, `migrations/postgres`, same names
 //! and order), run by `inlet migrate` and at `inlet serve` start.
 
-use super::DbConnection;
+use super::{AdvisoryLock, DbConnection};
 use diesel::connection::SimpleConnection;
 use diesel_migrations::{embed_migrations, EmbeddedMigrations, MigrationHarness};
 
 const SQLITE: EmbeddedMigrations = embed_migrations!("migrations/sqlite");
 const POSTGRES: EmbeddedMigrations = embed_migrations!("migrations/postgres");
-
-/// Serializes migrations across Inlet instances sharing one PostgreSQL database.
-const MIGRATION_LOCK_KEY: i64 = 0x17e7_0001;
 
 /// Applies every pending migration; returns the versions applied.
 pub fn run_migrations(conn: &mut DbConnection) -> anyhow::Result<Vec<String>> {
@@ -22,12 +19,13 @@ pub fn run_migrations(conn: &mut DbConnection) -> anyhow::Result<Vec<String>> {
                 .map_err(|e| anyhow::anyhow!("SQLite migration failed: {e}"))?
         }
         DbConnection::Postgres(c) => {
-            c.batch_execute(&format!("SELECT pg_advisory_lock({MIGRATION_LOCK_KEY})"))?;
+            // Instances sharing one database migrate one at a time.
+            AdvisoryLock::Migrations.wait(c)?;
             let result = c
                 .run_pending_migrations(POSTGRES)
                 .map(|versions| versions.iter().map(ToString::to_string).collect())
                 .map_err(|e| anyhow::anyhow!("PostgreSQL migration failed: {e}"));
-            c.batch_execute(&format!("SELECT pg_advisory_unlock({MIGRATION_LOCK_KEY})"))?;
+            AdvisoryLock::Migrations.release(c)?;
             result?
         }
     };

@@ -10,8 +10,10 @@ pub mod schema;
 
 mod settings;
 
+mod locks;
 mod migrations;
 
+pub use locks::{AdvisoryLock, SessionLock};
 pub use migrations::{pending_migrations, run_migrations};
 
 use diesel::connection::{AnsiTransactionManager, SimpleConnection, TransactionManager};
@@ -249,6 +251,20 @@ impl Drop for FairTurn {
             parking_lot::MutexGuard::unlock_fair(turn);
         }
     }
+}
+
+/// Runs `work` on a pooled connection on a blocking thread, never on the async executor:
+/// the one way request handlers and background tasks reach the database.
+pub async fn on_connection<T, E>(
+    pool: &DbPool,
+    work: impl FnOnce(&mut DbConnection) -> Result<T, E> + Send + 'static,
+) -> Result<T, E>
+where
+    T: Send + 'static,
+    E: From<r2d2::Error> + From<tokio::task::JoinError> + Send + 'static,
+{
+    let pool = pool.clone();
+    tokio::task::spawn_blocking(move || work(&mut *pool.get()?)).await?
 }
 
 /// Runs `work` in one write transaction: `BEGIN IMMEDIATE` on SQLite (take the write lock

@@ -146,12 +146,10 @@ impl Dispatcher {
         &self,
         work: impl FnOnce(&mut crate::db::DbConnection) -> diesel::QueryResult<T> + Send + 'static,
     ) -> anyhow::Result<T> {
-        let pool = self.pool.clone();
-        tokio::task::spawn_blocking(move || -> anyhow::Result<T> {
-            let mut conn = pool.get()?;
-            Ok(work(&mut conn)?)
+        crate::db::on_connection(&self.pool, move |conn| -> anyhow::Result<T> {
+            Ok(work(conn)?)
         })
-        .await?
+        .await
     }
 
     async fn lease(&self, limit: u32) -> anyhow::Result<Vec<Leased>> {

@@ -11,10 +11,9 @@
 use super::RetentionSettings;
 use crate::clock::Clock;
 use crate::db::schema::{deliveries, events};
-use crate::db::{write_transaction, DbConnection, DbPool, PooledConnection};
+use crate::db::{write_transaction, AdvisoryLock, DbConnection, DbPool, SessionLock};
 use crate::delivery::{DEAD, DELIVERED, DISCARDED};
 use chrono::{DateTime, NaiveDateTime, Utc};
-use diesel::connection::SimpleConnection;
 use diesel::prelude::*;
 use diesel::sql_types::{Bool, Nullable};
 
@@ -22,9 +21,6 @@ type Backend = <DbConnection as diesel::Connection>::Backend;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use tokio::sync::watch;
-
-/// Identifies the sweeper's advisory lock among Inlet's (see the migration lock).
-const SWEEP_LOCK_KEY: i64 = 0x17e7_0002;
 
 /// What a round did (or, dry, would do).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -85,7 +81,8 @@ impl Sweeper {
     /// One round: every expired row, batch by batch (blocking; call off the executor).
     pub fn sweep(&self, dry_run: bool) -> anyhow::Result<SweepReport> {
         let now = self.clock.now();
-        let Some(_lock) = SweepLock::take(&self.pool)? else {
+        // With several instances on one PostgreSQL database, one sweeps a round.
+        let Some(_lock) = SessionLock::try_take(&self.pool, AdvisoryLock::Sweep)? else {
             return Ok(SweepReport {
                 dry_run,
                 skipped: true,
@@ -281,38 +278,4 @@ fn delete_finished_deliveries(
     )
     .execute(conn)
     .map(|n| n as u64)
-}
-
-/// The PostgreSQL session lock that makes one instance the sweeper for a round, on a
-/// connection of its own, released when this drops (also while unwinding, and by the
-/// server if the connection dies). SQLite needs none: its write lock already serializes
-/// the batches of several processes.
-struct SweepLock {
-    conn: Option<PooledConnection>,
-}
-
-impl SweepLock {
-    fn take(pool: &DbPool) -> anyhow::Result<Option<Self>> {
-        let mut conn = pool.get()?;
-        let DbConnection::Postgres(pg) = &mut *conn else {
-            return Ok(Some(Self { conn: None }));
-        };
-        let locked: bool = diesel::select(diesel::dsl::sql::<diesel::sql_types::Bool>(&format!(
-            "pg_try_advisory_lock({SWEEP_LOCK_KEY})"
-        )))
-        .get_result(pg)?;
-        Ok(locked.then_some(Self { conn: Some(conn) }))
-    }
-}
-
-impl Drop for SweepLock {
-    fn drop(&mut self) {
-        if let Some(DbConnection::Postgres(pg)) = self.conn.as_deref_mut() {
-            if let Err(error) =
-                pg.batch_execute(&format!("SELECT pg_advisory_unlock({SWEEP_LOCK_KEY})"))
-            {
-                tracing::warn!(%error, "cannot release the sweep lock; it ends with the connection");
-            }
-        }
-    }
 }

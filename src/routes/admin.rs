@@ -14,7 +14,7 @@ use crate::secret::secrets_equal;
 use crate::state::AppState;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
-use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
+use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -56,16 +56,21 @@ fn authorize(request: &HttpRequest, settings: &Settings) -> Result<Caller, Probl
     Ok(Caller(hex::encode(&digest[..8])))
 }
 
-/// Logs and answers a refusal; passes a response through.
-fn respond(result: Result<HttpResponse, Problem>) -> HttpResponse {
-    result.unwrap_or_else(|problem| {
-        if problem.reason == Reason::Internal {
-            tracing::error!(reason = problem.reason.code(), detail = %problem.detail, "operator request failed");
-        } else {
-            tracing::warn!(reason = problem.reason.code(), detail = %problem.detail, "operator request refused");
-        }
-        problem.error_response()
-    })
+/// An authenticated operator: extracting it refuses (401) a request without the right
+/// bearer token, before anything else about the request is looked at.
+pub struct Operator(Caller);
+
+impl FromRequest for Operator {
+    type Error = Problem;
+    type Future = std::future::Ready<Result<Self, Problem>>;
+
+    fn from_request(request: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
+        let authorized = match request.app_data::<web::Data<AppState>>() {
+            Some(state) => authorize(request, &state.settings).map(Operator),
+            None => Err(Problem::internal("the application state is missing")),
+        };
+        std::future::ready(authorized)
+    }
 }
 
 fn invalid(detail: impl Into<String>) -> Problem {
@@ -97,8 +102,7 @@ async fn on_connection<T: Send + 'static>(
     state: &AppState,
     work: impl FnOnce(&mut DbConnection) -> Result<T, Problem> + Send + 'static,
 ) -> Result<T, Problem> {
-    let pool = state.pool.clone();
-    web::block(move || work(&mut *pool.get()?)).await?
+    crate::db::on_connection(&state.pool, work).await
 }
 
 fn json_response(status: StatusCode, body: &Value) -> HttpResponse {
@@ -120,64 +124,56 @@ struct EventsQuery {
 
 /// `GET /admin/events`: in id order, `limit` per page, `cursor` = the last page's
 /// `next_cursor`.
-pub async fn list_events(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
-    respond(
-        async {
-            authorize(&request, &state.settings)?;
-            let q: EventsQuery = query(&request)?;
-            let limit = page_size(q.limit)?;
-            let filter = EventFilter {
-                source: q.source,
-                event_type: q.event_type,
-                status: q.status,
-                since: q.since,
-                until: q.until,
-            };
-            let events = on_connection(&state, move |c| {
-                Ok(actions::list_events(c, &filter, q.cursor, limit)?)
-            })
-            .await?;
-            let next = next_cursor(&events, limit, |e| e.id);
-            Ok(json_response(
-                StatusCode::OK,
-                &json!({ "events": events, "next_cursor": next }),
-            ))
-        }
-        .await,
-    )
+pub async fn list_events(
+    _: Operator,
+    request: HttpRequest,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, Problem> {
+    let q: EventsQuery = query(&request)?;
+    let limit = page_size(q.limit)?;
+    let filter = EventFilter {
+        source: q.source,
+        event_type: q.event_type,
+        status: q.status,
+        since: q.since,
+        until: q.until,
+    };
+    let events = on_connection(&state, move |c| {
+        Ok(actions::list_events(c, &filter, q.cursor, limit)?)
+    })
+    .await?;
+    let next = next_cursor(&events, limit, |e| e.id);
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({ "events": events, "next_cursor": next }),
+    ))
 }
 
 /// `GET /admin/events/{source}/{event_id}`.
 pub async fn show_event(
-    request: HttpRequest,
+    _: Operator,
     path: web::Path<(String, String)>,
     state: web::Data<AppState>,
-) -> HttpResponse {
-    respond(
-        async {
-            authorize(&request, &state.settings)?;
-            let (source, event_id) = path.into_inner();
-            let window = state.settings.retention.events;
-            let (s, e) = (source.clone(), event_id.clone());
-            match on_connection(&state, move |c| Ok(actions::show_event(c, &s, &e)?)).await? {
-                Some(Ok(event)) => Ok(json_response(StatusCode::OK, &event)),
-                Some(Err(fact)) => Err(Problem::new(
-                    Reason::Expired,
-                    format!(
-                        "event {source}/{event_id} was swept after the retention window ({window}); \
-                         its fact {}:{} remains in the ledger",
-                        fact["kind"].as_str().unwrap_or_default(),
-                        fact["key"].as_str().unwrap_or_default()
-                    ),
-                )),
-                None => Err(Problem::new(
-                    Reason::UnknownEvent,
-                    format!("no event {source}/{event_id} has been received"),
-                )),
-            }
-        }
-        .await,
-    )
+) -> Result<HttpResponse, Problem> {
+    let (source, event_id) = path.into_inner();
+    let window = state.settings.retention.events;
+    let (s, e) = (source.clone(), event_id.clone());
+    match on_connection(&state, move |c| Ok(actions::show_event(c, &s, &e)?)).await? {
+        Some(Ok(event)) => Ok(json_response(StatusCode::OK, &event)),
+        Some(Err(fact)) => Err(Problem::new(
+            Reason::Expired,
+            format!(
+                "event {source}/{event_id} was swept after the retention window ({window}); \
+                 its fact {}:{} remains in the ledger",
+                fact["kind"].as_str().unwrap_or_default(),
+                fact["key"].as_str().unwrap_or_default()
+            ),
+        )),
+        None => Err(Problem::new(
+            Reason::UnknownEvent,
+            format!("no event {source}/{event_id} has been received"),
+        )),
+    }
 }
 
 #[derive(Deserialize)]
@@ -191,56 +187,51 @@ struct DeliveriesQuery {
 }
 
 /// `GET /admin/deliveries` (e.g. `?status=dead` for the dead letters).
-pub async fn list_deliveries(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
-    respond(
-        async {
-            authorize(&request, &state.settings)?;
-            let q: DeliveriesQuery = query(&request)?;
-            let limit = page_size(q.limit)?;
-            let filter = DeliveryFilter {
-                status: q.status,
-                source: q.source,
-                destination: q.destination,
-            };
-            let rows = on_connection(&state, move |c| {
-                Ok(actions::list_deliveries(c, &filter, q.cursor, limit)?)
-            })
-            .await?;
-            let next = next_cursor(&rows, limit, |d| d.id);
-            Ok(json_response(
-                StatusCode::OK,
-                &json!({ "deliveries": rows, "next_cursor": next }),
-            ))
-        }
-        .await,
-    )
+pub async fn list_deliveries(
+    _: Operator,
+    request: HttpRequest,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, Problem> {
+    let q: DeliveriesQuery = query(&request)?;
+    let limit = page_size(q.limit)?;
+    let filter = DeliveryFilter {
+        status: q.status,
+        source: q.source,
+        destination: q.destination,
+    };
+    let rows = on_connection(&state, move |c| {
+        Ok(actions::list_deliveries(c, &filter, q.cursor, limit)?)
+    })
+    .await?;
+    let next = next_cursor(&rows, limit, |d| d.id);
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({ "deliveries": rows, "next_cursor": next }),
+    ))
 }
 
 /// `GET /admin/retention`: the audit's numbers.
-pub async fn retention(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
-    respond((|| {
-        authorize(&request, &state.settings)?;
-        let retention = &state.settings.retention;
-        let audit = &retention.audit;
-        let horizons: Vec<Value> = audit
-            .horizons
-            .iter()
-            .map(|h| json!({ "name": h.name, "value": h.value.to_string(), "origin": h.origin }))
-            .collect();
-        Ok(json_response(
-            StatusCode::OK,
-            &json!({
-                "events": audit.events.to_string(),
-                "horizons": horizons,
-                "effective_horizon": audit.effective_horizon().map(|h| h.value.to_string()),
-                "operator_keys": audit.operator_keys.to_string(),
-                "dead_letters": retention.dead_letters.to_string(),
-                "passes": audit.passes(),
-                "sweep_interval": crate::duration::HumanDuration(retention.sweep_interval).to_string(),
-                "sweep_batch": retention.sweep_batch,
-            }),
-        ))
-    })())
+pub async fn retention(_: Operator, state: web::Data<AppState>) -> Result<HttpResponse, Problem> {
+    let retention = &state.settings.retention;
+    let audit = &retention.audit;
+    let horizons: Vec<Value> = audit
+        .horizons
+        .iter()
+        .map(|h| json!({ "name": h.name, "value": h.value.to_string(), "origin": h.origin }))
+        .collect();
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({
+            "events": audit.events.to_string(),
+            "horizons": horizons,
+            "effective_horizon": audit.effective_horizon().map(|h| h.value.to_string()),
+            "operator_keys": audit.operator_keys.to_string(),
+            "dead_letters": retention.dead_letters.to_string(),
+            "passes": audit.passes(),
+            "sweep_interval": crate::duration::HumanDuration(retention.sweep_interval).to_string(),
+            "sweep_batch": retention.sweep_batch,
+        }),
+    ))
 }
 
 /// The `Idempotency-Key` of a mutating call: 1 to 255 printable characters.
@@ -404,63 +395,59 @@ fn replay_answer(dry_run: bool, results: &[actions::ReplayResult]) -> Result<Vec
 /// `POST /admin/replay`; with `"dry_run": true` a preview that changes nothing (and so
 /// needs no Idempotency-Key).
 pub async fn replay(
+    operator: Operator,
     request: HttpRequest,
     payload: web::Payload,
     state: web::Data<AppState>,
-) -> HttpResponse {
-    respond(
-        async {
-            let caller = authorize(&request, &state.settings)?;
-            let body = read_body(&request, payload, state.settings.server.max_body_bytes).await?;
-            let parsed: ReplayRequest = serde_json::from_slice(&body)
-                .map_err(|e| invalid(format!("invalid replay request: {e}")))?;
-            let dry_run = parsed.dry_run;
-            let target = ReplayTarget::parse(parsed, state.settings.operator.max_replay)?;
-            if dry_run {
-                let settings = state.settings.clone();
-                let results = on_connection(&state, move |conn| {
-                    let items = target.items(conn)?;
-                    Ok(actions::preview_replay(
-                        conn,
-                        &settings.destinations,
-                        &items,
-                    )?)
-                })
-                .await?;
-                return Ok(HttpResponse::Ok()
-                    .content_type("application/json")
-                    .body(replay_answer(true, &results)?));
+) -> Result<HttpResponse, Problem> {
+    let caller = operator.0;
+    let body = read_body(&request, payload, state.settings.server.max_body_bytes).await?;
+    let parsed: ReplayRequest = serde_json::from_slice(&body)
+        .map_err(|e| invalid(format!("invalid replay request: {e}")))?;
+    let dry_run = parsed.dry_run;
+    let target = ReplayTarget::parse(parsed, state.settings.operator.max_replay)?;
+    if dry_run {
+        let settings = state.settings.clone();
+        let results = on_connection(&state, move |conn| {
+            let items = target.items(conn)?;
+            Ok(actions::preview_replay(
+                conn,
+                &settings.destinations,
+                &items,
+            )?)
+        })
+        .await?;
+        return Ok(HttpResponse::Ok()
+            .content_type("application/json")
+            .body(replay_answer(true, &results)?));
+    }
+    let key = idempotency_key(&request)?;
+    run_idempotent(
+        &request,
+        &state,
+        caller,
+        key,
+        &body,
+        move |conn, settings, now| {
+            let items = target.items(conn)?;
+            let results = actions::replay(conn, &settings.destinations, &items, now)?;
+            if let [only] = results.as_slice() {
+                if only.result == "expired" {
+                    let problem = Problem::new(
+                        Reason::Expired,
+                        format!(
+                            "event {}/{} was swept after the retention window ({}); its fact \
+                         remains, so it can no longer be replayed",
+                            only.source, only.event_id, settings.retention.events
+                        ),
+                    );
+                    return Ok((410, problem.body()));
+                }
             }
-            let key = idempotency_key(&request)?;
-            run_idempotent(
-                &request,
-                &state,
-                caller,
-                key,
-                &body,
-                move |conn, settings, now| {
-                    let items = target.items(conn)?;
-                    let results = actions::replay(conn, &settings.destinations, &items, now)?;
-                    if let [only] = results.as_slice() {
-                        if only.result == "expired" {
-                            let problem = Problem::new(
-                                Reason::Expired,
-                                format!(
-                                "event {}/{} was swept after the retention window ({}); its fact \
-                                 remains, so it can no longer be replayed",
-                                only.source, only.event_id, settings.retention.events
-                            ),
-                            );
-                            return Ok((410, problem.body()));
-                        }
-                    }
-                    Ok((200, replay_answer(false, &results)?))
-                },
-            )
-            .await
-        }
-        .await,
+            Ok((200, replay_answer(false, &results)?))
+        },
     )
+    .await
 }
 
 #[derive(Debug, Deserialize)]
@@ -482,66 +469,64 @@ type DeadLetterAction = fn(
 /// The shared shape of requeue and discard: ids or a filter over dead deliveries, run
 /// under the caller's Idempotency-Key.
 async fn on_dead_letters(
+    operator: Operator,
     request: HttpRequest,
     payload: web::Payload,
     state: web::Data<AppState>,
     action: DeadLetterAction,
-) -> HttpResponse {
-    respond(
-        async {
-            let caller = authorize(&request, &state.settings)?;
-            let key = idempotency_key(&request)?;
-            let body = read_body(&request, payload, state.settings.server.max_body_bytes).await?;
-            let parsed: DeadLetterRequest = serde_json::from_slice(&body)
-                .map_err(|e| invalid(format!("invalid request: {e}")))?;
-            let max = state.settings.operator.max_replay;
-            let limit = i64::from(parsed.limit.unwrap_or(max).min(max));
-            let selection = match (parsed.ids, parsed.filter) {
-                (Some(ids), None) if !ids.is_empty() && ids.len() as u32 <= max => Ok(ids),
-                (None, Some(filter)) => Err(filter),
-                _ => {
-                    return Err(invalid(format!(
-                        "send either \"ids\" (1 to {max}) or \"filter\""
-                    )))
-                }
-            };
-            run_idempotent(
-                &request,
-                &state,
-                caller,
-                key,
-                &body,
-                move |conn, settings, now| {
-                    let ids = match selection {
-                        Ok(ids) => ids,
-                        Err(filter) => actions::dead_matching(conn, &filter, limit)?,
-                    };
-                    let results = action(conn, &settings.destinations, &ids, now)?;
-                    Ok((200, to_json(&json!({ "results": results }))?))
-                },
-            )
-            .await
+) -> Result<HttpResponse, Problem> {
+    let caller = operator.0;
+    let key = idempotency_key(&request)?;
+    let body = read_body(&request, payload, state.settings.server.max_body_bytes).await?;
+    let parsed: DeadLetterRequest =
+        serde_json::from_slice(&body).map_err(|e| invalid(format!("invalid request: {e}")))?;
+    let max = state.settings.operator.max_replay;
+    let limit = i64::from(parsed.limit.unwrap_or(max).min(max));
+    let selection = match (parsed.ids, parsed.filter) {
+        (Some(ids), None) if !ids.is_empty() && ids.len() as u32 <= max => Ok(ids),
+        (None, Some(filter)) => Err(filter),
+        _ => {
+            return Err(invalid(format!(
+                "send either \"ids\" (1 to {max}) or \"filter\""
+            )))
         }
-        .await,
+    };
+    run_idempotent(
+        &request,
+        &state,
+        caller,
+        key,
+        &body,
+        move |conn, settings, now| {
+            let ids = match selection {
+                Ok(ids) => ids,
+                Err(filter) => actions::dead_matching(conn, &filter, limit)?,
+            };
+            let results = action(conn, &settings.destinations, &ids, now)?;
+            Ok((200, to_json(&json!({ "results": results }))?))
+        },
     )
+    .await
 }
 
 /// `POST /admin/deliveries/requeue`: dead letters back to pending.
 pub async fn requeue(
+    operator: Operator,
     request: HttpRequest,
     payload: web::Payload,
     state: web::Data<AppState>,
-) -> HttpResponse {
-    on_dead_letters(request, payload, state, actions::requeue).await
+) -> Result<HttpResponse, Problem> {
+    on_dead_letters(operator, request, payload, state, actions::requeue).await
 }
 
 /// `POST /admin/deliveries/discard`: dead letters set aside, never sent.
 pub async fn discard(
+    operator: Operator,
     request: HttpRequest,
     payload: web::Payload,
     state: web::Data<AppState>,
-) -> HttpResponse {
-    on_dead_letters(request, payload, state, |conn, _, ids, now| {
+) -> Result<HttpResponse, Problem> {
+    on_dead_letters(operator, request, payload, state, |conn, _, ids, now| {
         actions::discard(conn, ids, now)
     })
     .await

@@ -22,11 +22,9 @@ async fn with_timeout<T: Send + 'static>(
     state: &AppState,
     work: impl FnOnce(&mut DbConnection) -> Result<T, Problem> + Send + 'static,
 ) -> Result<T, Problem> {
-    let pool = state.pool.clone();
-    let task = web::block(move || -> Result<T, Problem> { work(&mut *pool.get()?) });
+    let task = crate::db::on_connection(&state.pool, work);
     match tokio::time::timeout(READY_TIMEOUT, task).await {
-        Ok(Ok(result)) => result,
-        Ok(Err(blocking)) => Err(Problem::from(blocking)),
+        Ok(result) => result,
         Err(_) => Err(Problem::unavailable(format!(
             "the database did not answer within {}s",
             READY_TIMEOUT.as_secs()

@@ -108,18 +108,16 @@ async fn ingest(
         payload: body,
     };
 
-    let pool = state.pool.clone();
     let faults = state.faults.clone();
     let source_label = claim.source.clone();
-    let (outcome, answer) = web::block(move || {
-        let mut conn = pool.get()?;
+    let (outcome, answer) = crate::db::on_connection(&state.pool, move |conn| {
         let started = Instant::now();
-        let result = process(&mut conn, &claim, &faults);
+        let result = process(conn, &claim, &faults);
         metrics::histogram!("inlet_ingest_duration_seconds", "source" => source_label)
             .record(started.elapsed().as_secs_f64());
         result
     })
-    .await??;
+    .await?;
     if outcome == Outcome::Accepted
         && !state
             .settings
