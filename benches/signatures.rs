@@ -7,7 +7,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use inlet::config::Settings;
 use inlet::identity::Identity;
 use inlet::provider::SourceSettings;
-use inlet::signature::{Keys, SampleEvent, Unverified};
+use inlet::signature::{EventToSign, Keys, Unverified};
 use std::hint::black_box;
 
 const SCHEMES: [&str; 6] = ["stripe", "github", "standard", "shopify", "slack", "hmac"];
@@ -34,7 +34,7 @@ fn body(bytes: usize) -> Vec<u8> {
 }
 
 fn signed(source: &SourceSettings, body: &[u8]) -> HeaderMap {
-    let event = SampleEvent {
+    let event = EventToSign {
         id: "evt_bench".into(),
         event_type: "bench.event".into(),
     };

@@ -5,12 +5,15 @@
 //! events byte for byte. And `inlet bench --ceiling`: the statements of one accepted
 //! webhook run straight on the database, with Inlet's pool and pragmas — the yardstick.
 
-use crate::db::{write_transaction, DbConnection, DbPool};
+use crate::db::{DbConnection, DbPool};
+use crate::faults::Faults;
+use crate::identity::{EventId, Identity};
+use crate::ingest::{process, Claim};
+use crate::ledger::FactIdentity;
 use crate::provider::SourceSettings;
-use crate::signature::SampleEvent;
+use crate::signature::EventToSign;
+use actix_web::web::Bytes;
 use chrono::Utc;
-use diesel::prelude::*;
-use diesel::sql_types::{Binary, Text};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
@@ -149,7 +152,7 @@ impl Run {
     /// Signs and sends one event; records the latency from `since`.
     async fn send(&self, since: Instant) {
         let (id, body) = self.next_event();
-        let event = SampleEvent {
+        let event = EventToSign {
             id,
             event_type: "bench.event".to_owned(),
         };
@@ -260,71 +263,38 @@ pub async fn run_load(options: LoadOptions) -> anyhow::Result<Report> {
     })
 }
 
-/// The statements of one accepted webhook — claim with the payload, fact, one delivery
-/// row, stored response — in one write transaction, straight on a connection.
+/// One accepted webhook's database work — the real ingest transaction (claim with the
+/// payload, fact, one delivery row, stored answer) on a synthetic, already verified claim,
+/// straight on a connection: no HTTP, no signature.
 fn ceiling_transaction(
     conn: &mut DbConnection,
     id: &str,
-    payload: &[u8],
-    answer: &[u8],
-) -> QueryResult<()> {
-    let postgres = matches!(conn, DbConnection::Postgres(_));
-    let (now, later) = if postgres {
-        ("now()", "now() + interval '35 days'")
-    } else {
-        ("datetime('now')", "datetime('now', '+35 days')")
+    payload: &Bytes,
+    fingerprint: &str,
+) -> anyhow::Result<()> {
+    let now = Utc::now();
+    let event_id = EventId::parse(id).map_err(|p| anyhow::anyhow!("{p}"))?;
+    let claim = Claim {
+        source: "bench".to_owned(),
+        identity: Identity {
+            event_id,
+            event_type: Some("bench.event".to_owned()),
+            fact_key: None,
+            document: None,
+        },
+        fact: FactIdentity {
+            kind: "bench.event".to_owned(),
+            key: id.to_owned(),
+        },
+        fingerprint: fingerprint.to_owned(),
+        payload: payload.clone(),
+        content_type: "application/json".to_owned(),
+        received_at: now,
+        expires_at: now + chrono::Duration::days(35),
+        destinations: vec![("app".to_owned(), now + chrono::Duration::days(3))],
     };
-    let bind = |n: usize| {
-        if postgres {
-            format!("${n}")
-        } else {
-            "?".to_owned()
-        }
-    };
-    write_transaction(conn, |conn| {
-        diesel::sql_query(format!(
-            "INSERT INTO events (source, event_id, event_type, fingerprint, status, fact_kind, fact_key, \
-             payload, received_at, expires_at, content_type) VALUES ('bench', {}, 'bench.event', 'f', \
-             'processed', 'bench.event', {}, {}, {now}, {later}, 'application/json') \
-             ON CONFLICT (source, event_id) DO NOTHING",
-            bind(1),
-            bind(2),
-            bind(3)
-        ))
-        .bind::<Text, _>(id)
-        .bind::<Text, _>(id)
-        .bind::<Binary, _>(payload)
-        .execute(conn)?;
-        diesel::sql_query(format!(
-            "INSERT INTO facts (source, kind, fact_key, first_event_id, created_at) \
-             VALUES ('bench', 'bench.event', {}, {}, {now}) ON CONFLICT DO NOTHING",
-            bind(1),
-            bind(2)
-        ))
-        .bind::<Text, _>(id)
-        .bind::<Text, _>(id)
-        .execute(conn)?;
-        diesel::sql_query(format!(
-            "INSERT INTO deliveries (source, event_id, event_type, destination, payload, content_type, \
-             status, attempt, next_attempt_at, deadline_at, created_at) VALUES ('bench', {}, \
-             'bench.event', 'app', {}, 'application/json', 'pending', 0, {now}, {later}, {now})",
-            bind(1),
-            bind(2)
-        ))
-        .bind::<Text, _>(id)
-        .bind::<Binary, _>(payload)
-        .execute(conn)?;
-        diesel::sql_query(format!(
-            "UPDATE events SET response_status = 200, response_content_type = 'application/json', \
-             response_body = {} WHERE source = 'bench' AND event_id = {}",
-            bind(1),
-            bind(2)
-        ))
-        .bind::<Binary, _>(answer)
-        .bind::<Text, _>(id)
-        .execute(conn)?;
-        Ok(())
-    })
+    process(conn, &claim, &Faults::default()).map_err(|p| anyhow::anyhow!("{p}"))?;
+    Ok(())
 }
 
 /// Runs the ceiling transaction from `concurrency` threads for `duration`.
@@ -334,15 +304,15 @@ pub fn run_ceiling(
     duration: Duration,
     body_bytes: usize,
 ) -> anyhow::Result<Report> {
-    let payload = vec![b'x'; body_bytes];
-    let answer = br#"{"outcome":"accepted","source":"bench","event_id":"evt","fact":{"kind":"bench.event"}}"#.to_vec();
+    let payload = Bytes::from(vec![b'x'; body_bytes]);
+    let fingerprint = crate::ingest::fingerprint(&payload);
     let run_id = format!("{:x}", fastrand::u64(..));
     let started = Instant::now();
     let deadline = started + duration;
     let results: Vec<anyhow::Result<Histogram<u64>>> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..concurrency.max(1))
             .map(|worker| {
-                let (payload, answer, run_id) = (&payload, &answer, &run_id);
+                let (payload, fingerprint, run_id) = (&payload, &fingerprint, &run_id);
                 scope.spawn(move || -> anyhow::Result<Histogram<u64>> {
                     let mut histogram = Histogram::new_with_bounds(1, 60_000_000, 3)?;
                     let mut conn = pool.get()?;
@@ -350,7 +320,7 @@ pub fn run_ceiling(
                     while Instant::now() < deadline {
                         let id = format!("ceiling_{run_id}_{worker}_{n}");
                         let begun = Instant::now();
-                        ceiling_transaction(&mut conn, &id, payload, answer)?;
+                        ceiling_transaction(&mut conn, &id, payload, fingerprint)?;
                         histogram.record(
                             u64::try_from(begun.elapsed().as_micros())
                                 .unwrap_or(u64::MAX)

@@ -5,7 +5,7 @@ use crate::config::Settings;
 use crate::idempotency::REPLAYED_HEADER;
 use crate::identity::Locator;
 use crate::provider::SourceSettings;
-use crate::signature::SampleEvent;
+use crate::signature::EventToSign;
 use anyhow::{anyhow, Context};
 use chrono::{DateTime, Utc};
 
@@ -17,7 +17,7 @@ pub fn signed_headers(
     source: &str,
     body: &[u8],
     now: DateTime<Utc>,
-    event: &SampleEvent,
+    event: &EventToSign,
 ) -> anyhow::Result<Vec<(String, String)>> {
     let source = settings
         .source(source)
@@ -30,7 +30,7 @@ pub fn signed_headers_for(
     source: &SourceSettings,
     body: &[u8],
     now: DateTime<Utc>,
-    event: &SampleEvent,
+    event: &EventToSign,
 ) -> Vec<(String, String)> {
     // Validation guarantees at least one secret per source.
     let Some(secret) = source.secrets.first() else {

@@ -198,8 +198,8 @@ impl Settings {
             .iter()
             .map(|source| AuditLine {
                 name: format!("source {} ({})", source.name, source.scheme.name()),
-                value: source.replay_horizon.0,
-                origin: source.replay_horizon.1.clone(),
+                value: source.resend_horizon.0,
+                origin: source.resend_horizon.1.clone(),
             })
             .collect();
         Ok(Self {

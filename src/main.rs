@@ -7,7 +7,7 @@ use inlet::config::Settings;
 use inlet::delivery::{Dispatcher, Settled};
 use inlet::observability::LogFormat;
 use inlet::retention::Sweeper;
-use inlet::signature::SampleEvent;
+use inlet::signature::EventToSign;
 use inlet::startup::{open_database, Application};
 use std::path::PathBuf;
 
@@ -353,8 +353,8 @@ struct EventArgs {
 }
 
 impl EventArgs {
-    fn sample(self) -> SampleEvent {
-        SampleEvent {
+    fn sample(self) -> EventToSign {
+        EventToSign {
             id: self.event_id.unwrap_or_else(inlet::cli::sample_event_id),
             event_type: self.event_type,
         }

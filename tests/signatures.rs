@@ -10,7 +10,7 @@ use base64::Engine;
 use chrono::{DateTime, Utc};
 use inlet::config::Settings;
 use inlet::provider::SourceSettings;
-use inlet::signature::{Keys, SampleEvent, SignatureError, Unverified};
+use inlet::signature::{EventToSign, Keys, SignatureError, Unverified};
 use proptest::prelude::*;
 use std::path::PathBuf;
 
@@ -164,7 +164,7 @@ fn signed(
         _ => "it's a secret to everybody",
     };
     let source = source(scheme, &[secret]);
-    let event = SampleEvent {
+    let event = EventToSign {
         id: "evt_prop".into(),
         event_type: "ping".into(),
     };
@@ -352,7 +352,7 @@ fn our_signer_produces_what_the_providers_sdks_produce() {
             .as_i64()
             .and_then(|t| DateTime::from_timestamp(t, 0))
             .unwrap_or_else(Utc::now);
-        let event = SampleEvent {
+        let event = EventToSign {
             id: id_suffix.and_then(header).unwrap_or_default(),
             event_type: "ping".into(),
         };

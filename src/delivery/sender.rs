@@ -5,7 +5,7 @@
 use super::outbox::Leased;
 use super::policy::{classify_status, parse_retry_after, Verdict};
 use super::DestinationSettings;
-use crate::signature::{SampleEvent, Scheme, Standard};
+use crate::signature::{EventToSign, Scheme, Standard};
 use chrono::{DateTime, Utc};
 
 /// What came back from one attempt.
@@ -36,7 +36,7 @@ pub fn delivery_headers(
     now: DateTime<Utc>,
 ) -> Vec<(String, String)> {
     let key = delivery.idempotency_key();
-    let message = SampleEvent {
+    let message = EventToSign {
         id: key.clone(),
         event_type: delivery.event_type.clone().unwrap_or_default(),
     };

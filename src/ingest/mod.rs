@@ -53,8 +53,8 @@ pub enum Outcome {
     /// A copy of an event whose dedupe record had expired: its fact (permanent) was
     /// recorded under this very event id, so it has no second effect.
     DuplicateAfterExpiry,
-    /// A copy of an event already processed: the stored answer.
-    Replayed,
+    /// A copy of an event already processed: its stored answer (counted as `replayed`).
+    StoredAnswer,
     /// Part of a provider's setup protocol (Slack `url_verification`): answered, not stored.
     Handshake,
 }
@@ -65,7 +65,7 @@ impl Outcome {
             Outcome::Accepted => "accepted",
             Outcome::DuplicateFact => "duplicate_fact",
             Outcome::DuplicateAfterExpiry => "duplicate_after_expiry",
-            Outcome::Replayed => "replayed",
+            Outcome::StoredAnswer => "replayed",
             Outcome::Handshake => "handshake",
         }
     }
@@ -133,7 +133,7 @@ pub fn process(
             record_effect(conn, claim, faults)
         })? {
             Once::Ran(outcome, answer) => Ok((outcome, answer)),
-            Once::Stored(answer) => Ok((Outcome::Replayed, answer)),
+            Once::Stored(answer) => Ok((Outcome::StoredAnswer, answer)),
             Once::Mismatch { stored_fingerprint } => Err(Problem::new(
                 Reason::FingerprintMismatch,
                 format!(

@@ -229,7 +229,7 @@ pub fn events_matching(
 
 /// What replaying one event does (or, in a preview, would do).
 #[derive(Debug, Clone, Serialize)]
-pub struct ReplayResult {
+pub struct RedeliveryResult {
     pub source: String,
     pub event_id: String,
     /// `requeued`, `duplicate_fact`, `no_destinations`, `expired`, `not_found` or
@@ -246,14 +246,14 @@ pub struct ReplayResult {
 
 /// Totals of a replay: events by result, and deliveries per destination.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct ReplaySummary {
+pub struct RedeliverySummary {
     pub events: usize,
     pub results: BTreeMap<&'static str, usize>,
     pub deliveries: BTreeMap<String, usize>,
 }
 
-impl ReplaySummary {
-    pub fn of(results: &[ReplayResult]) -> Self {
+impl RedeliverySummary {
+    pub fn of(results: &[RedeliveryResult]) -> Self {
         let mut summary = Self {
             events: results.len(),
             ..Self::default()
@@ -280,14 +280,14 @@ struct Redelivery {
 /// only the event that first recorded the fact is delivered again — under that event's
 /// Idempotency-Key, the one the application has already seen — and replaying a later event
 /// of the same fact delivers nothing and names the first one (`duplicate_fact`).
-fn plan_replay(
+fn plan_redelivery(
     conn: &mut DbConnection,
     destinations: &Destinations,
     items: &[(String, String)],
-) -> QueryResult<Vec<(ReplayResult, Option<Redelivery>)>> {
+) -> QueryResult<Vec<(RedeliveryResult, Option<Redelivery>)>> {
     let mut planned = Vec::with_capacity(items.len());
     for (source, event_id) in items {
-        let outcome = |result, first_event_id, destinations: Vec<String>| ReplayResult {
+        let outcome = |result, first_event_id, destinations: Vec<String>| RedeliveryResult {
             source: source.clone(),
             event_id: event_id.clone(),
             result,
@@ -372,12 +372,12 @@ fn fact_first_recorded_by(
 }
 
 /// What replaying `items` would do, without doing it.
-pub fn preview_replay(
+pub fn preview_redelivery(
     conn: &mut DbConnection,
     destinations: &Destinations,
     items: &[(String, String)],
-) -> QueryResult<Vec<ReplayResult>> {
-    Ok(plan_replay(conn, destinations, items)?
+) -> QueryResult<Vec<RedeliveryResult>> {
+    Ok(plan_redelivery(conn, destinations, items)?
         .into_iter()
         .map(|(result, _)| result)
         .collect())
@@ -385,13 +385,13 @@ pub fn preview_replay(
 
 /// Replays each event: the fact is already in the ledger (no second fact), and each
 /// destination gets a new delivery under the fact's Idempotency-Key.
-pub fn replay(
+pub fn redeliver(
     conn: &mut DbConnection,
     destinations: &Destinations,
     items: &[(String, String)],
     now: DateTime<Utc>,
-) -> QueryResult<Vec<ReplayResult>> {
-    let planned = plan_replay(conn, destinations, items)?;
+) -> QueryResult<Vec<RedeliveryResult>> {
+    let planned = plan_redelivery(conn, destinations, items)?;
     let mut results = Vec::with_capacity(planned.len());
     for (result, redelivery) in planned {
         if let Some(redelivery) = redelivery {

@@ -134,7 +134,7 @@ impl SchemeConfig {
 
     /// How late a copy of an event can still arrive from this provider, and why; `None`
     /// when it has no documented window (generic hmac).
-    pub fn replay_horizon(&self) -> Option<(Duration, &'static str)> {
+    pub fn resend_horizon(&self) -> Option<(Duration, &'static str)> {
         match self {
             Self::Stripe => Some((
                 days(30),

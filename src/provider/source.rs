@@ -60,7 +60,7 @@ pub struct SourceSettings {
     pub fact_rules: Vec<FactRule>,
     /// The oldest age at which this source can still send a copy, and where that number
     /// comes from.
-    pub replay_horizon: (HumanDuration, String),
+    pub resend_horizon: (HumanDuration, String),
 }
 
 /// `[sources.hmac]`: the generic scheme's parameters.
@@ -116,7 +116,7 @@ impl SourceFile {
         Ok(SourceSettings {
             locators: self.locators(&scheme, &key)?,
             fact_rules: fact_rules(self.facts, &scheme, &key)?,
-            replay_horizon: replay_horizon(self.replay_horizon.as_deref(), &scheme, index)?,
+            resend_horizon: resend_horizon(self.replay_horizon.as_deref(), &scheme, index)?,
             tolerance: Duration::from_secs(self.tolerance_secs.unwrap_or(DEFAULT_TOLERANCE_SECS)),
             name,
             scheme,
@@ -247,13 +247,13 @@ fn fact_rules(
 }
 
 /// The source's own horizon, or its provider's documented one.
-fn replay_horizon(
+fn resend_horizon(
     configured: Option<&str>,
     scheme: &SchemeConfig,
     index: usize,
 ) -> Result<(HumanDuration, String), ConfigError> {
     let key = format!("sources[{index}].replay_horizon");
-    match (configured, scheme.replay_horizon()) {
+    match (configured, scheme.resend_horizon()) {
         (Some(value), _) => Ok((
             HumanDuration::parse(value).map_err(|m| ConfigError::new(&key, m))?,
             format!("configuration ({key})"),

@@ -384,10 +384,10 @@ impl ReplayTarget {
     }
 }
 
-fn replay_answer(dry_run: bool, results: &[actions::ReplayResult]) -> Result<Vec<u8>, Problem> {
+fn replay_answer(dry_run: bool, results: &[actions::RedeliveryResult]) -> Result<Vec<u8>, Problem> {
     to_json(&json!({
         "dry_run": dry_run,
-        "summary": actions::ReplaySummary::of(results),
+        "summary": actions::RedeliverySummary::of(results),
         "results": results,
     }))
 }
@@ -410,7 +410,7 @@ pub async fn replay(
         let settings = state.settings.clone();
         let results = on_connection(&state, move |conn| {
             let items = target.items(conn)?;
-            Ok(actions::preview_replay(
+            Ok(actions::preview_redelivery(
                 conn,
                 &settings.destinations,
                 &items,
@@ -430,7 +430,7 @@ pub async fn replay(
         &body,
         move |conn, settings, now| {
             let items = target.items(conn)?;
-            let results = actions::replay(conn, &settings.destinations, &items, now)?;
+            let results = actions::redeliver(conn, &settings.destinations, &items, now)?;
             if let [only] = results.as_slice() {
                 if only.result == "expired" {
                     let problem = Problem::new(

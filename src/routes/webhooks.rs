@@ -171,7 +171,7 @@ fn answer_response(outcome: Outcome, answer: Answer) -> HttpResponse {
     if let Ok(content_type) = HeaderValue::from_str(&answer.content_type) {
         response.insert_header((header::CONTENT_TYPE, content_type));
     }
-    if outcome == Outcome::Replayed {
+    if outcome == Outcome::StoredAnswer {
         response.insert_header((REPLAYED_HEADER, "true"));
     }
     response.body(answer.body)

@@ -3,7 +3,7 @@
 //! redelivery); event type: `X-GitHub-Event`.
 
 use super::{
-    Encoding, HmacScheme, Keys, SampleEvent, Scheme, SignatureError, Unverified, Verified,
+    Encoding, EventToSign, HmacScheme, Keys, Scheme, SignatureError, Unverified, Verified,
 };
 use crate::secret::Secret;
 use chrono::{DateTime, Utc};
@@ -39,7 +39,7 @@ impl Scheme for Github {
         body: &[u8],
         secret: &Secret,
         now: DateTime<Utc>,
-        event: &SampleEvent,
+        event: &EventToSign,
     ) -> Vec<(String, String)> {
         let mut headers = signing().sign(body, secret, now, event);
         headers.push(("X-GitHub-Delivery".to_owned(), event.id.clone()));

@@ -4,7 +4,7 @@
 //! optionally behind a prefix such as `sha256=`.
 
 use super::{
-    any_matches, check_tolerance, hmac_sha256, parse_timestamp, Keys, SampleEvent, Scheme,
+    any_matches, check_tolerance, hmac_sha256, parse_timestamp, EventToSign, Keys, Scheme,
     SignatureError, Unverified, Verified,
 };
 use crate::secret::Secret;
@@ -210,7 +210,7 @@ impl Scheme for HmacScheme {
         body: &[u8],
         secret: &Secret,
         now: DateTime<Utc>,
-        _event: &SampleEvent,
+        _event: &EventToSign,
     ) -> Vec<(String, String)> {
         let timestamp = now.timestamp().to_string();
         let tag = hmac_sha256(

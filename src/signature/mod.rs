@@ -139,7 +139,7 @@ impl From<SignatureError> for Problem {
 /// An event to sign for `inlet sign` / `inlet send` (schemes that carry the id or type in
 /// headers need them).
 #[derive(Debug, Clone)]
-pub struct SampleEvent {
+pub struct EventToSign {
     pub id: String,
     pub event_type: String,
 }
@@ -161,7 +161,7 @@ pub trait Scheme: Sync + std::fmt::Debug {
         body: &[u8],
         secret: &Secret,
         now: DateTime<Utc>,
-        event: &SampleEvent,
+        event: &EventToSign,
     ) -> Vec<(String, String)>;
 
     /// Whether the scheme signs a timestamp (and so has a tolerance).

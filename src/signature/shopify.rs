@@ -4,7 +4,7 @@
 //! so one event delivered to several subscriptions is one fact.
 
 use super::{
-    Encoding, HmacScheme, Keys, SampleEvent, Scheme, SignatureError, Unverified, Verified,
+    Encoding, EventToSign, HmacScheme, Keys, Scheme, SignatureError, Unverified, Verified,
 };
 use crate::secret::Secret;
 use chrono::{DateTime, Utc};
@@ -40,7 +40,7 @@ impl Scheme for Shopify {
         body: &[u8],
         secret: &Secret,
         now: DateTime<Utc>,
-        event: &SampleEvent,
+        event: &EventToSign,
     ) -> Vec<(String, String)> {
         let mut headers = signing().sign(body, secret, now, event);
         headers.push(("X-Shopify-Webhook-Id".to_owned(), event.id.clone()));

@@ -6,7 +6,7 @@
 //! answered with its challenge and never stored.
 
 use super::{
-    Encoding, HmacScheme, Keys, SampleEvent, Scheme, SignatureError, Unverified, Verified,
+    Encoding, EventToSign, HmacScheme, Keys, Scheme, SignatureError, Unverified, Verified,
 };
 use crate::secret::Secret;
 use chrono::{DateTime, Utc};
@@ -42,7 +42,7 @@ impl Scheme for Slack {
         body: &[u8],
         secret: &Secret,
         now: DateTime<Utc>,
-        event: &SampleEvent,
+        event: &EventToSign,
     ) -> Vec<(String, String)> {
         // Events API callbacks are JSON; slash commands and interactivity are forms.
         let content_type = if body.trim_ascii_start().starts_with(b"{") {

@@ -6,7 +6,7 @@
 //! JSON body's `type`.
 
 use super::{
-    any_matches, check_tolerance, hmac_sha256, parse_timestamp, Keys, SampleEvent, Scheme,
+    any_matches, check_tolerance, hmac_sha256, parse_timestamp, EventToSign, Keys, Scheme,
     SignatureError, Unverified, Verified,
 };
 use crate::secret::Secret;
@@ -83,7 +83,7 @@ impl Scheme for Standard {
         body: &[u8],
         secret: &Secret,
         now: DateTime<Utc>,
-        event: &SampleEvent,
+        event: &EventToSign,
     ) -> Vec<(String, String)> {
         let timestamp = now.timestamp().to_string();
         let key = signing_key(secret).unwrap_or_default();

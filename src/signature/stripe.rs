@@ -4,7 +4,7 @@
 //! come from the JSON body (`id`, `type`).
 
 use super::{
-    any_matches, check_tolerance, hmac_sha256, Keys, SampleEvent, Scheme, SignatureError,
+    any_matches, check_tolerance, hmac_sha256, EventToSign, Keys, Scheme, SignatureError,
     Unverified, Verified,
 };
 use crate::secret::Secret;
@@ -92,7 +92,7 @@ impl Scheme for Stripe {
         body: &[u8],
         secret: &Secret,
         now: DateTime<Utc>,
-        _event: &SampleEvent,
+        _event: &EventToSign,
     ) -> Vec<(String, String)> {
         let timestamp = now.timestamp().to_string();
         let signature = hmac_sha256(
@@ -155,7 +155,7 @@ mod tests {
         let old = Secret::new("whsec_old");
         let new = Secret::new("whsec_new");
         let body = br#"{"id":"evt_1"}"#;
-        let event = SampleEvent {
+        let event = EventToSign {
             id: "evt_1".into(),
             event_type: "x".into(),
         };

@@ -655,7 +655,7 @@ impl TestApp {
         if let Some(secret) = secret {
             settings.secrets = vec![inlet::secret::Secret::new(secret)];
         }
-        let event = inlet::signature::SampleEvent {
+        let event = inlet::signature::EventToSign {
             id: event_id.to_owned(),
             event_type: "thing.happened".to_owned(),
         };
