@@ -16,7 +16,7 @@ use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
@@ -83,18 +83,41 @@ fn query<T: serde::de::DeserializeOwned>(request: &HttpRequest) -> Result<T, Pro
         .map_err(|e| invalid(format!("invalid query: {e}")))
 }
 
-fn page_size(limit: Option<i64>) -> Result<i64, Problem> {
-    match limit.unwrap_or(DEFAULT_PAGE) {
-        n @ 1..=MAX_PAGE => Ok(n),
-        _ => Err(invalid(format!("limit is 1 to {MAX_PAGE}"))),
-    }
+/// One page of a listing: rows after `cursor` (an id), `limit` of them.
+struct Page {
+    cursor: Option<i64>,
+    limit: i64,
 }
 
-/// The cursor of the next page: the last id of a full page, none after a short one.
-fn next_cursor<T>(rows: &[T], limit: i64, id: impl Fn(&T) -> i64) -> Option<String> {
-    (rows.len() as i64 == limit)
-        .then(|| rows.last().map(|row| id(row).to_string()))
-        .flatten()
+impl Page {
+    fn of(cursor: Option<i64>, limit: Option<i64>) -> Result<Self, Problem> {
+        match limit.unwrap_or(DEFAULT_PAGE) {
+            limit @ 1..=MAX_PAGE => Ok(Self { cursor, limit }),
+            _ => Err(invalid(format!("limit is 1 to {MAX_PAGE}"))),
+        }
+    }
+
+    /// `{name: rows, "next_cursor": …}`: the next cursor is the last id of a full page,
+    /// none after a short one. Ids only grow, so paging never shows a row twice.
+    async fn answer<T: Serialize + Send + 'static>(
+        self,
+        state: &AppState,
+        name: &'static str,
+        id: fn(&T) -> i64,
+        fetch: impl FnOnce(&mut DbConnection, Option<i64>, i64) -> diesel::QueryResult<Vec<T>>
+            + Send
+            + 'static,
+    ) -> Result<HttpResponse, Problem> {
+        let (cursor, limit) = (self.cursor, self.limit);
+        let rows = on_connection(state, move |c| Ok(fetch(c, cursor, limit)?)).await?;
+        let next = (rows.len() as i64 == limit)
+            .then(|| rows.last().map(|row| id(row).to_string()))
+            .flatten();
+        Ok(json_response(
+            StatusCode::OK,
+            &json!({ name: rows, "next_cursor": next }),
+        ))
+    }
 }
 
 /// Runs `work` on a pooled connection off the executor.
@@ -130,7 +153,6 @@ pub async fn list_events(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, Problem> {
     let q: EventsQuery = query(&request)?;
-    let limit = page_size(q.limit)?;
     let filter = EventFilter {
         source: q.source,
         event_type: q.event_type,
@@ -138,15 +160,14 @@ pub async fn list_events(
         since: q.since,
         until: q.until,
     };
-    let events = on_connection(&state, move |c| {
-        Ok(actions::list_events(c, &filter, q.cursor, limit)?)
-    })
-    .await?;
-    let next = next_cursor(&events, limit, |e| e.id);
-    Ok(json_response(
-        StatusCode::OK,
-        &json!({ "events": events, "next_cursor": next }),
-    ))
+    let page = Page::of(q.cursor, q.limit)?;
+    page.answer(
+        &state,
+        "events",
+        |e: &actions::EventSummary| e.id,
+        move |c, cursor, limit| actions::list_events(c, &filter, cursor, limit),
+    )
+    .await
 }
 
 /// `GET /admin/events/{source}/{event_id}`.
@@ -193,21 +214,19 @@ pub async fn list_deliveries(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, Problem> {
     let q: DeliveriesQuery = query(&request)?;
-    let limit = page_size(q.limit)?;
     let filter = DeliveryFilter {
         status: q.status,
         source: q.source,
         destination: q.destination,
     };
-    let rows = on_connection(&state, move |c| {
-        Ok(actions::list_deliveries(c, &filter, q.cursor, limit)?)
-    })
-    .await?;
-    let next = next_cursor(&rows, limit, |d| d.id);
-    Ok(json_response(
-        StatusCode::OK,
-        &json!({ "deliveries": rows, "next_cursor": next }),
-    ))
+    let page = Page::of(q.cursor, q.limit)?;
+    page.answer(
+        &state,
+        "deliveries",
+        |d: &actions::DeliverySummary| d.id,
+        move |c, cursor, limit| actions::list_deliveries(c, &filter, cursor, limit),
+    )
+    .await
 }
 
 /// `GET /admin/retention`: the audit's numbers.
