@@ -37,6 +37,10 @@ pub const DEFAULT_BIND: &str = "127.0.0.1:8080";
 /// Default request body limit: 1 MiB, larger than any provider's documented maximum.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 pub const DEFAULT_SHUTDOWN_GRACE: &str = "30s";
+/// Time allowed to receive a request body, per started MiB.
+pub const DEFAULT_BODY_TIMEOUT: &str = "5s";
+/// Connections each worker holds open at once; more wait in the kernel's backlog.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 
 /// The file as written by the operator.
 #[derive(Debug, Deserialize)]
@@ -63,6 +67,8 @@ struct RawServer {
     max_body_bytes: Option<usize>,
     workers: Option<usize>,
     shutdown_grace: Option<String>,
+    body_timeout: Option<String>,
+    max_connections: Option<usize>,
 }
 
 /// A `[[sources]]` table: the provider's part and the delivery module's destinations.
@@ -125,6 +131,10 @@ pub struct ServerSettings {
     pub workers: Option<usize>,
     /// After SIGTERM or Ctrl-C: how long in-flight requests and deliveries may finish.
     pub shutdown_grace: Duration,
+    /// Time allowed to receive a request body, per started MiB (408 after it).
+    pub body_timeout: Duration,
+    /// Connections each worker holds open at once.
+    pub max_connections: usize,
 }
 
 impl RawServer {
@@ -138,7 +148,25 @@ impl RawServer {
                 self.shutdown_grace.as_deref(),
                 DEFAULT_SHUTDOWN_GRACE,
             )?,
+            body_timeout: span(
+                "server.body_timeout",
+                self.body_timeout.as_deref(),
+                DEFAULT_BODY_TIMEOUT,
+            )?,
+            max_connections: self.max_connections.unwrap_or(DEFAULT_MAX_CONNECTIONS),
         };
+        if server.body_timeout.is_zero() {
+            return Err(ConfigError::new(
+                "server.body_timeout",
+                "must be longer than 0",
+            ));
+        }
+        if server.max_connections == 0 {
+            return Err(ConfigError::new(
+                "server.max_connections",
+                "must be greater than 0",
+            ));
+        }
         if server.max_body_bytes == 0 {
             return Err(ConfigError::new(
                 "server.max_body_bytes",

@@ -20,6 +20,7 @@ pub enum Reason {
     MethodNotAllowed,
     UnknownSource,
     PayloadTooLarge,
+    RequestTimeout,
     MissingSignature,
     MalformedSignature,
     BadSignature,
@@ -27,6 +28,8 @@ pub enum Reason {
     InvalidBody,
     MissingEventId,
     InvalidEventId,
+    InvalidEventType,
+    InvalidFactKey,
     MissingFactKey,
     FingerprintMismatch,
     ClaimInProgress,
@@ -41,11 +44,12 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub const ALL: [Reason; 22] = [
+    pub const ALL: [Reason; 25] = [
         Reason::NotFound,
         Reason::MethodNotAllowed,
         Reason::UnknownSource,
         Reason::PayloadTooLarge,
+        Reason::RequestTimeout,
         Reason::MissingSignature,
         Reason::MalformedSignature,
         Reason::BadSignature,
@@ -53,6 +57,8 @@ impl Reason {
         Reason::InvalidBody,
         Reason::MissingEventId,
         Reason::InvalidEventId,
+        Reason::InvalidEventType,
+        Reason::InvalidFactKey,
         Reason::MissingFactKey,
         Reason::FingerprintMismatch,
         Reason::ClaimInProgress,
@@ -73,6 +79,7 @@ impl Reason {
             Reason::MethodNotAllowed => "method_not_allowed",
             Reason::UnknownSource => "unknown_source",
             Reason::PayloadTooLarge => "payload_too_large",
+            Reason::RequestTimeout => "request_timeout",
             Reason::MissingSignature => "missing_signature",
             Reason::MalformedSignature => "malformed_signature",
             Reason::BadSignature => "bad_signature",
@@ -80,6 +87,8 @@ impl Reason {
             Reason::InvalidBody => "invalid_body",
             Reason::MissingEventId => "missing_event_id",
             Reason::InvalidEventId => "invalid_event_id",
+            Reason::InvalidEventType => "invalid_event_type",
+            Reason::InvalidFactKey => "invalid_fact_key",
             Reason::MissingFactKey => "missing_fact_key",
             Reason::FingerprintMismatch => "fingerprint_mismatch",
             Reason::ClaimInProgress => "claim_in_progress",
@@ -101,6 +110,7 @@ impl Reason {
             }
             Reason::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Reason::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Reason::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Reason::MissingSignature
             | Reason::InvalidRequest
             | Reason::IdempotencyKeyMissing
@@ -108,6 +118,8 @@ impl Reason {
             | Reason::InvalidBody
             | Reason::MissingEventId
             | Reason::InvalidEventId
+            | Reason::InvalidEventType
+            | Reason::InvalidFactKey
             | Reason::MissingFactKey => StatusCode::BAD_REQUEST,
             Reason::BadSignature | Reason::TimestampOutOfTolerance | Reason::Unauthorized => {
                 StatusCode::UNAUTHORIZED
@@ -128,6 +140,7 @@ impl Reason {
             Reason::MethodNotAllowed => "Method not allowed on this route",
             Reason::UnknownSource => "Unknown webhook source",
             Reason::PayloadTooLarge => "Request body too large",
+            Reason::RequestTimeout => "Request body not received in time",
             Reason::MissingSignature => "Signature header missing",
             Reason::MalformedSignature => "Signature header malformed",
             Reason::BadSignature => "Signature does not match",
@@ -135,6 +148,8 @@ impl Reason {
             Reason::InvalidBody => "Request body cannot be parsed",
             Reason::MissingEventId => "Event id missing",
             Reason::InvalidEventId => "Event id invalid",
+            Reason::InvalidEventType => "Event type invalid",
+            Reason::InvalidFactKey => "Fact key invalid",
             Reason::MissingFactKey => "Fact key missing",
             Reason::FingerprintMismatch => "Event id reused with a different body",
             Reason::ClaimInProgress => "Event is being processed by a concurrent request",
@@ -190,6 +205,19 @@ impl Problem {
 
     pub fn unavailable(detail: impl Into<String>) -> Self {
         Self::new(Reason::DatabaseUnavailable, detail)
+    }
+
+    /// What a caller who is not an operator may read: a failure inside Inlet or of its
+    /// database says only that, with the request id under which the full detail was
+    /// logged (never index names, row sizes or database hosts). Refusals of the request
+    /// itself keep their detail.
+    pub fn for_outsiders(self, request_id: &str) -> Self {
+        let generic = match self.reason {
+            Reason::Internal => "internal error",
+            Reason::DatabaseUnavailable => "database unavailable; retry later",
+            _ => return self,
+        };
+        Self::new(self.reason, format!("{generic} (request id {request_id})"))
     }
 
     /// The problem+json document.

@@ -47,8 +47,68 @@ pub enum FactKey {
     BodyDigest(String),
 }
 
-/// Longest event id accepted; providers' ids are far shorter.
-pub const MAX_EVENT_ID_BYTES: usize = 255;
+/// Longest identity value (event id, type, fact key) accepted. Providers' are far
+/// shorter, and it keeps every index row — `facts(source, kind, fact_key)` is the widest,
+/// with a source name of at most 64 bytes — far below PostgreSQL's 2,704-byte btree limit.
+pub const MAX_IDENTITY_BYTES: usize = 255;
+
+/// The identity values a request carries, each bounded the same way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    EventId,
+    EventType,
+    FactKey,
+}
+
+impl Field {
+    fn name(self) -> &'static str {
+        match self {
+            Self::EventId => "event id",
+            Self::EventType => "event type",
+            Self::FactKey => "fact key",
+        }
+    }
+
+    fn invalid(self) -> Reason {
+        match self {
+            Self::EventId => Reason::InvalidEventId,
+            Self::EventType => Reason::InvalidEventType,
+            Self::FactKey => Reason::InvalidFactKey,
+        }
+    }
+
+    /// Refuses a value that is longer than [`MAX_IDENTITY_BYTES`] or holds a control
+    /// character (NUL, newline, …): it could not be stored, indexed or sent as a header.
+    pub fn check(self, value: &str) -> Result<(), Problem> {
+        if value.len() > MAX_IDENTITY_BYTES || value.chars().any(char::is_control) {
+            return Err(Problem::new(
+                self.invalid(),
+                format!(
+                    "the {} is {} bytes{}: it must be at most {MAX_IDENTITY_BYTES} bytes of \
+                     printable UTF-8 text",
+                    self.name(),
+                    value.len(),
+                    if value.chars().any(char::is_control) {
+                        " with a control character"
+                    } else {
+                        ""
+                    }
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A header's raw value as text, or why it is not.
+    fn text(self, raw: &[u8]) -> Result<&str, Problem> {
+        std::str::from_utf8(raw).map_err(|_| {
+            Problem::new(
+                self.invalid(),
+                format!("the {} is not valid UTF-8", self.name()),
+            )
+        })
+    }
+}
 
 /// A provider's event id: 1 to 255 bytes of printable text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,12 +122,7 @@ impl EventId {
                 "the event id is empty",
             ));
         }
-        if id.len() > MAX_EVENT_ID_BYTES || id.chars().any(char::is_control) {
-            return Err(Problem::new(
-                Reason::InvalidEventId,
-                format!("an event id is 1 to {MAX_EVENT_ID_BYTES} bytes of printable text"),
-            ));
-        }
+        Field::EventId.check(id)?;
         Ok(Self(id.to_owned()))
     }
 
@@ -157,8 +212,8 @@ pub struct Identity {
 /// What identity is read from: a request's headers and raw body. The signature module
 /// implements it for verified requests only, so an unverified request cannot be located.
 pub trait RequestParts {
-    /// A header's value as text, when present and valid UTF-8.
-    fn header(&self, name: &str) -> Option<&str>;
+    /// A header's raw value, when present.
+    fn header(&self, name: &str) -> Option<&[u8]>;
     fn body(&self) -> &[u8];
 }
 
@@ -186,16 +241,30 @@ impl<'r> Body<'r> {
     fn is_form(&self) -> bool {
         self.request
             .header("content-type")
-            .is_some_and(|ct| ct.starts_with("application/x-www-form-urlencoded"))
+            .is_some_and(|ct| ct.starts_with(b"application/x-www-form-urlencoded"))
     }
 
-    /// The located value as text: strings as they are, numbers as written.
-    fn find(&mut self, locator: &Locator) -> Result<Option<String>, Problem> {
+    /// The located value as text: strings as they are, numbers as written; bounded as
+    /// `field`.
+    fn find(&mut self, locator: &Locator, field: Field) -> Result<Option<String>, Problem> {
+        let found = self.find_unchecked(locator, field)?;
+        if let Some(value) = &found {
+            field.check(value)?;
+        }
+        Ok(found)
+    }
+
+    fn find_unchecked(
+        &mut self,
+        locator: &Locator,
+        field: Field,
+    ) -> Result<Option<String>, Problem> {
         match locator {
-            Locator::Header(names) => Ok(names
+            Locator::Header(names) => names
                 .iter()
                 .find_map(|n| self.request.header(n))
-                .map(str::to_owned)),
+                .map(|raw| field.text(raw).map(str::to_owned))
+                .transpose(),
             Locator::Json(pointer) => match &self.json {
                 Ok(document) => match document.pointer(pointer.as_str()) {
                     None | Some(Value::Null) => Ok(None),
@@ -237,25 +306,34 @@ impl Identity {
     /// Reads the event id (required), type and fact key (optional) from a verified request.
     pub fn locate(request: &dyn RequestParts, locators: &Locators) -> Result<Self, Problem> {
         let mut body = Body::new(request);
-        let event_id = body.find(&locators.event_id)?.ok_or_else(|| {
-            Problem::new(
-                Reason::MissingEventId,
-                format!("no event id: expected {}", locators.event_id),
-            )
-        })?;
+        let event_id = body
+            .find(&locators.event_id, Field::EventId)?
+            .ok_or_else(|| {
+                Problem::new(
+                    Reason::MissingEventId,
+                    format!("no event id: expected {}", locators.event_id),
+                )
+            })?;
         let event_id = EventId::parse(&event_id)?;
-        // Type and fact key are optional: a value of the wrong shape counts as absent.
-        let mut optional = |locator: &Option<Locator>| {
-            locator
-                .as_ref()
-                .and_then(|l| body.find(l).ok().flatten())
-                .filter(|v| !v.is_empty())
+        // Type and fact key are optional: absent, empty or of the wrong shape (a JSON
+        // object, say) counts as absent; present but unstorable (too long, a control
+        // character, not UTF-8) is refused.
+        let mut optional = |locator: &Option<Locator>, field: Field| -> Result<_, Problem> {
+            let Some(locator) = locator else {
+                return Ok(None);
+            };
+            match body.find(locator, field) {
+                Ok(value) => Ok(value.filter(|v| !v.is_empty())),
+                Err(problem) if problem.reason == field.invalid() => Err(problem),
+                Err(_) => Ok(None),
+            }
         };
-        let event_type = optional(&locators.event_type);
-        let fact_key = optional(&locators.fact_key).map(|key| match locators.fact_key {
-            Some(Locator::BodyDigest) => FactKey::BodyDigest(key),
-            _ => FactKey::Located(key),
-        });
+        let event_type = optional(&locators.event_type, Field::EventType)?;
+        let fact_key =
+            optional(&locators.fact_key, Field::FactKey)?.map(|key| match locators.fact_key {
+                Some(Locator::BodyDigest) => FactKey::BodyDigest(key),
+                _ => FactKey::Located(key),
+            });
         Ok(Self {
             event_id,
             event_type,
@@ -281,7 +359,7 @@ mod tests {
             Reason::InvalidEventId
         );
         assert_eq!(
-            EventId::parse(&"x".repeat(MAX_EVENT_ID_BYTES + 1))
+            EventId::parse(&"x".repeat(MAX_IDENTITY_BYTES + 1))
                 .unwrap_err()
                 .reason,
             Reason::InvalidEventId

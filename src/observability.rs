@@ -13,6 +13,7 @@ use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::middleware::Next;
+use actix_web::HttpMessage;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use std::ffi::OsStr;
 use std::io::IsTerminal;
@@ -176,6 +177,10 @@ pub fn record_sweeper_enabled(enabled: bool) {
     metrics::gauge!("inlet_sweeper_enabled").set(if enabled { 1.0 } else { 0.0 });
 }
 
+/// This request's id, for handlers (in the request's extensions).
+#[derive(Debug, Clone)]
+pub struct RequestId(pub String);
+
 /// A client's request id when it is short printable text, else a fresh one.
 fn request_id(request: &ServiceRequest) -> String {
     request
@@ -222,6 +227,7 @@ pub async fn observe(
         event_id = tracing::field::Empty,
         outcome = tracing::field::Empty,
     );
+    request.extensions_mut().insert(RequestId(id.clone()));
     let started = Instant::now();
     let mut response = next.call(request).instrument(span.clone()).await?;
     if route.starts_with("/admin") {

@@ -78,6 +78,8 @@ impl Application {
         let port = listener.local_addr()?.port();
         let workers = settings.server.workers;
         let grace = settings.server.shutdown_grace;
+        let max_connections = settings.server.max_connections;
+        raise_open_files_limit();
         let (stop_background, stopped) = watch::channel(false);
         let mut background = Vec::new();
         let mut dispatcher_waker = None;
@@ -118,6 +120,7 @@ impl Application {
                 .default_service(web::to(crate::routes::no_route))
         })
         .shutdown_timeout(grace.as_secs())
+        .max_connections(max_connections)
         .listen(listener)?;
         if let Some(workers) = workers {
             server = server.workers(workers);
@@ -153,6 +156,35 @@ impl Application {
         }
         served
     }
+}
+
+/// Raises the soft open-files limit to the hard one, so a flood of connections meets
+/// `server.max_connections` before it meets "Too many open files"; logs both numbers.
+fn raise_open_files_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct passed to them.
+    let read = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+    if read != 0 {
+        tracing::warn!("cannot read the open-files limit");
+        return;
+    }
+    let before = limit.rlim_cur;
+    if before < limit.rlim_max {
+        limit.rlim_cur = limit.rlim_max;
+        // SAFETY: as above.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } != 0 {
+            tracing::warn!(
+                soft = before,
+                hard = limit.rlim_max,
+                "cannot raise the open-files limit"
+            );
+            return;
+        }
+    }
+    tracing::info!(before, now = limit.rlim_cur, "open-files limit");
 }
 
 /// The `inlet_webhooks_total` outcomes exported at 0 from the start for every configured

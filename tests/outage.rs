@@ -37,9 +37,20 @@ async fn an_unavailable_database_means_503_and_recovery_without_restart(backend:
         .and_then(|v| v.parse().ok())
         .expect("a Retry-After in seconds");
     assert!(retry_after > 0);
-    app.get("/readyz")
-        .await
-        .assert_problem(503, "database_unavailable");
+    // Outsiders learn that the database is unavailable, never where it is.
+    let detail = during.json()["detail"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(detail.starts_with("database unavailable"), "{detail}");
+    assert!(detail.contains("request id"), "{detail}");
+    let target = app.settings.database.target.to_string();
+    for internal in ["127.0.0.1", "localhost", "5432", target.as_str()] {
+        assert!(!detail.contains(internal), "{detail} names {internal}");
+    }
+    let ready = app.get("/readyz").await;
+    ready.assert_problem(503, "database_unavailable");
+    assert_eq!(ready.json()["detail"], "database: unavailable");
 
     outage.end(&app);
 

@@ -67,7 +67,22 @@ pub async fn attempt(
     for (name, value) in delivery_headers(destination, delivery, now) {
         request = request.header(name, value);
     }
-    match request.send().await {
+    // A request that cannot be built (a stored value no header can carry) will never be:
+    // a dead letter at once, with the reason, rather than retries until the deadline.
+    let request = match request.build() {
+        Ok(request) => request,
+        Err(error) => {
+            return AttemptResult {
+                status: None,
+                verdict: Verdict::Dead,
+                error: Some(format!(
+                    "the request cannot be built: {}",
+                    error.without_url()
+                )),
+            }
+        }
+    };
+    match client.execute(request).await {
         Ok(response) => {
             let status = response.status().as_u16();
             let retry_after = response
@@ -80,8 +95,7 @@ pub async fn attempt(
                 Verdict::Delivered => None,
                 _ => {
                     // Keep the start of the answer: it usually says why.
-                    let body = response.text().await.unwrap_or_default();
-                    let excerpt: String = body.chars().take(200).collect();
+                    let excerpt = answer_excerpt(response).await;
                     Some(format!("HTTP {status}: {excerpt}"))
                 }
             };
@@ -108,4 +122,17 @@ pub async fn attempt(
             }
         }
     }
+}
+
+/// The first 200 characters of an answer, reading no more than 1 KiB of it.
+async fn answer_excerpt(mut response: reqwest::Response) -> String {
+    let mut bytes = Vec::new();
+    while bytes.len() < 1024 {
+        match response.chunk().await {
+            Ok(Some(chunk)) => bytes.extend_from_slice(&chunk),
+            _ => break,
+        }
+    }
+    bytes.truncate(1024);
+    String::from_utf8_lossy(&bytes).chars().take(200).collect()
 }

@@ -9,7 +9,7 @@
 use crate::db::schema::facts;
 use crate::db::{dialect, DbConnection};
 use crate::error::{Problem, Reason};
-use crate::identity::{EventId, FactKey, JsonPointer};
+use crate::identity::{EventId, FactKey, Field, JsonPointer};
 use chrono::NaiveDateTime;
 use diesel::prelude::*;
 use serde_json::Value;
@@ -89,6 +89,7 @@ impl FactIdentity {
                     )
                 })?,
         };
+        Field::FactKey.check(&key)?;
         Ok(Self { kind, key })
     }
 }

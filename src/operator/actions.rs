@@ -6,10 +6,12 @@ use crate::db::schema::{deliveries, events, facts};
 use crate::db::DbConnection;
 use crate::delivery::Destinations;
 use crate::delivery::{Message, DEAD, DISCARDED, PENDING};
+use crate::error::{Problem, Reason};
+use crate::identity::MAX_IDENTITY_BYTES;
 use crate::ledger::{FactIdentity, NewFact};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
-use chrono::{DateTime, NaiveDateTime, Utc};
+use chrono::{DateTime, Datelike, NaiveDateTime, Utc};
 use diesel::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -41,6 +43,51 @@ pub struct EventSummary {
     pub received_at: NaiveDateTime,
     #[serde(with = "serde_rfc3339")]
     pub expires_at: NaiveDateTime,
+}
+
+/// Refuses a filter value no query should see: longer than an identity value, or holding
+/// a control character (PostgreSQL refuses NUL in text).
+pub fn check_text(name: &str, value: Option<&str>) -> Result<(), Problem> {
+    match value {
+        Some(text) if text.len() > MAX_IDENTITY_BYTES || text.chars().any(char::is_control) => {
+            Err(Problem::new(
+                Reason::InvalidRequest,
+                format!("{name} is at most {MAX_IDENTITY_BYTES} bytes of printable text"),
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Refuses a time outside the years 1 to 9999 (both databases store those).
+fn check_time(name: &str, value: Option<DateTime<Utc>>) -> Result<(), Problem> {
+    match value {
+        Some(at) if !(1..=9999).contains(&at.year()) => Err(Problem::new(
+            Reason::InvalidRequest,
+            format!("{name} must fall in the years 1 to 9999"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+impl EventFilter {
+    /// Checks every value before any query runs.
+    pub fn validate(&self) -> Result<(), Problem> {
+        check_text("source", self.source.as_deref())?;
+        check_text("type", self.event_type.as_deref())?;
+        check_text("status", self.status.as_deref())?;
+        check_time("since", self.since)?;
+        check_time("until", self.until)
+    }
+}
+
+impl DeliveryFilter {
+    /// Checks every value before any query runs.
+    pub fn validate(&self) -> Result<(), Problem> {
+        check_text("status", self.status.as_deref())?;
+        check_text("source", self.source.as_deref())?;
+        check_text("destination", self.destination.as_deref())
+    }
 }
 
 /// One page of events in id order after `cursor`. Ids only grow, so paging never shows a

@@ -160,6 +160,7 @@ pub async fn list_events(
         since: q.since,
         until: q.until,
     };
+    filter.validate()?;
     let page = Page::of(q.cursor, q.limit)?;
     page.answer(
         &state,
@@ -177,6 +178,8 @@ pub async fn show_event(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, Problem> {
     let (source, event_id) = path.into_inner();
+    actions::check_text("source", Some(&source))?;
+    actions::check_text("event_id", Some(&event_id))?;
     let window = state.settings.retention.events;
     let (s, e) = (source.clone(), event_id.clone());
     match on_connection(&state, move |c| Ok(actions::show_event(c, &s, &e)?)).await? {
@@ -219,6 +222,7 @@ pub async fn list_deliveries(
         source: q.source,
         destination: q.destination,
     };
+    filter.validate()?;
     let page = Page::of(q.cursor, q.limit)?;
     page.answer(
         &state,
@@ -385,10 +389,19 @@ impl ReplayTarget {
     fn parse(request: ReplayRequest, max: u32) -> Result<Self, Problem> {
         let limit = i64::from(request.limit.unwrap_or(max).min(max));
         match (request.events, request.filter) {
-            (Some(events), None) if !events.is_empty() && events.len() as u32 <= max => Ok(
-                Self::Events(events.into_iter().map(|e| (e.source, e.event_id)).collect()),
-            ),
-            (None, Some(filter)) => Ok(Self::Filter(filter, limit)),
+            (Some(events), None) if !events.is_empty() && events.len() as u32 <= max => {
+                for event in &events {
+                    actions::check_text("source", Some(&event.source))?;
+                    actions::check_text("event_id", Some(&event.event_id))?;
+                }
+                Ok(Self::Events(
+                    events.into_iter().map(|e| (e.source, e.event_id)).collect(),
+                ))
+            }
+            (None, Some(filter)) => {
+                filter.validate()?;
+                Ok(Self::Filter(filter, limit))
+            }
             _ => Err(invalid(format!(
                 "send either \"events\" (1 to {max} {{source, event_id}}) or \"filter\""
             ))),
@@ -420,7 +433,7 @@ pub async fn replay(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, Problem> {
     let caller = operator.0;
-    let body = read_body(&request, payload, state.settings.server.max_body_bytes).await?;
+    let body = read_body(&request, payload, &state.settings.server).await?;
     let parsed: ReplayRequest = serde_json::from_slice(&body)
         .map_err(|e| invalid(format!("invalid replay request: {e}")))?;
     let dry_run = parsed.dry_run;
@@ -496,14 +509,17 @@ async fn on_dead_letters(
 ) -> Result<HttpResponse, Problem> {
     let caller = operator.0;
     let key = idempotency_key(&request)?;
-    let body = read_body(&request, payload, state.settings.server.max_body_bytes).await?;
+    let body = read_body(&request, payload, &state.settings.server).await?;
     let parsed: DeadLetterRequest =
         serde_json::from_slice(&body).map_err(|e| invalid(format!("invalid request: {e}")))?;
     let max = state.settings.operator.max_replay;
     let limit = i64::from(parsed.limit.unwrap_or(max).min(max));
     let selection = match (parsed.ids, parsed.filter) {
         (Some(ids), None) if !ids.is_empty() && ids.len() as u32 <= max => Ok(ids),
-        (None, Some(filter)) => Err(filter),
+        (None, Some(filter)) => {
+            filter.validate()?;
+            Err(filter)
+        }
         _ => {
             return Err(invalid(format!(
                 "send either \"ids\" (1 to {max}) or \"filter\""

@@ -2,16 +2,18 @@
 //! identity and fact → the ingest transaction on a blocking thread → the answer.
 //! Every outcome and every rejection is logged and counted here, in one place.
 
+use crate::config::ServerSettings;
 use crate::error::{Problem, Reason};
 use crate::idempotency::{Answer, REPLAYED_HEADER};
 use crate::identity::Identity;
 use crate::ingest::{fingerprint, process, Claim, Outcome};
 use crate::ledger::FactIdentity;
+use crate::observability::RequestId;
 use crate::signature::{Keys, Unverified};
 use crate::state::AppState;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
-use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
+use actix_web::{web, HttpMessage, HttpRequest, HttpResponse, ResponseError};
 use std::time::Instant;
 
 pub async fn receive_webhook(
@@ -49,7 +51,11 @@ pub async fn receive_webhook(
             } else {
                 tracing::warn!(source = %source_label, reason = problem.reason.code(), detail = %problem.detail, "webhook rejected");
             }
-            problem.error_response()
+            let request_id = request
+                .extensions()
+                .get::<RequestId>()
+                .map_or_else(|| "-".to_owned(), |id| id.0.clone());
+            problem.for_outsiders(&request_id).error_response()
         }
     }
 }
@@ -66,7 +72,7 @@ async fn ingest(
             "no source of that name is configured",
         )
     })?;
-    let body = read_body(request, payload, state.settings.server.max_body_bytes).await?;
+    let body = read_body(request, payload, &state.settings.server).await?;
 
     let now = state.clock.now();
     let scheme = source.scheme.scheme();
@@ -132,13 +138,17 @@ async fn ingest(
     Ok((outcome, event_id, answer))
 }
 
-/// Reads a request body of at most `limit` bytes: 413 as soon as `Content-Length` or the
-/// bytes received say it is larger.
+/// Reads a request body of at most `server.max_body_bytes`: 413 as soon as
+/// `Content-Length` or the bytes received say it is larger, and 408 when it has not all
+/// arrived within `server.body_timeout` per started MiB (of `Content-Length`, or of the
+/// limit when the length is not announced) — a client trickling bytes gives its
+/// connection back.
 pub async fn read_body(
     request: &HttpRequest,
     payload: web::Payload,
-    limit: usize,
+    server: &ServerSettings,
 ) -> Result<web::Bytes, Problem> {
+    let limit = server.max_body_bytes;
     let too_large = || {
         Problem::new(
             Reason::PayloadTooLarge,
@@ -153,9 +163,18 @@ pub async fn read_body(
     if declared.is_some_and(|length| length > limit) {
         return Err(too_large());
     }
-    payload
-        .to_bytes_limited(limit)
+    let deadline = body_deadline(declared.unwrap_or(limit), server.body_timeout);
+    tokio::time::timeout(deadline, payload.to_bytes_limited(limit))
         .await
+        .map_err(|_| {
+            Problem::new(
+                Reason::RequestTimeout,
+                format!(
+                    "the body did not arrive within {}",
+                    crate::duration::HumanDuration(deadline)
+                ),
+            )
+        })?
         .map_err(|_| too_large())?
         .map_err(|e| {
             Problem::new(
@@ -163,6 +182,13 @@ pub async fn read_body(
                 format!("the body could not be read: {e}"),
             )
         })
+}
+
+/// `per_mib` for every started MiB of `length`, at least once.
+fn body_deadline(length: usize, per_mib: std::time::Duration) -> std::time::Duration {
+    const MIB: usize = 1024 * 1024;
+    let mibs = u32::try_from(length.div_ceil(MIB).max(1)).unwrap_or(u32::MAX);
+    per_mib.saturating_mul(mibs)
 }
 
 fn answer_response(outcome: Outcome, answer: Answer) -> HttpResponse {

@@ -89,8 +89,8 @@ impl<'r> Verified<'r> {
 
 /// Only a verified request is read for its identity.
 impl RequestParts for Verified<'_> {
-    fn header(&self, name: &str) -> Option<&str> {
-        Verified::header(self, name)
+    fn header(&self, name: &str) -> Option<&[u8]> {
+        self.request.header(name)
     }
 
     fn body(&self) -> &[u8] {

@@ -378,6 +378,7 @@ async fn start_instance(
         max_body_bytes = {MAX_BODY_BYTES}
         workers = 2
         shutdown_grace = "{grace}"
+        body_timeout = "1s"
 
         [database]
         url = "{url}"

@@ -5,6 +5,7 @@ mod availability;
 mod cli;
 mod delivery;
 mod helpers;
+mod hostile;
 mod ingest;
 mod lifecycle;
 mod observability;
