@@ -286,6 +286,7 @@ fn ceiling_transaction(
             kind: "bench.event".to_owned(),
             key: id.to_owned(),
         },
+        body_fact: None,
         fingerprint: fingerprint.to_owned(),
         payload: payload.clone(),
         content_type: "application/json".to_owned(),

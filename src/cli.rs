@@ -1,5 +1,6 @@
-//! The library side of `inlet sign` and `inlet send`: sign a body the way a provider would,
-//! and post it to a running Inlet.
+//! The library side of the command line: `inlet sign` and `inlet send` (sign a body the
+//! way a provider would, post it to a running Inlet) and the operator commands (a client
+//! of the admin API that retries with one Idempotency-Key, and the requests it sends).
 
 use crate::config::Settings;
 use crate::idempotency::REPLAYED_HEADER;

@@ -40,8 +40,7 @@ impl JsonPointer {
 /// A fact key the request carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FactKey {
-    /// Read where the source says (Shopify's `X-Shopify-Event-Id` by default, or a
-    /// configured `fact_key`).
+    /// Read where the source says (a configured `fact_key`).
     Located(String),
     /// The sha256 of the body: the fact of a source whose event id is not signed.
     BodyDigest(String),

@@ -11,6 +11,10 @@ use inlet::signature::EventToSign;
 use inlet::startup::{open_database, Application};
 use std::path::PathBuf;
 
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "inlet",
@@ -47,8 +51,9 @@ enum Command {
     Migrate,
     /// Validate the configuration and print the retention audit.
     CheckConfig,
-    /// Delete expired event rows and old delivered deliveries (what `serve` does on an
-    /// interval). Facts are never deleted.
+    /// Delete expired event rows, old delivered deliveries, dead letters past
+    /// retention.dead_letters and expired operator keys (what `serve` does on an interval).
+    /// Facts are never deleted.
     Sweep {
         /// Count what would be deleted; delete nothing.
         #[arg(long)]
@@ -65,7 +70,10 @@ enum Command {
     /// fact; an event whose fact another event recorded first delivers nothing).
     Replay {
         /// SOURCE/EVENT_ID; repeat for several. Without any, the filter flags choose.
-        #[arg(long = "event")]
+        #[arg(
+            long = "event",
+            conflicts_with_all = ["source", "event_type", "status", "since", "until", "limit"]
+        )]
         events: Vec<String>,
         #[command(flatten)]
         filter: EventFilterArgs,
@@ -453,8 +461,8 @@ async fn sweep(settings: Settings, dry_run: bool) -> anyhow::Result<()> {
     } else {
         let verb = if dry_run { "would delete" } else { "deleted" };
         println!(
-            "{verb}: events {}, deliveries {}, operator keys {}",
-            report.events, report.deliveries, report.operator_requests
+            "{verb}: events {}, deliveries {}, dead letters {}, operator keys {}",
+            report.events, report.deliveries, report.dead_letters, report.operator_requests
         );
     }
     Ok(())

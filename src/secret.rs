@@ -43,15 +43,17 @@ impl fmt::Debug for Secret {
     }
 }
 
-/// Whether two secrets are equal, in time that depends on neither: the HMACs of a fixed
-/// label under each are compared with `verify_slice` (constant time). For bearer tokens.
+/// Whether two secrets are equal, in time that depends on neither: each is MACed under
+/// one fixed key (so lengths and contents leak nothing), and the tags are compared with
+/// `verify_slice` (constant time). Exact: the values are the MAC's input, not its key,
+/// which HMAC would pad or hash. For bearer tokens.
 pub fn secrets_equal(given: &[u8], expected: &[u8]) -> bool {
-    const LABEL: &[u8] = b"inlet secret comparison";
-    let mac = |key: &[u8]| {
+    const KEY: &[u8] = b"inlet secret comparison";
+    let mac = |value: &[u8]| {
         // HMAC takes keys of any length: `new_from_slice` cannot fail.
-        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key)
+        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(KEY)
             .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
-        mac.update(LABEL);
+        mac.update(value);
         mac
     };
     let tag = mac(expected).finalize().into_bytes();
@@ -69,5 +71,7 @@ mod tests {
         assert!(secrets_equal(b"hunter2", b"hunter2"));
         assert!(!secrets_equal(b"hunter3", b"hunter2"));
         assert!(!secrets_equal(b"hunter", b"hunter2"));
+        // HMAC zero-pads short keys: as keys, these two would be equal.
+        assert!(!secrets_equal(b"hunter2\0", b"hunter2"));
     }
 }

@@ -1,4 +1,4 @@
-//! The module layout of DESIGN.md and the README's Layout section, checked: every
+//! The module layout of the README's Layout section, checked: every
 //! `crate::` path in `src/` names a module on the same layer or below, never above.
 //! (Import cycles between top-level modules are what `../shared/tools/module-cycles`
 //! reports; a same-layer import is allowed, so both checks run in CI.)

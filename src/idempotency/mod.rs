@@ -37,6 +37,8 @@ pub struct StoredCall {
 
 /// Where one kind of key lives.
 pub trait KeyStore {
+    /// What this call's request is (sha256 of it): a copy with another is a mismatch.
+    fn fingerprint(&self) -> &str;
     /// Claims the key: `Some(row id)` when this call owns it, `None` when it was claimed
     /// before (a concurrent, uncommitted claim has been waited for).
     fn claim(&self, conn: &mut DbConnection) -> QueryResult<Option<i64>>;
@@ -64,7 +66,6 @@ pub enum Once<T> {
 pub fn once<T, E: From<diesel::result::Error>>(
     conn: &mut DbConnection,
     store: &impl KeyStore,
-    fingerprint: &str,
     work: impl FnOnce(&mut DbConnection) -> Result<(T, Answer), E>,
 ) -> Result<Once<T>, E> {
     if let Some(row) = store.claim(conn)? {
@@ -73,7 +74,7 @@ pub fn once<T, E: From<diesel::result::Error>>(
         return Ok(Once::Ran(value, answer));
     }
     let stored = store.stored(conn)?;
-    if stored.fingerprint != fingerprint {
+    if stored.fingerprint != store.fingerprint() {
         return Ok(Once::Mismatch {
             stored_fingerprint: stored.fingerprint,
         });

@@ -14,13 +14,15 @@ pub struct OperatorKey<'a> {
     pub caller: &'a str,
     pub idempotency_key: &'a str,
     pub fingerprint: &'a str,
-    /// Always `completed`: a row exists only in the transaction that answers it.
-    pub status: &'a str,
     pub created_at: NaiveDateTime,
     pub expires_at: NaiveDateTime,
 }
 
 impl KeyStore for OperatorKey<'_> {
+    fn fingerprint(&self) -> &str {
+        self.fingerprint
+    }
+
     /// An expired row (the sweeper has not reached it yet) is removed and the key claimed.
     fn claim(&self, conn: &mut DbConnection) -> QueryResult<Option<i64>> {
         diesel::delete(
@@ -30,8 +32,10 @@ impl KeyStore for OperatorKey<'_> {
                 .filter(operator_requests::expires_at.le(self.created_at)),
         )
         .execute(conn)?;
+        // `status` is always `completed`: a row exists only in the transaction that stores
+        // its answer.
         dialect!(conn, c => diesel::insert_into(operator_requests::table)
-            .values(self)
+            .values((self, operator_requests::status.eq("completed")))
             .on_conflict((operator_requests::caller, operator_requests::idempotency_key))
             .do_nothing()
             .returning(operator_requests::id)

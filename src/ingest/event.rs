@@ -28,6 +28,10 @@ pub struct NewEvent<'a> {
 }
 
 impl KeyStore for NewEvent<'_> {
+    fn fingerprint(&self) -> &str {
+        self.fingerprint
+    }
+
     /// Claims `(source, event_id)` with `INSERT … ON CONFLICT DO NOTHING RETURNING id`.
     fn claim(&self, conn: &mut DbConnection) -> QueryResult<Option<i64>> {
         dialect!(conn, c => diesel::insert_into(events::table)

@@ -33,6 +33,10 @@ pub struct Claim {
     pub source: String,
     pub identity: Identity,
     pub fact: FactIdentity,
+    /// The signed body's own fact, recorded beside `fact` where the event id (and so the
+    /// type) is unsigned and `fact` is keyed otherwise: a captured body re-sent under a
+    /// fresh id and another type then still finds its fact.
+    pub body_fact: Option<FactIdentity>,
     pub fingerprint: String,
     pub payload: actix_web::web::Bytes,
     /// The request's content type, passed on to destinations.
@@ -88,15 +92,20 @@ struct FactReceipt<'a> {
     first_event_id: &'a str,
 }
 
-fn receipt(claim: &Claim, outcome: Outcome, first_event_id: &str) -> Result<Answer, Problem> {
+fn receipt(
+    claim: &Claim,
+    outcome: Outcome,
+    fact: &FactIdentity,
+    first_event_id: &str,
+) -> Result<Answer, Problem> {
     let body = serde_json::to_vec(&Receipt {
         outcome: outcome.as_str(),
         source: &claim.source,
         event_id: claim.identity.event_id.as_str(),
         event_type: claim.identity.event_type.as_deref(),
         fact: FactReceipt {
-            kind: &claim.fact.kind,
-            key: &claim.fact.key,
+            kind: &fact.kind,
+            key: &fact.key,
             first_event_id,
         },
     })
@@ -129,9 +138,7 @@ pub fn process(
         content_type: Some(&claim.content_type),
     };
     write_transaction(conn, |conn| {
-        match idempotency::once(conn, &event, &claim.fingerprint, |conn| {
-            record_effect(conn, claim, faults)
-        })? {
+        match idempotency::once(conn, &event, |conn| record_effect(conn, claim, faults))? {
             Once::Ran(outcome, answer) => Ok((outcome, answer)),
             Once::Stored(answer) => Ok((Outcome::StoredAnswer, answer)),
             Once::Mismatch { stored_fingerprint } => Err(Problem::new(
@@ -155,30 +162,41 @@ fn record_effect(
     faults: &Faults,
 ) -> Result<(Outcome, Answer), Problem> {
     let event_id = claim.identity.event_id.as_str();
-    let fact_is_new = NewFact {
-        source: &claim.source,
-        kind: &claim.fact.kind,
-        fact_key: &claim.fact.key,
-        first_event_id: event_id,
-        created_at: claim.received_at.naive_utc(),
-    }
-    .record(conn)?;
-    if fact_is_new {
+    let record = |conn: &mut DbConnection, fact: &FactIdentity| {
+        NewFact {
+            source: &claim.source,
+            kind: &fact.kind,
+            fact_key: &fact.key,
+            first_event_id: event_id,
+            created_at: claim.received_at.naive_utc(),
+        }
+        .record(conn)
+    };
+    let fact_is_new = record(conn, &claim.fact)?;
+    let body_is_new = match &claim.body_fact {
+        Some(body) => record(conn, body)?,
+        None => true,
+    };
+    if fact_is_new && body_is_new {
         enqueue_deliveries(conn, claim)?;
     }
     faults.after_fact(event_id);
-    let (outcome, first_event_id) = if fact_is_new {
-        (Outcome::Accepted, event_id.to_owned())
-    } else {
-        let first = ledger::first_event_id(conn, &claim.source, &claim.fact)?;
-        let outcome = if first == event_id {
-            Outcome::DuplicateAfterExpiry
-        } else {
-            Outcome::DuplicateFact
-        };
-        (outcome, first)
+    if fact_is_new && body_is_new {
+        let answer = receipt(claim, Outcome::Accepted, &claim.fact, event_id)?;
+        return Ok((Outcome::Accepted, answer));
+    }
+    // The fact the ledger already held: the event's own, else its body's.
+    let held = match (&claim.body_fact, fact_is_new) {
+        (Some(body), true) => body,
+        _ => &claim.fact,
     };
-    Ok((outcome, receipt(claim, outcome, &first_event_id)?))
+    let first = ledger::first_event_id(conn, &claim.source, held)?;
+    let outcome = if first == event_id {
+        Outcome::DuplicateAfterExpiry
+    } else {
+        Outcome::DuplicateFact
+    };
+    Ok((outcome, receipt(claim, outcome, held, &first)?))
 }
 
 /// One outbox row per destination of the source, in the claiming transaction.

@@ -5,7 +5,7 @@ use crate::clock::{rfc3339, serde_rfc3339};
 use crate::db::schema::{deliveries, events, facts};
 use crate::db::DbConnection;
 use crate::delivery::Destinations;
-use crate::delivery::{Message, DEAD, DISCARDED, PENDING};
+use crate::delivery::{Message, DEAD, DISCARDED, IN_PROGRESS, PENDING};
 use crate::error::{Problem, Reason};
 use crate::identity::MAX_IDENTITY_BYTES;
 use crate::ledger::{FactIdentity, NewFact};
@@ -279,7 +279,8 @@ pub fn events_matching(
 pub struct RedeliveryResult {
     pub source: String,
     pub event_id: String,
-    /// `requeued`, `duplicate_fact`, `no_destinations`, `expired`, `not_found` or
+    /// `requeued`, `duplicate_fact`, `already_pending` (every destination still has it
+    /// pending or in flight), `no_destinations`, `expired`, `not_found` or
     /// `unknown_source`.
     pub result: &'static str,
     /// For `duplicate_fact`: the event that first recorded this event's fact, and so the
@@ -363,13 +364,20 @@ fn plan_redelivery(
             planned.push((outcome("duplicate_fact", Some(first), Vec::new()), None));
             continue;
         }
-        let names: Vec<String> = destinations
-            .of(source)
-            .iter()
-            .map(|d| d.name.clone())
-            .collect();
+        let configured = destinations.of(source);
+        if configured.is_empty() {
+            planned.push((outcome("no_destinations", None, Vec::new()), None));
+            continue;
+        }
+        // A destination that still has this fact pending or in flight gets it anyway.
+        let mut names = Vec::with_capacity(configured.len());
+        for destination in configured {
+            if !outstanding(conn, source, event_id, &destination.name)? {
+                names.push(destination.name.clone());
+            }
+        }
         if names.is_empty() {
-            planned.push((outcome("no_destinations", None, names), None));
+            planned.push((outcome("already_pending", None, names), None));
         } else {
             planned.push((outcome("requeued", None, names), Some(redelivery)));
         }
@@ -402,6 +410,23 @@ fn stored_redelivery(
             content_type,
         },
     ))
+}
+
+/// Whether `destination` has a delivery of this event that is pending or in flight.
+fn outstanding(
+    conn: &mut DbConnection,
+    source: &str,
+    event_id: &str,
+    destination: &str,
+) -> QueryResult<bool> {
+    let count: i64 = deliveries::table
+        .filter(deliveries::source.eq(source))
+        .filter(deliveries::event_id.eq(event_id))
+        .filter(deliveries::destination.eq(destination))
+        .filter(deliveries::status.eq_any([PENDING, IN_PROGRESS]))
+        .count()
+        .get_result(conn)?;
+    Ok(count > 0)
 }
 
 /// Whether the ledger holds a fact first recorded by this event (its row may be swept).
@@ -460,11 +485,24 @@ pub fn redeliver(
                     .as_deref()
                     .unwrap_or("application/json"),
             }
-            .enqueue(conn, &destinations.deadlines(&result.source, now), now)?;
+            .enqueue(conn, &deadlines(destinations, &result, now), now)?;
         }
         results.push(result);
     }
     Ok(results)
+}
+
+/// The deadlines of the destinations a redelivery goes to.
+fn deadlines(
+    destinations: &Destinations,
+    result: &RedeliveryResult,
+    now: DateTime<Utc>,
+) -> Vec<(String, DateTime<Utc>)> {
+    destinations
+        .deadlines(&result.source, now)
+        .into_iter()
+        .filter(|(name, _)| result.destinations.contains(name))
+        .collect()
 }
 
 /// What an operator action did to one dead delivery.
@@ -560,7 +598,7 @@ pub fn requeue(
         let Some(deadline) = deadline else {
             return Ok("unknown_destination");
         };
-        diesel::update(still_dead(dead.id))
+        let changed = diesel::update(still_dead(dead.id))
             .set((
                 deliveries::status.eq(PENDING),
                 deliveries::next_attempt_at.eq(now.naive_utc()),
@@ -569,7 +607,8 @@ pub fn requeue(
                 deliveries::settled_at.eq(None::<NaiveDateTime>),
             ))
             .execute(conn)?;
-        Ok("requeued")
+        // Zero rows: a concurrent call or the sweeper changed it since it was read.
+        Ok(if changed == 1 { "requeued" } else { "not_dead" })
     })
 }
 
@@ -581,12 +620,16 @@ pub fn discard(
     now: DateTime<Utc>,
 ) -> QueryResult<Vec<DeadLetterResult>> {
     on_dead_letters(conn, ids, |conn, dead| {
-        diesel::update(still_dead(dead.id))
+        let changed = diesel::update(still_dead(dead.id))
             .set((
                 deliveries::status.eq(DISCARDED),
                 deliveries::settled_at.eq(Some(now.naive_utc())),
             ))
             .execute(conn)?;
-        Ok("discarded")
+        Ok(if changed == 1 {
+            "discarded"
+        } else {
+            "not_dead"
+        })
     })
 }

@@ -58,6 +58,10 @@ pub struct SourceSettings {
     pub tolerance: Duration,
     /// Configured rules first, then the provider's defaults.
     pub fact_rules: Vec<FactRule>,
+    /// The event id is unsigned and the fact is not keyed on an unsigned header by
+    /// choice: every event also records its body's fact (kind `body`, the body's
+    /// sha256), so no fresh id or type makes a captured body a new fact.
+    pub keys_body_fact: bool,
     /// The oldest age at which this source can still send a copy, and where that number
     /// comes from.
     pub resend_horizon: (HumanDuration, String),
@@ -113,8 +117,12 @@ impl SourceFile {
                 ),
             ));
         }
+        let locators = self.locators(&scheme, &key)?;
+        let keys_body_fact = !scheme.signs(&locators.event_id)
+            && locators.fact_key.as_ref().is_none_or(|l| scheme.signs(l));
         Ok(SourceSettings {
-            locators: self.locators(&scheme, &key)?,
+            keys_body_fact,
+            locators,
             fact_rules: fact_rules(self.facts, &scheme, &key)?,
             resend_horizon: resend_horizon(self.replay_horizon.as_deref(), &scheme, index)?,
             tolerance: Duration::from_secs(self.tolerance_secs.unwrap_or(DEFAULT_TOLERANCE_SECS)),

@@ -93,8 +93,8 @@ impl RetentionFile {
         let dead_letters = at_least(
             key,
             setting(key, self.dead_letters.as_deref(), DEFAULT_DEAD_LETTERS)?,
-            Duration::from_secs(3_600),
-            "dead letters must stay long enough to be looked at",
+            Duration::from_secs(86_400),
+            "dead letters must stay long enough for an operator to look at them",
         )?;
         let mut horizons = vec![AuditLine {
             name: "replay horizon (retention.replay_horizon)".to_owned(),

@@ -29,7 +29,10 @@ pub struct SweepReport {
     /// Another instance held the sweep lock: nothing was done.
     pub skipped: bool,
     pub events: u64,
+    /// Delivered deliveries older than the event window.
     pub deliveries: u64,
+    /// Dead or discarded deliveries older than `retention.dead_letters`.
+    pub dead_letters: u64,
     pub operator_requests: u64,
     pub batches: u64,
 }
@@ -104,7 +107,8 @@ impl Sweeper {
         if dry_run {
             let conn = &mut *pool.get()?;
             report.events = count_expired_events(conn, cutoffs.events)?;
-            report.deliveries = count_finished_deliveries(conn, &cutoffs)?;
+            report.deliveries = count_finished(conn, Finished::Delivered, &cutoffs)?;
+            report.dead_letters = count_finished(conn, Finished::DeadLetters, &cutoffs)?;
             report.operator_requests = count_expired_keys(conn, cutoffs.events)?;
             return Ok(report);
         }
@@ -115,10 +119,23 @@ impl Sweeper {
         report.events = deleted;
         report.batches += batches;
         let (deleted, batches) = sweep_table(pool, "deliveries", batch, |c| {
-            delete_finished_deliveries(c, &cutoffs, batch)
+            delete_finished(c, Finished::Delivered, &cutoffs, batch)
         })?;
         report.deliveries = deleted;
         report.batches += batches;
+        let (deleted, batches) = sweep_table(pool, "dead_letters", batch, |c| {
+            delete_finished(c, Finished::DeadLetters, &cutoffs, batch)
+        })?;
+        report.dead_letters = deleted;
+        report.batches += batches;
+        if deleted > 0 {
+            // Undelivered facts leave the outbox here: say so where operators look.
+            tracing::warn!(
+                rows = deleted,
+                window = %self.settings.dead_letters,
+                "swept dead and discarded deliveries older than retention.dead_letters"
+            );
+        }
         let (deleted, batches) = sweep_table(pool, "operator_requests", batch, |c| {
             crate::idempotency::delete_expired_operator_keys(c, cutoffs.events, batch)
         })?;
@@ -149,6 +166,7 @@ impl Sweeper {
                     tracing::info!(
                         events = report.events,
                         deliveries = report.deliveries,
+                        dead_letters = report.dead_letters,
                         batches = report.batches,
                         "sweep finished"
                     );
@@ -196,32 +214,46 @@ struct Cutoffs {
     dead_letters: NaiveDateTime,
 }
 
-/// Deliveries that are done with: delivered before the event window, or dead or discarded
-/// before the dead-letter window.
-fn finished(
-    cutoffs: &Cutoffs,
-) -> Box<dyn BoxableExpression<deliveries::table, Backend, SqlType = Nullable<Bool>>> {
-    Box::new(
-        deliveries::status
-            .eq(DELIVERED)
-            .and(deliveries::delivered_at.le(cutoffs.deliveries))
-            .or(deliveries::status
-                .eq_any([DEAD, DISCARDED])
-                .and(deliveries::settled_at.le(cutoffs.dead_letters))),
-    )
+/// Deliveries that are done with.
+#[derive(Debug, Clone, Copy)]
+enum Finished {
+    /// Delivered before the event window.
+    Delivered,
+    /// Dead or discarded before the dead-letter window.
+    DeadLetters,
 }
 
-fn count_expired_events(conn: &mut DbConnection, cutoff: NaiveDateTime) -> QueryResult<u64> {
-    events::table
-        .filter(events::expires_at.le(cutoff))
+type DeliveryPredicate =
+    Box<dyn BoxableExpression<deliveries::table, Backend, SqlType = Nullable<Bool>>>;
+
+impl Finished {
+    fn predicate(self, cutoffs: &Cutoffs) -> DeliveryPredicate {
+        match self {
+            Self::Delivered => Box::new(
+                deliveries::status
+                    .eq(DELIVERED)
+                    .and(deliveries::delivered_at.le(cutoffs.deliveries)),
+            ),
+            Self::DeadLetters => Box::new(
+                deliveries::status
+                    .eq_any([DEAD, DISCARDED])
+                    .and(deliveries::settled_at.le(cutoffs.dead_letters)),
+            ),
+        }
+    }
+}
+
+fn count_finished(conn: &mut DbConnection, kind: Finished, cutoffs: &Cutoffs) -> QueryResult<u64> {
+    deliveries::table
+        .filter(kind.predicate(cutoffs))
         .count()
         .get_result::<i64>(conn)
         .map(|n| n.unsigned_abs())
 }
 
-fn count_finished_deliveries(conn: &mut DbConnection, cutoffs: &Cutoffs) -> QueryResult<u64> {
-    deliveries::table
-        .filter(finished(cutoffs))
+fn count_expired_events(conn: &mut DbConnection, cutoff: NaiveDateTime) -> QueryResult<u64> {
+    events::table
+        .filter(events::expires_at.le(cutoff))
         .count()
         .get_result::<i64>(conn)
         .map(|n| n.unsigned_abs())
@@ -258,13 +290,14 @@ fn delete_expired_events(
     .map(|n| n as u64)
 }
 
-fn delete_finished_deliveries(
+fn delete_finished(
     conn: &mut DbConnection,
+    kind: Finished,
     cutoffs: &Cutoffs,
     batch: i64,
 ) -> QueryResult<u64> {
     let ids: Vec<i64> = deliveries::table
-        .filter(finished(cutoffs))
+        .filter(kind.predicate(cutoffs))
         .limit(batch)
         .select(deliveries::id)
         .load(conn)?;
@@ -274,7 +307,7 @@ fn delete_finished_deliveries(
     diesel::delete(
         deliveries::table
             .filter(deliveries::id.eq_any(&ids))
-            .filter(finished(cutoffs)),
+            .filter(kind.predicate(cutoffs)),
     )
     .execute(conn)
     .map(|n| n as u64)

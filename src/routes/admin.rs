@@ -1,7 +1,8 @@
 //! The operator API under `/admin`: inspect events and deliveries, replay events (or
-//! preview a replay), requeue or discard dead letters — every call behind the operator's bearer token (compared in constant
-//! time, never logged), and every mutating call itself idempotent: it needs an
-//! `Idempotency-Key`, claimed in the same transaction as its effect (see [`keys`]).
+//! preview a replay), requeue or discard dead letters — every call behind the operator's
+//! bearer token (compared in constant time, never logged), and every mutating call itself
+//! idempotent: it needs an `Idempotency-Key`, claimed in the same transaction as its
+//! effect (see [`crate::idempotency`]).
 
 use super::{read_body, REPLAYED_HEADER};
 use crate::config::Settings;
@@ -309,11 +310,10 @@ async fn run_idempotent(
                 caller: &caller.0,
                 idempotency_key: &key,
                 fingerprint: &fingerprint,
-                status: "completed",
                 created_at: now.naive_utc(),
                 expires_at: expires_at.naive_utc(),
             };
-            let call = idempotency::once(conn, &key, &fingerprint, |conn| {
+            let call = idempotency::once(conn, &key, |conn| {
                 let (status, body) = execute(conn, &settings, now)?;
                 let content_type = idempotency::content_type_of(status).to_owned();
                 Ok::<_, Problem>((
@@ -408,20 +408,53 @@ impl ReplayTarget {
         }
     }
 
-    fn items(self, conn: &mut DbConnection) -> diesel::QueryResult<Vec<(String, String)>> {
+    /// The events, and whether a filter matched more than its limit let through.
+    fn items(self, conn: &mut DbConnection) -> diesel::QueryResult<(Vec<(String, String)>, bool)> {
         match self {
-            Self::Events(items) => Ok(items),
-            Self::Filter(filter, limit) => actions::events_matching(conn, &filter, limit),
+            Self::Events(mut items) => {
+                let mut seen = std::collections::HashSet::new();
+                items.retain(|item| seen.insert(item.clone()));
+                Ok((items, false))
+            }
+            Self::Filter(filter, limit) => {
+                // One more than the limit says whether there were more.
+                let mut items = actions::events_matching(conn, &filter, limit + 1)?;
+                let truncated = items.len() as i64 > limit;
+                items.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+                Ok((items, truncated))
+            }
         }
     }
 }
 
-fn replay_answer(dry_run: bool, results: &[actions::RedeliveryResult]) -> Result<Vec<u8>, Problem> {
-    to_json(&json!({
+/// The answer to a replay or its preview: `410` when it named one event that was swept,
+/// else the results with their summary and whether a filter was cut at its limit.
+fn replay_answer(
+    dry_run: bool,
+    results: &[actions::RedeliveryResult],
+    truncated: bool,
+    window: crate::duration::HumanDuration,
+) -> Result<(u16, Vec<u8>), Problem> {
+    if let [only] = results {
+        if only.result == "expired" {
+            let problem = Problem::new(
+                Reason::Expired,
+                format!(
+                    "event {}/{} was swept after the retention window ({window}); its fact \
+                     remains, so it can no longer be replayed",
+                    only.source, only.event_id
+                ),
+            );
+            return Ok((410, problem.body()));
+        }
+    }
+    let body = to_json(&json!({
         "dry_run": dry_run,
+        "truncated": truncated,
         "summary": actions::RedeliverySummary::of(results),
         "results": results,
-    }))
+    }))?;
+    Ok((200, body))
 }
 
 /// `POST /admin/replay`; with `"dry_run": true` a preview that changes nothing (and so
@@ -440,18 +473,17 @@ pub async fn replay(
     let target = ReplayTarget::parse(parsed, state.settings.operator.max_replay)?;
     if dry_run {
         let settings = state.settings.clone();
-        let results = on_connection(&state, move |conn| {
-            let items = target.items(conn)?;
-            Ok(actions::preview_redelivery(
-                conn,
-                &settings.destinations,
-                &items,
-            )?)
+        let (status, body) = on_connection(&state, move |conn| {
+            let (items, truncated) = target.items(conn)?;
+            let results = actions::preview_redelivery(conn, &settings.destinations, &items)?;
+            replay_answer(true, &results, truncated, settings.retention.events)
         })
         .await?;
-        return Ok(HttpResponse::Ok()
-            .content_type("application/json")
-            .body(replay_answer(true, &results)?));
+        return Ok(
+            HttpResponse::build(StatusCode::from_u16(status).unwrap_or(StatusCode::OK))
+                .content_type(crate::idempotency::content_type_of(status))
+                .body(body),
+        );
     }
     let key = idempotency_key(&request)?;
     run_idempotent(
@@ -461,22 +493,9 @@ pub async fn replay(
         key,
         &body,
         move |conn, settings, now| {
-            let items = target.items(conn)?;
+            let (items, truncated) = target.items(conn)?;
             let results = actions::redeliver(conn, &settings.destinations, &items, now)?;
-            if let [only] = results.as_slice() {
-                if only.result == "expired" {
-                    let problem = Problem::new(
-                        Reason::Expired,
-                        format!(
-                            "event {}/{} was swept after the retention window ({}); its fact \
-                         remains, so it can no longer be replayed",
-                            only.source, only.event_id, settings.retention.events
-                        ),
-                    );
-                    return Ok((410, problem.body()));
-                }
-            }
-            Ok((200, replay_answer(false, &results)?))
+            replay_answer(false, &results, truncated, settings.retention.events)
         },
     )
     .await

@@ -7,7 +7,7 @@ use crate::error::{Problem, Reason};
 use crate::idempotency::{Answer, REPLAYED_HEADER};
 use crate::identity::Identity;
 use crate::ingest::{fingerprint, process, Claim, Outcome};
-use crate::ledger::FactIdentity;
+use crate::ledger::{FactIdentity, BODY_KIND};
 use crate::observability::RequestId;
 use crate::signature::{Keys, Unverified};
 use crate::state::AppState;
@@ -99,11 +99,17 @@ async fn ingest(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json")
         .to_owned();
+    let fingerprint = fingerprint(&body);
+    let body_fact = (source.keys_body_fact && fact.kind != BODY_KIND).then(|| FactIdentity {
+        kind: BODY_KIND.to_owned(),
+        key: fingerprint.clone(),
+    });
     let claim = Claim {
         source: source.name.as_str().to_owned(),
         identity,
         fact,
-        fingerprint: fingerprint(&body),
+        body_fact,
+        fingerprint,
         content_type,
         received_at: now,
         expires_at: now + state.settings.retention.events.0,

@@ -17,6 +17,9 @@ on_both_backends!(
     dead_letters_are_swept_after_their_retention,
     an_event_shows_its_deliveries_on_a_busy_source,
     a_captured_github_body_under_a_fresh_delivery_id_is_no_new_fact,
+    a_fresh_id_and_another_type_do_not_escape_fact_rules_or_keys,
+    concurrent_requeues_and_discards_of_one_dead_letter_succeed_once,
+    a_replay_names_each_event_once_and_skips_what_is_still_pending,
     admin_timestamps_are_rfc3339_utc_to_the_microsecond,
 );
 
@@ -269,7 +272,7 @@ async fn a_discarded_dead_letter_stays_visible_until_its_retention_ends(backend:
     assert_eq!(deliveries_of(&app, "discarded").await.len(), 2);
     app.clock.advance(chrono::Duration::days(2));
     let report = app.sweep(false).await;
-    assert_eq!(report.deliveries, 2);
+    assert_eq!(report.dead_letters, 2);
     assert_eq!(deliveries_of(&app, "discarded").await.len(), 0);
     assert_eq!(
         server.received_requests().await.unwrap_or_default().len(),
@@ -283,11 +286,11 @@ async fn dead_letters_are_swept_after_their_retention(backend: Backend) {
     one_dead_letter(&app, "evt_dead_old").await;
     app.clock.advance(chrono::Duration::days(29));
     let report = app.sweep(true).await;
-    assert_eq!(report.deliveries, 0, "inside the window: kept");
+    assert_eq!(report.dead_letters, 0, "inside the window: kept");
     app.sweep(false).await;
     assert_eq!(deliveries_of(&app, "dead").await.len(), 1);
     app.clock.advance(chrono::Duration::days(2));
-    assert_eq!(app.sweep(true).await.deliveries, 1);
+    assert_eq!(app.sweep(true).await.dead_letters, 1);
     app.sweep(false).await;
     assert_eq!(deliveries_of(&app, "dead").await.len(), 0);
     assert_eq!(
@@ -447,4 +450,143 @@ async fn admin_timestamps_are_rfc3339_utc_to_the_microsecond(backend: Backend) {
         .json();
     assert!(is_rfc3339_micros_utc(&shown["fact"]["created_at"]));
     assert!(is_rfc3339_micros_utc(&shown["event"]["received_at"]));
+}
+
+async fn a_fresh_id_and_another_type_do_not_escape_fact_rules_or_keys(backend: Backend) {
+    let server = application(200).await;
+    let destination = |name: &str| {
+        format!(
+            "[[sources.destinations]]\nurl = \"{}/{name}\"\nsecret = \"{APP_SECRET}\"\nname = \"{name}\"\n",
+            server.uri()
+        )
+    };
+    let extra = format!(
+        "\n[[sources]]\nname = \"gh-rules\"\nscheme = \"github\"\nsecrets = [\"gh-secret\"]\n\
+         [[sources.facts]]\ntypes = [\"push\"]\nkey = \"/after\"\n{}\
+         \n[[sources]]\nname = \"gh-keyed\"\nscheme = \"github\"\nsecrets = [\"gh-secret\"]\n\
+         fact_key = \"json:/after\"\n{}",
+        destination("rules"),
+        destination("keyed")
+    );
+    let app = spawn_app_with(
+        backend,
+        TestOptions {
+            extra_sources: extra,
+            ..Default::default()
+        },
+    )
+    .await;
+    let body = br#"{"ref":"refs/heads/main","after":"5f4e3d2c1b0a"}"#;
+    for source in ["gh-rules", "gh-keyed"] {
+        let post = |delivery: &str, event: &str| {
+            let mut headers = app.sign_for(source, body, delivery, None);
+            headers.retain(|(name, _)| !name.eq_ignore_ascii_case("x-github-event"));
+            headers.push(("X-GitHub-Event".to_owned(), event.to_owned()));
+            let app = &app;
+            async move { app.post_webhook(source, body, &headers).await }
+        };
+        let first = post("d-1", "push").await;
+        assert_eq!(
+            first.json()["outcome"],
+            "accepted",
+            "{source}: {}",
+            first.text()
+        );
+        for (delivery, event) in [("d-2", "issues"), ("d-3", "push"), ("d-4", "ping")] {
+            let copy = post(delivery, event).await;
+            assert_eq!(
+                copy.json()["outcome"],
+                "duplicate_fact",
+                "{source} {delivery} {event}: {}",
+                copy.text()
+            );
+            assert_eq!(copy.json()["fact"]["first_event_id"], "d-1");
+        }
+    }
+    eventually("one delivery per source", || async {
+        server.received_requests().await.unwrap_or_default().len() == 2
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        server.received_requests().await.unwrap_or_default().len(),
+        2
+    );
+}
+
+async fn concurrent_requeues_and_discards_of_one_dead_letter_succeed_once(backend: Backend) {
+    let server = application(422).await;
+    let app = std::sync::Arc::new(app_delivering_to(backend, &server).await);
+    let id = one_dead_letter(&app, "evt_raced").await;
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(24));
+    let mut tasks = tokio::task::JoinSet::new();
+    for n in 0..24 {
+        let (app, barrier) = (app.clone(), barrier.clone());
+        tasks.spawn(async move {
+            let path = if n % 2 == 0 {
+                "/admin/deliveries/requeue"
+            } else {
+                "/admin/deliveries/discard"
+            };
+            let body = json!({ "ids": [id] });
+            barrier.wait().await;
+            app.admin(path, Some(&body), Some(&format!("race-{n}")))
+                .await
+        });
+    }
+    let mut results = Vec::new();
+    while let Some(reply) = tasks.join_next().await {
+        let reply = reply.expect("task");
+        reply.assert_status(200);
+        results.push(
+            reply.json()["results"][0]["result"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned(),
+        );
+    }
+    let succeeded = results
+        .iter()
+        .filter(|r| *r == "requeued" || *r == "discarded")
+        .count();
+    assert_eq!(
+        succeeded, 1,
+        "exactly one call changed the row: {results:?}"
+    );
+    assert!(results
+        .iter()
+        .all(|r| r == "requeued" || r == "discarded" || r == "not_dead"));
+}
+
+async fn a_replay_names_each_event_once_and_skips_what_is_still_pending(backend: Backend) {
+    let server = application(503).await;
+    let app = app_delivering_to(backend, &server).await;
+    for i in 0..3 {
+        app.post_stripe(&stripe_event(
+            &format!("evt_p{i}"),
+            "invoice.paid",
+            &format!("in_{i}"),
+        ))
+        .await
+        .assert_status(200);
+    }
+    // The application answers 503: every delivery is still pending (retrying).
+    let twice = json!({ "events": [
+        { "source": "stripe", "event_id": "evt_p0" },
+        { "source": "stripe", "event_id": "evt_p0" },
+    ], "dry_run": true });
+    let reply = app.admin("/admin/replay", Some(&twice), None).await.json();
+    assert_eq!(reply["summary"]["events"], 1, "{reply}");
+    assert_eq!(reply["results"][0]["result"], "already_pending", "{reply}");
+
+    let limited = json!({ "filter": { "source": "stripe" }, "limit": 2, "dry_run": true });
+    let reply = app
+        .admin("/admin/replay", Some(&limited), None)
+        .await
+        .json();
+    assert_eq!(reply["truncated"], true, "{reply}");
+    assert_eq!(reply["summary"]["events"], 2);
+    let all = json!({ "filter": { "source": "stripe" }, "limit": 3, "dry_run": true });
+    let reply = app.admin("/admin/replay", Some(&all), None).await.json();
+    assert_eq!(reply["truncated"], false, "{reply}");
 }

@@ -1,0 +1,1 @@
+DROP INDEX facts_first_event_idx;
