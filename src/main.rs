@@ -11,10 +11,6 @@ use inlet::signature::EventToSign;
 use inlet::startup::{open_database, Application};
 use std::path::PathBuf;
 
-#[cfg(feature = "mimalloc")]
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[derive(Parser)]
 #[command(
     name = "inlet",
