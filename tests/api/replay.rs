@@ -49,6 +49,17 @@ async fn app_delivering_to(backend: Backend, server: &MockServer) -> TestApp {
     .await
 }
 
+async fn app_with_sources(backend: Backend, extra_sources: String) -> TestApp {
+    spawn_app_with(
+        backend,
+        TestOptions {
+            extra_sources,
+            ..Default::default()
+        },
+    )
+    .await
+}
+
 /// Event A records payment pi_X (delivered once under `stripe:A`); event B is the same
 /// payment under another id (`duplicate_fact`, no delivery).
 async fn one_payment_under_two_event_ids(app: &TestApp, server: &MockServer) {
@@ -360,14 +371,7 @@ async fn a_captured_github_body_under_a_fresh_delivery_id_is_no_new_fact(backend
          [[sources.destinations]]\nurl = \"{}/events\"\nsecret = \"{APP_SECRET}\"\nname = \"app\"\n",
         server.uri()
     );
-    let app = spawn_app_with(
-        backend,
-        TestOptions {
-            extra_sources: extra,
-            ..Default::default()
-        },
-    )
-    .await;
+    let app = app_with_sources(backend, extra).await;
     let body = br#"{"ref":"refs/heads/main","after":"0d1a26e67d8f5eaf1f6ba5c57fc3c7d91ac0fd1c"}"#;
     let mut headers = app.sign_for("gh", body, "delivery-1", None);
     headers.push(("X-GitHub-Event".to_owned(), "push".to_owned()));
@@ -468,14 +472,7 @@ async fn a_fresh_id_and_another_type_do_not_escape_fact_rules_or_keys(backend: B
         destination("rules"),
         destination("keyed")
     );
-    let app = spawn_app_with(
-        backend,
-        TestOptions {
-            extra_sources: extra,
-            ..Default::default()
-        },
-    )
-    .await;
+    let app = app_with_sources(backend, extra).await;
     let body = br#"{"ref":"refs/heads/main","after":"5f4e3d2c1b0a"}"#;
     for source in ["gh-rules", "gh-keyed"] {
         let post = |delivery: &str, event: &str| {
