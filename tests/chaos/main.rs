@@ -42,4 +42,6 @@ macro_rules! chaos_on_both_backends {
 
 mod kill;
 mod load;
+mod outage;
+mod private_postgres;
 mod support;

@@ -133,6 +133,10 @@ impl Answer {
     pub fn json(&self) -> serde_json::Value {
         serde_json::from_slice(&self.body).unwrap_or_default()
     }
+
+    pub fn reason(&self) -> String {
+        self.json()["reason"].as_str().unwrap_or("-").to_owned()
+    }
 }
 
 /// Signs `body` now, as Stripe would on every retry, and posts it.
