@@ -40,6 +40,7 @@ macro_rules! chaos_on_both_backends {
     };
 }
 
+mod fanout;
 mod kill;
 mod load;
 mod outage;
