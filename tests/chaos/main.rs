@@ -41,8 +41,10 @@ macro_rules! chaos_on_both_backends {
 }
 
 mod fanout;
+mod fuzz;
 mod kill;
 mod load;
+mod oracle;
 mod outage;
 mod private_postgres;
 mod support;

@@ -1,0 +1,901 @@
+//! The signature fuzzer: valid signed requests for every source (one per scheme), signed
+//! as the provider would (`inlet::cli::signed_headers_for`) with a current, a rotating-out
+//! or a removed secret, at now or a shifted time; then random mutations — bit flips,
+//! truncation, headers removed, repeated, re-cased, timestamps shifted or re-signed,
+//! signatures swapped or added, whitespace, alias names — sent over raw TCP to a real
+//! server. The oracle (`oracle.rs`) decides independently whether each request carries a
+//! matching signature. Nothing may be accepted without one, a canonical matching request
+//! may not be refused for its signature, and nothing may answer 5xx. At the end, the
+//! events table holds exactly the accepted events: rejected input wrote nothing.
+
+use crate::helpers::{spawn_app, Backend, TestApp, SOURCES};
+use crate::oracle::{values, Headers, Judgement, OracleSource, Rule, Verdict};
+use crate::support::{knob, seeded};
+use chrono::{DateTime, Utc};
+use inlet::db::schema::events;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+chaos_on_both_backends!(signature_fuzzer);
+
+/// Concurrent senders.
+const WORKERS: u64 = 16;
+/// Every source's timestamp tolerance (the default).
+const TOLERANCE: i64 = 300;
+
+fn rule_of(source: &str) -> Rule {
+    match source {
+        "stripe" => Rule::Stripe,
+        "github" => Rule::Github,
+        "standard" => Rule::Standard,
+        "shopify" => Rule::Shopify,
+        "slack" | "slack-commands" => Rule::Slack,
+        "acme" => Rule::Acme,
+        other => panic!("no rule for {other}"),
+    }
+}
+
+/// The oracle's view of a test source: its two active secrets (current and rotating
+/// out); the third, removed one must not verify.
+fn oracle_source(source: &str) -> OracleSource {
+    let rule = rule_of(source);
+    let [current, old, _] = secrets(source);
+    OracleSource {
+        rule,
+        active: vec![rule.key(current), rule.key(old)],
+        tolerance: TOLERANCE,
+    }
+}
+
+fn secrets(source: &str) -> [&'static str; 3] {
+    SOURCES
+        .iter()
+        .find(|(name, _)| *name == source)
+        .map(|(_, secrets)| *secrets)
+        .expect("a test source")
+}
+
+/// A fresh event's body for `source`, carrying `id` where the source reads it from the
+/// body.
+fn body_for(source: &str, id: &str, rng: &mut fastrand::Rng) -> Vec<u8> {
+    let nonce = rng.u64(..);
+    let json = match source {
+        "stripe" => {
+            let event_type = if rng.bool() {
+                "payment_intent.succeeded"
+            } else {
+                "customer.updated"
+            };
+            serde_json::json!({"id": id, "object": "event", "type": event_type,
+                "data": {"object": {"id": format!("pi_{id}"), "amount": nonce % 10_000}}})
+        }
+        "slack" => serde_json::json!({"type": "event_callback", "event_id": id,
+            "event": {"type": "message", "text": format!("hello {nonce}")}}),
+        "slack-commands" => {
+            return format!("command=%2Fdeploy&text=v{nonce}&trigger_id={id}&user_id=U1")
+                .into_bytes()
+        }
+        "standard" | "acme" => {
+            serde_json::json!({"type": "invoice.created", "data": {"n": nonce, "ref": id}})
+        }
+        _ => serde_json::json!({"action": "opened", "delivery": id, "nonce": nonce}),
+    };
+    json.to_string().into_bytes()
+}
+
+/// A request in the making, and what was done to it.
+#[derive(Clone)]
+struct Case {
+    source: &'static str,
+    headers: Headers,
+    body: Vec<u8>,
+    steps: Vec<String>,
+}
+
+/// A shift of the signing time: mostly none, often near the tolerance edge, sometimes far.
+fn time_shift(rng: &mut fastrand::Rng) -> i64 {
+    let sign = if rng.bool() { 1 } else { -1 };
+    sign * match rng.u32(0..10) {
+        0..=5 => 0,
+        6 => rng.i64(1..TOLERANCE - 5),
+        7 => rng.i64(TOLERANCE - 3..=TOLERANCE + 3),
+        8 => rng.i64(TOLERANCE + 4..100_000),
+        _ => rng.i64(100_000..10_000_000_000),
+    }
+}
+
+/// Signs a fresh event as the source's provider would, with `secret`, at `at`.
+fn signed_case(
+    app: &TestApp,
+    source: &'static str,
+    id: &str,
+    rng: &mut fastrand::Rng,
+    now: DateTime<Utc>,
+) -> Case {
+    let body = body_for(source, id, rng);
+    let [current, old, removed] = secrets(source);
+    let (secret, which) = match rng.u32(0..10) {
+        0..=6 => (current, "current"),
+        7 | 8 => (old, "rotating-out"),
+        _ => (removed, "removed"),
+    };
+    let shift = if rule_of(source).signs_timestamp() {
+        time_shift(rng)
+    } else {
+        0
+    };
+    let mut settings = app.settings.source(source).expect("a source").clone();
+    settings.secrets = vec![inlet::secret::Secret::new(secret)];
+    let event = inlet::signature::EventToSign {
+        id: id.to_owned(),
+        event_type: "thing.happened".to_owned(),
+    };
+    let at = now + chrono::Duration::seconds(shift);
+    let headers = inlet::cli::signed_headers_for(&settings, &body, at, &event)
+        .into_iter()
+        .map(|(n, v)| (n.into_bytes(), v.into_bytes()))
+        .collect();
+    let mut case = Case {
+        source,
+        headers,
+        body,
+        steps: vec![format!("signed with the {which} secret, {shift:+}s")],
+    };
+    if source == "standard" && rng.u32(0..10) == 0 {
+        // A sender whose signed ids are not ASCII: bytes of every kind, signed for real.
+        let id: Vec<u8> = format!("msg_{id}_")
+            .into_bytes()
+            .into_iter()
+            .chain((0..rng.usize(1..4)).map(|_| rng.u8(0x80..=0xff)))
+            .collect();
+        let rule = Rule::Standard;
+        let timestamp = at.timestamp().to_string();
+        let tag = crate::oracle::hmac_sha256(
+            &rule.key(secret),
+            &rule.content(timestamp.as_bytes(), &id, &case.body),
+        );
+        for (name, value) in case.headers.iter_mut() {
+            match name.as_slice() {
+                b"webhook-id" => *value = id.clone(),
+                b"webhook-signature" => *value = rule.signature_value(&tag, b""),
+                _ => {}
+            }
+        }
+        case.steps
+            .push(format!("webhook-id {} signed", id.escape_ascii()));
+    }
+    case
+}
+
+/// The headers a mutation aims at: mostly those the signature involves.
+fn pick_header(case: &Case, rng: &mut fastrand::Rng) -> Option<usize> {
+    if case.headers.is_empty() {
+        return None;
+    }
+    let involved: Vec<usize> = case
+        .headers
+        .iter()
+        .enumerate()
+        .filter(|(_, (name, _))| {
+            let name = String::from_utf8_lossy(name).to_ascii_lowercase();
+            name.contains("signature")
+                || name.contains("timestamp")
+                || name.contains("hmac")
+                || name.starts_with("webhook-")
+                || name.starts_with("svix-")
+        })
+        .map(|(i, _)| i)
+        .collect();
+    if !involved.is_empty() && rng.u32(0..10) < 7 {
+        return Some(involved[rng.usize(..involved.len())]);
+    }
+    Some(rng.usize(..case.headers.len()))
+}
+
+/// Flips one bit of `bytes`, never making a CR or LF (which would change the framing
+/// rather than the value).
+fn flip_bit(bytes: &mut [u8], rng: &mut fastrand::Rng, in_header: bool) -> bool {
+    if bytes.is_empty() {
+        return false;
+    }
+    for _ in 0..16 {
+        let (i, bit) = (rng.usize(..bytes.len()), rng.u8(0..8));
+        let flipped = bytes[i] ^ (1 << bit);
+        if in_header && matches!(flipped, b'\r' | b'\n') {
+            continue;
+        }
+        bytes[i] = flipped;
+        return true;
+    }
+    false
+}
+
+fn random_case_change(value: &mut [u8], rng: &mut fastrand::Rng) {
+    match rng.u32(0..3) {
+        0 => value.make_ascii_uppercase(),
+        1 => value.make_ascii_lowercase(),
+        _ => {
+            for b in value.iter_mut() {
+                if rng.bool() {
+                    *b = if b.is_ascii_lowercase() {
+                        b.to_ascii_uppercase()
+                    } else {
+                        b.to_ascii_lowercase()
+                    };
+                }
+            }
+        }
+    }
+}
+
+/// The timestamp's header and whether it is Stripe's `t=` inside the signature header.
+fn timestamp_slot(case: &Case) -> Option<(usize, bool)> {
+    let rule = rule_of(case.source);
+    let names: &[&str] = match rule {
+        Rule::Stripe => &["stripe-signature"],
+        Rule::Slack => &["x-slack-request-timestamp"],
+        Rule::Acme => &["x-acme-timestamp"],
+        Rule::Standard => &["webhook-timestamp", "svix-timestamp"],
+        Rule::Github | Rule::Shopify => return None,
+    };
+    case.headers
+        .iter()
+        .position(|(n, _)| {
+            names
+                .iter()
+                .any(|name| n.eq_ignore_ascii_case(name.as_bytes()))
+        })
+        .map(|i| (i, rule == Rule::Stripe))
+}
+
+/// Replaces the timestamp text (Stripe: the `t=` value) with `text`.
+fn set_timestamp(case: &mut Case, text: &[u8]) -> bool {
+    let Some((i, stripe)) = timestamp_slot(case) else {
+        return false;
+    };
+    let value = &mut case.headers[i].1;
+    if stripe {
+        let Some(start) = value.windows(2).position(|w| w == b"t=") else {
+            return false;
+        };
+        let end = value[start..]
+            .iter()
+            .position(|b| *b == b',')
+            .map_or(value.len(), |e| start + e);
+        value.splice(start + 2..end, text.iter().copied());
+    } else {
+        *value = text.to_vec();
+    }
+    true
+}
+
+fn current_timestamp(case: &Case) -> Option<i64> {
+    let (i, stripe) = timestamp_slot(case)?;
+    let value = &case.headers[i].1;
+    let text = if stripe {
+        let start = value.windows(2).position(|w| w == b"t=")? + 2;
+        let end = value[start..]
+            .iter()
+            .position(|b| *b == b',')
+            .map_or(value.len(), |e| start + e);
+        &value[start..end]
+    } else {
+        &value[..]
+    };
+    std::str::from_utf8(text).ok()?.parse().ok()
+}
+
+/// Sets the timestamp to `now + shift` (written as a provider would, or oddly), then
+/// signs again, correctly, with one of the three secrets: the oracle's own signer.
+fn resign(case: &mut Case, now: i64, rng: &mut fastrand::Rng) -> String {
+    let rule = rule_of(case.source);
+    let [current, old, removed] = secrets(case.source);
+    let secret = [current, old, removed][rng.usize(..3)];
+    let shift = time_shift(rng);
+    let value = now.saturating_add(shift);
+    let text = match rng.u32(0..8) {
+        0 => format!("0{value}"),
+        1 => format!("+{value}"),
+        2 => format!(" {value}"),
+        3 if rng.bool() => i64::MAX.to_string(),
+        3 => i64::MIN.to_string(),
+        _ => value.to_string(),
+    };
+    if rule.signs_timestamp() && !set_timestamp(case, text.as_bytes()) {
+        return "re-sign skipped (no timestamp)".to_owned();
+    }
+    let id = values(&case.headers, "webhook-id")
+        .first()
+        .or(values(&case.headers, "svix-id").first())
+        .map(|v| v.to_vec())
+        .unwrap_or_default();
+    let tag = crate::oracle::hmac_sha256(
+        &rule.key(secret),
+        &rule.content(text.as_bytes(), &id, &case.body),
+    );
+    let (name, signature) = match rule {
+        Rule::Stripe => (
+            "stripe-signature",
+            rule.signature_value(&tag, text.as_bytes()),
+        ),
+        Rule::Github => ("x-hub-signature-256", rule.signature_value(&tag, b"")),
+        Rule::Shopify => ("x-shopify-hmac-sha256", rule.signature_value(&tag, b"")),
+        Rule::Slack => ("x-slack-signature", rule.signature_value(&tag, b"")),
+        Rule::Acme => ("x-acme-signature", rule.signature_value(&tag, b"")),
+        Rule::Standard => ("webhook-signature", rule.signature_value(&tag, b"")),
+    };
+    match case
+        .headers
+        .iter_mut()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+    {
+        Some((_, v)) => *v = signature,
+        None => case.headers.push((name.as_bytes().to_vec(), signature)),
+    }
+    let which = if secret == removed {
+        "removed"
+    } else {
+        "active"
+    };
+    if rule.signs_timestamp() {
+        format!("re-signed at {text:?} with an {which} secret")
+    } else {
+        format!("re-signed with an {which} secret")
+    }
+}
+
+/// One random mutation; returns what it did.
+fn mutate(case: &mut Case, now: i64, rng: &mut fastrand::Rng, others: &[Case]) -> String {
+    match rng.u32(0..19) {
+        0 => {
+            flip_bit(&mut case.body, rng, false);
+            "body: a bit flipped".to_owned()
+        }
+        1 => {
+            let len = rng.usize(0..case.body.len().max(1));
+            case.body.truncate(len);
+            format!("body: truncated to {len} bytes")
+        }
+        2 => {
+            let byte = [b'\n', b' ', b'}', 0, rng.u8(..)][rng.usize(..5)];
+            case.body.push(byte);
+            format!("body: byte {byte:#04x} appended")
+        }
+        3 | 4 => match pick_header(case, rng) {
+            Some(i) if flip_bit(&mut case.headers[i].1, rng, true) => {
+                format!("{}: a bit flipped", name(case, i))
+            }
+            _ => "nothing".to_owned(),
+        },
+        5 => match pick_header(case, rng) {
+            Some(i) => {
+                let len = rng.usize(0..case.headers[i].1.len().max(1));
+                case.headers[i].1.truncate(len);
+                format!("{}: truncated to {len} bytes", name(case, i))
+            }
+            None => "nothing".to_owned(),
+        },
+        6 => match pick_header(case, rng) {
+            Some(i) => {
+                let removed = case.headers.remove(i);
+                format!("{}: removed", String::from_utf8_lossy(&removed.0))
+            }
+            None => "nothing".to_owned(),
+        },
+        7 | 8 => match pick_header(case, rng) {
+            Some(i) => {
+                let mut copy = case.headers[i].clone();
+                let how = match rng.u32(0..3) {
+                    0 => "the same value",
+                    1 => {
+                        flip_bit(&mut copy.1, rng, true);
+                        "a flipped value"
+                    }
+                    _ => match others.iter().find_map(|o| {
+                        o.headers
+                            .iter()
+                            .find(|(n, _)| n.eq_ignore_ascii_case(&copy.0))
+                            .filter(|_| o.source == case.source)
+                    }) {
+                        Some((_, v)) => {
+                            copy.1 = v.clone();
+                            "another request's value"
+                        }
+                        None => "the same value",
+                    },
+                };
+                let at = if rng.bool() { i } else { i + 1 };
+                case.headers.insert(at, copy);
+                format!(
+                    "{}: repeated with {how}, {}",
+                    name(case, at),
+                    if at == i { "before" } else { "after" }
+                )
+            }
+            None => "nothing".to_owned(),
+        },
+        9 => match pick_header(case, rng) {
+            Some(i) => {
+                random_case_change(&mut case.headers[i].0, rng);
+                format!("{}: name re-cased", name(case, i))
+            }
+            None => "nothing".to_owned(),
+        },
+        10 => match pick_header(case, rng) {
+            Some(i) => {
+                random_case_change(&mut case.headers[i].1, rng);
+                format!("{}: value re-cased", name(case, i))
+            }
+            None => "nothing".to_owned(),
+        },
+        11 => match current_timestamp(case) {
+            Some(ts) => {
+                let delta =
+                    [1, -1, TOLERANCE, -TOLERANCE, TOLERANCE + 1, 86_400, -86_400][rng.usize(..7)];
+                set_timestamp(case, ts.saturating_add(delta).to_string().as_bytes());
+                format!("timestamp shifted by {delta:+}s, not re-signed")
+            }
+            None => "nothing".to_owned(),
+        },
+        12 | 13 => resign(case, now, rng),
+        14 => {
+            let (sig, _) = signature_slot(case);
+            let donor = others.iter().rev().find(|o| o.source == case.source);
+            match (sig, donor) {
+                (Some(i), Some(donor)) => {
+                    match donor
+                        .headers
+                        .iter()
+                        .find(|(n, _)| n.eq_ignore_ascii_case(&case.headers[i].0))
+                    {
+                        Some((_, v)) => {
+                            case.headers[i].1 = v.clone();
+                            format!("{}: another request's signature", name(case, i))
+                        }
+                        None => "nothing".to_owned(),
+                    }
+                }
+                _ => "nothing".to_owned(),
+            }
+        }
+        15 => {
+            let (sig, rule) = signature_slot(case);
+            let Some(i) = sig else {
+                return "nothing".to_owned();
+            };
+            let random: Vec<u8> = (0..32).map(|_| rng.u8(..)).collect();
+            let extra = match rule {
+                Rule::Stripe => format!("v1={}", hex::encode(&random)),
+                Rule::Standard => format!("v1,{}", base64_encode(&random)),
+                _ => hex::encode(&random),
+            };
+            let value = &mut case.headers[i].1;
+            let separator = if rule == Rule::Standard { " " } else { "," };
+            if rng.bool() {
+                *value = [value.as_slice(), separator.as_bytes(), extra.as_bytes()].concat();
+            } else {
+                *value = [extra.as_bytes(), separator.as_bytes(), value.as_slice()].concat();
+            }
+            format!("{}: a random signature added", name(case, i))
+        }
+        16 => match pick_header(case, rng) {
+            Some(i) if !case.headers[i].1.is_empty() => {
+                let value = &mut case.headers[i].1;
+                let at = rng.usize(..value.len());
+                value[at] = rng.u8(0x80..=0xff);
+                format!(
+                    "{}: byte {at} set to {:#04x}",
+                    name(case, i),
+                    case.headers[i].1[at]
+                )
+            }
+            _ => "nothing".to_owned(),
+        },
+        17 if rule_of(case.source) == Rule::Standard => {
+            // The other family's name for a header already there, with another value.
+            let Some(i) = pick_header(case, rng) else {
+                return "nothing".to_owned();
+            };
+            let lower = case.headers[i].0.to_ascii_lowercase();
+            let alias = if let Some(rest) = lower.strip_prefix(b"webhook-") {
+                [b"svix-".as_slice(), rest].concat()
+            } else if let Some(rest) = lower.strip_prefix(b"svix-") {
+                [b"webhook-".as_slice(), rest].concat()
+            } else {
+                return "nothing".to_owned();
+            };
+            let value = if rng.bool() {
+                [
+                    case.headers[i].1.as_slice(),
+                    format!("_{}", rng.u16(..)).as_bytes(),
+                ]
+                .concat()
+            } else {
+                format!("msg_alias_{}", rng.u32(..)).into_bytes()
+            };
+            let at = rng.usize(0..=case.headers.len());
+            case.headers.insert(at, (alias, value));
+            format!("{}: added, another value", name(case, at))
+        }
+        _ => {
+            if rule_of(case.source) == Rule::Standard && rng.bool() {
+                let mut renamed = 0;
+                for (n, _) in case.headers.iter_mut() {
+                    if n.to_ascii_lowercase().starts_with(b"webhook-") && rng.bool() {
+                        *n = [b"svix-".as_slice(), &n[8..]].concat();
+                        renamed += 1;
+                    }
+                }
+                return format!("{renamed} webhook- headers renamed svix-");
+            }
+            match pick_header(case, rng) {
+                Some(i) => {
+                    let value = &mut case.headers[i].1;
+                    let at = rng.usize(0..=value.len());
+                    value.insert(at, b' ');
+                    format!("{}: a space inserted at {at}", name(case, i))
+                }
+                None => "nothing".to_owned(),
+            }
+        }
+    }
+}
+
+fn base64_encode(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn name(case: &Case, i: usize) -> String {
+    String::from_utf8_lossy(&case.headers[i].0).into_owned()
+}
+
+fn signature_slot(case: &Case) -> (Option<usize>, Rule) {
+    let rule = rule_of(case.source);
+    let names: &[&str] = match rule {
+        Rule::Stripe => &["stripe-signature"],
+        Rule::Github => &["x-hub-signature-256"],
+        Rule::Shopify => &["x-shopify-hmac-sha256"],
+        Rule::Slack => &["x-slack-signature"],
+        Rule::Acme => &["x-acme-signature"],
+        Rule::Standard => &["webhook-signature", "svix-signature"],
+    };
+    let i = case.headers.iter().position(|(n, _)| {
+        names
+            .iter()
+            .any(|name| n.eq_ignore_ascii_case(name.as_bytes()))
+    });
+    (i, rule)
+}
+
+/// A whole HTTP answer.
+struct Raw {
+    status: u16,
+    body: Vec<u8>,
+}
+
+/// Sends exactly these bytes (HTTP/1.1, one request per connection) and reads the answer.
+async fn send_raw(port: u16, case: &Case) -> std::io::Result<Raw> {
+    let mut request = format!(
+        "POST /webhooks/{} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        case.source,
+        case.body.len()
+    )
+    .into_bytes();
+    for (name, value) in &case.headers {
+        request.extend_from_slice(name);
+        request.extend_from_slice(b": ");
+        request.extend_from_slice(value);
+        request.extend_from_slice(b"\r\n");
+    }
+    request.extend_from_slice(b"\r\n");
+    request.extend_from_slice(&case.body);
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    stream.write_all(&request).await?;
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(20), stream.read_to_end(&mut answer))
+        .await
+        .map_err(|_| std::io::Error::other("no answer within 20 s"))??;
+    parse_answer(&answer).ok_or_else(|| {
+        std::io::Error::other(format!(
+            "not an HTTP answer: {}",
+            String::from_utf8_lossy(&answer)
+        ))
+    })
+}
+
+fn parse_answer(answer: &[u8]) -> Option<Raw> {
+    let end = answer.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = std::str::from_utf8(&answer[..end]).ok()?;
+    let status = head.split(' ').nth(1)?.parse().ok()?;
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    let mut body = answer[end + 4..].to_vec();
+    if chunked {
+        let mut decoded = Vec::new();
+        let mut rest = &body[..];
+        loop {
+            let line_end = rest.windows(2).position(|w| w == b"\r\n")?;
+            let size =
+                usize::from_str_radix(std::str::from_utf8(&rest[..line_end]).ok()?.trim(), 16)
+                    .ok()?;
+            if size == 0 {
+                break;
+            }
+            decoded.extend_from_slice(rest.get(line_end + 2..line_end + 2 + size)?);
+            rest = rest.get(line_end + 4 + size..)?;
+        }
+        body = decoded;
+    }
+    Some(Raw { status, body })
+}
+
+/// A header value an HTTP/1.1 parser must refuse (a control character).
+fn http_invalid(case: &Case) -> bool {
+    case.headers
+        .iter()
+        .any(|(_, v)| v.iter().any(|b| (*b < 0x20 && *b != b'\t') || *b == 0x7f))
+}
+
+#[derive(Default)]
+struct Tally {
+    cases: u64,
+    by_verdict: BTreeMap<(Verdict, String), u64>,
+    by_source: BTreeMap<&'static str, u64>,
+    accepted: HashSet<(String, String)>,
+    failures: Vec<String>,
+}
+
+fn describe(case: &Case, judgement: &Judgement, answer: &Raw) -> String {
+    let headers: Vec<String> = case
+        .headers
+        .iter()
+        .map(|(n, v)| format!("{}: {}", String::from_utf8_lossy(n), v.escape_ascii()))
+        .collect();
+    format!(
+        "source {} — {}\n  oracle {:?}; inlet {} {}\n  headers {headers:?}\n  body {}",
+        case.source,
+        case.steps.join("; "),
+        judgement.verdict,
+        answer.status,
+        String::from_utf8_lossy(&answer.body),
+        case.body.escape_ascii()
+    )
+}
+
+/// What the answer says, checked against the oracle.
+fn check(case: &Case, judgement: &Judgement, answer: &Raw, tally: &mut Tally) {
+    let reason = serde_json::from_slice::<serde_json::Value>(&answer.body)
+        .ok()
+        .and_then(|b| b["reason"].as_str().map(str::to_owned));
+    let accepted = (200..300).contains(&answer.status);
+    let outcome = match (&reason, accepted) {
+        (_, true) => "accepted".to_owned(),
+        (Some(reason), false) => format!("{} {reason}", answer.status),
+        (None, false) if http_invalid(case) => {
+            format!(
+                "{} from the HTTP parser (a control character)",
+                answer.status
+            )
+        }
+        (None, false) => format!("{} without problem details", answer.status),
+    };
+    tally.cases += 1;
+    *tally.by_source.entry(case.source).or_default() += 1;
+    *tally
+        .by_verdict
+        .entry((judgement.verdict, outcome.clone()))
+        .or_default() += 1;
+    if std::env::var("INLET_CHAOS_FUZZ_SHOW")
+        .is_ok_and(|v| v == format!("{:?} {outcome}", judgement.verdict))
+    {
+        println!("SHOW {}", describe(case, judgement, answer));
+    }
+    let mut fail = |why: &str| {
+        tally
+            .failures
+            .push(format!("{why}: {}", describe(case, judgement, answer)))
+    };
+    if answer.status >= 500 {
+        fail("a 5xx answer");
+    }
+    if accepted && judgement.verdict == Verdict::Invalid {
+        fail("accepted without a matching signature");
+    }
+    if accepted && http_invalid(case) {
+        fail("accepted with a control character in a header");
+    }
+    let signature_refusal = answer.status == 401
+        || matches!(
+            reason.as_deref(),
+            Some("missing_signature" | "malformed_signature")
+        );
+    if judgement.verdict == Verdict::Valid && signature_refusal && !http_invalid(case) {
+        fail("a canonical matching signature refused");
+    }
+    if accepted {
+        let receipt: serde_json::Value = serde_json::from_slice(&answer.body).unwrap_or_default();
+        let event_id = receipt["event_id"].as_str().unwrap_or_default().to_owned();
+        if case.source == "standard" && !judgement.signed_ids.contains(event_id.as_bytes()) {
+            fail("stored under a webhook-id the matching signature does not cover");
+        }
+        tally.accepted.insert((case.source.to_owned(), event_id));
+    }
+}
+
+async fn signature_fuzzer(backend: Backend) {
+    let cases = knob("INLET_CHAOS_FUZZ_CASES", 10_000);
+    let mut rng = seeded(&format!("signature fuzzer ({backend:?})"));
+    let began = Instant::now();
+    let app = Arc::new(spawn_app(backend).await);
+    let port: u16 = app
+        .address
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("the test server's port");
+    let sources: Vec<&'static str> = SOURCES.iter().map(|(name, _)| *name).collect();
+    let tally: Arc<Mutex<Tally>> = Arc::default();
+    let mut workers = tokio::task::JoinSet::new();
+    for w in 0..WORKERS {
+        let (app, tally, sources) = (app.clone(), tally.clone(), sources.clone());
+        let mut rng = fastrand::Rng::with_seed(rng.u64(..));
+        let share = cases / WORKERS + u64::from(w < cases % WORKERS);
+        workers.spawn(async move {
+            let mut recent: Vec<Case> = Vec::new();
+            for n in 0..share {
+                let source = sources[rng.usize(..sources.len())];
+                let now = app.now();
+                let mut case = signed_case(
+                    &app,
+                    source,
+                    &format!("fz{w}x{n}x{}", rng.u32(..)),
+                    &mut rng,
+                    now,
+                );
+                let mutations = [0, 1, 1, 1, 2, 2, 3][rng.usize(..7)];
+                for _ in 0..mutations {
+                    let step = mutate(&mut case, now.timestamp(), &mut rng, &recent);
+                    case.steps.push(step);
+                }
+                let judgement =
+                    oracle_source(source).judge(&case.headers, &case.body, app.now().timestamp());
+                let answer = send_raw(port, &case)
+                    .await
+                    .unwrap_or_else(|e| panic!("no answer ({e}) to {}", case.steps.join("; ")));
+                check(
+                    &case,
+                    &judgement,
+                    &answer,
+                    &mut tally.lock().expect("tally"),
+                );
+                recent.push(case);
+                if recent.len() > 8 {
+                    recent.remove(0);
+                }
+            }
+        });
+    }
+    while let Some(done) = workers.join_next().await {
+        done.expect("a fuzzing worker");
+    }
+
+    // Rejected requests wrote nothing: the events table holds the accepted events only.
+    let stored: HashSet<(String, String)> = {
+        let pool = app.pool.clone();
+        tokio::task::spawn_blocking(move || {
+            use diesel::prelude::*;
+            events::table
+                .select((events::source, events::event_id))
+                .load::<(String, String)>(&mut pool.get().expect("a connection"))
+                .expect("read events")
+        })
+        .await
+        .expect("query")
+        .into_iter()
+        .collect()
+    };
+    let tally = std::mem::take(&mut *tally.lock().expect("tally"));
+    let mut failures = tally.failures.clone();
+    if stored != tally.accepted {
+        failures.push(format!(
+            "events table ({} rows) differs from the accepted events ({}): stored only {:?}",
+            stored.len(),
+            tally.accepted.len(),
+            stored
+                .difference(&tally.accepted)
+                .take(5)
+                .collect::<Vec<_>>()
+        ));
+    }
+    let health = app.get("/healthz").await;
+    if health.status != 200 {
+        failures.push(format!(
+            "/healthz answers {} after the fuzzing",
+            health.status
+        ));
+    }
+
+    let mut summary = String::new();
+    for ((verdict, outcome), count) in &tally.by_verdict {
+        summary.push_str(&format!(
+            "\n  oracle {verdict:?} → inlet {outcome}: {count}"
+        ));
+    }
+    crate::support::report(&format!(
+        "signature fuzzer ({backend:?}): {} requests in {:.1} s by {WORKERS} senders, \
+         per source {:?}; {} accepted, all with a matching signature; {} failures{summary}",
+        tally.cases,
+        began.elapsed().as_secs_f64(),
+        tally.by_source,
+        tally.accepted.len(),
+        failures.len(),
+    ));
+    crate::support::assert_none(&format!("signature fuzzer ({backend:?})"), &failures);
+}
+
+/// The oracle agrees with the published vectors and the providers' own SDKs, before it
+/// is trusted to judge Inlet.
+#[test]
+fn the_oracle_agrees_with_the_published_vectors() {
+    for file in ["signatures.json", "official-signatures.json"] {
+        let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(file);
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).expect("vectors")).expect("JSON");
+        for vector in doc["vectors"].as_array().expect("vectors") {
+            let rule = match vector["scheme"].as_str().expect("scheme") {
+                "stripe" => Rule::Stripe,
+                "github" => Rule::Github,
+                "standard" => Rule::Standard,
+                "shopify" => Rule::Shopify,
+                "slack" => Rule::Slack,
+                other => panic!("{other}"),
+            };
+            let source = OracleSource {
+                rule,
+                active: vec![rule.key(vector["secret"].as_str().expect("secret"))],
+                tolerance: TOLERANCE,
+            };
+            let headers: Headers = vector["headers"]
+                .as_object()
+                .expect("headers")
+                .iter()
+                .map(|(n, v)| {
+                    (
+                        n.as_bytes().to_vec(),
+                        v.as_str().expect("value").as_bytes().to_vec(),
+                    )
+                })
+                .collect();
+            let now = vector["timestamp"].as_i64().unwrap_or(0);
+            let body = vector["body"].as_str().expect("body").as_bytes();
+            let expected = if vector["valid"].as_bool().unwrap_or(true) {
+                Verdict::Valid
+            } else {
+                Verdict::Invalid
+            };
+            let judged = source.judge(&headers, body, now).verdict;
+            assert_eq!(judged, expected, "{file}: {vector}");
+            // Too old, and signed by another secret: never valid.
+            assert_eq!(
+                source.judge(&headers, body, now + 10 * TOLERANCE).verdict == Verdict::Invalid,
+                rule.signs_timestamp(),
+                "{vector}"
+            );
+            let stranger = OracleSource {
+                active: vec![b"another secret".to_vec()],
+                ..source.clone()
+            };
+            assert_eq!(
+                stranger.judge(&headers, body, now).verdict,
+                Verdict::Invalid,
+                "{vector}"
+            );
+        }
+    }
+}
