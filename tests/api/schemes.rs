@@ -11,6 +11,7 @@ on_both_backends!(
     slack_url_verification_is_answered_not_stored,
     shopify_one_event_to_two_subscriptions_is_one_fact,
     standard_webhooks_accepts_svix_headers,
+    standard_webhooks_event_id_is_the_signed_webhook_id,
 );
 
 /// A body every scheme can read an id from (Stripe `id`, Slack `event_id`; the others take
@@ -208,4 +209,57 @@ async fn standard_webhooks_accepts_svix_headers(backend: Backend) {
     let reply = app.post_webhook("standard", &body, &headers).await;
     reply.assert_status(200);
     assert_eq!(reply.json()["event_id"], "msg_svix_1");
+}
+
+/// The event id of a Standard Webhooks request is the `webhook-id` its signature covers.
+/// A signed id that is not text is refused: the unsigned `svix-id` beside it must never
+/// stand in for it, or one signed request could be stored again and again, each time a
+/// new event with a new effect, under ids of the sender's choosing. (Found by the chaos
+/// suite's signature fuzzer on a build that skipped a non-UTF-8 header and read the next
+/// name.)
+async fn standard_webhooks_event_id_is_the_signed_webhook_id(backend: Backend) {
+    use base64::Engine;
+    use hmac::{KeyInit, Mac};
+    let app = spawn_app(backend).await;
+    let body = body(None);
+    let signed_id = b"msg_\xff\xfe_1".to_vec();
+    let timestamp = app.now().timestamp().to_string();
+    let secret = SOURCES
+        .iter()
+        .find(|(name, _)| *name == "standard")
+        .map(|(_, [current, ..])| *current)
+        .expect("the standard source");
+    let key = base64::engine::general_purpose::STANDARD
+        .decode(secret.trim_start_matches("whsec_"))
+        .expect("base64");
+    let mut mac = <hmac::Hmac<sha2::Sha256> as KeyInit>::new_from_slice(&key).expect("a key");
+    mac.update(&[&signed_id[..], b".", timestamp.as_bytes(), b".", &body].concat());
+    let signature = format!(
+        "v1,{}",
+        base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes())
+    );
+    for alias in ["msg_alias_1", "msg_alias_2"] {
+        let response = app
+            .client
+            .post(format!("{}/webhooks/standard", app.address))
+            .header(
+                "webhook-id",
+                reqwest::header::HeaderValue::from_bytes(&signed_id).expect("obs-text"),
+            )
+            .header("svix-id", alias)
+            .header("webhook-timestamp", &timestamp)
+            .header("webhook-signature", &signature)
+            .header("content-type", "application/json")
+            .body(body.clone())
+            .send()
+            .await
+            .expect("an answer");
+        let status = response.status().as_u16();
+        let answer: serde_json::Value =
+            serde_json::from_slice(&response.bytes().await.expect("a body")).unwrap_or_default();
+        assert_eq!(status, 400, "{alias}: {answer}");
+        assert_eq!(answer["reason"], "invalid_event_id", "{answer}");
+    }
+    assert_eq!(app.count_events().await, 0);
+    assert_eq!(app.count_facts().await, 0);
 }
