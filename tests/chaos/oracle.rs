@@ -183,6 +183,21 @@ struct Reading {
 
 impl OracleSource {
     pub fn judge(&self, headers: &Headers, body: &[u8], now: i64) -> Judgement {
+        // What the receiver gets: a field value without the whitespace around it (RFC
+        // 9110, 5.5).
+        let headers: Headers = headers
+            .iter()
+            .map(|(name, value)| {
+                let start = value.iter().position(|b| !matches!(b, b' ' | b'\t'));
+                let end = value.iter().rposition(|b| !matches!(b, b' ' | b'\t'));
+                let trimmed = match (start, end) {
+                    (Some(start), Some(end)) => value[start..=end].to_vec(),
+                    _ => Vec::new(),
+                };
+                (name.clone(), trimmed)
+            })
+            .collect();
+        let headers = &headers;
         let lenient = self.lenient_matches(headers, body, now);
         if lenient.is_empty() {
             return Judgement {
