@@ -344,6 +344,20 @@ pub async fn spawn_app(backend: Backend) -> TestApp {
     spawn_app_with(backend, TestOptions::default()).await
 }
 
+/// A fresh database, migrated, for tests that run `inlet serve` processes of their own on
+/// it: the in-process Inlet only holds it (and drops it with itself); it neither
+/// dispatches nor sweeps.
+pub async fn spawn_database_holder(backend: Backend) -> TestApp {
+    spawn_app_with(
+        backend,
+        TestOptions {
+            dispatch: false,
+            ..Default::default()
+        },
+    )
+    .await
+}
+
 pub async fn spawn_app_with(backend: Backend, options: TestOptions) -> TestApp {
     if std::env::var_os("TEST_LOG").is_some() {
         inlet::observability::init_logging(inlet::observability::LogFormat::Text);

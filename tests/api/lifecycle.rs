@@ -2,8 +2,8 @@
 //! request in flight, exits 0, and a restart carries on delivering.
 
 use crate::helpers::{
-    sigterm, spawn_app_with, start_process, stripe_signature, wait_exit, Backend, TestApp,
-    TestOptions, STRIPE_SECRET,
+    sigterm, spawn_database_holder, start_process, stripe_signature, wait_exit, Backend, TestApp,
+    STRIPE_SECRET,
 };
 use crate::on_both_backends;
 use diesel::prelude::*;
@@ -45,14 +45,7 @@ async fn sigterm_under_load_loses_nothing_and_a_restart_carries_on(backend: Back
         .respond_with(ResponseTemplate::new(200).set_delay(Duration::from_secs(30)))
         .mount(&application)
         .await;
-    let holder = spawn_app_with(
-        backend,
-        TestOptions {
-            dispatch: false,
-            ..Default::default()
-        },
-    )
-    .await;
+    let holder = spawn_database_holder(backend).await;
     let dir = std::env::temp_dir().join(format!(
         "inlet-lifecycle-{}-{backend:?}",
         std::process::id()

@@ -4,10 +4,10 @@
 //! copy answered with the same bytes. Halfway, one of the three is killed (`kill -9`):
 //! the deliveries it held are taken over by the others once their lease ends.
 
-use crate::helpers::{sigterm, spawn_app_with, wait_exit, Backend, Process, TestOptions};
+use crate::helpers::{Backend, Process};
 use crate::support::{
-    assert_none, check_invariants, drained, kill_9, knob, load_client, post_stripe, seeded, serve,
-    stripe_body, write_config, Answer, FakeApp, ScratchDir, DELIVERY_CONCURRENCY,
+    assert_none, check_invariants, drained, kill_9, knob, load_client, post_stripe, report, seeded,
+    serve, stop, stored_and_applied, stripe_body, Answer, Rig, DELIVERY_CONCURRENCY,
 };
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -29,21 +29,10 @@ async fn three_instances_on_one_postgres_database() {
     let groups = knob("INLET_CHAOS_FANOUT_EVENTS", 1000) as usize;
     let mut rng = seeded("three instances");
     let began = Instant::now();
-    let app = FakeApp::start(0.05).await;
-    let holder = spawn_app_with(
-        Backend::Postgres,
-        TestOptions {
-            dispatch: false,
-            ..Default::default()
-        },
-    )
-    .await;
-    let url = holder.database_url();
-    let dir = ScratchDir::new("fanout");
-    let config = write_config(&dir.0, "inlet", &url, &app.uri());
+    let rig = Rig::fresh(Backend::Postgres, "fanout", 0.05).await;
     let mut instances: Vec<Option<Process>> = Vec::new();
     for _ in 0..3 {
-        instances.push(Some(serve(&config).await));
+        instances.push(Some(serve(&rig.config).await));
     }
     let mut ports: Vec<u16> = instances.iter().flatten().map(|p| p.port).collect();
 
@@ -147,8 +136,8 @@ async fn three_instances_on_one_postgres_database() {
         }
     }
 
-    let snapshot = drained(&url, Duration::from_secs(60)).await;
-    let log = app.log();
+    let snapshot = drained(&rig.url, Duration::from_secs(60)).await;
+    let log = rig.app.log();
     failures.extend(check_invariants(&snapshot, &receipts, &log));
     // Several dispatchers never send one row at once (SKIP LOCKED leases); a second
     // application needs the kill, so at most what the killed instance had in flight.
@@ -171,41 +160,21 @@ async fn three_instances_on_one_postgres_database() {
     assert_none("three instances", &failures);
 
     let requests: usize = answers.values().map(Vec::len).sum();
-    let max_attempt = snapshot
-        .deliveries
-        .iter()
-        .map(|d| d.attempt)
-        .max()
-        .unwrap_or(0);
-    crate::support::report(&format!(
+    report(&format!(
         "three instances: {groups} events fanned out to every instance ({} with a \
          regenerated event id for the same payment), {requests} requests, {GROUPS_AT_ONCE} \
          events at a time; instance {} killed (-9) halfway; {:.1} s\n\
          \x20 answers: all 200, copies byte-identical, one fresh answer per event; outcomes \
          {outcomes:?}; {conflicts} answered 409 claim_in_progress and retried\n\
-         \x20 events {}, facts {}, deliveries {} {:?} (highest attempt {max_attempt}); \
-         application applied {} for {} keys, {} keys more than once (allowed, keyed), {} \
-         refused with 503 and retried",
+         \x20 {}",
         plan.iter().filter(|g| g.regenerated.is_some()).count(),
         killed.map_or(-1, |k| k as i64 + 1),
         began.elapsed().as_secs_f64(),
-        snapshot.events.len(),
-        snapshot.fact_rows,
-        snapshot.deliveries.len(),
-        snapshot.delivery_statuses(),
-        log.applications(),
-        log.applied.len(),
-        log.applied_more_than_once(),
-        log.refused,
+        stored_and_applied(&snapshot, &log),
     ));
 
-    for mut process in instances.into_iter().flatten() {
-        sigterm(&process);
-        let status =
-            tokio::task::spawn_blocking(move || wait_exit(&mut process, Duration::from_secs(20)))
-                .await
-                .expect("wait");
-        assert_eq!(status.code(), Some(0));
+    for process in instances.into_iter().flatten() {
+        stop(process).await;
     }
 }
 

@@ -4,11 +4,10 @@
 //! `503` with `Retry-After` and `/readyz` is not ready; afterwards the same process
 //! recovers by itself, and nothing it acknowledged is lost.
 
-use crate::helpers::{sigterm, wait_exit};
 use crate::private_postgres::PrivatePostgres;
 use crate::support::{
-    assert_none, check_invariants, drained, knob, load_client, post_stripe, serve, stripe_body,
-    write_config, Answer, FakeApp, ScratchDir, DELIVERY_CONCURRENCY,
+    assert_none, check_invariants, drained, knob, load_client, post_stripe, report, serve, stop,
+    stored_and_applied, stripe_body, Answer, Rig, DELIVERY_CONCURRENCY,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -45,10 +44,8 @@ async fn postgres_outage_on_a_private_instance() {
         .expect("a private PostgreSQL");
     let postgres = Arc::new(postgres);
     let url = postgres.url();
-    let app = FakeApp::start(0.0).await;
-    let dir = ScratchDir::new("outage");
-    let config = write_config(&dir.0, "inlet", &url, &app.uri());
-    let mut process = serve(&config).await;
+    let rig = Rig::on(url.clone(), "outage", 0.0).await;
+    let mut process = serve(&rig.config).await;
     let port = process.port;
     let pid = process.child.id();
     println!(
@@ -59,11 +56,11 @@ async fn postgres_outage_on_a_private_instance() {
 
     // Providers: each retries its event until it is acknowledged, then sends the next.
     let record: Arc<Mutex<Record>> = Arc::default();
-    let stop = Arc::new(AtomicBool::new(false));
+    let stopping = Arc::new(AtomicBool::new(false));
     let mut clients = tokio::task::JoinSet::new();
     let client = load_client();
     for c in 0..CLIENTS {
-        let (record, stop, client) = (record.clone(), stop.clone(), client.clone());
+        let (record, stopping, client) = (record.clone(), stopping.clone(), client.clone());
         clients.spawn(async move {
             for n in 0.. {
                 let event_id = format!("evt_outage_{c}_{n}");
@@ -73,7 +70,7 @@ async fn postgres_outage_on_a_private_instance() {
                     &format!("pi_outage_{c}_{n}"),
                 );
                 loop {
-                    if stop.load(Ordering::SeqCst) {
+                    if stopping.load(Ordering::SeqCst) {
                         return;
                     }
                     let started = Instant::now();
@@ -181,7 +178,7 @@ async fn postgres_outage_on_a_private_instance() {
             first_acceptance,
         ));
     }
-    stop.store(true, Ordering::SeqCst);
+    stopping.store(true, Ordering::SeqCst);
     while let Some(done) = clients.join_next().await {
         done.expect("a client");
     }
@@ -229,7 +226,7 @@ async fn postgres_outage_on_a_private_instance() {
 
     // Nothing acknowledged is lost; every fact delivered once the outbox drains.
     let snapshot = drained(&url, Duration::from_secs(60)).await;
-    let log = app.log();
+    let log = rig.app.log();
     failures.extend(check_invariants(&snapshot, &record.receipts, &log));
     // A delivery is made twice only when the outage struck between the application's
     // answer and Inlet recording it: at most the deliveries in flight, per outage.
@@ -254,7 +251,7 @@ async fn postgres_outage_on_a_private_instance() {
             .iter()
             .filter(|a| a.answer.as_ref().is_some_and(|a| a.status == 503))
             .count();
-        crate::support::report(&format!(
+        report(&format!(
             "outage round {round}: PostgreSQL stopped ({mode}) in {} ms, down {:.1} s, \
              started again in {} ms; {} webhooks meanwhile, {unavailable} answered 503 with \
              Retry-After; /readyz during: {ready_during:?}; ready again {} ms and first webhook \
@@ -267,27 +264,16 @@ async fn postgres_outage_on_a_private_instance() {
             first.map_or(-1, |d| d.as_millis() as i64),
         ));
     }
-    crate::support::report(&format!(
+    report(&format!(
         "outage: {rounds} outages, {:.1} s; {} webhook attempts by {CLIENTS} providers, \
-         statuses {statuses:?}; {} events acknowledged, all stored: events {}, facts {}, \
-         deliveries {} {:?}; application applied {} for {} keys ({} more than once: the \
-         outage struck between the application's answer and Inlet recording it)",
+         statuses {statuses:?}; {} events acknowledged, all stored\n\
+         \x20 {} (more than once: the outage struck between the application's answer and \
+         Inlet recording it)",
         began.elapsed().as_secs_f64(),
         record.attempts.len(),
         record.receipts.len(),
-        snapshot.events.len(),
-        snapshot.fact_rows,
-        snapshot.deliveries.len(),
-        snapshot.delivery_statuses(),
-        log.applications(),
-        log.applied.len(),
-        log.applied_more_than_once(),
+        stored_and_applied(&snapshot, &log),
     ));
 
-    sigterm(&process);
-    let status =
-        tokio::task::spawn_blocking(move || wait_exit(&mut process, Duration::from_secs(20)))
-            .await
-            .expect("wait");
-    assert_eq!(status.code(), Some(0));
+    stop(process).await;
 }

@@ -2,7 +2,10 @@
 //! that receives deliveries, real `inlet serve` processes with a configuration of their
 //! own, and a snapshot of the tables an operator would look at.
 
-use crate::helpers::{start_process, stripe_signature, Process, STRIPE_SECRET};
+use crate::helpers::{
+    sigterm, spawn_database_holder, start_process, stripe_signature, wait_exit, Backend, Process,
+    TestApp, STRIPE_SECRET,
+};
 use chrono::{NaiveDateTime, Utc};
 use diesel::prelude::*;
 use diesel::{PgConnection, SqliteConnection};
@@ -64,8 +67,8 @@ pub const DELIVERY_CONCURRENCY: usize = 16;
 
 /// Writes the configuration of an `inlet serve` with one stripe source delivering to
 /// `destination`, on `database_url`; returns its path.
-pub fn write_config(dir: &Path, name: &str, database_url: &str, destination: &str) -> PathBuf {
-    let path = dir.join(format!("{name}.toml"));
+fn write_config(dir: &Path, database_url: &str, destination: &str) -> PathBuf {
+    let path = dir.join("inlet.toml");
     let pool_size = if database_url.starts_with("sqlite://") {
         1
     } else {
@@ -88,12 +91,66 @@ pub fn write_config(dir: &Path, name: &str, database_url: &str, destination: &st
     path
 }
 
+/// What a campaign runs against: a database, the fake application, and the configuration
+/// of an `inlet serve` on that database delivering to that application. Dropping it
+/// removes the database it made and the scratch directory.
+pub struct Rig {
+    pub app: FakeApp,
+    pub url: String,
+    pub config: PathBuf,
+    _holder: Option<TestApp>,
+    _dir: ScratchDir,
+}
+
+impl Rig {
+    /// On a fresh database of `backend` (a new PostgreSQL database or an SQLite file,
+    /// removed at the end); `refuse_share` of the deliveries are answered 503.
+    pub async fn fresh(backend: Backend, campaign: &str, refuse_share: f64) -> Self {
+        let holder = spawn_database_holder(backend).await;
+        let url = holder.database_url();
+        Self::build(url, Some(holder), campaign, refuse_share).await
+    }
+
+    /// On the database at `url`, which the campaign looks after itself.
+    pub async fn on(url: String, campaign: &str, refuse_share: f64) -> Self {
+        Self::build(url, None, campaign, refuse_share).await
+    }
+
+    async fn build(
+        url: String,
+        holder: Option<TestApp>,
+        campaign: &str,
+        refuse_share: f64,
+    ) -> Self {
+        let app = FakeApp::start(refuse_share).await;
+        let dir = ScratchDir::new(campaign);
+        let config = write_config(&dir.0, &url, &app.uri());
+        Self {
+            app,
+            url,
+            config,
+            _holder: holder,
+            _dir: dir,
+        }
+    }
+}
+
 /// Starts `inlet serve` (the real binary) and waits until it listens.
 pub async fn serve(config: &Path) -> Process {
     let config = config.to_owned();
     tokio::task::spawn_blocking(move || start_process(&config))
         .await
         .expect("start inlet")
+}
+
+/// SIGTERM, as an orchestrator stops Inlet: it must exit 0 within 20 s.
+pub async fn stop(mut process: Process) {
+    sigterm(&process);
+    let status =
+        tokio::task::spawn_blocking(move || wait_exit(&mut process, Duration::from_secs(20)))
+            .await
+            .expect("wait for inlet");
+    assert_eq!(status.code(), Some(0), "a clean exit after SIGTERM");
 }
 
 /// `kill -9`: no shutdown, no flush, no goodbye.
@@ -496,6 +553,29 @@ pub fn check_invariants(
         ));
     }
     failures
+}
+
+/// The figures every campaign ends with: the rows stored, and what the application saw.
+pub fn stored_and_applied(snapshot: &Snapshot, log: &AppLog) -> String {
+    let max_attempt = snapshot
+        .deliveries
+        .iter()
+        .map(|d| d.attempt)
+        .max()
+        .unwrap_or(0);
+    format!(
+        "events {}, facts {}, deliveries {} {:?} (highest attempt {max_attempt}); application \
+         applied {} deliveries for {} keys, {} keys more than once (allowed, keyed), {} \
+         refused with 503 and retried",
+        snapshot.events.len(),
+        snapshot.fact_rows,
+        snapshot.deliveries.len(),
+        snapshot.delivery_statuses(),
+        log.applications(),
+        log.applied.len(),
+        log.applied_more_than_once(),
+        log.refused,
+    )
 }
 
 /// Prints a campaign's figures, every line marked `chaos| ` (`.ci/run` collects them).
