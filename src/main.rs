@@ -368,7 +368,7 @@ impl EventArgs {
 #[actix_web::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    inlet::observability::init_logging(cli.log_format);
+    let _logs = inlet::observability::init_logging(cli.log_format);
     let config = cli.config;
     match cli.command {
         // The operator commands talk to a running Inlet: they need no valid local config.

@@ -42,7 +42,16 @@ pub enum LogFormat {
 
 /// Installs the log subscriber: the `INLET_LOG` (or `RUST_LOG`) filter, text or JSON on
 /// stdout, colours only for a person at a terminal (see [`colour_logs`]).
-pub fn init_logging(format: LogFormat) {
+/// Keeps the log writer's thread; dropping it writes out what is still buffered.
+#[must_use = "logs stop being written when the guard is dropped"]
+pub struct LogGuard {
+    _writer: Option<tracing_appender::non_blocking::WorkerGuard>,
+}
+
+/// Logs to stdout through a buffer and a thread of their own: request threads never wait
+/// on stdout, so a stalled log reader cannot stall the service. When the buffer is full
+/// (128,000 lines) further lines are dropped rather than waited for.
+pub fn init_logging(format: LogFormat) -> LogGuard {
     let filter = EnvFilter::try_from_env("INLET_LOG")
         .or_else(|_| EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| EnvFilter::new("info"));
@@ -50,14 +59,22 @@ pub fn init_logging(format: LogFormat) {
         std::io::stdout().is_terminal(),
         std::env::var_os("NO_COLOR").as_deref(),
     );
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(true)
+        .thread_name("inlet-logs")
+        .finish(std::io::stdout());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(colour);
+        .with_ansi(colour)
+        .with_writer(writer);
     // A second call (tests) keeps the first subscriber.
-    let _ = match format {
+    let installed = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().with_current_span(true).try_init(),
     };
+    LogGuard {
+        _writer: installed.is_ok().then_some(guard),
+    }
 }
 
 /// Whether text logs carry ANSI colour codes: only when stdout is a terminal, and never

@@ -360,7 +360,10 @@ pub async fn spawn_database_holder(backend: Backend) -> TestApp {
 
 pub async fn spawn_app_with(backend: Backend, options: TestOptions) -> TestApp {
     if std::env::var_os("TEST_LOG").is_some() {
-        inlet::observability::init_logging(inlet::observability::LogFormat::Text);
+        // Logging lasts as long as the test process.
+        std::mem::forget(inlet::observability::init_logging(
+            inlet::observability::LogFormat::Text,
+        ));
     }
     let database = tokio::task::spawn_blocking(move || TestDatabase::create(backend))
         .await
@@ -509,6 +512,11 @@ pub struct Process {
 
 /// Starts `inlet serve --config config` with JSON logs and waits for its port.
 pub fn start_process(config: &std::path::Path) -> Process {
+    start_process_reading_logs(config, true)
+}
+
+/// Starts `inlet serve` and, after its port, reads its logs on (`drain`) or never again.
+pub fn start_process_reading_logs(config: &std::path::Path, drain: bool) -> Process {
     let mut child = Command::new(env!("CARGO_BIN_EXE_inlet"))
         .args(["--log-format", "json", "serve", "--config"])
         .arg(config)
@@ -531,8 +539,12 @@ pub fn start_process(config: &std::path::Path) -> Process {
             break entry["fields"]["port"].as_u64().expect("a port") as u16;
         }
     };
-    // Keep draining the logs so the process never blocks on a full pipe.
-    std::thread::spawn(move || lines.for_each(drop));
+    if drain {
+        std::thread::spawn(move || lines.for_each(drop));
+    } else {
+        // Hold the pipe open, unread, for as long as the process lives.
+        std::mem::forget(lines);
+    }
     Process { child, port }
 }
 

@@ -2,8 +2,8 @@
 //! request in flight, exits 0, and a restart carries on delivering.
 
 use crate::helpers::{
-    sigterm, spawn_database_holder, start_process, stripe_signature, wait_exit, Backend, TestApp,
-    STRIPE_SECRET,
+    sigterm, spawn_database_holder, start_process, start_process_reading_logs, stripe_event,
+    stripe_signature, wait_exit, Backend, TestApp, STRIPE_SECRET,
 };
 use crate::on_both_backends;
 use diesel::prelude::*;
@@ -13,7 +13,10 @@ use std::time::{Duration, Instant};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-on_both_backends!(sigterm_under_load_loses_nothing_and_a_restart_carries_on);
+on_both_backends!(
+    sigterm_under_load_loses_nothing_and_a_restart_carries_on,
+    a_stalled_log_reader_never_stalls_requests,
+);
 
 fn config(app: &TestApp, dir: &std::path::Path, destination: &str) -> std::path::PathBuf {
     let path = dir.join("inlet.toml");
@@ -207,4 +210,58 @@ async fn delivery_statuses(app: &TestApp) -> Vec<String> {
     })
     .await
     .expect("query")
+}
+
+/// Logs go to a pipe nobody reads (a stuck log shipper): after the pipe's 64 KiB fill, a
+/// process that wrote logs on its request threads would hang every request. 600 webhooks,
+/// 24 at a time, are all answered, and so is /healthz.
+async fn a_stalled_log_reader_never_stalls_requests(backend: Backend) {
+    let application = MockServer::start().await;
+    let holder = spawn_database_holder(backend).await;
+    let dir = std::env::temp_dir().join(format!(
+        "inlet-stalled-logs-{}-{backend:?}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let config = config(&holder, &dir, &application.uri());
+    let process = tokio::task::spawn_blocking(move || start_process_reading_logs(&config, false))
+        .await
+        .expect("start");
+    let url = format!("http://127.0.0.1:{}", process.port);
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("client");
+    let semaphore = Arc::new(tokio::sync::Semaphore::new(24));
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..600 {
+        let (client, url, semaphore) = (client.clone(), url.clone(), semaphore.clone());
+        tasks.spawn(async move {
+            let _permit = semaphore.acquire().await.expect("permit");
+            let body = stripe_event(&format!("evt_log_{i}"), "charge.refunded", "ch");
+            let signature = stripe_signature(STRIPE_SECRET, &body, chrono::Utc::now().timestamp());
+            client
+                .post(format!("{url}/webhooks/stripe"))
+                .header("Stripe-Signature", signature)
+                .body(body)
+                .send()
+                .await
+                .map(|r| r.status().as_u16())
+                .map_err(|e| e.to_string())
+        });
+    }
+    let mut answered = 0;
+    while let Some(result) = tasks.join_next().await {
+        assert_eq!(result.expect("task"), Ok(200));
+        answered += 1;
+    }
+    assert_eq!(answered, 600);
+    let health = client
+        .get(format!("{url}/healthz"))
+        .send()
+        .await
+        .expect("healthz");
+    assert_eq!(health.status().as_u16(), 200);
+    drop(process);
+    let _ = std::fs::remove_dir_all(&dir);
 }
