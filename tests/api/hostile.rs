@@ -150,25 +150,22 @@ async fn a_delivery_that_cannot_be_built_is_dead_at_once(backend: Backend) {
     // A row written before types were bounded: a newline no header can carry.
     let mut conn = app.direct_connection();
     tokio::task::spawn_blocking(move || {
-        use diesel::prelude::*;
-        use inlet::db::schema::deliveries;
         let now = chrono::Utc::now().naive_utc();
-        diesel::insert_into(deliveries::table)
-            .values((
-                deliveries::source.eq("stripe"),
-                deliveries::event_id.eq("evt_unsendable"),
-                deliveries::event_type.eq(Some("line\nbreak")),
-                deliveries::destination.eq("app"),
-                deliveries::payload.eq(b"{}".to_vec()),
-                deliveries::content_type.eq("application/json"),
-                deliveries::status.eq("pending"),
-                deliveries::attempt.eq(0),
-                deliveries::next_attempt_at.eq(now),
-                deliveries::deadline_at.eq(now + chrono::Duration::days(3)),
-                deliveries::created_at.eq(now),
-            ))
-            .execute(&mut conn)
-            .expect("insert");
+        inlet::delivery::NewDelivery {
+            source: "stripe",
+            event_id: "evt_unsendable",
+            event_type: Some("line\nbreak"),
+            destination: "app",
+            payload: b"{}",
+            content_type: "application/json",
+            status: "pending",
+            attempt: 0,
+            next_attempt_at: now,
+            deadline_at: now + chrono::Duration::days(3),
+            created_at: now,
+        }
+        .enqueue(&mut conn)
+        .expect("insert");
     })
     .await
     .expect("insert task");

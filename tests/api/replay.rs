@@ -316,30 +316,24 @@ async fn an_event_shows_its_deliveries_on_a_busy_source(backend: Backend) {
     // 1,200 older deliveries of other events of the same source, written directly.
     let mut conn = app.direct_connection();
     tokio::task::spawn_blocking(move || {
-        use diesel::prelude::*;
-        use inlet::db::schema::deliveries;
+        use diesel::Connection;
         let now = chrono::Utc::now().naive_utc();
-        let rows: Vec<_> = (0..1200)
-            .map(|i| {
-                (
-                    deliveries::source.eq("stripe"),
-                    deliveries::event_id.eq(format!("evt_busy_{i}")),
-                    deliveries::destination.eq("app"),
-                    deliveries::payload.eq(b"{}".to_vec()),
-                    deliveries::content_type.eq("application/json"),
-                    deliveries::status.eq("delivered"),
-                    deliveries::attempt.eq(1),
-                    deliveries::next_attempt_at.eq(now),
-                    deliveries::deadline_at.eq(now),
-                    deliveries::created_at.eq(now),
-                )
-            })
-            .collect();
         conn.transaction(|conn| {
-            for row in rows {
-                diesel::insert_into(deliveries::table)
-                    .values(row)
-                    .execute(conn)?;
+            for i in 0..1200 {
+                inlet::delivery::NewDelivery {
+                    source: "stripe",
+                    event_id: &format!("evt_busy_{i}"),
+                    event_type: None,
+                    destination: "app",
+                    payload: b"{}",
+                    content_type: "application/json",
+                    status: "delivered",
+                    attempt: 1,
+                    next_attempt_at: now,
+                    deadline_at: now,
+                    created_at: now,
+                }
+                .enqueue(conn)?;
             }
             diesel::QueryResult::Ok(())
         })
