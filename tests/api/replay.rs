@@ -509,6 +509,13 @@ async fn concurrent_requeues_and_discards_of_one_dead_letter_succeed_once(backen
     let server = application(422).await;
     let app = std::sync::Arc::new(app_delivering_to(backend, &server).await);
     let id = one_dead_letter(&app, "evt_raced").await;
+    // A requeued row must not die again during the race (then a later call could rightly
+    // succeed too): from now on the application holds every request.
+    server.reset().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_delay(std::time::Duration::from_secs(30)))
+        .mount(&server)
+        .await;
     let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(24));
     let mut tasks = tokio::task::JoinSet::new();
     for n in 0..24 {
