@@ -92,8 +92,15 @@ async fn twenty_simultaneous_replays_with_one_key_run_once(backend: Backend) {
     ))
     .await
     .assert_status(200);
-    eventually("the first delivery", || async {
+    // Received and recorded: a delivery still in flight is not replayed (already_pending).
+    eventually("the first delivery, recorded", || async {
         requests_per_key(&server).await.values().sum::<usize>() == 1
+            && app
+                .admin("/admin/deliveries?status=delivered", None, None)
+                .await
+                .json()["deliveries"]
+                .as_array()
+                .is_some_and(|d| d.len() == 1)
     })
     .await;
 

@@ -71,8 +71,9 @@ async fn one_payment_under_two_event_ids(app: &TestApp, server: &MockServer) {
         .post_stripe(&stripe_event("evt_B", "payment_intent.succeeded", "pi_X"))
         .await;
     assert_eq!(second.json()["outcome"], "duplicate_fact");
-    eventually("the first delivery", || async {
+    eventually("the first delivery, recorded", || async {
         requests_per_key(server).await.get("stripe:evt_A") == Some(&1)
+            && deliveries_of(app, "delivered").await.len() == 1
     })
     .await;
 }
@@ -141,8 +142,10 @@ async fn a_replay_preview_changes_nothing_and_counts_deliveries_per_destination(
     app.post_stripe(&stripe_event("evt_C", "invoice.paid", "in_1"))
         .await
         .assert_status(200);
-    eventually("two deliveries", || async {
+    // Received and recorded: a delivery still in flight would be `already_pending`.
+    eventually("two deliveries, recorded", || async {
         requests_per_key(&server).await.values().sum::<usize>() == 2
+            && deliveries_of(&app, "delivered").await.len() == 2
     })
     .await;
 
