@@ -5,6 +5,8 @@
 #[cfg(feature = "fault-injection")]
 use std::collections::HashSet;
 #[cfg(feature = "fault-injection")]
+use std::sync::atomic::{AtomicUsize, Ordering};
+#[cfg(feature = "fault-injection")]
 use std::sync::Mutex;
 
 /// Crash points armed by tests.
@@ -12,6 +14,10 @@ use std::sync::Mutex;
 pub struct Faults {
     #[cfg(feature = "fault-injection")]
     crash_after_fact: Mutex<HashSet<String>>,
+    #[cfg(feature = "fault-injection")]
+    group_quorum: AtomicUsize,
+    #[cfg(feature = "fault-injection")]
+    gathered: AtomicUsize,
 }
 
 impl Faults {
@@ -40,5 +46,40 @@ impl Faults {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .insert(event_id.to_owned());
+    }
+
+    /// Tests only: how many webhooks the next group waits for (0: none), so that a test
+    /// can put chosen requests into one transaction.
+    #[inline]
+    pub(crate) fn group_quorum(&self) -> usize {
+        #[cfg(feature = "fault-injection")]
+        return self.group_quorum.load(Ordering::SeqCst);
+        #[cfg(not(feature = "fault-injection"))]
+        0
+    }
+
+    /// A group of `_members` was taken: a held group is released, later groups form as
+    /// usual.
+    #[inline]
+    pub(crate) fn group_taken(&self, _members: usize) {
+        #[cfg(feature = "fault-injection")]
+        if self.group_quorum.swap(0, Ordering::SeqCst) > 0 {
+            self.gathered.store(_members, Ordering::SeqCst);
+        }
+    }
+
+    /// Makes the next group wait until `members` webhooks are queued (at most 10 s), so
+    /// they commit in one transaction.
+    #[cfg(feature = "fault-injection")]
+    pub fn gather_next_group(&self, members: usize) {
+        self.gathered.store(0, Ordering::SeqCst);
+        self.group_quorum.store(members, Ordering::SeqCst);
+    }
+
+    /// How many webhooks the group held by [`Faults::gather_next_group`] had when it was
+    /// committed (0 until then).
+    #[cfg(feature = "fault-injection")]
+    pub fn gathered_group(&self) -> usize {
+        self.gathered.load(Ordering::SeqCst)
     }
 }

@@ -30,6 +30,12 @@ const LATENCY_BUCKETS: [f64; 14] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
+/// Group sizes of the group committer: one webhook per transaction up to the largest
+/// group allowed.
+const GROUP_BUCKETS: [f64; 11] = [
+    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1000.0,
+];
+
 /// How often histogram samples are folded into their buckets.
 const UPKEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -90,6 +96,12 @@ pub fn prometheus() -> &'static PrometheusHandle {
     HANDLE.get_or_init(|| {
         let builder = PrometheusBuilder::new()
             .set_buckets_for_metric(Matcher::Suffix("_seconds".to_owned()), &LATENCY_BUCKETS)
+            .and_then(|b| {
+                b.set_buckets_for_metric(
+                    Matcher::Full("inlet_ingest_group_size".to_owned()),
+                    &GROUP_BUCKETS,
+                )
+            })
             .unwrap_or_else(|_| PrometheusBuilder::new());
         let recorder = builder.build_recorder();
         let handle = recorder.handle();
@@ -128,7 +140,22 @@ fn describe() {
     describe_histogram!(
         "inlet_ingest_duration_seconds",
         Unit::Seconds,
-        "Duration of the ingest transaction by source"
+        "From a verified webhook's body being read to its answer being ready (queueing for \
+         its group and the group's commit included), by source"
+    );
+    describe_histogram!(
+        "inlet_ingest_group_size",
+        Unit::Count,
+        "Webhooks committed together in one transaction"
+    );
+    describe_histogram!(
+        "inlet_ingest_commit_seconds",
+        Unit::Seconds,
+        "Duration of one group's transaction"
+    );
+    describe_counter!(
+        "inlet_ingest_group_retries_total",
+        "Groups whose transaction failed and were committed again member by member"
     );
     describe_counter!(
         "inlet_deliveries_total",

@@ -6,7 +6,7 @@ use crate::db::{self, DbPool};
 use crate::delivery::Dispatcher;
 use crate::error::Reason;
 use crate::faults::Faults;
-use crate::ingest::Outcome;
+use crate::ingest::{Committer, Outcome};
 use crate::observability::observe;
 use crate::retention::Sweeper;
 use crate::routes::register_routes;
@@ -105,11 +105,14 @@ impl Application {
             sweeper_health = Some(sweeper.health());
             background.push(tokio::spawn(sweeper.run(stopped)));
         }
+        let committer = Committer::start(pool.clone(), hooks.faults.clone(), &settings.database)
+            .context("cannot start the group-commit writers")?;
         let state = web::Data::new(AppState {
             settings: Arc::new(settings),
             pool,
             clock: hooks.clock,
             faults: hooks.faults,
+            committer,
             dispatcher_waker,
             sweeper: sweeper_health,
         });

@@ -4,6 +4,7 @@ use crate::clock::Clock;
 use crate::config::Settings;
 use crate::db::DbPool;
 use crate::faults::Faults;
+use crate::ingest::Committer;
 use crate::retention::SweeperHealth;
 use std::sync::Arc;
 
@@ -13,6 +14,8 @@ pub struct AppState {
     pub pool: DbPool,
     pub clock: Arc<dyn Clock>,
     pub faults: Arc<Faults>,
+    /// Commits verified webhooks in groups.
+    pub committer: Committer,
     /// Wakes this instance's dispatcher when a new fact has deliveries.
     pub dispatcher_waker: Option<Arc<tokio::sync::Notify>>,
     /// The in-server sweeper's last success, for readiness.

@@ -15,6 +15,14 @@ pub const DEFAULT_SQLITE_POOL_SIZE: u32 = 1;
 pub const DEFAULT_CONNECT_TIMEOUT: &str = "5s";
 pub const DEFAULT_BUSY_TIMEOUT: &str = "5s";
 pub const DEFAULT_LOCK_TIMEOUT: &str = "5s";
+/// PostgreSQL's default number of group-commit writers: while one group's commit waits
+/// for its WAL flush, the next group is being written (measured, see the README).
+pub const DEFAULT_POSTGRES_WRITERS: u32 = 2;
+/// The most webhooks one group commits together.
+pub const DEFAULT_MAX_GROUP: u32 = 256;
+/// The largest group allowed: its multi-row statements stay well inside both databases'
+/// limits on bound parameters.
+pub const MAX_GROUP_LIMIT: u32 = 1000;
 
 #[derive(Debug, Clone)]
 pub struct DatabaseSettings {
@@ -26,8 +34,12 @@ pub struct DatabaseSettings {
     pub busy_timeout: Duration,
     /// PostgreSQL: how long a claim waits on a concurrent claim of the same key.
     pub lock_timeout: Duration,
-    /// SQLite `synchronous` pragma: `normal` (default) or `full`.
+    /// SQLite `synchronous` pragma: `full` (default) or `normal`.
     pub synchronous: SqliteSynchronous,
+    /// Group-commit writer loops: one on SQLite (it has one writer), a few on PostgreSQL.
+    pub writers: u32,
+    /// The most webhooks one group commits in one transaction.
+    pub max_group: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,11 +58,11 @@ impl SqliteSynchronous {
 
     fn parse(text: Option<&str>) -> Result<Self, ConfigError> {
         match text {
-            None | Some("normal") | Some("NORMAL") => Ok(Self::Normal),
-            Some("full") | Some("FULL") => Ok(Self::Full),
+            None | Some("full") | Some("FULL") => Ok(Self::Full),
+            Some("normal") | Some("NORMAL") => Ok(Self::Normal),
             Some(other) => Err(ConfigError::new(
                 "database.synchronous",
-                format!("'{other}' is not one of normal, full"),
+                format!("'{other}' is not one of full, normal"),
             )),
         }
     }
@@ -66,6 +78,8 @@ pub struct DatabaseFile {
     busy_timeout: Option<String>,
     lock_timeout: Option<String>,
     synchronous: Option<String>,
+    writers: Option<u32>,
+    max_group: Option<u32>,
 }
 
 impl DatabaseFile {
@@ -90,9 +104,19 @@ impl DatabaseFile {
                 "PostgreSQL needs at least 2 (the sweeper holds one for its lock while it sweeps)",
             ));
         }
+        let writers = writers(self.writers, is_postgres, pool_size)?;
+        let max_group = self.max_group.unwrap_or(DEFAULT_MAX_GROUP);
+        if !(1..=MAX_GROUP_LIMIT).contains(&max_group) {
+            return Err(ConfigError::new(
+                "database.max_group",
+                format!("must be between 1 and {MAX_GROUP_LIMIT}"),
+            ));
+        }
         Ok(DatabaseSettings {
             target,
             pool_size,
+            writers,
+            max_group,
             connect_timeout: span(
                 "database.connect_timeout",
                 self.connect_timeout.as_deref(),
@@ -110,5 +134,29 @@ impl DatabaseFile {
             )?,
             synchronous: SqliteSynchronous::parse(self.synchronous.as_deref())?,
         })
+    }
+}
+
+/// `database.writers`: one on SQLite, which has one writer; on PostgreSQL at least one and
+/// fewer than the pool, so readiness, the dispatcher and the sweeper still get connections.
+fn writers(configured: Option<u32>, is_postgres: bool, pool_size: u32) -> Result<u32, ConfigError> {
+    let key = "database.writers";
+    match (configured, is_postgres) {
+        (None, false) | (Some(1), false) => Ok(1),
+        (Some(_), false) => Err(ConfigError::new(
+            key,
+            "SQLite has one writer: leave it unset or write 1",
+        )),
+        (Some(0), true) => Err(ConfigError::new(key, "must be at least 1")),
+        (None, true) => Ok(DEFAULT_POSTGRES_WRITERS.min(pool_size - 1).max(1)),
+        (Some(writers), true) => {
+            if writers >= pool_size {
+                return Err(ConfigError::new(
+                    key,
+                    format!("{writers} writers need a database.pool_size above {writers} (it is {pool_size})"),
+                ));
+            }
+            Ok(writers)
+        }
     }
 }

@@ -6,7 +6,7 @@
 //! after this lease expired, and the stale holder's result is discarded.
 
 use crate::db::schema::deliveries;
-use crate::db::{write_transaction, DbConnection};
+use crate::db::{dialect, write_transaction, DbConnection};
 use chrono::{DateTime, NaiveDateTime, Utc};
 use diesel::prelude::*;
 
@@ -27,18 +27,28 @@ pub struct Message<'a> {
     pub content_type: &'a str,
 }
 
-impl Message<'_> {
+impl<'m> Message<'m> {
     /// One pending row per destination (name, delivery deadline), due now. Ingest calls it
     /// for a new fact in the claiming transaction; an operator replay calls it again.
     pub fn enqueue(
         &self,
         conn: &mut DbConnection,
-        destinations: &[(String, DateTime<Utc>)],
+        destinations: &'m [(String, DateTime<Utc>)],
         now: DateTime<Utc>,
     ) -> QueryResult<()> {
+        NewDelivery::enqueue_all(conn, &self.rows(destinations, now))
+    }
+
+    /// The pending rows [`Message::enqueue`] writes: one per destination, due `now`.
+    pub fn rows(
+        &self,
+        destinations: &'m [(String, DateTime<Utc>)],
+        now: DateTime<Utc>,
+    ) -> Vec<NewDelivery<'m>> {
         let now = now.naive_utc();
-        for (destination, deadline) in destinations {
-            NewDelivery {
+        destinations
+            .iter()
+            .map(|(destination, deadline)| NewDelivery {
                 source: self.source,
                 event_id: self.event_id,
                 event_type: self.event_type,
@@ -50,16 +60,14 @@ impl Message<'_> {
                 next_attempt_at: now,
                 deadline_at: deadline.naive_utc(),
                 created_at: now,
-            }
-            .enqueue(conn)?;
-        }
-        Ok(())
+            })
+            .collect()
     }
 }
 
 /// A delivery about to be enqueued.
 #[derive(Debug, Insertable)]
-#[diesel(table_name = deliveries)]
+#[diesel(table_name = deliveries, treat_none_as_default_value = false)]
 pub struct NewDelivery<'a> {
     pub source: &'a str,
     pub event_id: &'a str,
@@ -76,10 +84,19 @@ pub struct NewDelivery<'a> {
 
 impl NewDelivery<'_> {
     pub fn enqueue(&self, conn: &mut DbConnection) -> QueryResult<()> {
-        diesel::insert_into(deliveries::table)
-            .values(self)
-            .execute(conn)
-            .map(drop)
+        Self::enqueue_all(conn, std::slice::from_ref(self))
+    }
+
+    /// Writes `rows` with one multi-row `INSERT`.
+    pub fn enqueue_all(conn: &mut DbConnection, rows: &[Self]) -> QueryResult<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        // Multi-row inserts are per backend in diesel: the one dialect difference here.
+        dialect!(conn, c => diesel::insert_into(deliveries::table)
+            .values(rows)
+            .execute(c)
+            .map(drop))
     }
 }
 

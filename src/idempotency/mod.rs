@@ -5,8 +5,13 @@
 //! Inside the caller's transaction the key is claimed with `INSERT … ON CONFLICT DO
 //! NOTHING RETURNING`. The winner runs its work and stores the answer on the claimed row in
 //! the same transaction; everyone else gets the stored answer when their fingerprint is the
-//! one stored, or a mismatch. A concurrent claim of the same key waits on the unique index
-//! (PostgreSQL) or the write lock (SQLite), then sees the committed answer.
+//! one stored, or a mismatch ([`copy_of`]). A concurrent claim of the same key waits on the
+//! unique index (PostgreSQL) or the write lock (SQLite), then sees the committed answer.
+//!
+//! [`once`] runs the protocol for one call (operator calls). Webhooks run it for a whole
+//! group of claims in one transaction (`ingest::group`): the same steps as set-based
+//! statements, with [`leaders`] deciding which copy of a key inside the group claims it
+//! and [`copy_of`] answering every other copy.
 
 mod operator_keys;
 
@@ -73,11 +78,32 @@ pub fn once<T, E: From<diesel::result::Error>>(
         store.store(conn, row, &answer)?;
         return Ok(Once::Ran(value, answer));
     }
-    let stored = store.stored(conn)?;
-    if stored.fingerprint != store.fingerprint() {
-        return Ok(Once::Mismatch {
+    Ok(copy_of(store.stored(conn)?, store.fingerprint()))
+}
+
+/// What a copy of a call gets from the call that holds its key: the stored answer when
+/// its fingerprint is the stored one, a mismatch otherwise.
+pub fn copy_of<T>(stored: StoredCall, fingerprint: &str) -> Once<T> {
+    if stored.fingerprint != fingerprint {
+        return Once::Mismatch {
             stored_fingerprint: stored.fingerprint,
-        });
+        };
     }
-    Ok(stored.answer.map_or(Once::Unanswered, Once::Stored))
+    stored.answer.map_or(Once::Unanswered, Once::Stored)
+}
+
+/// For each call of a group, in order, the index of the earlier call with the same key
+/// (`None` for the first call of each key: the one that claims it).
+pub fn leaders<K: Eq + std::hash::Hash>(keys: impl IntoIterator<Item = K>) -> Vec<Option<usize>> {
+    let mut first = std::collections::HashMap::new();
+    keys.into_iter()
+        .enumerate()
+        .map(|(index, key)| match first.entry(key) {
+            std::collections::hash_map::Entry::Occupied(leader) => Some(*leader.get()),
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(index);
+                None
+            }
+        })
+        .collect()
 }

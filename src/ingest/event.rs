@@ -1,18 +1,23 @@
 //! The `events` table: the inbox and dedupe record — the key store of webhooks, holding
-//! the stored answer every duplicate receives.
+//! the stored answer every duplicate receives. A group's claims are one statement.
 
 use crate::db::schema::events;
 use crate::db::{dialect, DbConnection};
-use crate::idempotency::{Answer, KeyStore, StoredCall};
+use crate::idempotency::{Answer, StoredCall};
 use chrono::NaiveDateTime;
 use diesel::prelude::*;
+use std::collections::{HashMap, HashSet};
 
 /// The status of an event whose transaction committed.
 pub const STATUS_PROCESSED: &str = "processed";
 
-/// An event about to be claimed.
+/// `(source, event_id)`: what a webhook is deduplicated on.
+pub type EventKey = (String, String);
+
+/// An event about to be claimed, with the answer it gets if its fact turns out new (the
+/// common case, so that storing the answer costs no second write of the row).
 #[derive(Debug, Insertable)]
-#[diesel(table_name = events)]
+#[diesel(table_name = events, treat_none_as_default_value = false)]
 pub struct NewEvent<'a> {
     pub source: &'a str,
     pub event_id: &'a str,
@@ -25,56 +30,86 @@ pub struct NewEvent<'a> {
     pub received_at: NaiveDateTime,
     pub expires_at: NaiveDateTime,
     pub content_type: Option<&'a str>,
+    pub response_status: Option<i32>,
+    pub response_content_type: Option<&'a str>,
+    pub response_body: Option<&'a [u8]>,
 }
 
-impl KeyStore for NewEvent<'_> {
-    fn fingerprint(&self) -> &str {
-        self.fingerprint
-    }
+/// Claims every event of a group with one `INSERT … ON CONFLICT (source, event_id) DO
+/// NOTHING RETURNING`: the row id of each event this group now owns. The rest were
+/// claimed before (a concurrent, uncommitted claim is waited for on the unique index).
+/// `rows` must hold each key once, sorted, so concurrent groups lock keys in one order.
+pub fn claim_all(
+    conn: &mut DbConnection,
+    rows: &[NewEvent<'_>],
+) -> QueryResult<HashMap<EventKey, i64>> {
+    let claimed: Vec<(i64, String, String)> = dialect!(conn, c => diesel::insert_into(events::table)
+        .values(rows)
+        .on_conflict((events::source, events::event_id))
+        .do_nothing()
+        .returning((events::id, events::source, events::event_id))
+        .get_results(c))?;
+    Ok(claimed
+        .into_iter()
+        .map(|(id, source, event_id)| ((source, event_id), id))
+        .collect())
+}
 
-    /// Claims `(source, event_id)` with `INSERT … ON CONFLICT DO NOTHING RETURNING id`.
-    fn claim(&self, conn: &mut DbConnection) -> QueryResult<Option<i64>> {
-        dialect!(conn, c => diesel::insert_into(events::table)
-            .values(self)
-            .on_conflict((events::source, events::event_id))
-            .do_nothing()
-            .returning(events::id)
-            .get_result(c)
-            .optional())
-    }
-
-    fn stored(&self, conn: &mut DbConnection) -> QueryResult<StoredCall> {
-        let (fingerprint, status, content_type, body) = events::table
-            .filter(events::source.eq(self.source))
-            .filter(events::event_id.eq(self.event_id))
-            .select((
-                events::fingerprint,
-                events::response_status,
-                events::response_content_type,
-                events::response_body,
-            ))
-            .first::<(String, Option<i32>, Option<String>, Option<Vec<u8>>)>(conn)?;
-        let answer = (|| {
-            Some(Answer {
-                status: u16::try_from(status?).ok()?,
-                content_type: content_type?,
-                body: body?,
-            })
-        })();
-        Ok(StoredCall {
-            fingerprint,
-            answer,
+/// The stored calls that hold `keys`: their fingerprints and answers, in one read.
+pub fn stored_calls(
+    conn: &mut DbConnection,
+    keys: &[(&str, &str)],
+) -> QueryResult<HashMap<EventKey, StoredCall>> {
+    let wanted: HashSet<(&str, &str)> = keys.iter().copied().collect();
+    let sources: HashSet<&str> = keys.iter().map(|(source, _)| *source).collect();
+    let ids: Vec<&str> = keys.iter().map(|(_, id)| *id).collect();
+    let rows = events::table
+        .filter(events::source.eq_any(sources))
+        .filter(events::event_id.eq_any(ids))
+        .select((
+            events::source,
+            events::event_id,
+            events::fingerprint,
+            events::response_status,
+            events::response_content_type,
+            events::response_body,
+        ))
+        .load::<(
+            String,
+            String,
+            String,
+            Option<i32>,
+            Option<String>,
+            Option<Vec<u8>>,
+        )>(conn)?;
+    Ok(rows
+        .into_iter()
+        .filter(|(source, id, ..)| wanted.contains(&(source.as_str(), id.as_str())))
+        .map(|(source, id, fingerprint, status, content_type, body)| {
+            let answer = (|| {
+                Some(Answer {
+                    status: u16::try_from(status?).ok()?,
+                    content_type: content_type?,
+                    body: body?,
+                })
+            })();
+            let call = StoredCall {
+                fingerprint,
+                answer,
+            };
+            ((source, id), call)
         })
-    }
+        .collect())
+}
 
-    fn store(&self, conn: &mut DbConnection, row: i64, answer: &Answer) -> QueryResult<()> {
-        diesel::update(events::table.find(row))
-            .set((
-                events::response_status.eq(i32::from(answer.status)),
-                events::response_content_type.eq(&answer.content_type),
-                events::response_body.eq(&answer.body),
-            ))
-            .execute(conn)
-            .map(drop)
-    }
+/// Replaces the answer a claimed row was inserted with (its fact was not new after all).
+pub fn store_answer(conn: &mut DbConnection, row: i64, answer: &Answer) -> QueryResult<()> {
+    diesel::update(events::table.find(row))
+        .set((
+            events::response_status.eq(i32::from(answer.status)),
+            events::response_content_type.eq(&answer.content_type),
+            events::response_body.eq(&answer.body),
+        ))
+        .execute(conn)
+        .map(drop)
 }

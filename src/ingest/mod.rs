@@ -1,24 +1,28 @@
-//! The request path of `POST /webhooks/{source}`: identity, fingerprint, and the one
-//! transaction that claims the event, records its fact and stores the answer.
+//! The request path of `POST /webhooks/{source}` past verification: the claim, and the
+//! transaction that claims the event, records its fact, writes its outbox rows and stores
+//! its answer — run for a whole group of webhooks at once by the [`Committer`].
 //!
 //! ```text
 //! claim event (INSERT … ON CONFLICT DO NOTHING RETURNING)
-//!   ├─ claimed:  record fact (ON CONFLICT DO NOTHING) → store answer → commit
+//!   ├─ claimed:  record fact (ON CONFLICT DO NOTHING) → outbox rows if new → answer
 //!   └─ conflict: read stored row → same fingerprint: stored answer
 //!                                  other fingerprint: 422
 //! ```
 
+mod committer;
 mod event;
+mod group;
 
-use crate::db::{write_transaction, DbConnection};
-use crate::delivery::Message;
-use crate::error::{Problem, Reason};
+pub use committer::Committer;
+pub use group::{process_group, Verdict};
+
+use crate::db::DbConnection;
+use crate::error::Problem;
 use crate::faults::Faults;
-use crate::idempotency::{self, Answer, Once};
+use crate::idempotency::Answer;
 use crate::identity::Identity;
-use crate::ledger::{self, FactIdentity, NewFact};
+use crate::ledger::FactIdentity;
 use chrono::{DateTime, Utc};
-use event::{NewEvent, STATUS_PROCESSED};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -117,98 +121,12 @@ fn receipt(
     })
 }
 
-/// Runs the ingest transaction for one verified webhook.
-pub fn process(
-    conn: &mut DbConnection,
-    claim: &Claim,
-    faults: &Faults,
-) -> Result<(Outcome, Answer), Problem> {
-    let event_id = claim.identity.event_id.as_str();
-    let event = NewEvent {
-        source: &claim.source,
-        event_id,
-        event_type: claim.identity.event_type.as_deref(),
-        fingerprint: &claim.fingerprint,
-        status: STATUS_PROCESSED,
-        fact_kind: &claim.fact.kind,
-        fact_key: &claim.fact.key,
-        payload: &claim.payload,
-        received_at: claim.received_at.naive_utc(),
-        expires_at: claim.expires_at.naive_utc(),
-        content_type: Some(&claim.content_type),
-    };
-    write_transaction(conn, |conn| {
-        match idempotency::once(conn, &event, |conn| record_effect(conn, claim, faults))? {
-            Once::Ran(outcome, answer) => Ok((outcome, answer)),
-            Once::Stored(answer) => Ok((Outcome::StoredAnswer, answer)),
-            Once::Mismatch { stored_fingerprint } => Err(Problem::new(
-                Reason::FingerprintMismatch,
-                format!(
-                    "event {} was first received with a body of sha256 {stored_fingerprint}; \
-                     this copy's is {}",
-                    claim.identity.event_id, claim.fingerprint
-                ),
-            )),
-            Once::Unanswered => Err(Problem::internal("the stored event has no answer")),
-        }
-    })
-}
-
-/// The effect of a newly claimed event: its fact, the fact's deliveries when it is new,
-/// and the receipt to store.
-fn record_effect(
-    conn: &mut DbConnection,
-    claim: &Claim,
-    faults: &Faults,
-) -> Result<(Outcome, Answer), Problem> {
-    let event_id = claim.identity.event_id.as_str();
-    let record = |conn: &mut DbConnection, fact: &FactIdentity| {
-        NewFact {
-            source: &claim.source,
-            kind: &fact.kind,
-            fact_key: &fact.key,
-            first_event_id: event_id,
-            created_at: claim.received_at.naive_utc(),
-        }
-        .record(conn)
-    };
-    let fact_is_new = record(conn, &claim.fact)?;
-    let body_is_new = match &claim.body_fact {
-        Some(body) => record(conn, body)?,
-        None => true,
-    };
-    if fact_is_new && body_is_new {
-        enqueue_deliveries(conn, claim)?;
-    }
-    faults.after_fact(event_id);
-    if fact_is_new && body_is_new {
-        let answer = receipt(claim, Outcome::Accepted, &claim.fact, event_id)?;
-        return Ok((Outcome::Accepted, answer));
-    }
-    // The fact the ledger already held: the event's own, else its body's.
-    let held = match (&claim.body_fact, fact_is_new) {
-        (Some(body), true) => body,
-        _ => &claim.fact,
-    };
-    let first = ledger::first_event_id(conn, &claim.source, held)?;
-    let outcome = if first == event_id {
-        Outcome::DuplicateAfterExpiry
-    } else {
-        Outcome::DuplicateFact
-    };
-    Ok((outcome, receipt(claim, outcome, held, &first)?))
-}
-
-/// One outbox row per destination of the source, in the claiming transaction.
-fn enqueue_deliveries(conn: &mut DbConnection, claim: &Claim) -> diesel::QueryResult<()> {
-    let message = Message {
-        source: &claim.source,
-        event_id: claim.identity.event_id.as_str(),
-        event_type: claim.identity.event_type.as_deref(),
-        payload: &claim.payload,
-        content_type: &claim.content_type,
-    };
-    message.enqueue(conn, &claim.destinations, claim.received_at)
+/// Runs the ingest transaction for one verified webhook alone: a group of one.
+pub fn process(conn: &mut DbConnection, claim: &Claim, faults: &Faults) -> Verdict {
+    let mut verdicts = process_group(conn, &[claim], faults)?;
+    verdicts
+        .pop()
+        .unwrap_or_else(|| Err(Problem::internal("a group of one gave no verdict")))
 }
 
 #[cfg(test)]

@@ -96,7 +96,7 @@ impl FactIdentity {
 
 /// A fact about to be recorded.
 #[derive(Debug, Insertable)]
-#[diesel(table_name = facts)]
+#[diesel(table_name = facts, treat_none_as_default_value = false)]
 pub struct NewFact<'a> {
     pub source: &'a str,
     pub kind: &'a str,
@@ -119,6 +119,29 @@ impl NewFact<'_> {
             .optional())?;
         Ok(inserted.is_some())
     }
+}
+
+/// `(source, kind, fact_key)`: what the ledger is unique on.
+pub type FactRow = (String, String, String);
+
+/// Records a group's facts with one `INSERT … ON CONFLICT DO NOTHING RETURNING`: the
+/// facts that are new. The rest the ledger already held (a concurrent recorder of the same
+/// fact is waited for on the unique index). `facts` must hold each fact once, sorted, so
+/// concurrent groups lock them in one order.
+pub fn record_all(
+    conn: &mut DbConnection,
+    facts: &[NewFact<'_>],
+) -> QueryResult<std::collections::HashSet<FactRow>> {
+    if facts.is_empty() {
+        return Ok(Default::default());
+    }
+    let inserted: Vec<FactRow> = dialect!(conn, c => diesel::insert_into(facts::table)
+        .values(facts)
+        .on_conflict((facts::source, facts::kind, facts::fact_key))
+        .do_nothing()
+        .returning((facts::source, facts::kind, facts::fact_key))
+        .get_results(c))?;
+    Ok(inserted.into_iter().collect())
 }
 
 /// The event id under which a fact was first recorded.

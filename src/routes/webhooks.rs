@@ -6,7 +6,7 @@ use crate::config::ServerSettings;
 use crate::error::{Problem, Reason};
 use crate::idempotency::{Answer, REPLAYED_HEADER};
 use crate::identity::Identity;
-use crate::ingest::{fingerprint, process, Claim, Outcome};
+use crate::ingest::{fingerprint, Claim, Outcome};
 use crate::ledger::{FactIdentity, BODY_KIND};
 use crate::observability::RequestId;
 use crate::signature::{Keys, Unverified};
@@ -73,6 +73,7 @@ async fn ingest(
         )
     })?;
     let body = read_body(request, payload, &state.settings.server).await?;
+    let seen = Instant::now();
 
     let now = state.clock.now();
     let scheme = source.scheme.scheme();
@@ -120,16 +121,10 @@ async fn ingest(
         payload: body,
     };
 
-    let faults = state.faults.clone();
-    let source_label = claim.source.clone();
-    let (outcome, answer) = crate::db::on_connection(&state.pool, move |conn| {
-        let started = Instant::now();
-        let result = process(conn, &claim, &faults);
-        metrics::histogram!("inlet_ingest_duration_seconds", "source" => source_label)
-            .record(started.elapsed().as_secs_f64());
-        result
-    })
-    .await?;
+    let verdict = state.committer.commit(claim).await;
+    metrics::histogram!("inlet_ingest_duration_seconds", "source" => source.name.as_str().to_owned())
+        .record(seen.elapsed().as_secs_f64());
+    let (outcome, answer) = verdict?;
     if outcome == Outcome::Accepted
         && !state
             .settings

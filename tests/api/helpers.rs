@@ -786,7 +786,7 @@ impl TestApp {
         read(response).await
     }
 
-    async fn with_conn<T: Send + 'static>(
+    pub async fn with_conn<T: Send + 'static>(
         &self,
         query: impl FnOnce(&mut inlet::db::DbConnection) -> QueryResult<T> + Send + 'static,
     ) -> T {

@@ -4,6 +4,7 @@
 mod availability;
 mod cli;
 mod delivery;
+mod groups;
 mod helpers;
 mod hostile;
 mod ingest;

@@ -1,0 +1,261 @@
+//! One transaction for a group of verified webhooks, in set-based statements:
+//!
+//! ```text
+//! claim every event      one INSERT … ON CONFLICT DO NOTHING RETURNING (with the answer
+//!                        a new fact gets, so storing it costs no second write)
+//! conflicts              one read of the stored rows → stored answer or 422
+//! facts of the claimed   one INSERT … ON CONFLICT DO NOTHING RETURNING
+//! outbox rows            one multi-row INSERT, for the facts that are new
+//! other answers          an UPDATE per claimed event whose fact was already held (rare)
+//! ```
+//!
+//! Inside a group the same rules hold as between groups: the first copy of an event id
+//! claims it and the later ones get its answer (or 422 for another body); the first event
+//! of a fact records it and later ones are `duplicate_fact`. Keys are written in sorted
+//! order, so concurrent groups on PostgreSQL take their locks in one order.
+
+use super::event::{self, EventKey, NewEvent, STATUS_PROCESSED};
+use super::{receipt, Claim, Outcome};
+use crate::db::{write_transaction, DbConnection};
+use crate::delivery::{Message, NewDelivery};
+use crate::error::{Problem, Reason};
+use crate::faults::Faults;
+use crate::idempotency::{self, Answer, Once, StoredCall};
+use crate::ledger::{self, FactIdentity, FactRow, NewFact};
+use std::collections::{BTreeMap, HashMap};
+
+/// What one webhook of a group gets: its outcome and answer, or why it failed.
+pub type Verdict = Result<(Outcome, Answer), Problem>;
+
+/// Runs one transaction for `claims`: a verdict for each, in order. An error fails the
+/// whole group, and then nothing of it is stored.
+pub fn process_group(
+    conn: &mut DbConnection,
+    claims: &[&Claim],
+    faults: &Faults,
+) -> Result<Vec<Verdict>, Problem> {
+    write_transaction(conn, |conn| run(conn, claims, faults))
+}
+
+fn run(
+    conn: &mut DbConnection,
+    claims: &[&Claim],
+    faults: &Faults,
+) -> Result<Vec<Verdict>, Problem> {
+    let leaders = idempotency::leaders(claims.iter().map(|claim| key_of(claim)));
+    let accepted = claims
+        .iter()
+        .map(|claim| {
+            let event_id = claim.identity.event_id.as_str();
+            receipt(claim, Outcome::Accepted, &claim.fact, event_id)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let claimed = claim_events(conn, claims, &leaders, &accepted)?;
+    let firsts: Vec<usize> = (0..claims.len())
+        .filter(|&i| leaders[i].is_none())
+        .collect();
+    let (owned, held): (Vec<usize>, Vec<usize>) = firsts
+        .into_iter()
+        .partition(|&i| claimed.contains_key(&key_of(claims[i])));
+    let stored = stored_calls(conn, claims, &held)?;
+    let effects = record_effects(conn, claims, &owned, &accepted, faults)?;
+    for (&i, (outcome, answer)) in &effects {
+        if *outcome != Outcome::Accepted {
+            event::store_answer(conn, claimed[&key_of(claims[i])], answer)?;
+        }
+    }
+    Ok((0..claims.len())
+        .map(|i| verdict(claims, &leaders, &effects, &stored, i))
+        .collect())
+}
+
+fn key_of(claim: &Claim) -> EventKey {
+    (
+        claim.source.clone(),
+        claim.identity.event_id.as_str().to_owned(),
+    )
+}
+
+/// Claims the first copy of every event id, in one statement, keys sorted.
+fn claim_events(
+    conn: &mut DbConnection,
+    claims: &[&Claim],
+    leaders: &[Option<usize>],
+    accepted: &[Answer],
+) -> Result<HashMap<EventKey, i64>, Problem> {
+    let mut order: Vec<usize> = (0..claims.len())
+        .filter(|&i| leaders[i].is_none())
+        .collect();
+    order.sort_by_key(|&i| key_of(claims[i]));
+    let rows: Vec<NewEvent<'_>> = order
+        .iter()
+        .map(|&i| new_event(claims[i], &accepted[i]))
+        .collect();
+    Ok(event::claim_all(conn, &rows)?)
+}
+
+fn new_event<'a>(claim: &'a Claim, answer: &'a Answer) -> NewEvent<'a> {
+    NewEvent {
+        source: &claim.source,
+        event_id: claim.identity.event_id.as_str(),
+        event_type: claim.identity.event_type.as_deref(),
+        fingerprint: &claim.fingerprint,
+        status: STATUS_PROCESSED,
+        fact_kind: &claim.fact.kind,
+        fact_key: &claim.fact.key,
+        payload: &claim.payload,
+        received_at: claim.received_at.naive_utc(),
+        expires_at: claim.expires_at.naive_utc(),
+        content_type: Some(&claim.content_type),
+        response_status: Some(i32::from(answer.status)),
+        response_content_type: Some(&answer.content_type),
+        response_body: Some(&answer.body),
+    }
+}
+
+/// The stored calls holding the events claimed before this group.
+fn stored_calls(
+    conn: &mut DbConnection,
+    claims: &[&Claim],
+    held: &[usize],
+) -> Result<HashMap<EventKey, StoredCall>, Problem> {
+    if held.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let keys: Vec<(&str, &str)> = held
+        .iter()
+        .map(|&i| {
+            (
+                claims[i].source.as_str(),
+                claims[i].identity.event_id.as_str(),
+            )
+        })
+        .collect();
+    Ok(event::stored_calls(conn, &keys)?)
+}
+
+fn fact_row(claim: &Claim, fact: &FactIdentity) -> FactRow {
+    (claim.source.clone(), fact.kind.clone(), fact.key.clone())
+}
+
+/// The effects of the events this group claimed (`owned`, in arrival order): their facts
+/// in one statement, the outbox rows of the facts that are new, and each one's answer.
+fn record_effects(
+    conn: &mut DbConnection,
+    claims: &[&Claim],
+    owned: &[usize],
+    accepted: &[Answer],
+    faults: &Faults,
+) -> Result<HashMap<usize, (Outcome, Answer)>, Problem> {
+    // Which owned event records each fact first: the first to name it.
+    let mut first: BTreeMap<FactRow, usize> = BTreeMap::new();
+    for &i in owned {
+        let claim = claims[i];
+        for fact in std::iter::once(&claim.fact).chain(&claim.body_fact) {
+            first.entry(fact_row(claim, fact)).or_insert(i);
+        }
+    }
+    let facts: Vec<NewFact<'_>> = first
+        .iter()
+        .map(|((source, kind, key), &i)| NewFact {
+            source,
+            kind,
+            fact_key: key,
+            first_event_id: claims[i].identity.event_id.as_str(),
+            created_at: claims[i].received_at.naive_utc(),
+        })
+        .collect();
+    let inserted = ledger::record_all(conn, &facts)?;
+    let new_for = |i: usize, fact: &FactIdentity| {
+        let row = fact_row(claims[i], fact);
+        inserted.contains(&row) && first.get(&row) == Some(&i)
+    };
+    let mut effects = HashMap::new();
+    let mut deliveries = Vec::new();
+    for &i in owned {
+        let claim = claims[i];
+        let fact_is_new = new_for(i, &claim.fact);
+        let body_is_new = claim.body_fact.as_ref().is_none_or(|body| new_for(i, body));
+        if fact_is_new && body_is_new {
+            deliveries.extend(message(claim).rows(&claim.destinations, claim.received_at));
+            effects.insert(i, (Outcome::Accepted, accepted[i].clone()));
+            continue;
+        }
+        // The fact the ledger already held: the event's own, else its body's.
+        let held = match (&claim.body_fact, fact_is_new) {
+            (Some(body), true) => body,
+            _ => &claim.fact,
+        };
+        let row = fact_row(claim, held);
+        let first_event_id = match first.get(&row) {
+            Some(&j) if inserted.contains(&row) => claims[j].identity.event_id.to_string(),
+            _ => ledger::first_event_id(conn, &claim.source, held)?,
+        };
+        let outcome = if first_event_id == claim.identity.event_id.as_str() {
+            Outcome::DuplicateAfterExpiry
+        } else {
+            Outcome::DuplicateFact
+        };
+        effects.insert(
+            i,
+            (outcome, receipt(claim, outcome, held, &first_event_id)?),
+        );
+    }
+    NewDelivery::enqueue_all(conn, &deliveries)?;
+    for &i in owned {
+        faults.after_fact(claims[i].identity.event_id.as_str());
+    }
+    Ok(effects)
+}
+
+fn message(claim: &Claim) -> Message<'_> {
+    Message {
+        source: &claim.source,
+        event_id: claim.identity.event_id.as_str(),
+        event_type: claim.identity.event_type.as_deref(),
+        payload: &claim.payload,
+        content_type: &claim.content_type,
+    }
+}
+
+/// The verdict of claim `i`: its own effect when it claimed its event, otherwise what a
+/// copy gets from the call that holds the key — an earlier copy in this group, or the row
+/// stored before.
+fn verdict(
+    claims: &[&Claim],
+    leaders: &[Option<usize>],
+    effects: &HashMap<usize, (Outcome, Answer)>,
+    stored: &HashMap<EventKey, StoredCall>,
+    i: usize,
+) -> Verdict {
+    let claim = claims[i];
+    let holder = leaders[i].unwrap_or(i);
+    let call = match effects.get(&holder) {
+        Some(effect) if holder == i => return Ok(effect.clone()),
+        Some((_, answer)) => StoredCall {
+            fingerprint: claims[holder].fingerprint.clone(),
+            answer: Some(answer.clone()),
+        },
+        None => stored.get(&key_of(claim)).cloned().ok_or_else(|| {
+            // The row that refused the claim was swept before it could be read.
+            Problem::new(
+                Reason::ClaimInProgress,
+                "the event's record changed while it was read; retry",
+            )
+        })?,
+    };
+    match idempotency::copy_of::<()>(call, &claim.fingerprint) {
+        Once::Stored(answer) => Ok((Outcome::StoredAnswer, answer)),
+        Once::Mismatch { stored_fingerprint } => Err(Problem::new(
+            Reason::FingerprintMismatch,
+            format!(
+                "event {} was first received with a body of sha256 {stored_fingerprint}; \
+                 this copy's is {}",
+                claim.identity.event_id, claim.fingerprint
+            ),
+        )),
+        Once::Ran(..) | Once::Unanswered => {
+            Err(Problem::internal("the stored event has no answer"))
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! Group commit: webhooks committed together in one transaction keep every invariant a
+//! transaction of their own keeps. Each test holds the next group until all its requests
+//! are queued (`Faults::gather_next_group`), then checks that they were one group.
+
+use crate::helpers::{spawn_app_with, stripe_event, Backend, Reply, TestApp, TestOptions};
+use crate::on_both_backends;
+use diesel::connection::SimpleConnection;
+use diesel::prelude::*;
+use inlet::db::schema::deliveries;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+on_both_backends!(
+    many_copies_of_one_event_in_one_group_make_one_row_and_one_first_answer,
+    two_events_of_one_fact_in_one_group_are_accepted_once,
+    a_poisoned_member_fails_alone_and_the_rest_of_its_group_commits,
+    a_crash_inside_a_group_leaves_nothing_and_every_retry_succeeds,
+);
+
+/// Delivers to an address nobody answers; the dispatcher is off, so rows stay pending.
+async fn app_with_outbox(backend: Backend) -> Arc<TestApp> {
+    let options = TestOptions {
+        destination: Some(format!(
+            "url = \"http://127.0.0.1:9/events\"\nsecret = \"{}\"\nname = \"app\"",
+            "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+        )),
+        dispatch: false,
+        ..Default::default()
+    };
+    Arc::new(spawn_app_with(backend, options).await)
+}
+
+/// Sends every body at once as one group: the group waits until all are queued.
+async fn post_as_one_group(app: &Arc<TestApp>, bodies: &[Vec<u8>]) -> Vec<Reply> {
+    app.faults.gather_next_group(bodies.len());
+    let tasks: Vec<_> = bodies
+        .iter()
+        .cloned()
+        .map(|body| {
+            let app = app.clone();
+            tokio::spawn(async move { app.post_stripe(&body).await })
+        })
+        .collect();
+    let mut replies = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        replies.push(task.await.expect("request task"));
+    }
+    assert_eq!(
+        app.faults.gathered_group(),
+        bodies.len(),
+        "the requests were committed as one group"
+    );
+    replies
+}
+
+async fn count_deliveries(app: &TestApp) -> Vec<String> {
+    app.with_conn(|c| {
+        deliveries::table
+            .order(deliveries::event_id)
+            .select(deliveries::event_id)
+            .load(c)
+    })
+    .await
+}
+
+async fn many_copies_of_one_event_in_one_group_make_one_row_and_one_first_answer(backend: Backend) {
+    let app = app_with_outbox(backend).await;
+    let body = stripe_event("evt_copies", "charge.refunded", "ch_copies");
+    let other_body = stripe_event("evt_copies", "charge.refunded", "ch_other");
+    let mut bodies = vec![body.clone(); 29];
+    bodies.insert(13, other_body.clone());
+
+    let replies = post_as_one_group(&app, &bodies).await;
+
+    // Whichever body was queued first claimed the id; every copy of it gets one answer,
+    // every copy of the other body 422.
+    let winner = bodies
+        .iter()
+        .zip(&replies)
+        .find(|(_, reply)| reply.status == 200)
+        .map(|(body, _)| body.clone())
+        .expect("one body was accepted");
+    let mut answers = Vec::new();
+    for (sent, reply) in bodies.iter().zip(&replies) {
+        if *sent == winner {
+            reply.assert_status(200);
+            answers.push(reply);
+        } else {
+            reply.assert_problem(422, "fingerprint_mismatch");
+        }
+    }
+    assert!(answers.iter().all(|reply| reply.body == answers[0].body));
+    assert_eq!(
+        answers.iter().filter(|reply| !reply.replayed()).count(),
+        1,
+        "exactly one copy's answer is the first, the rest are stored answers"
+    );
+    assert_eq!(answers[0].json()["outcome"], "accepted");
+    assert_eq!(app.count_events().await, 1);
+    assert_eq!(app.count_facts().await, 1);
+    assert_eq!(count_deliveries(&app).await, vec!["evt_copies".to_owned()]);
+}
+
+async fn two_events_of_one_fact_in_one_group_are_accepted_once(backend: Backend) {
+    let app = app_with_outbox(backend).await;
+    // Twelve payments, each under two event ids (a regenerated key), all in one group.
+    let bodies: Vec<Vec<u8>> = (0..24)
+        .map(|n| {
+            let id = format!("evt_pair_{n}");
+            stripe_event(&id, "payment_intent.succeeded", &format!("pi_{}", n % 12))
+        })
+        .collect();
+
+    let replies = post_as_one_group(&app, &bodies).await;
+
+    let mut per_payment: HashMap<String, Vec<serde_json::Value>> = HashMap::new();
+    for reply in &replies {
+        reply.assert_status(200);
+        assert!(!reply.replayed(), "each event id is new");
+        let receipt = reply.json();
+        let payment = receipt["fact"]["key"]
+            .as_str()
+            .expect("a fact key")
+            .to_owned();
+        per_payment.entry(payment).or_default().push(receipt);
+    }
+    assert_eq!(per_payment.len(), 12);
+    let mut accepted = Vec::new();
+    for receipts in per_payment.values() {
+        let first = receipts
+            .iter()
+            .find(|r| r["outcome"] == "accepted")
+            .expect("one event of the fact is accepted");
+        let duplicate = receipts
+            .iter()
+            .find(|r| r["outcome"] == "duplicate_fact")
+            .expect("the other is a duplicate fact");
+        assert_eq!(duplicate["fact"]["first_event_id"], first["event_id"]);
+        assert_eq!(first["fact"]["first_event_id"], first["event_id"]);
+        accepted.push(first["event_id"].as_str().expect("an id").to_owned());
+    }
+    accepted.sort();
+    assert_eq!(app.count_events().await, 24);
+    assert_eq!(app.count_facts().await, 12);
+    assert_eq!(
+        count_deliveries(&app).await,
+        accepted,
+        "one outbox row per fact, for the accepted event"
+    );
+    // A copy arriving later gets the answer stored in the group.
+    let duplicate = app.post_stripe(&bodies[0]).await;
+    assert!(duplicate.replayed());
+    assert_eq!(duplicate.body, replies[0].body);
+}
+
+/// A trigger that makes the database refuse one event's row, as a constraint would.
+fn poison(app: &TestApp, event_id: &str) {
+    let sql = match app.backend {
+        Backend::Sqlite => format!(
+            "CREATE TRIGGER poison BEFORE INSERT ON events WHEN NEW.event_id = '{event_id}' \
+             BEGIN SELECT RAISE(ABORT, 'poisoned row'); END;"
+        ),
+        Backend::Postgres => format!(
+            "CREATE FUNCTION poison() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+             IF NEW.event_id = '{event_id}' THEN RAISE EXCEPTION 'poisoned row'; END IF; \
+             RETURN NEW; END $$; \
+             CREATE TRIGGER poison BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION poison();"
+        ),
+    };
+    app.direct_connection()
+        .batch_execute(&sql)
+        .expect("install the trigger");
+}
+
+fn cure(app: &TestApp) {
+    app.direct_connection()
+        .batch_execute("DROP TRIGGER poison ON events")
+        .or_else(|_| app.direct_connection().batch_execute("DROP TRIGGER poison"))
+        .expect("drop the trigger");
+}
+
+async fn a_poisoned_member_fails_alone_and_the_rest_of_its_group_commits(backend: Backend) {
+    let app = app_with_outbox(backend).await;
+    poison(&app, "evt_member_7");
+    let bodies: Vec<Vec<u8>> = (0..21)
+        .map(|n| {
+            stripe_event(
+                &format!("evt_member_{n}"),
+                "charge.refunded",
+                &format!("ch_{n}"),
+            )
+        })
+        .collect();
+
+    let replies = post_as_one_group(&app, &bodies).await;
+
+    for (n, reply) in replies.iter().enumerate() {
+        if n == 7 {
+            reply.assert_problem(500, "internal_error");
+        } else {
+            reply.assert_status(200);
+            assert_eq!(reply.json()["outcome"], "accepted");
+        }
+    }
+    assert_eq!(app.count_events().await, 20);
+    assert_eq!(app.count_facts().await, 20);
+    assert_eq!(count_deliveries(&app).await.len(), 20);
+
+    cure(&app);
+    let retry = app.post_stripe(&bodies[7]).await;
+    retry.assert_status(200);
+    assert_eq!(retry.json()["outcome"], "accepted");
+    assert!(!retry.replayed());
+    assert_eq!(app.count_events().await, 21);
+}
+
+async fn a_crash_inside_a_group_leaves_nothing_and_every_retry_succeeds(backend: Backend) {
+    let app = app_with_outbox(backend).await;
+    let bodies: Vec<Vec<u8>> = (0..20)
+        .map(|n| {
+            let id = format!("evt_crash_{n}");
+            stripe_event(&id, "payment_intent.succeeded", &format!("pi_crash_{n}"))
+        })
+        .collect();
+    app.faults.crash_after_fact("evt_crash_11");
+
+    let replies = post_as_one_group(&app, &bodies).await;
+
+    for reply in &replies {
+        reply.assert_problem(500, "internal_error");
+    }
+    assert_eq!(app.count_events().await, 0, "no event survives the crash");
+    assert_eq!(app.count_facts().await, 0, "no fact survives the crash");
+    assert!(count_deliveries(&app).await.is_empty());
+
+    for body in &bodies {
+        let retry = app.post_stripe(body).await;
+        retry.assert_status(200);
+        assert_eq!(retry.json()["outcome"], "accepted");
+    }
+    assert_eq!(app.count_facts().await, 20);
+    assert_eq!(count_deliveries(&app).await.len(), 20);
+}
