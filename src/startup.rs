@@ -105,6 +105,8 @@ impl Application {
             sweeper_health = Some(sweeper.health());
             background.push(tokio::spawn(sweeper.run(stopped)));
         }
+        let checkpointer = db::Checkpointer::start(&settings.database)
+            .context("cannot start the checkpoint thread")?;
         let committer = Committer::start(pool.clone(), hooks.faults.clone(), &settings.database)
             .context("cannot start the group-commit writers")?;
         let state = web::Data::new(AppState {
@@ -113,6 +115,7 @@ impl Application {
             clock: hooks.clock,
             faults: hooks.faults,
             committer,
+            checkpointer,
             dispatcher_waker,
             sweeper: sweeper_health,
         });

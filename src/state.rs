@@ -2,7 +2,7 @@
 
 use crate::clock::Clock;
 use crate::config::Settings;
-use crate::db::DbPool;
+use crate::db::{Checkpointer, DbPool};
 use crate::faults::Faults;
 use crate::ingest::Committer;
 use crate::retention::SweeperHealth;
@@ -16,6 +16,8 @@ pub struct AppState {
     pub faults: Arc<Faults>,
     /// Commits verified webhooks in groups.
     pub committer: Committer,
+    /// SQLite: checkpoints the write-ahead log beside the writer (stops when dropped).
+    pub checkpointer: Option<Checkpointer>,
     /// Wakes this instance's dispatcher when a new fact has deliveries.
     pub dispatcher_waker: Option<Arc<tokio::sync::Notify>>,
     /// The in-server sweeper's last success, for readiness.

@@ -10,9 +10,11 @@ pub mod schema;
 
 mod settings;
 
+mod checkpoint;
 mod locks;
 mod migrations;
 
+pub use checkpoint::Checkpointer;
 pub use locks::{AdvisoryLock, SessionLock};
 pub use migrations::{pending_migrations, run_migrations};
 
@@ -151,9 +153,10 @@ impl ConnectionManager {
             .map_err(|e| ConnectError(format!("cannot open {path_text}: {e}")))?;
         conn.batch_execute(&format!(
             "PRAGMA busy_timeout = {}; PRAGMA synchronous = {}; PRAGMA foreign_keys = ON; \
-             PRAGMA mmap_size = 268435456;",
+             PRAGMA mmap_size = 268435456; PRAGMA wal_autocheckpoint = {};",
             self.settings.busy_timeout.as_millis(),
             self.settings.synchronous.pragma_value(),
+            checkpoint::SAFETY_NET_PAGES,
         ))
         .map_err(|e| ConnectError(format!("cannot configure {path_text}: {e}")))?;
         Ok(DbConnection::Sqlite(conn))
