@@ -3,7 +3,7 @@
 //! can make the ingest transaction crash at a named instruction.
 
 #[cfg(feature = "fault-injection")]
-use std::collections::HashSet;
+use std::collections::HashMap;
 #[cfg(feature = "fault-injection")]
 use std::sync::atomic::{AtomicUsize, Ordering};
 #[cfg(feature = "fault-injection")]
@@ -13,7 +13,8 @@ use std::sync::Mutex;
 #[derive(Debug, Default)]
 pub struct Faults {
     #[cfg(feature = "fault-injection")]
-    crash_after_fact: Mutex<HashSet<String>>,
+    /// Event id → how many more ingests of it crash.
+    crash_after_fact: Mutex<HashMap<String, usize>>,
     #[cfg(feature = "fault-injection")]
     group_quorum: AtomicUsize,
     #[cfg(feature = "fault-injection")]
@@ -26,11 +27,20 @@ impl Faults {
     pub(crate) fn after_fact(&self, _event_id: &str) {
         #[cfg(feature = "fault-injection")]
         {
-            let armed = self
-                .crash_after_fact
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .remove(_event_id);
+            let armed = {
+                let mut crashes = self
+                    .crash_after_fact
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                match crashes.get_mut(_event_id) {
+                    Some(left) if *left > 1 => {
+                        *left -= 1;
+                        true
+                    }
+                    Some(_) => crashes.remove(_event_id).is_some(),
+                    None => false,
+                }
+            };
             if armed {
                 // A panic mid-transaction is what a crash looks like from the database:
                 // the connection is discarded with the transaction open, never committed.
@@ -42,10 +52,22 @@ impl Faults {
     /// Makes the next ingest of `event_id` crash after its fact insert, once.
     #[cfg(feature = "fault-injection")]
     pub fn crash_after_fact(&self, event_id: &str) {
-        self.crash_after_fact
+        self.crash_after_fact_times(event_id, 1);
+    }
+
+    /// Makes the next `times` ingests of `event_id` crash after its fact insert (0:
+    /// none any more).
+    #[cfg(feature = "fault-injection")]
+    pub fn crash_after_fact_times(&self, event_id: &str, times: usize) {
+        let mut crashes = self
+            .crash_after_fact
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .insert(event_id.to_owned());
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if times == 0 {
+            crashes.remove(event_id);
+        } else {
+            crashes.insert(event_id.to_owned(), times);
+        }
     }
 
     /// Tests only: how many webhooks the next group waits for (0: none), so that a test

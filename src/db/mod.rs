@@ -320,6 +320,19 @@ where
     }
 }
 
+/// PostgreSQL: for the rest of the current transaction, wait at most `wait` on a row lock
+/// (a concurrent claim of the same key) instead of `database.lock_timeout`. SQLite has no
+/// row locks: nothing to do.
+pub fn set_local_lock_timeout(conn: &mut DbConnection, wait: Duration) -> diesel::QueryResult<()> {
+    match conn {
+        DbConnection::Postgres(c) => c.batch_execute(&format!(
+            "SET LOCAL lock_timeout = '{}ms'",
+            wait.as_millis()
+        )),
+        DbConnection::Sqlite(_) => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -65,6 +65,11 @@ impl<'m> Message<'m> {
     }
 }
 
+/// The most rows one outbox `INSERT` writes: 11 bound parameters each.
+const INSERT_ROWS: usize = 2_000;
+/// The most payload bytes one outbox `INSERT` carries (at least one row).
+const INSERT_BYTES: usize = 16 * 1024 * 1024;
+
 /// A delivery about to be enqueued.
 #[derive(Debug, Insertable)]
 #[diesel(table_name = deliveries, treat_none_as_default_value = false)]
@@ -87,16 +92,30 @@ impl NewDelivery<'_> {
         Self::enqueue_all(conn, std::slice::from_ref(self))
     }
 
-    /// Writes `rows` with one multi-row `INSERT`.
+    /// Writes `rows` with multi-row `INSERT`s: one, unless the rows would pass
+    /// [`INSERT_ROWS`] (bound parameters: SQLite allows 32,766 per statement, PostgreSQL
+    /// 65,535) or [`INSERT_BYTES`] of payload.
     pub fn enqueue_all(conn: &mut DbConnection, rows: &[Self]) -> QueryResult<()> {
-        if rows.is_empty() {
-            return Ok(());
+        let mut rest = rows;
+        while !rest.is_empty() {
+            let mut bytes = 0;
+            let n = rest
+                .iter()
+                .take(INSERT_ROWS)
+                .take_while(|row| {
+                    bytes += row.payload.len();
+                    bytes <= INSERT_BYTES
+                })
+                .count()
+                .max(1);
+            let (chunk, later) = rest.split_at(n);
+            // Multi-row inserts are per backend in diesel: the one dialect difference here.
+            dialect!(conn, c => diesel::insert_into(deliveries::table)
+                .values(chunk)
+                .execute(c))?;
+            rest = later;
         }
-        // Multi-row inserts are per backend in diesel: the one dialect difference here.
-        dialect!(conn, c => diesel::insert_into(deliveries::table)
-            .values(rows)
-            .execute(c)
-            .map(drop))
+        Ok(())
     }
 }
 

@@ -6,12 +6,16 @@
 //! log flush — with everything that arrived beside it.
 //!
 //! Every webhook is answered only after its group's commit returned. A member that fails
-//! for its own reason (the database refuses its row) fails alone: the group is committed
-//! again member by member. A failure of the database itself answers every member alike.
+//! for its own reason fails alone: a group the database refuses (or that crashes) is split
+//! in halves and each half committed again, down to the member at fault. A group that
+//! waits on a key another transaction holds gives up after [`GROUP_LOCK_WAIT`] and its
+//! members are committed each alone, off the writers, with the configured
+//! `lock_timeout` — so a held key delays only its own webhook. An unavailable database
+//! answers every member alike.
 
 use super::group::{process_group, Verdict};
-use super::Claim;
-use crate::db::{DatabaseSettings, DbPool};
+use super::{process, Claim};
+use crate::db::{on_connection, DatabaseSettings, DbPool};
 use crate::error::{Problem, Reason};
 use crate::faults::Faults;
 use parking_lot::{Condvar, Mutex};
@@ -21,16 +25,47 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
+/// How long a group waits on a key another transaction holds (PostgreSQL) before its
+/// members are committed each alone: well above a normal group's commit, well below
+/// `database.lock_timeout`.
+pub const GROUP_LOCK_WAIT: Duration = Duration::from_millis(250);
+
+/// The most payload bytes one group carries (a group always takes at least one webhook),
+/// so that groups of large bodies stay small statements.
+const GROUP_BYTES: usize = 16 * 1024 * 1024;
+
+/// Beyond the queue's patience and the database's own timeouts, how long a webhook waits
+/// for its group before it is answered 503 (a writer stuck on a vanished database).
+const ANSWER_SLACK: Duration = Duration::from_secs(5);
+
 /// The process's group committer. Dropping it lets the writers finish what is queued
 /// and stop.
 pub struct Committer {
     queue: Arc<Queue>,
+    pool: DbPool,
+    faults: Arc<Faults>,
+    /// How long a webhook waits for its group's answer before it is answered 503.
+    answer_within: Duration,
 }
 
 struct Job {
     claim: Claim,
     queued: Instant,
-    reply: oneshot::Sender<Verdict>,
+    reply: oneshot::Sender<Reply>,
+}
+
+/// What a writer answers a webhook.
+enum Reply {
+    Done(Verdict),
+    /// Commit it alone, off the writers: its group waited on a key held elsewhere.
+    Alone(Box<Claim>),
+}
+
+/// How a member of a committed (or failed) group ends.
+#[derive(Clone)]
+enum Settled {
+    Done(Verdict),
+    Alone,
 }
 
 #[derive(Default)]
@@ -54,6 +89,9 @@ struct Writer {
     /// A webhook queued longer than this is answered 503 without touching the database:
     /// the database is not keeping up (or is away), and the provider will retry.
     patience: Duration,
+    /// How long a group waits on a held key: [`GROUP_LOCK_WAIT`], or `lock_timeout` when
+    /// that is shorter.
+    lock_wait: Duration,
 }
 
 impl Committer {
@@ -71,12 +109,19 @@ impl Committer {
                 faults: faults.clone(),
                 max_group: usize::try_from(database.max_group).unwrap_or(1).max(1),
                 patience: database.connect_timeout,
+                lock_wait: database.lock_timeout.min(GROUP_LOCK_WAIT),
             };
             std::thread::Builder::new()
                 .name(format!("inlet-writer-{n}"))
                 .spawn(move || writer.run())?;
         }
-        Ok(Self { queue })
+        let waits = database.lock_timeout.max(database.busy_timeout);
+        Ok(Self {
+            queue,
+            pool,
+            faults,
+            answer_within: database.connect_timeout + waits + ANSWER_SLACK,
+        })
     }
 
     /// Commits `claim` with whatever else is queued; its verdict once the group's
@@ -92,9 +137,24 @@ impl Committer {
             });
         }
         self.queue.ready.notify_one();
-        answer
-            .await
-            .unwrap_or_else(|_| Err(Problem::internal("the writer stopped before answering")))
+        // Answering 503 while the group may still commit is safe: the provider's retry
+        // then gets the stored answer.
+        match tokio::time::timeout(self.answer_within, answer).await {
+            Ok(Ok(Reply::Done(verdict))) => verdict,
+            Ok(Ok(Reply::Alone(claim))) => self.commit_alone(*claim).await,
+            Ok(Err(_)) => Err(Problem::internal("the writer stopped before answering")),
+            Err(_) => Err(Problem::unavailable(format!(
+                "no answer from the database within {}",
+                crate::duration::HumanDuration(self.answer_within)
+            ))),
+        }
+    }
+
+    /// One webhook in a transaction of its own on a pooled connection, waiting up to
+    /// `database.lock_timeout` on a concurrent claim of its key.
+    async fn commit_alone(&self, claim: Claim) -> Verdict {
+        let faults = self.faults.clone();
+        on_connection(&self.pool, move |conn| process(conn, &claim, &faults)).await
     }
 }
 
@@ -122,7 +182,7 @@ impl Queue {
                         continue;
                     }
                 }
-                let n = state.jobs.len().min(max);
+                let n = group_length(&state.jobs, max);
                 faults.group_taken(n);
                 return Some(state.jobs.drain(..n).collect());
             }
@@ -134,6 +194,21 @@ impl Queue {
     }
 }
 
+/// How many queued jobs the next group takes: up to `max`, and up to [`GROUP_BYTES`] of
+/// payload (at least one).
+fn group_length(jobs: &VecDeque<Job>, max: usize) -> usize {
+    let mut bytes = 0;
+    let mut n = 0;
+    for job in jobs.iter().take(max) {
+        bytes += job.claim.payload.len();
+        if n > 0 && bytes > GROUP_BYTES {
+            break;
+        }
+        n += 1;
+    }
+    n
+}
+
 impl Writer {
     fn run(self) {
         while let Some(jobs) = self.queue.take(self.max_group, &self.faults) {
@@ -142,51 +217,59 @@ impl Writer {
                 .partition(|job| job.queued.elapsed() <= self.patience);
             for job in stale {
                 let waited = crate::duration::HumanDuration(job.queued.elapsed());
-                let _ = job.reply.send(Err(Problem::unavailable(format!(
+                let _ = job.reply.send(Reply::Done(Err(Problem::unavailable(format!(
                     "no database write within {waited}"
-                ))));
+                )))));
             }
             if fresh.is_empty() {
                 continue;
             }
             let started = Instant::now();
             let claims: Vec<&Claim> = fresh.iter().map(|job| &job.claim).collect();
-            let verdicts = commit(&self.pool, &claims, &self.faults);
+            let verdicts = commit(&self.pool, &claims, &self.faults, self.lock_wait);
             metrics::histogram!("inlet_ingest_group_size").record(claims.len() as f64);
             metrics::histogram!("inlet_ingest_commit_seconds")
                 .record(started.elapsed().as_secs_f64());
-            for (job, verdict) in fresh.into_iter().zip(verdicts) {
+            for (job, settled) in fresh.into_iter().zip(verdicts) {
+                let reply = match settled {
+                    Settled::Done(verdict) => Reply::Done(verdict),
+                    Settled::Alone => Reply::Alone(Box::new(job.claim)),
+                };
                 // A client that went away gets no answer; its event is stored all the same.
-                let _ = job.reply.send(verdict);
+                let _ = job.reply.send(reply);
             }
         }
     }
 }
 
-/// One group's transaction, with its failure rules: a statement the database refuses
-/// (an internal error) is retried member by member, so the member it was about fails
-/// alone; an unavailable database or a lock timeout answers every member alike; a crash
-/// inside the transaction (a panic) answers every member 500 and the connection, with its
-/// open transaction, is discarded.
-fn commit(pool: &DbPool, claims: &[&Claim], faults: &Faults) -> Vec<Verdict> {
+/// One group's transaction, with its failure rules: a group the database refuses (an
+/// internal error) or that crashes (a panic; its connection, with the open transaction,
+/// is discarded) is split in halves, each committed again, so that only the member at
+/// fault fails; a group that waited `lock_wait` on a held key has its members
+/// committed each alone; an unavailable database answers every member alike.
+fn commit(pool: &DbPool, claims: &[&Claim], faults: &Faults, lock_wait: Duration) -> Vec<Settled> {
     let attempt = catch_unwind(AssertUnwindSafe(|| {
         let mut conn = pool.get()?;
-        process_group(&mut conn, claims, faults)
+        process_group(&mut conn, claims, faults, Some(lock_wait))
     }));
-    match attempt {
-        Ok(Ok(verdicts)) => verdicts,
-        Ok(Err(problem)) if problem.reason == Reason::Internal && claims.len() > 1 => {
-            tracing::warn!(members = claims.len(), detail = %problem.detail, "a group's transaction failed; committing its members one by one");
-            metrics::counter!("inlet_ingest_group_retries_total").increment(1);
-            claims
-                .iter()
-                .flat_map(|claim| commit(pool, &[claim], faults))
-                .collect()
+    let failure = match attempt {
+        Ok(Ok(verdicts)) => return verdicts.into_iter().map(Settled::Done).collect(),
+        Ok(Err(problem)) if problem.reason == Reason::ClaimInProgress => {
+            return vec![Settled::Alone; claims.len()]
         }
-        Ok(Err(problem)) => vec![Err(problem); claims.len()],
-        Err(_) => {
-            let crashed = Problem::internal("the ingest transaction crashed");
-            vec![Err(crashed); claims.len()]
+        Ok(Err(problem)) if problem.reason != Reason::Internal => {
+            return vec![Settled::Done(Err(problem)); claims.len()]
         }
+        Ok(Err(problem)) => problem,
+        Err(_) => Problem::internal("the ingest transaction crashed"),
+    };
+    if claims.len() == 1 {
+        return vec![Settled::Done(Err(failure))];
     }
+    tracing::warn!(members = claims.len(), detail = %failure.detail, "a group's transaction failed; committing each half again");
+    metrics::counter!("inlet_ingest_group_retries_total").increment(1);
+    let (first, second) = claims.split_at(claims.len() / 2);
+    let mut settled = commit(pool, first, faults, lock_wait);
+    settled.extend(commit(pool, second, faults, lock_wait));
+    settled
 }

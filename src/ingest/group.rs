@@ -16,25 +16,32 @@
 
 use super::event::{self, EventKey, NewEvent, STATUS_PROCESSED};
 use super::{receipt, Claim, Outcome};
-use crate::db::{write_transaction, DbConnection};
+use crate::db::{set_local_lock_timeout, write_transaction, DbConnection};
 use crate::delivery::{Message, NewDelivery};
 use crate::error::{Problem, Reason};
 use crate::faults::Faults;
 use crate::idempotency::{self, Answer, Once, StoredCall};
 use crate::ledger::{self, FactIdentity, FactRow, NewFact};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// What one webhook of a group gets: its outcome and answer, or why it failed.
 pub type Verdict = Result<(Outcome, Answer), Problem>;
 
 /// Runs one transaction for `claims`: a verdict for each, in order. An error fails the
-/// whole group, and then nothing of it is stored.
+/// whole group, and then nothing of it is stored. `lock_wait` shortens, for this
+/// transaction, how long PostgreSQL waits on a key another transaction holds.
 pub fn process_group(
     conn: &mut DbConnection,
     claims: &[&Claim],
     faults: &Faults,
+    lock_wait: Option<std::time::Duration>,
 ) -> Result<Vec<Verdict>, Problem> {
-    write_transaction(conn, |conn| run(conn, claims, faults))
+    write_transaction(conn, |conn| {
+        if let Some(wait) = lock_wait {
+            set_local_lock_timeout(conn, wait)?;
+        }
+        run(conn, claims, faults)
+    })
 }
 
 fn run(
@@ -147,35 +154,14 @@ fn record_effects(
     accepted: &[Answer],
     faults: &Faults,
 ) -> Result<HashMap<usize, (Outcome, Answer)>, Problem> {
-    // Which owned event records each fact first: the first to name it.
-    let mut first: BTreeMap<FactRow, usize> = BTreeMap::new();
-    for &i in owned {
-        let claim = claims[i];
-        for fact in std::iter::once(&claim.fact).chain(&claim.body_fact) {
-            first.entry(fact_row(claim, fact)).or_insert(i);
-        }
-    }
-    let facts: Vec<NewFact<'_>> = first
-        .iter()
-        .map(|((source, kind, key), &i)| NewFact {
-            source,
-            kind,
-            fact_key: key,
-            first_event_id: claims[i].identity.event_id.as_str(),
-            created_at: claims[i].received_at.naive_utc(),
-        })
-        .collect();
-    let inserted = ledger::record_all(conn, &facts)?;
-    let new_for = |i: usize, fact: &FactIdentity| {
-        let row = fact_row(claims[i], fact);
-        inserted.contains(&row) && first.get(&row) == Some(&i)
-    };
+    let ledger = Recorded::record(conn, claims, owned)?;
     let mut effects = HashMap::new();
     let mut deliveries = Vec::new();
     for &i in owned {
         let claim = claims[i];
-        let fact_is_new = new_for(i, &claim.fact);
-        let body_is_new = claim.body_fact.as_ref().is_none_or(|body| new_for(i, body));
+        let fact_is_new = ledger.new_for(claims, i, &claim.fact);
+        let body_is_new =
+            (claim.body_fact.as_ref()).is_none_or(|body| ledger.new_for(claims, i, body));
         if fact_is_new && body_is_new {
             deliveries.extend(message(claim).rows(&claim.destinations, claim.received_at));
             effects.insert(i, (Outcome::Accepted, accepted[i].clone()));
@@ -186,9 +172,68 @@ fn record_effects(
             (Some(body), true) => body,
             _ => &claim.fact,
         };
+        effects.insert(i, ledger.duplicate(conn, claims, i, held)?);
+    }
+    NewDelivery::enqueue_all(conn, &deliveries)?;
+    for &i in owned {
+        faults.after_fact(claims[i].identity.event_id.as_str());
+    }
+    Ok(effects)
+}
+
+/// A group's facts after their one insert: which claimed event named each first, and
+/// which of them the ledger did not hold before.
+struct Recorded {
+    first: BTreeMap<FactRow, usize>,
+    inserted: HashSet<FactRow>,
+}
+
+impl Recorded {
+    fn record(
+        conn: &mut DbConnection,
+        claims: &[&Claim],
+        owned: &[usize],
+    ) -> Result<Self, Problem> {
+        let mut first: BTreeMap<FactRow, usize> = BTreeMap::new();
+        for &i in owned {
+            let claim = claims[i];
+            for fact in std::iter::once(&claim.fact).chain(&claim.body_fact) {
+                first.entry(fact_row(claim, fact)).or_insert(i);
+            }
+        }
+        let facts: Vec<NewFact<'_>> = first
+            .iter()
+            .map(|((source, kind, key), &i)| NewFact {
+                source,
+                kind,
+                fact_key: key,
+                first_event_id: claims[i].identity.event_id.as_str(),
+                created_at: claims[i].received_at.naive_utc(),
+            })
+            .collect();
+        let inserted = ledger::record_all(conn, &facts)?;
+        Ok(Self { first, inserted })
+    }
+
+    /// Whether claim `i` recorded `fact`: new in the ledger, and named by `i` first.
+    fn new_for(&self, claims: &[&Claim], i: usize, fact: &FactIdentity) -> bool {
+        let row = fact_row(claims[i], fact);
+        self.inserted.contains(&row) && self.first.get(&row) == Some(&i)
+    }
+
+    /// The answer of claim `i`, whose `held` fact was recorded by another event: in this
+    /// group, or before it (then read from the ledger).
+    fn duplicate(
+        &self,
+        conn: &mut DbConnection,
+        claims: &[&Claim],
+        i: usize,
+        held: &FactIdentity,
+    ) -> Result<(Outcome, Answer), Problem> {
+        let claim = claims[i];
         let row = fact_row(claim, held);
-        let first_event_id = match first.get(&row) {
-            Some(&j) if inserted.contains(&row) => claims[j].identity.event_id.to_string(),
+        let first_event_id = match self.first.get(&row) {
+            Some(&j) if self.inserted.contains(&row) => claims[j].identity.event_id.to_string(),
             _ => ledger::first_event_id(conn, &claim.source, held)?,
         };
         let outcome = if first_event_id == claim.identity.event_id.as_str() {
@@ -196,16 +241,8 @@ fn record_effects(
         } else {
             Outcome::DuplicateFact
         };
-        effects.insert(
-            i,
-            (outcome, receipt(claim, outcome, held, &first_event_id)?),
-        );
+        Ok((outcome, receipt(claim, outcome, held, &first_event_id)?))
     }
-    NewDelivery::enqueue_all(conn, &deliveries)?;
-    for &i in owned {
-        faults.after_fact(claims[i].identity.event_id.as_str());
-    }
-    Ok(effects)
 }
 
 fn message(claim: &Claim) -> Message<'_> {

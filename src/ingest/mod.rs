@@ -123,7 +123,7 @@ fn receipt(
 
 /// Runs the ingest transaction for one verified webhook alone: a group of one.
 pub fn process(conn: &mut DbConnection, claim: &Claim, faults: &Faults) -> Verdict {
-    let mut verdicts = process_group(conn, &[claim], faults)?;
+    let mut verdicts = process_group(conn, &[claim], faults, None)?;
     verdicts
         .pop()
         .unwrap_or_else(|| Err(Problem::internal("a group of one gave no verdict")))

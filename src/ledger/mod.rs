@@ -13,6 +13,7 @@ use crate::identity::{EventId, FactKey, Field, JsonPointer};
 use chrono::NaiveDateTime;
 use diesel::prelude::*;
 use serde_json::Value;
+use std::collections::HashSet;
 
 /// The fact kind of an event whose provider names no type.
 pub const UNTYPED_KIND: &str = "event";
@@ -128,10 +129,7 @@ pub type FactRow = (String, String, String);
 /// facts that are new. The rest the ledger already held (a concurrent recorder of the same
 /// fact is waited for on the unique index). `facts` must hold each fact once, sorted, so
 /// concurrent groups lock them in one order.
-pub fn record_all(
-    conn: &mut DbConnection,
-    facts: &[NewFact<'_>],
-) -> QueryResult<std::collections::HashSet<FactRow>> {
+pub fn record_all(conn: &mut DbConnection, facts: &[NewFact<'_>]) -> QueryResult<HashSet<FactRow>> {
     if facts.is_empty() {
         return Ok(Default::default());
     }

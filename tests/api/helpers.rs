@@ -297,6 +297,8 @@ pub struct TestOptions {
     pub clock_at: Option<DateTime<Utc>>,
     /// PostgreSQL `lock_timeout` (default 5s).
     pub lock_timeout: Option<&'static str>,
+    /// `database.max_group` (default: Inlet's).
+    pub max_group: Option<u32>,
     /// A `[[sources.destinations]]` body (TOML lines) for the stripe source.
     pub destination: Option<String>,
     /// Run the dispatcher in this instance (default true).
@@ -315,6 +317,7 @@ impl Default for TestOptions {
             proxy: false,
             clock_at: None,
             lock_timeout: None,
+            max_group: None,
             destination: None,
             dispatch: true,
             shutdown_grace: "2s",
@@ -403,6 +406,7 @@ async fn start_instance(
         connect_timeout = "1s"
         busy_timeout = "2s"
         lock_timeout = "{lock_timeout}"
+        {max_group}
 
         [operator]
         token = "{OPERATOR_TOKEN}"
@@ -418,6 +422,10 @@ async fn start_instance(
         {sources}
         "#,
         grace = options.shutdown_grace,
+        max_group = options
+            .max_group
+            .map(|n| format!("max_group = {n}"))
+            .unwrap_or_default(),
         // SQLite runs with its production default (one connection).
         pool_size = if backend == Backend::Postgres {
             "pool_size = 8"
