@@ -386,6 +386,17 @@ async fn sink_count(sink: web::Data<Sink>) -> HttpResponse {
         .body(sink.received.load(Ordering::Relaxed).to_string())
 }
 
+/// The sink's routes, sharing `sink`.
+fn sink_routes(sink: web::Data<Sink>) -> impl FnOnce(&mut web::ServiceConfig) {
+    move |config| {
+        config
+            .app_data(sink)
+            .app_data(web::PayloadConfig::new(SINK_MAX_BODY))
+            .route("/count", web::get().to(sink_count))
+            .default_service(web::to(sink_receive));
+    }
+}
+
 /// Serves the sink at `bind` until Ctrl-C or SIGTERM; returns how many requests it
 /// received. The wait is a timer, not a thread, so a few workers answer thousands of
 /// requests per second: the sink is not what limits an end-to-end run.
@@ -395,19 +406,40 @@ pub async fn run_sink(bind: &str, delay: Duration) -> anyhow::Result<u64> {
         received: AtomicU64::new(0),
     });
     let state = sink.clone();
-    let server = HttpServer::new(move || {
-        App::new()
-            .app_data(state.clone())
-            .app_data(web::PayloadConfig::new(SINK_MAX_BODY))
-            .route("/count", web::get().to(sink_count))
-            .default_service(web::to(sink_receive))
-    })
-    .bind(bind)?
-    .run();
+    let server = HttpServer::new(move || App::new().configure(sink_routes(state.clone())))
+        .bind(bind)?
+        .run();
     println!(
         "sink listening on {bind}: 200 after {} ms, GET /count for the count",
         delay.as_millis()
     );
     server.await?;
     Ok(sink.received.load(Ordering::Relaxed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actix_web::test::{call_and_read_body, call_service, init_service, TestRequest};
+
+    #[actix_web::test]
+    async fn the_sink_answers_200_after_its_delay_and_counts_what_it_received() {
+        let sink = web::Data::new(Sink {
+            delay: Duration::from_millis(20),
+            received: AtomicU64::new(0),
+        });
+        let app = init_service(App::new().configure(sink_routes(sink.clone()))).await;
+        for path in ["/webhooks", "/elsewhere"] {
+            let begun = Instant::now();
+            let request = TestRequest::post()
+                .uri(path)
+                .set_payload(vec![b'x'; 100_000])
+                .to_request();
+            assert_eq!(call_service(&app, request).await.status(), 200);
+            assert!(begun.elapsed() >= Duration::from_millis(20));
+        }
+        let count = call_and_read_body(&app, TestRequest::get().uri("/count").to_request()).await;
+        assert_eq!(&count[..], b"2");
+        assert_eq!(sink.received.load(Ordering::Relaxed), 2);
+    }
 }
