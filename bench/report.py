@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """The arithmetic and formatting of bench/run.sh, kept out of the shell script.
 
-    report.py pgbench OUTPUT LOG_PREFIX WAL_BYTES   pgbench's output and per-transaction
+    report.py pgbench OUTPUT LOG_PREFIX WAL_BYTES WAL_DB_BYTES
+                                                    pgbench's output and per-transaction
                                                     logs -> one JSON result on stdout
     report.py line LABEL RESULT.json                one line per run
     report.py summary RESULTS_DIR                   every target of issue 12: figure,
                                                     ratio, pass or fail
 
 Results are JSON files named after the run (see run.sh); an `inlet bench --json` report
-may carry an extra "wal_bytes" (write-ahead log written during the run).
+may carry extra "wal_bytes" and "wal_bytes_db": the write-ahead log written during the
+run, by the whole cluster and by this database alone (null when not measured).
 """
 
 import glob
@@ -25,7 +27,7 @@ def percentile(sorted_values, q):
     return sorted_values[index]
 
 
-def pgbench(output_file, log_prefix, wal_bytes):
+def pgbench(output_file, log_prefix, wal_bytes, wal_bytes_db):
     """pgbench's summary and its `-l` logs (third column: latency in µs) as a result."""
     text = open(output_file, encoding="utf-8").read()
 
@@ -48,6 +50,7 @@ def pgbench(output_file, log_prefix, wal_bytes):
         "transactions": transactions,
         "failed": int(number(r"^number of failed transactions: (\d+)")),
         "wal_bytes": int(wal_bytes),
+        "wal_bytes_db": json.loads(wal_bytes_db),
         "latency_ms": {
             "p50": percentile(ms, 0.5),
             "p90": percentile(ms, 0.9),
@@ -65,13 +68,26 @@ def latency(l):
     )
 
 
+def wal_text(r, count, unit):
+    """The WAL per transaction: the cluster's, and this database's alone when measured."""
+    text = f"WAL {r['wal_bytes'] / max(count, 1):,.0f} B/{unit}"
+    if r.get("wal_bytes_db") is not None:
+        text += f" (this database {r['wal_bytes_db'] / max(count, 1):,.0f})"
+    return text
+
+
+def wal_per(r, count):
+    """This database's WAL per transaction when measured, else the cluster's."""
+    wal = r["wal_bytes_db"] if r.get("wal_bytes_db") is not None else r["wal_bytes"]
+    return wal / max(count, 1)
+
+
 def line(label, path):
     r = json.load(open(path, encoding="utf-8"))
     if "tps" in r:  # pgbench
-        wal = r["wal_bytes"] / max(r["transactions"], 1)
         print(
             f"{label:<44} {r['tps']:>8.0f} tx/s  {'':>18} {latency(r['latency_ms'])}"
-            f"   WAL {wal:,.0f} B/tx, failed {r['failed']}"
+            f"   {wal_text(r, r['transactions'], 'tx')}, failed {r['failed']}"
         )
         return
     if r["mode"].startswith("ceiling"):
@@ -79,7 +95,7 @@ def line(label, path):
         return
     extra = ""
     if "wal_bytes" in r:
-        extra = f"   WAL {r['wal_bytes'] / max(r['accepted'], 1):,.0f} B/accepted"
+        extra = "   " + wal_text(r, r["accepted"], "accepted")
     statuses = ", ".join(f"{s}: {n}" for s, n in r["statuses"].items())
     print(
         f"{label:<44} {r['requests_per_sec']:>8.0f} req/s {r['accepted_per_sec']:>8.0f} accepted/s"
@@ -154,14 +170,15 @@ def summary(directory):
         row("PostgreSQL c64 unique p99 < 40 ms", f"{p99:.1f} ms", f"{p99 / 40:.2f}× of 40 ms",
             p99 < 40)
     if pg64 and "wal_bytes" in pg64:
-        inlet = pg64["wal_bytes"] / max(pg64["accepted"], 1)
+        inlet = wal_per(pg64, pg64["accepted"])
         parts = [f"Inlet {inlet:,.0f}"]
         for name, r in (("ceiling", pg_ceiling), ("Svix-shaped c64", svix64)):
             if r:
-                parts.append(f"{name} {r['wal_bytes'] / max(r['transactions'], 1):,.0f}")
-        svix = svix64["wal_bytes"] / max(svix64["transactions"], 1) if svix64 else 0
+                parts.append(f"{name} {wal_per(r, r['transactions']):,.0f}")
+        svix = wal_per(svix64, svix64["transactions"]) if svix64 else 0
         ratio = f"{inlet / svix:.2f}× Svix-shaped" if svix else ""
-        row("WAL bytes per accepted webhook (c64)", ", ".join(parts), ratio, None)
+        whose = "this database's" if pg64.get("wal_bytes_db") is not None else "cluster"
+        row(f"WAL bytes per accepted webhook (c64, {whose})", ", ".join(parts), ratio, None)
     for backend, r in (("PostgreSQL", pg_open), ("SQLite", sq_open)):
         if r is None:
             row(f"{backend} open loop 1,000/s: p99 ≤ 10 ms, no error", "not run", "", False)

@@ -9,9 +9,10 @@
 #        (tables from bench/svix-schema.sql, in their own schema), 16 and 64 clients
 #     3. Inlet, closed loop: concurrency 16 and 64 with unique events, 64 with 30 %
 #        duplicates; then open loop at 1,000 requests/s
-#     and the write-ahead log per transaction of 1, 2 and Inlet's unique c64 run
-#     (pg_current_wal_lsn() before and after; the LSN is the cluster's, so anything else
-#     writing to this PostgreSQL meanwhile is counted too)
+#     and the write-ahead log per transaction of 1, 2 and Inlet's unique c64 run:
+#     pg_current_wal_lsn() before and after (the cluster's, so anything else writing to
+#     this PostgreSQL meanwhile counts too) and, where the pg_walinspect extension is
+#     available, the bytes of only this database's records and its transactions' commits
 #   SQLite (a scratch file):
 #     4. the ceiling: `inlet bench --ceiling`, one connection, synchronous = "normal"
 #     5. Inlet with synchronous = "full": concurrency 16 and 64 unique, 64 with 30 %
@@ -136,18 +137,38 @@ stop() { kill "$server"; wait "$server" 2>/dev/null || true; server=""; }
 
 checkpoint() { psql "$pg_url" -qc CHECKPOINT; sleep 2; }
 lsn() { psql "$pg_url" -tAc 'SELECT pg_current_wal_lsn()'; }
-wal_since() { psql "$pg_url" -tAc "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '$1')::bigint"; }
+# wal_since LSN: "CLUSTER_BYTES DATABASE_BYTES" written since LSN. The second is the size
+# of the records that touch this database's relations and of its transactions' commit
+# records (pg_walinspect, which reads only up to the flushed LSN), so other databases'
+# work on a shared server is left out; "null" without the extension or when it fails.
+wal_since() {
+  local cluster mine=""
+  cluster=$(psql "$pg_url" -tAc "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '$1')::bigint")
+  if [ "$walinspect" = yes ]; then
+    mine=$(psql "$pg_url" -tA 2>"$work/walinspect.err" -c "
+      WITH r AS (SELECT xid, record_length, resource_manager, block_ref
+                 FROM pg_get_wal_records_info('$1', pg_current_wal_flush_lsn())),
+           db AS (SELECT '%/' || oid || '/%' AS pattern FROM pg_database
+                  WHERE datname = current_database()),
+           mine AS (SELECT DISTINCT xid FROM r, db WHERE block_ref LIKE db.pattern AND xid <> '0')
+      SELECT sum(record_length) FILTER (WHERE block_ref LIKE db.pattern
+               OR (resource_manager = 'Transaction' AND xid IN (SELECT xid FROM mine)))
+      FROM r, db") || { echo "  (this database's WAL not measured: $(head -1 "$work/walinspect.err"))" >&2; mine=""; }
+  fi
+  echo "$cluster ${mine:-null}"
+}
 
 # pgbench_run NAME SCRIPT CLIENTS LABEL: after a checkpoint, with the WAL it writes.
 pgbench_run() {
-  local name=$1 script=$2 clients=$3 label=$4 before
+  local name=$1 script=$2 clients=$3 label=$4 before cluster mine
   checkpoint
   before=$(lsn)
   if ! pgbench -n -f "$script" -c "$clients" -j 2 -T "$seconds" -l \
       --log-prefix "$work/pgbench_$name" "$pg_url" > "$work/pgbench_$name.out" 2>&1; then
     echo "pgbench $script failed:"; cat "$work/pgbench_$name.out"; exit 1
   fi
-  report pgbench "$work/pgbench_$name.out" "$work/pgbench_$name" "$(wal_since "$before")" \
+  read -r cluster mine < <(wal_since "$before")
+  report pgbench "$work/pgbench_$name.out" "$work/pgbench_$name" "$cluster" "$mine" \
     > "$results/$name.json"
   rm -f "$work/pgbench_$name".*
   report line "$label" "$results/$name.json"
@@ -156,13 +177,14 @@ pgbench_run() {
 # inlet_run NAME LABEL wal|- BENCH_ARGS...: one `inlet bench` run, with the WAL it wrote
 # when the third argument is "wal" (PostgreSQL only).
 inlet_run() {
-  local name=$1 label=$2 wal=$3 before=""
+  local name=$1 label=$2 wal=$3 before="" cluster mine
   shift 3
   [ "$wal" = wal ] && before=$(lsn)
   json "$@" > "$results/$name.json"
   if [ -n "$before" ]; then
-    python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); r["wal_bytes"]=int(sys.argv[2]); json.dump(r,open(sys.argv[1],"w"))' \
-      "$results/$name.json" "$(wal_since "$before")"
+    read -r cluster mine < <(wal_since "$before")
+    python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); r["wal_bytes"]=int(sys.argv[2]); r["wal_bytes_db"]=json.loads(sys.argv[3]); json.dump(r,open(sys.argv[1],"w"))' \
+      "$results/$name.json" "$cluster" "$mine"
   fi
   report line "$label" "$results/$name.json"
 }
@@ -175,6 +197,8 @@ psql "$PG_ADMIN" -qc "CREATE DATABASE $db"
 pg=$(config pg "$pg_url" "$PORT_BASE" "$PG_SETTINGS")
 "$bin" migrate --config "$pg" >/dev/null
 psql "$pg_url" -v ON_ERROR_STOP=1 -qf bench/svix-schema.sql
+walinspect=no
+psql "$pg_url" -qc "CREATE EXTENSION IF NOT EXISTS pg_walinspect" >/dev/null 2>&1 && walinspect=yes
 pgbench_run pg_ceiling bench/ceiling.sql 16 "ceiling: pgbench ceiling.sql, 16 clients"
 pgbench_run svix16 bench/svix.sql 16 "Svix-shaped: pgbench svix.sql, 16 clients"
 pgbench_run svix64 bench/svix.sql 64 "Svix-shaped: pgbench svix.sql, 64 clients"
