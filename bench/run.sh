@@ -1,41 +1,96 @@
 #!/usr/bin/env bash
-# Measures Inlet against the database ceiling on this machine, in one go:
-#   1. PostgreSQL ceiling (pgbench, bench/ceiling.sql) at concurrency 16
-#   2. Inlet on PostgreSQL, concurrency 16: unique events, then 30 % duplicates
-#   3. SQLite ceiling (inlet bench --ceiling: the same statements on one connection,
-#      Inlet's pragmas), then Inlet on SQLite: unique, then 30 % duplicates
-#   4. Inlet on PostgreSQL open loop at 1,000 requests/s
-# and prints each figure and the ratios Inlet/ceiling. DURATION (default 10s) sets each
-# run's length; MEMORY_REQUESTS=1000000 adds a resident-memory run of that many requests.
-# Needs PostgreSQL at PG_ADMIN (default postgres://postgres@127.0.0.1:5432/postgres).
+# Measures Inlet against its yardsticks on this machine, side by side in one run (the
+# targets of issue 12, group commit), and ends with a table: each target, the figure, the
+# ratio, ✓ or ✗.
+#
+#   PostgreSQL (a scratch database at PG_ADMIN), a CHECKPOINT before every run:
+#     1. the per-transaction ceiling: pgbench, bench/ceiling.sql, 16 clients
+#     2. a Svix-shaped server's database work per message: pgbench, bench/svix.sql
+#        (tables from bench/svix-schema.sql, in their own schema), 16 and 64 clients
+#     3. Inlet, closed loop: concurrency 16 and 64 with unique events, 64 with 30 %
+#        duplicates; then open loop at 1,000 requests/s
+#     and the write-ahead log per transaction of 1, 2 and Inlet's unique c64 run:
+#     pg_current_wal_lsn() before and after (the cluster's, so anything else writing to
+#     this PostgreSQL meanwhile counts too) and, where the pg_walinspect extension is
+#     available, the bytes of only this database's records and its transactions' commits
+#   SQLite (a scratch file):
+#     4. the ceiling: `inlet bench --ceiling`, one connection, synchronous = "normal"
+#     5. Inlet with synchronous = "full": concurrency 16 and 64 unique, 64 with 30 %
+#        duplicates, open loop at 1,000 requests/s
+#   End to end (E2E_BACKENDS, a fresh database each, dispatcher on, delivering to
+#   `inlet bench --sink`, which answers 200 after SINK_DELAY):
+#     6. unique events at concurrency 64 for E2E_DURATION, the backlog (pending and
+#        in-progress deliveries) every 5 s, then delivered/s against accepted/s and how
+#        long the rest takes to drain (at most DRAIN_TIMEOUT)
+#
+# Ingestion runs (3, 5) have a destination configured, so every accepted webhook writes its
+# delivery row as in the ceiling, and the dispatcher and sweeper off.
+#
+# Takes about 5 minutes with the defaults when the backlogs drain at once, up to 9 when they
+# do not (each drain waits at most DRAIN_TIMEOUT), plus the release build. Settings
+# (environment):
+#   DURATION=10s          each measured run (whole seconds)
+#   E2E_DURATION=60s      each end-to-end run; E2E_BACKENDS="postgres sqlite" (or "" for none)
+#   DRAIN_TIMEOUT=120     seconds to wait for the backlog to drain after an end-to-end run
+#   SINK_DELAY=5ms        the sink's answer delay
+#   MEMORY_REQUESTS=N     adds a resident-memory run of N requests (e.g. 1000000)
+#   PG_ADMIN=postgres://postgres@127.0.0.1:5432/postgres
+#   PG_SETTINGS, SQLITE_SETTINGS   extra lines for [database] (PG_SETTINGS defaults to
+#                         "pool_size = 32"), e.g. PG_SETTINGS=$'pool_size = 32\nwriters = 3'
+#   PORT_BASE=18080       Inlet listens on PORT_BASE..PORT_BASE+3, the sink on PORT_BASE+10
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DURATION=${DURATION:-10s}
+E2E_DURATION=${E2E_DURATION:-60s}
+E2E_BACKENDS=${E2E_BACKENDS-postgres sqlite}
+DRAIN_TIMEOUT=${DRAIN_TIMEOUT:-120}
+SINK_DELAY=${SINK_DELAY:-5ms}
 PG_ADMIN=${PG_ADMIN:-postgres://postgres@127.0.0.1:5432/postgres}
+PG_SETTINGS=${PG_SETTINGS-pool_size = 32}
+SQLITE_SETTINGS=${SQLITE_SETTINGS-}
+PORT_BASE=${PORT_BASE:-18080}
 SECRET=whsec_bench_secret_for_local_runs
+
+for d in "$DURATION" "$E2E_DURATION"; do
+  [[ $d =~ ^[0-9]+s$ ]] || { echo "durations are whole seconds, like 10s (got $d)"; exit 2; }
+done
+seconds=${DURATION%s}
+
 work=$(mktemp -d)
+results="$work/results"
+mkdir -p "$results"
 db="inlet_bench_$$"
+pg_url="${PG_ADMIN%/*}/$db"
 server=""
+sink=""
+load=""
 
 cleanup() {
-  [ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null || true
-  psql "$PG_ADMIN" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
+  for pid in "$load" "$server" "$sink"; do
+    [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+  done
+  for name in "$db" "${db}_e2e"; do
+    psql "$PG_ADMIN" -qc "DROP DATABASE IF EXISTS $name WITH (FORCE)" >/dev/null 2>&1 || true
+  done
   rm -rf "$work"
 }
 trap cleanup EXIT
 
 echo "== building (release)"
 cargo build --release --quiet
-bin=target/release/inlet
+bin=${CARGO_TARGET_DIR:-target}/release/inlet
 
-psql "$PG_ADMIN" -qc "CREATE DATABASE $db"
-pg_url="${PG_ADMIN%/*}/$db"
+report() { python3 bench/report.py "$@"; }
+json() { "$bin" bench --json "$@"; }
 
-# A configuration for a database: one stripe source with one destination (so every
-# accepted webhook writes its delivery row, as in the ceiling); dispatcher and sweeper
-# off, so only ingestion is measured.
+# A configuration: config NAME URL PORT DATABASE_LINES [DESTINATION_URL]. One stripe
+# source with one destination (so every accepted webhook writes its delivery row, as in
+# the ceiling); with a DESTINATION_URL the dispatcher delivers to it, without one the
+# dispatcher is off and the destination a closed port. The sweeper is always off.
 config() {
+  local destination=${5:-http://127.0.0.1:9/events} enabled=false
+  [ -n "${5:-}" ] && enabled=true
   cat > "$work/$1.toml" <<TOML
 [server]
 bind = "127.0.0.1:$3"
@@ -43,7 +98,7 @@ bind = "127.0.0.1:$3"
 url = "$2"
 $4
 [delivery]
-enabled = false
+enabled = $enabled
 [retention]
 sweeper = false
 [[sources]]
@@ -51,85 +106,248 @@ name = "stripe"
 scheme = "stripe"
 secrets = ["$SECRET"]
 [[sources.destinations]]
-url = "http://127.0.0.1:9/events"
+url = "$destination"
 secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 name = "app"
 TOML
   echo "$work/$1.toml"
 }
 
+# port_free PORT: fails, saying so, when something already answers there (another run?).
+port_free() {
+  if curl -s -o /dev/null "http://127.0.0.1:$1/"; then
+    echo "port $1 is in use: set PORT_BASE to run beside it"; exit 1
+  fi
+}
+
+# serve CONFIG PORT: starts Inlet and waits until it is ready.
 serve() {
+  port_free "$2"
   INLET_LOG=warn "$bin" serve --config "$1" > "$work/serve.log" 2>&1 &
   server=$!
   for _ in $(seq 1 100); do
     curl -sf "http://127.0.0.1:$2/readyz" >/dev/null 2>&1 && return 0
+    kill -0 "$server" 2>/dev/null || break
     sleep 0.1
   done
-  echo "inlet did not become ready"; cat "$work/serve.log"; exit 1
+  echo "inlet did not become ready on port $2"; cat "$work/serve.log"; exit 1
 }
 
 stop() { kill "$server"; wait "$server" 2>/dev/null || true; server=""; }
 
-json() { "$bin" bench --json "$@"; }
-field() { python3 -c "import json,sys; print(json.loads(sys.argv[1])$2)" "$1"; }
-show() { python3 -c "
-import json,sys
-r=json.loads(sys.argv[2]); l=r['latency_ms']
-print(f\"{sys.argv[1]:<44} {r['requests_per_sec']:>8.0f} req/s {r['accepted_per_sec']:>8.0f} accepted/s   p50 {l['p50']:.2f}  p99 {l['p99']:.2f}  p99.9 {l['p999']:.2f}  max {l['max']:.2f} ms   {r['statuses']}\")" "$1" "$2"; }
+checkpoint() { psql "$pg_url" -qc CHECKPOINT; sleep 2; }
+lsn() { psql "$pg_url" -tAc 'SELECT pg_current_wal_lsn()'; }
+# wal_since LSN: "CLUSTER_BYTES DATABASE_BYTES" written since LSN. The second is the size
+# of the records that touch this database's relations and of its transactions' commit
+# records (pg_walinspect, which reads only up to the flushed LSN), so other databases'
+# work on a shared server is left out; "null" without the extension or when it fails.
+wal_since() {
+  local cluster mine=""
+  cluster=$(psql "$pg_url" -tAc "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '$1')::bigint")
+  if [ "$walinspect" = yes ]; then
+    mine=$(psql "$pg_url" -tA 2>"$work/walinspect.err" -c "
+      WITH r AS (SELECT xid, record_length, resource_manager, block_ref
+                 FROM pg_get_wal_records_info('$1', pg_current_wal_flush_lsn())),
+           db AS (SELECT '%/' || oid || '/%' AS pattern FROM pg_database
+                  WHERE datname = current_database()),
+           mine AS (SELECT DISTINCT xid FROM r, db WHERE block_ref LIKE db.pattern AND xid <> '0')
+      SELECT sum(record_length) FILTER (WHERE block_ref LIKE db.pattern
+               OR (resource_manager = 'Transaction' AND xid IN (SELECT xid FROM mine)))
+      FROM r, db") || { echo "  (this database's WAL not measured: $(head -1 "$work/walinspect.err"))" >&2; mine=""; }
+  fi
+  echo "$cluster ${mine:-null}"
+}
 
-echo "== machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(psql "$PG_ADMIN" -tAc 'SHOW server_version') PostgreSQL"
-pg=$(config pg "$pg_url" 18080 "pool_size = 32")
+# pgbench_run NAME SCRIPT CLIENTS LABEL: after a checkpoint, with the WAL it writes.
+pgbench_run() {
+  local name=$1 script=$2 clients=$3 label=$4 before cluster mine
+  checkpoint
+  before=$(lsn)
+  if ! pgbench -n -f "$script" -c "$clients" -j 2 -T "$seconds" -l \
+      --log-prefix "$work/pgbench_$name" "$pg_url" > "$work/pgbench_$name.out" 2>&1; then
+    echo "pgbench $script failed:"; cat "$work/pgbench_$name.out"; exit 1
+  fi
+  read -r cluster mine < <(wal_since "$before")
+  report pgbench "$work/pgbench_$name.out" "$work/pgbench_$name" "$cluster" "$mine" \
+    > "$results/$name.json"
+  rm -f "$work/pgbench_$name".*
+  report line "$label" "$results/$name.json"
+}
+
+# inlet_run NAME LABEL wal|- BENCH_ARGS...: one `inlet bench` run, with the WAL it wrote
+# when the third argument is "wal" (PostgreSQL only).
+inlet_run() {
+  local name=$1 label=$2 wal=$3 before="" cluster mine
+  shift 3
+  [ "$wal" = wal ] && before=$(lsn)
+  json "$@" > "$results/$name.json"
+  if [ -n "$before" ]; then
+    read -r cluster mine < <(wal_since "$before")
+    python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); r["wal_bytes"]=int(sys.argv[2]); r["wal_bytes_db"]=json.loads(sys.argv[3]); json.dump(r,open(sys.argv[1],"w"))' \
+      "$results/$name.json" "$cluster" "$mine"
+  fi
+  report line "$label" "$results/$name.json"
+}
+
+echo "== machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, PostgreSQL $(psql "$PG_ADMIN" -tAc 'SHOW server_version')"
+echo "== each run ${DURATION}; end to end ${E2E_DURATION} on: ${E2E_BACKENDS:-none}"
+
+echo "== PostgreSQL"
+psql "$PG_ADMIN" -qc "CREATE DATABASE $db"
+pg=$(config pg "$pg_url" "$PORT_BASE" "$PG_SETTINGS")
 "$bin" migrate --config "$pg" >/dev/null
-seconds=${DURATION%s}
+psql "$pg_url" -v ON_ERROR_STOP=1 -qf bench/svix-schema.sql
+walinspect=no
+psql "$pg_url" -qc "CREATE EXTENSION IF NOT EXISTS pg_walinspect" >/dev/null 2>&1 && walinspect=yes
+pgbench_run pg_ceiling bench/ceiling.sql 16 "ceiling: pgbench ceiling.sql, 16 clients"
+pgbench_run svix16 bench/svix.sql 16 "Svix-shaped: pgbench svix.sql, 16 clients"
+pgbench_run svix64 bench/svix.sql 64 "Svix-shaped: pgbench svix.sql, 64 clients"
 
-echo "== PostgreSQL ceiling (pgbench, 16 clients, ${DURATION})"
-pg_tps=$(pgbench -n -f bench/ceiling.sql -c 16 -j 2 -T "$seconds" "$pg_url" 2>/dev/null | awk '/^tps/{print $3; exit}')
-printf '%-44s %8.0f tx/s\n' "ceiling: pgbench" "$pg_tps"
-rust_ceiling=$(json --config "$pg" --ceiling --concurrency 16 --duration "$DURATION")
-show "ceiling: inlet bench --ceiling (16 conns)" "$rust_ceiling"
-
-serve "$pg" 18080
-unique=$(json --config "$pg" --concurrency 16 --duration "$DURATION")
-show "inlet PostgreSQL, c16, unique" "$unique"
-dups=$(json --config "$pg" --concurrency 16 --duration "$DURATION" --duplicates 0.3)
-show "inlet PostgreSQL, c16, 30% duplicates" "$dups"
-# Let PostgreSQL finish the checkpoint the closed-loop runs started before the latency run.
-psql "$pg_url" -qc CHECKPOINT
-sleep 5
-rate=$(json --config "$pg" --rate 1000 --duration "$DURATION")
-show "inlet PostgreSQL, open loop 1000/s" "$rate"
+serve "$pg" "$PORT_BASE"
+checkpoint
+inlet_run pg_c16 "inlet PostgreSQL, c16, unique" - --config "$pg" --concurrency 16 --duration "$DURATION"
+checkpoint
+inlet_run pg_c64 "inlet PostgreSQL, c64, unique" wal --config "$pg" --concurrency 64 --duration "$DURATION"
+checkpoint
+inlet_run pg_c64_dups "inlet PostgreSQL, c64, 30% duplicates" - --config "$pg" --concurrency 64 --duration "$DURATION" --duplicates 0.3
+checkpoint
+inlet_run pg_open "inlet PostgreSQL, open loop 1000/s" - --config "$pg" --rate 1000 --duration "$DURATION"
 if [ -n "${MEMORY_REQUESTS:-}" ]; then
-  echo "== resident memory over ${MEMORY_REQUESTS} requests"
+  echo "== resident memory over ${MEMORY_REQUESTS} requests (c16, 30% duplicates)"
+  rss() { awk '/VmRSS/{print $2}' "/proc/$server/status"; }
+  first_kb=$(rss)
+  echo "at start: RSS $first_kb kB"
   done_requests=0
   while [ "$done_requests" -lt "$MEMORY_REQUESTS" ]; do
     round=$(json --config "$pg" --concurrency 16 --duration 30s --duplicates 0.3)
-    done_requests=$((done_requests + $(field "$round" "['requests']")))
-    echo "after $done_requests requests: RSS $(awk '/VmRSS/{print $2, $3}' /proc/$server/status)"
+    done_requests=$((done_requests + $(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["requests"])' "$round")))
+    echo "after $done_requests requests: RSS $(rss) kB"
   done
+  echo "{\"first_kb\": $first_kb, \"last_kb\": $(rss), \"requests\": $done_requests}" > "$results/memory.json"
 fi
 stop
 
-sqlite=$(config sqlite "sqlite://$work/bench.db" 18081 "")
+echo "== SQLite"
+sqlite_file="$work/bench.db"
+sqlite_normal=$(config sqlite-normal "sqlite://$sqlite_file" $((PORT_BASE + 1)) $'synchronous = "normal"\n'"$SQLITE_SETTINGS")
+sqlite=$(config sqlite "sqlite://$sqlite_file" $((PORT_BASE + 1)) $'synchronous = "full"\n'"$SQLITE_SETTINGS")
 "$bin" migrate --config "$sqlite" >/dev/null
-sqlite_ceiling=$(json --config "$sqlite" --ceiling --concurrency 1 --duration "$DURATION")
-show "ceiling: SQLite, one connection" "$sqlite_ceiling"
-serve "$sqlite" 18081
-sqlite_unique=$(json --config "$sqlite" --concurrency 16 --duration "$DURATION")
-show "inlet SQLite, c16, unique" "$sqlite_unique"
-sqlite_dups=$(json --config "$sqlite" --concurrency 16 --duration "$DURATION" --duplicates 0.3)
-show "inlet SQLite, c16, 30% duplicates" "$sqlite_dups"
+inlet_run sq_ceiling "ceiling: SQLite NORMAL, one connection" - --config "$sqlite_normal" --ceiling --concurrency 1 --duration "$DURATION"
+serve "$sqlite" $((PORT_BASE + 1))
+inlet_run sq_c16 "inlet SQLite FULL, c16, unique" - --config "$sqlite" --concurrency 16 --duration "$DURATION"
+inlet_run sq_c64 "inlet SQLite FULL, c64, unique" - --config "$sqlite" --concurrency 64 --duration "$DURATION"
+inlet_run sq_c64_dups "inlet SQLite FULL, c64, 30% duplicates" - --config "$sqlite" --concurrency 64 --duration "$DURATION" --duplicates 0.3
+inlet_run sq_open "inlet SQLite FULL, open loop 1000/s" - --config "$sqlite" --rate 1000 --duration "$DURATION"
 stop
 
-echo "== ratios"
-python3 - "$pg_tps" "$unique" "$dups" "$sqlite_ceiling" "$sqlite_unique" "$sqlite_dups" "$rate" <<'PY'
+# The backlog of an end-to-end database: "backlog delivered enqueued".
+backlog() {
+  local query="SELECT coalesce(sum(CASE WHEN status IN ('pending', 'in_progress') THEN 1 ELSE 0 END), 0),
+                      coalesce(sum(CASE WHEN status = 'delivered' THEN 1 ELSE 0 END), 0), count(*)
+               FROM deliveries"
+  case $1 in
+    postgres) psql "${PG_ADMIN%/*}/${db}_e2e" -tA -F ' ' -c "$query" ;;
+    sqlite) sqlite3 -separator ' ' "$work/e2e.db" "$query" ;;
+  esac
+}
+sink_count() { curl -sf "http://127.0.0.1:$sink_port/count" || echo 0; }
+
+# e2e BACKEND: ingestion and delivery together, unique events at concurrency 64.
+e2e() {
+  local backend=$1 url settings port cfg started next=5 b d e enqueued_end delivered_end \
+    backlog_end backlog_max=0 drain=null left sink_start sink_end label
+  case $backend in
+    postgres)
+      psql "$PG_ADMIN" -qc "CREATE DATABASE ${db}_e2e"
+      label=PostgreSQL url="${PG_ADMIN%/*}/${db}_e2e" settings=$PG_SETTINGS port=$((PORT_BASE + 2)) ;;
+    sqlite)
+      label=SQLite url="sqlite://$work/e2e.db" port=$((PORT_BASE + 3))
+      settings=$'synchronous = "full"\n'"$SQLITE_SETTINGS" ;;
+    *) echo "E2E_BACKENDS: unknown backend $backend"; exit 2 ;;
+  esac
+  echo "== end to end on $label: c64 unique for ${E2E_DURATION}, dispatcher on, sink ${SINK_DELAY}"
+  cfg=$(config "e2e-$backend" "$url" "$port" "$settings" "http://127.0.0.1:$sink_port/webhooks")
+  "$bin" migrate --config "$cfg" >/dev/null
+  serve "$cfg" "$port"
+  sink_start=$(sink_count)
+  json --config "$cfg" --concurrency 64 --duration "$E2E_DURATION" > "$results/e2e_${backend}_load.json" &
+  load=$!
+  started=$(date +%s.%N)
+  elapsed() { python3 -c "import sys,time; print(int(time.time() - float(sys.argv[1])))" "$started"; }
+  while kill -0 "$load" 2>/dev/null; do
+    sleep 0.5
+    if [ "$(elapsed)" -ge "$next" ] && kill -0 "$load" 2>/dev/null; then
+      read -r b d e < <(backlog "$backend")
+      [ "$b" -gt "$backlog_max" ] && backlog_max=$b
+      printf '  t=%3ss  backlog %7s  delivered %7s  enqueued %7s  sink %7s\n' "$next" "$b" "$d" "$e" "$(sink_count)"
+      next=$((next + 5))
+    fi
+  done
+  wait "$load"
+  load=""
+  read -r backlog_end delivered_end e < <(backlog "$backend")
+  sink_end=$(sink_count)
+  [ "$backlog_end" -gt "$backlog_max" ] && backlog_max=$backlog_end
+  enqueued_end=$e
+  printf '  end    backlog %7s  delivered %7s  enqueued %7s  sink %7s\n' "$backlog_end" "$delivered_end" "$e" "$sink_end"
+  report line "inlet $label, c64 unique, delivering" "$results/e2e_${backend}_load.json"
+  started=$(date +%s.%N)
+  left=$backlog_end
+  while [ "$left" -gt 0 ] && [ "$(elapsed)" -lt "$DRAIN_TIMEOUT" ]; do
+    sleep 1
+    read -r left d e < <(backlog "$backend")
+  done
+  if [ "$left" -eq 0 ]; then
+    drain=$(python3 -c "import sys,time; print(round(time.time() - float(sys.argv[1]), 1))" "$started")
+    echo "  drained in ${drain} s"
+  else
+    echo "  not drained after ${DRAIN_TIMEOUT} s: backlog $left"
+  fi
+  stop
+  python3 - "$results/e2e_${backend}_load.json" "$results/e2e_${backend}.json" \
+    "$delivered_end" "$backlog_end" "$backlog_max" "$drain" "$DRAIN_TIMEOUT" "$left" "$enqueued_end" "$sink_start" "$sink_end" <<'PY'
 import json, sys
-pg_tps = float(sys.argv[1])
-unique, dups, sq_ceiling, sq_unique, sq_dups, rate = (json.loads(a) for a in sys.argv[2:])
-print(f"PostgreSQL unique:  inlet {unique['accepted_per_sec']:.0f}/s / ceiling {pg_tps:.0f}/s = {unique['accepted_per_sec']/pg_tps:.0%}  (target >= 60%)")
-print(f"PostgreSQL 30% dup: inlet {dups['requests_per_sec']:.0f} req/s vs unique {unique['requests_per_sec']:.0f} req/s (target: no lower)")
-sq = sq_ceiling['accepted_per_sec']
-print(f"SQLite unique:      inlet {sq_unique['accepted_per_sec']:.0f}/s / ceiling {sq:.0f}/s = {sq_unique['accepted_per_sec']/sq:.0%}  (target >= 50%)")
-print(f"SQLite 30% dup:     inlet {sq_dups['requests_per_sec']:.0f} req/s vs unique {sq_unique['requests_per_sec']:.0f} req/s")
-errors = sum(n for s, n in rate['statuses'].items() if s != '200')
-print(f"Open loop 1000/s:   p99 {rate['latency_ms']['p99']:.2f} ms (target <= 15), errors {errors}")
+load = json.load(open(sys.argv[1]))
+delivered, backlog_end, backlog_max = (int(a) for a in sys.argv[3:6])
+result = {
+    "accepted_per_sec": load["accepted_per_sec"],
+    "delivered_per_sec": delivered / load["seconds"],
+    "delivered_at_end": delivered,
+    "enqueued_at_end": int(sys.argv[9]),
+    "backlog_at_end": backlog_end,
+    "backlog_max": backlog_max,
+    "drain_seconds": json.loads(sys.argv[6]),
+    "drain_timeout": int(sys.argv[7]),
+    "backlog_after_drain": int(sys.argv[8]),
+    # Requests the sink received during the load: sent, not necessarily settled yet.
+    "sink_per_sec": (int(sys.argv[11]) - int(sys.argv[10])) / load["seconds"],
+    "load": load,
+}
+json.dump(result, open(sys.argv[2], "w"))
+print(f"  during the load: delivered {result['delivered_per_sec']:.0f}/s (settled; the sink "
+      f"received {result['sink_per_sec']:.0f}/s), accepted {result['accepted_per_sec']:.0f}/s: "
+      f"{result['delivered_per_sec'] / max(result['accepted_per_sec'], 1e-9):.2f}×")
 PY
+  [ "$backend" = postgres ] && psql "$PG_ADMIN" -qc "DROP DATABASE ${db}_e2e WITH (FORCE)"
+  return 0
+}
+
+if [ -n "$E2E_BACKENDS" ]; then
+  sink_port=$((PORT_BASE + 10))
+  port_free "$sink_port"
+  INLET_LOG=warn "$bin" bench --config "$pg" --sink "127.0.0.1:$sink_port" --sink-delay "$SINK_DELAY" > "$work/sink.log" 2>&1 &
+  sink=$!
+  for _ in $(seq 1 50); do
+    curl -sf "http://127.0.0.1:$sink_port/count" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  kill -0 "$sink" 2>/dev/null || { echo "the sink did not start"; cat "$work/sink.log"; exit 1; }
+  for backend in $E2E_BACKENDS; do
+    e2e "$backend"
+  done
+  kill "$sink"; wait "$sink" 2>/dev/null || true; sink=""
+  echo "  $(tail -1 "$work/sink.log")"
+fi
+
+echo "== summary (took $((SECONDS / 60)) min $((SECONDS % 60)) s)"
+report summary "$results"

@@ -4,6 +4,8 @@
 //! time, so queueing is not hidden), with a fraction of duplicates re-sending earlier
 //! events byte for byte. And `inlet bench --ceiling`: the statements of one accepted
 //! webhook run straight on the database, with Inlet's pool and pragmas — the yardstick.
+//! And `inlet bench --sink`: a destination for end-to-end runs that answers every request
+//! `200` after a fixed delay and counts what it received.
 
 use crate::db::{DbConnection, DbPool};
 use crate::faults::Faults;
@@ -12,11 +14,13 @@ use crate::ingest::{process, Claim};
 use crate::ledger::FactIdentity;
 use crate::provider::SourceSettings;
 use crate::signature::EventToSign;
-use actix_web::web::Bytes;
+use actix_web::web::{self, Bytes};
+use actix_web::{App, HttpResponse, HttpServer};
 use chrono::Utc;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -357,4 +361,85 @@ pub fn run_ceiling(
         statuses: BTreeMap::new(),
         latency_ms: Percentiles::of(&histogram),
     })
+}
+
+/// The largest body the sink reads; bigger ones are refused (and not counted).
+const SINK_MAX_BODY: usize = 16 * 1024 * 1024;
+
+/// The sink's state: how long it waits before answering, and what it received.
+struct Sink {
+    delay: Duration,
+    received: AtomicU64,
+}
+
+/// Any request but `GET /count`: read the body, wait, count it, answer `200`.
+async fn sink_receive(sink: web::Data<Sink>, _body: Bytes) -> HttpResponse {
+    tokio::time::sleep(sink.delay).await;
+    sink.received.fetch_add(1, Ordering::Relaxed);
+    HttpResponse::Ok().finish()
+}
+
+/// `GET /count`: the number of requests received so far, as a bare number.
+async fn sink_count(sink: web::Data<Sink>) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/plain")
+        .body(sink.received.load(Ordering::Relaxed).to_string())
+}
+
+/// The sink's routes, sharing `sink`.
+fn sink_routes(sink: web::Data<Sink>) -> impl FnOnce(&mut web::ServiceConfig) {
+    move |config| {
+        config
+            .app_data(sink)
+            .app_data(web::PayloadConfig::new(SINK_MAX_BODY))
+            .route("/count", web::get().to(sink_count))
+            .default_service(web::to(sink_receive));
+    }
+}
+
+/// Serves the sink at `bind` until Ctrl-C or SIGTERM; returns how many requests it
+/// received. The wait is a timer, not a thread, so a few workers answer thousands of
+/// requests per second: the sink is not what limits an end-to-end run.
+pub async fn run_sink(bind: &str, delay: Duration) -> anyhow::Result<u64> {
+    let sink = web::Data::new(Sink {
+        delay,
+        received: AtomicU64::new(0),
+    });
+    let state = sink.clone();
+    let server = HttpServer::new(move || App::new().configure(sink_routes(state.clone())))
+        .bind(bind)?
+        .run();
+    println!(
+        "sink listening on {bind}: 200 after {} ms, GET /count for the count",
+        delay.as_millis()
+    );
+    server.await?;
+    Ok(sink.received.load(Ordering::Relaxed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actix_web::test::{call_and_read_body, call_service, init_service, TestRequest};
+
+    #[actix_web::test]
+    async fn the_sink_answers_200_after_its_delay_and_counts_what_it_received() {
+        let sink = web::Data::new(Sink {
+            delay: Duration::from_millis(20),
+            received: AtomicU64::new(0),
+        });
+        let app = init_service(App::new().configure(sink_routes(sink.clone()))).await;
+        for path in ["/webhooks", "/elsewhere"] {
+            let begun = Instant::now();
+            let request = TestRequest::post()
+                .uri(path)
+                .set_payload(vec![b'x'; 100_000])
+                .to_request();
+            assert_eq!(call_service(&app, request).await.status(), 200);
+            assert!(begun.elapsed() >= Duration::from_millis(20));
+        }
+        let count = call_and_read_body(&app, TestRequest::get().uri("/count").to_request()).await;
+        assert_eq!(&count[..], b"2");
+        assert_eq!(sink.received.load(Ordering::Relaxed), 2);
+    }
 }

@@ -158,6 +158,14 @@ struct BenchArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// Instead of loading Inlet, be a destination at this address (e.g. 127.0.0.1:18090):
+    /// answer every request 200 after --sink-delay and count them (GET /count), until
+    /// Ctrl-C or SIGTERM.
+    #[arg(long, value_name = "ADDRESS", conflicts_with_all = ["ceiling", "url", "rate", "json"])]
+    sink: Option<String>,
+    /// How long the sink waits before each answer.
+    #[arg(long, default_value = "5ms", requires = "sink")]
+    sink_delay: String,
 }
 
 #[derive(Subcommand)]
@@ -495,6 +503,14 @@ async fn deliver(settings: Settings, once: bool) -> anyhow::Result<()> {
 }
 
 async fn bench(settings: Settings, options: BenchArgs) -> anyhow::Result<()> {
+    if let Some(bind) = &options.sink {
+        let delay = inlet::duration::HumanDuration::parse(&options.sink_delay)
+            .map_err(|e| anyhow::anyhow!("--sink-delay: {e}"))?
+            .0;
+        let received = inlet::bench::run_sink(bind, delay).await?;
+        println!("sink received {received} requests");
+        return Ok(());
+    }
     let duration = inlet::duration::HumanDuration::parse(&options.duration)
         .map_err(|e| anyhow::anyhow!("--duration: {e}"))?
         .0;

@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""The arithmetic and formatting of bench/run.sh, kept out of the shell script.
+
+    report.py pgbench OUTPUT LOG_PREFIX WAL_BYTES WAL_DB_BYTES
+                                                    pgbench's output and per-transaction
+                                                    logs -> one JSON result on stdout
+    report.py line LABEL RESULT.json                one line per run
+    report.py summary RESULTS_DIR                   every target of issue 12: figure,
+                                                    ratio, pass or fail
+
+Results are JSON files named after the run (see run.sh); an `inlet bench --json` report
+may carry extra "wal_bytes" and "wal_bytes_db": the write-ahead log written during the
+run, by the whole cluster and by this database alone (null when not measured).
+"""
+
+import glob
+import json
+import os
+import re
+import sys
+
+
+def percentile(sorted_values, q):
+    if not sorted_values:
+        return 0.0
+    index = min(len(sorted_values) - 1, max(0, round(q * len(sorted_values)) - 1))
+    return sorted_values[index]
+
+
+def pgbench(output_file, log_prefix, wal_bytes, wal_bytes_db):
+    """pgbench's summary and its `-l` logs (third column: latency in µs) as a result."""
+    text = open(output_file, encoding="utf-8").read()
+
+    def number(pattern):
+        match = re.search(pattern, text, re.MULTILINE)
+        return float(match.group(1)) if match else 0.0
+
+    micros = []
+    for path in glob.glob(log_prefix + ".*"):
+        with open(path, encoding="utf-8") as log:
+            for row in log:
+                fields = row.split()
+                if len(fields) >= 3 and fields[2].isdigit():
+                    micros.append(int(fields[2]))
+    micros.sort()
+    ms = [m / 1000.0 for m in micros]
+    transactions = int(number(r"^number of transactions actually processed: (\d+)"))
+    result = {
+        "tps": number(r"^tps = ([\d.]+)"),
+        "transactions": transactions,
+        "failed": int(number(r"^number of failed transactions: (\d+)")),
+        "wal_bytes": int(wal_bytes),
+        "wal_bytes_db": json.loads(wal_bytes_db),
+        "latency_ms": {
+            "p50": percentile(ms, 0.5),
+            "p90": percentile(ms, 0.9),
+            "p99": percentile(ms, 0.99),
+            "p999": percentile(ms, 0.999),
+            "max": ms[-1] if ms else 0.0,
+        },
+    }
+    print(json.dumps(result))
+
+
+def latency(l):
+    return (
+        f"p50 {l['p50']:.2f}  p99 {l['p99']:.2f}  p99.9 {l['p999']:.2f}  max {l['max']:.2f} ms"
+    )
+
+
+def wal_text(r, count, unit):
+    """The WAL per transaction: the cluster's, and this database's alone when measured."""
+    text = f"WAL {r['wal_bytes'] / max(count, 1):,.0f} B/{unit}"
+    if r.get("wal_bytes_db") is not None:
+        text += f" (this database {r['wal_bytes_db'] / max(count, 1):,.0f})"
+    return text
+
+
+def wal_per(r, count):
+    """This database's WAL per transaction when measured, else the cluster's."""
+    wal = r["wal_bytes_db"] if r.get("wal_bytes_db") is not None else r["wal_bytes"]
+    return wal / max(count, 1)
+
+
+def line(label, path):
+    r = json.load(open(path, encoding="utf-8"))
+    if "tps" in r:  # pgbench
+        print(
+            f"{label:<44} {r['tps']:>8.0f} tx/s  {'':>18} {latency(r['latency_ms'])}"
+            f"   {wal_text(r, r['transactions'], 'tx')}, failed {r['failed']}"
+        )
+        return
+    if r["mode"].startswith("ceiling"):
+        print(f"{label:<44} {r['accepted_per_sec']:>8.0f} tx/s  {'':>18} {latency(r['latency_ms'])}")
+        return
+    extra = ""
+    if "wal_bytes" in r:
+        extra = "   " + wal_text(r, r["accepted"], "accepted")
+    statuses = ", ".join(f"{s}: {n}" for s, n in r["statuses"].items())
+    print(
+        f"{label:<44} {r['requests_per_sec']:>8.0f} req/s {r['accepted_per_sec']:>8.0f} accepted/s"
+        f"  {latency(r['latency_ms'])}   {{{statuses}}}{extra}"
+    )
+
+
+def errors(report):
+    """Answers other than 200 (0 counts transport errors)."""
+    return sum(n for s, n in report["statuses"].items() if s != "200")
+
+
+def summary(directory):
+    def load(name):
+        path = os.path.join(directory, name + ".json")
+        return json.load(open(path, encoding="utf-8")) if os.path.exists(path) else None
+
+    rows = []
+
+    def row(target, measured, ratio, passed):
+        mark = "—" if passed is None else ("✓" if passed else "✗")
+        rows.append((target, measured, ratio, mark))
+
+    def at_least(target, inlet, inlet_label, base, base_label, factor, aim=None):
+        if inlet is None or base is None or base <= 0:
+            row(target, "not run", "", False)
+            return
+        ratio = inlet / base
+        aim_text = f", aim {aim:g}×" if aim else ""
+        row(
+            target,
+            f"{inlet:,.0f} {inlet_label} vs {base:,.0f} {base_label}",
+            f"{ratio:.2f}× (≥ {factor:g}×{aim_text})",
+            ratio >= factor,
+        )
+
+    def get(result, *keys):
+        for key in keys:
+            if result is None:
+                return None
+            result = result[key]
+        return result
+
+    pg_ceiling, svix16, svix64 = load("pg_ceiling"), load("svix16"), load("svix64")
+    pg16, pg64, pg64d, pg_open = (load(n) for n in ("pg_c16", "pg_c64", "pg_c64_dups", "pg_open"))
+    sq_ceiling, sq16, sq64, sq64d, sq_open = (
+        load(n) for n in ("sq_ceiling", "sq_c16", "sq_c64", "sq_c64_dups", "sq_open")
+    )
+
+    at_least(
+        "PostgreSQL c64 unique vs ceiling (pgbench c16)",
+        get(pg64, "accepted_per_sec"), "accepted/s",
+        get(pg_ceiling, "tps"), "tx/s", 1.2, aim=1.5,
+    )
+    at_least(
+        "SQLite FULL c64 unique vs NORMAL ceiling",
+        get(sq64, "accepted_per_sec"), "accepted/s",
+        get(sq_ceiling, "accepted_per_sec"), "tx/s", 0.9, aim=1.2,
+    )
+    at_least(
+        "PostgreSQL c16 unique vs Svix-shaped c16",
+        get(pg16, "accepted_per_sec"), "accepted/s",
+        get(svix16, "tps"), "msg/s", 0.8,
+    )
+    at_least(
+        "PostgreSQL c64 unique vs Svix-shaped c64",
+        get(pg64, "accepted_per_sec"), "accepted/s",
+        get(svix64, "tps"), "msg/s", 0.8,
+    )
+    if pg64:
+        p99 = pg64["latency_ms"]["p99"]
+        row("PostgreSQL c64 unique p99 < 40 ms", f"{p99:.1f} ms", f"{p99 / 40:.2f}× of 40 ms",
+            p99 < 40)
+    if pg64 and "wal_bytes" in pg64:
+        inlet = wal_per(pg64, pg64["accepted"])
+        parts = [f"Inlet {inlet:,.0f}"]
+        for name, r in (("ceiling", pg_ceiling), ("Svix-shaped c64", svix64)):
+            if r:
+                parts.append(f"{name} {wal_per(r, r['transactions']):,.0f}")
+        svix = wal_per(svix64, svix64["transactions"]) if svix64 else 0
+        ratio = f"{inlet / svix:.2f}× Svix-shaped" if svix else ""
+        whose = "this database's" if pg64.get("wal_bytes_db") is not None else "cluster"
+        row(f"WAL bytes per accepted webhook (c64, {whose})", ", ".join(parts), ratio, None)
+    for backend, r in (("PostgreSQL", pg_open), ("SQLite", sq_open)):
+        if r is None:
+            row(f"{backend} open loop 1,000/s: p99 ≤ 10 ms, no error", "not run", "", False)
+            continue
+        p99, failed = r["latency_ms"]["p99"], errors(r)
+        row(
+            f"{backend} open loop 1,000/s: p99 ≤ 10 ms, no error",
+            f"p99 {p99:.1f} ms, {failed} errors, {r['requests_per_sec']:,.0f} req/s",
+            f"{p99 / 10:.2f}× of 10 ms",
+            p99 <= 10 and failed == 0,
+        )
+    for backend, dups, unique in (("PostgreSQL", pg64d, pg64), ("SQLite", sq64d, sq64)):
+        target = f"{backend} c64 30 % duplicates: no error, req/s ≥ unique"
+        if dups is None or unique is None:
+            row(target, "not run", "", False)
+            continue
+        ratio, failed = dups["requests_per_sec"] / max(unique["requests_per_sec"], 1e-9), errors(dups)
+        row(
+            target,
+            f"{dups['requests_per_sec']:,.0f} vs {unique['requests_per_sec']:,.0f} req/s, "
+            f"{failed} errors",
+            f"{ratio:.2f}× (≥ 1×)",
+            ratio >= 1 and failed == 0,
+        )
+    for backend in ("postgres", "sqlite"):
+        e2e = load("e2e_" + backend)
+        if e2e is None:
+            if backend == "postgres":  # the target; SQLite's end-to-end run is extra
+                row("End to end on PostgreSQL, c64: delivered/s vs accepted/s", "not run", "",
+                    False)
+            continue
+        drained = (
+            f"drained in {e2e['drain_seconds']:.0f} s"
+            if e2e["drain_seconds"] is not None
+            else f"{e2e['backlog_after_drain']:,} left after {e2e['drain_timeout']} s"
+        )
+        at_least(
+            f"End to end on {'PostgreSQL' if backend == 'postgres' else 'SQLite'}, c64: "
+            "delivered/s vs accepted/s",
+            e2e["delivered_per_sec"], "delivered/s", e2e["accepted_per_sec"], "accepted/s", 0.9,
+        )
+        row("  its backlog", f"max {e2e['backlog_max']:,}, {e2e['backlog_at_end']:,} at the "
+            f"end; {drained}; sink {e2e['sink_per_sec']:,.0f}/s", "", None)
+    memory = load("memory")
+    if memory:
+        row("Resident memory (PostgreSQL, c16, 30 % duplicates)",
+            f"{memory['first_kb'] / 1024:.1f} MB → {memory['last_kb'] / 1024:.1f} MB over "
+            f"{memory['requests']:,} requests", "", None)
+
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    print(f"{'target':<{widths[0]}}  {'measured':<{widths[1]}}  {'ratio':<{widths[2]}}")
+    for target, measured, ratio, mark in rows:
+        print(f"{target:<{widths[0]}}  {measured:<{widths[1]}}  {ratio:<{widths[2]}}  {mark}")
+
+
+if __name__ == "__main__":
+    command, args = sys.argv[1], sys.argv[2:]
+    {"pgbench": pgbench, "line": line, "summary": summary}[command](*args)
