@@ -18,8 +18,8 @@ pub use settings::{
 };
 
 pub use outbox::{
-    count_by_status, lease_due, Leased, Message, NewDelivery, Settlement, DEAD, DELIVERED,
-    DISCARDED, IN_PROGRESS, PENDING,
+    count_by_status, lease_due, settle_all, Fence, Leased, Message, NewDelivery, Settlement, DEAD,
+    DELIVERED, DISCARDED, IN_PROGRESS, PENDING,
 };
 pub use policy::{classify_status, parse_retry_after, RetryBudget, RetryPolicy, Verdict};
 pub use sender::{attempt, client_for, delivery_headers, AttemptResult};
