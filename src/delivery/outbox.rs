@@ -127,11 +127,44 @@ impl Leased {
     }
 }
 
-/// Leases up to `limit` due deliveries until `now + lease`: pending rows whose time has
-/// come, and in-progress rows whose lease expired (their holder died). One statement
-/// leases and returns them: on PostgreSQL `UPDATE … WHERE id IN (SELECT … FOR UPDATE SKIP
-/// LOCKED)`, skipping rows another dispatcher is leasing; on SQLite the same `UPDATE`
-/// under the write lock, after an indexed read so that an idle poll never takes it.
+diesel::alias!(const QUEUED: Alias<Queued> = deliveries as queued);
+
+/// Leases, in one statement, the rows the subquery `$due` (over [`QUEUED`]: diesel wants
+/// the table under another name there) selects. PostgreSQL: `UPDATE … WHERE id IN (SELECT
+/// … FOR UPDATE SKIP LOCKED) RETURNING`, autocommitted, skipping rows another dispatcher
+/// is leasing; idle or not, one round trip (an `UPDATE` that matches nothing writes
+/// nothing). SQLite: an indexed read first, so that an idle poll never takes the write
+/// lock, then the same `UPDATE` under it.
+macro_rules! lease_selected {
+    ($conn:expr, $due:expr, $leasing:expr) => {
+        match $conn {
+            DbConnection::Postgres(c) => diesel::update(deliveries::table)
+                .filter(deliveries::id.eq_any($due.for_update().skip_locked()))
+                .set($leasing)
+                .returning(Leased::as_returning())
+                .get_results(c),
+            conn @ DbConnection::Sqlite(_) => {
+                let any: Option<i64> = $due.limit(1).first(conn).optional()?;
+                if any.is_none() {
+                    return Ok(Vec::new());
+                }
+                write_transaction(conn, |conn| {
+                    dialect!(conn, c => diesel::update(deliveries::table)
+                        .filter(deliveries::id.eq_any($due))
+                        .set($leasing)
+                        .returning(Leased::as_returning())
+                        .get_results(c))
+                })
+            }
+        }
+    };
+}
+
+/// Leases up to `limit` due deliveries until `now + lease`, oldest first: in-progress rows
+/// whose lease expired (their holder died), then pending rows whose time has come. Each
+/// kind is one ordered range of the `(status, next_attempt_at)` index, leased by its own
+/// statement: asked for together, with an `OR`, PostgreSQL read and sorted the whole
+/// backlog on every lease.
 pub fn lease_due(
     conn: &mut DbConnection,
     now: DateTime<Utc>,
@@ -140,55 +173,52 @@ pub fn lease_due(
 ) -> QueryResult<Vec<Leased>> {
     let now = now.naive_utc();
     let until = now + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::MAX);
-    // The subquery reads the table under another name: SQL would not mind, diesel does.
-    let queued = diesel::alias!(deliveries as queued);
-    let due = || {
-        queued
-            .filter(
-                queued
-                    .field(deliveries::status)
-                    .eq(PENDING)
-                    .and(queued.field(deliveries::next_attempt_at).le(now))
-                    .or(queued
-                        .field(deliveries::status)
-                        .eq(IN_PROGRESS)
-                        .and(queued.field(deliveries::locked_until).le(now))),
-            )
-            .order((
-                queued.field(deliveries::next_attempt_at),
-                queued.field(deliveries::id),
-            ))
-            .limit(limit)
-            .select(queued.field(deliveries::id))
-    };
+    let mut leased = lease_kind(conn, IN_PROGRESS, now, until, limit)?;
+    let rest = limit - i64::try_from(leased.len()).unwrap_or(limit);
+    if rest > 0 {
+        leased.extend(lease_kind(conn, PENDING, now, until, rest)?);
+    }
+    leased.sort_by_key(|row| row.id);
+    Ok(leased)
+}
+
+/// Leases up to `limit` due rows of one status: `in_progress` rows whose lease expired at
+/// `now`, or `pending` rows due at `now`.
+fn lease_kind(
+    conn: &mut DbConnection,
+    status: &'static str,
+    now: NaiveDateTime,
+    until: NaiveDateTime,
+    limit: i64,
+) -> QueryResult<Vec<Leased>> {
     let leasing = (
         deliveries::status.eq(IN_PROGRESS),
         deliveries::attempt.eq(deliveries::attempt + 1),
         deliveries::locked_until.eq(until),
     );
-    let mut leased = match conn {
-        // Idle or not, one round trip: an UPDATE that matches nothing writes nothing.
-        DbConnection::Postgres(c) => diesel::update(deliveries::table)
-            .filter(deliveries::id.eq_any(due().for_update().skip_locked()))
-            .set(leasing)
-            .returning(Leased::as_returning())
-            .get_results(c)?,
-        DbConnection::Sqlite(_) => {
-            let any_due: Option<i64> = due().limit(1).first(conn).optional()?;
-            if any_due.is_none() {
-                return Ok(Vec::new());
-            }
-            write_transaction(conn, |conn| {
-                dialect!(conn, c => diesel::update(deliveries::table)
-                    .filter(deliveries::id.eq_any(due()))
-                    .set(leasing)
-                    .returning(Leased::as_returning())
-                    .get_results(c))
-            })?
-        }
-    };
-    leased.sort_by_key(|row| row.id);
-    Ok(leased)
+    let oldest = (
+        QUEUED.field(deliveries::next_attempt_at),
+        QUEUED.field(deliveries::id),
+    );
+    let id = QUEUED.field(deliveries::id);
+    let of_status = QUEUED.field(deliveries::status).eq(status);
+    if status == IN_PROGRESS {
+        let expired = QUEUED.field(deliveries::locked_until).le(now);
+        let due = QUEUED
+            .filter(of_status.and(expired))
+            .order(oldest)
+            .limit(limit)
+            .select(id);
+        lease_selected!(conn, due, leasing)
+    } else {
+        let due_now = QUEUED.field(deliveries::next_attempt_at).le(now);
+        let due = QUEUED
+            .filter(of_status.and(due_now))
+            .order(oldest)
+            .limit(limit)
+            .select(id);
+        lease_selected!(conn, due, leasing)
+    }
 }
 
 /// How a leased delivery ends.
