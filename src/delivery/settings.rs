@@ -20,8 +20,14 @@ pub const DEFAULT_RETRY_RATE: f64 = 10.0;
 pub const DEFAULT_RETRY_BURST: u32 = 100;
 pub const DEFAULT_POLL_INTERVAL: &str = "1s";
 pub const DEFAULT_LEASE: &str = "60s";
-pub const DEFAULT_DELIVERY_BATCH: u32 = 32;
-pub const DEFAULT_DELIVERY_CONCURRENCY: u32 = 16;
+/// Rows leased per statement at most. Leases are sized by the sends that finished while
+/// the previous lease ran (12–18 rows on average at 64 in flight), so this only caps them.
+pub const DEFAULT_DELIVERY_BATCH: u32 = 64;
+/// Sends in flight per Inlet instance. Measured on 2 cores against a sink answering in
+/// about 5 ms (README, "Delivery to your application"): 16 drained 1,200 deliveries/s on
+/// PostgreSQL, 64 drained 3,000–5,000/s and 128 drained 4,400–6,500/s (SQLite 8,700–10,500),
+/// which keeps ahead of ingestion on both backends.
+pub const DEFAULT_DELIVERY_CONCURRENCY: u32 = 128;
 
 /// The dispatcher that sends outbox rows to destinations.
 #[derive(Debug, Clone)]
@@ -32,9 +38,9 @@ pub struct DeliverySettings {
     pub poll_interval: Duration,
     /// How long a leased row belongs to its dispatcher; longer than any destination timeout.
     pub lease: Duration,
-    /// Rows leased per query.
+    /// Rows leased per statement at most.
     pub batch: u32,
-    /// Deliveries in flight at once per Inlet instance.
+    /// Deliveries in flight at once per Inlet instance, all destinations together.
     pub concurrency: u32,
 }
 
