@@ -11,6 +11,7 @@ mod outbox;
 mod policy;
 mod sender;
 mod settings;
+mod settler;
 
 pub use settings::{
     validate_destinations, DeliveryFile, DeliverySettings, DestinationFile, DestinationSettings,
@@ -18,8 +19,8 @@ pub use settings::{
 };
 
 pub use outbox::{
-    count_by_status, lease_due, Leased, Message, NewDelivery, Settlement, DEAD, DELIVERED,
-    DISCARDED, IN_PROGRESS, PENDING,
+    count_by_status, lease_due, settle_all, Fence, Leased, Message, NewDelivery, Settlement, DEAD,
+    DELIVERED, DISCARDED, IN_PROGRESS, PENDING,
 };
 pub use policy::{classify_status, parse_retry_after, RetryBudget, RetryPolicy, Verdict};
 pub use sender::{attempt, client_for, delivery_headers, AttemptResult};
@@ -27,6 +28,7 @@ pub use sender::{attempt, client_for, delivery_headers, AttemptResult};
 use crate::clock::Clock;
 use crate::db::DbPool;
 use chrono::{DateTime, Utc};
+use settler::Settler;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -73,6 +75,21 @@ impl Report {
     pub fn count(&self, settled: Settled) -> u64 {
         self.0.get(&settled).copied().unwrap_or(0)
     }
+
+    /// Counts a finished delivery task. A task that panicked (a bug: its row waits for
+    /// its lease to expire) fails a `once` round, and is logged by a running dispatcher.
+    fn tally(
+        &mut self,
+        done: Result<Settled, tokio::task::JoinError>,
+        once: bool,
+    ) -> anyhow::Result<()> {
+        match done {
+            Ok(settled) => *self.0.entry(settled).or_default() += 1,
+            Err(error) if once => return Err(error.into()),
+            Err(error) => tracing::error!(%error, "a delivery task failed"),
+        }
+        Ok(())
+    }
 }
 
 /// Sends outbox rows to their destinations.
@@ -88,7 +105,8 @@ pub struct Dispatcher {
     wake: Arc<Notify>,
     random: Mutex<fastrand::Rng>,
     /// Rows leased and not yet settled, so that shutdown can give them back.
-    in_flight: Mutex<HashMap<i64, Leased>>,
+    in_flight: Mutex<HashMap<i64, Fence>>,
+    settler: Arc<Settler>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -123,6 +141,7 @@ impl Dispatcher {
         }
         let destinations = ready;
         Ok(Self {
+            settler: Settler::new(pool.clone()),
             pool,
             clock,
             destinations,
@@ -160,7 +179,7 @@ impl Dispatcher {
             .await?;
         let mut in_flight = lock(&self.in_flight);
         for row in &leased {
-            in_flight.insert(row.id, row.clone());
+            in_flight.insert(row.id, row.fence());
         }
         Ok(leased)
     }
@@ -287,73 +306,57 @@ impl Dispatcher {
     }
 
     async fn record(&self, delivery: &Leased, settlement: Settlement) -> Option<bool> {
-        let row = delivery.clone();
-        match self
-            .with_conn(move |conn| row.settle(conn, &settlement))
-            .await
-        {
-            Ok(kept) => Some(kept),
-            Err(error) => {
-                tracing::warn!(delivery = delivery.id, %error, "cannot record the delivery outcome; the lease will expire and it will be sent again");
-                None
-            }
-        }
+        self.settler.settle(delivery.fence(), settlement).await
     }
 
     /// Delivers everything due now, once (`inlet deliver --once`): rows rescheduled for
     /// later stay for a later round.
     pub async fn run_once(self: &Arc<Self>) -> anyhow::Result<Report> {
-        let mut report = Report::default();
-        loop {
-            let leased = self.lease(self.batch).await?;
-            if leased.is_empty() {
-                return Ok(report);
-            }
-            let semaphore = Arc::new(Semaphore::new(self.concurrency as usize));
-            let mut tasks = JoinSet::new();
-            for row in leased {
-                let permit = semaphore.clone().acquire_owned().await?;
-                let this = self.clone();
-                tasks.spawn(async move {
-                    let _permit = permit;
-                    this.deliver(row).await
-                });
-            }
-            while let Some(done) = tasks.join_next().await {
-                *report.0.entry(done?).or_default() += 1;
-            }
-        }
+        // Never stopped from outside: the round ends when nothing is due or in flight.
+        let (_keep, mut never) = watch::channel(false);
+        let mut tasks = JoinSet::new();
+        self.pump(&mut tasks, &mut never, true).await
     }
 
     /// Runs until `shutdown` turns true: leases due rows as capacity allows, sleeping
     /// `poll_interval` or until woken. On shutdown, in-flight deliveries get the grace
     /// period; any still running are abandoned and their rows given back.
     pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
-        let semaphore = Arc::new(Semaphore::new(self.concurrency as usize));
         let mut tasks = JoinSet::new();
+        if let Err(error) = self.pump(&mut tasks, &mut shutdown, false).await {
+            tracing::error!(%error, "the dispatcher stopped");
+        }
+        self.drain(tasks).await;
+    }
+
+    /// Keeps up to `concurrency` deliveries in flight, leasing up to `batch` rows at a
+    /// time as sends finish, until `shutdown` (or, with `once`, until nothing is due or in
+    /// flight). A lease failure ends a `once` round and is retried otherwise.
+    async fn pump(
+        self: &Arc<Self>,
+        tasks: &mut JoinSet<Settled>,
+        shutdown: &mut watch::Receiver<bool>,
+        once: bool,
+    ) -> anyhow::Result<Report> {
+        let semaphore = Arc::new(Semaphore::new(self.concurrency as usize));
+        let mut report = Report::default();
         while !*shutdown.borrow() {
-            while tasks.try_join_next().is_some() {}
+            while let Some(done) = tasks.try_join_next() {
+                report.tally(done, once)?;
+            }
             let free = semaphore.available_permits().min(self.batch as usize);
-            let mut leased_any = false;
+            let mut leased = 0;
             if free > 0 {
                 match self.lease(u32::try_from(free).unwrap_or(self.batch)).await {
-                    Ok(rows) => {
-                        leased_any = !rows.is_empty();
-                        for row in rows {
-                            let Ok(permit) = semaphore.clone().acquire_owned().await else {
-                                break;
-                            };
-                            let this = self.clone();
-                            tasks.spawn(async move {
-                                let _permit = permit;
-                                this.deliver(row).await
-                            });
-                        }
-                    }
+                    Ok(rows) => leased = self.start(rows, &semaphore, tasks),
+                    Err(error) if once => return Err(error),
                     Err(error) => tracing::warn!(%error, "cannot lease deliveries"),
                 }
             }
-            if leased_any && semaphore.available_permits() > 0 {
+            if once && leased == 0 && tasks.is_empty() {
+                break;
+            }
+            if leased > 0 && semaphore.available_permits() > 0 {
                 continue;
             }
             tokio::select! {
@@ -361,10 +364,35 @@ impl Dispatcher {
                 _ = self.wake.notified() => {}
                 // A dropped sender (the application that owned it is gone) is a stop too.
                 changed = shutdown.changed() => if changed.is_err() { break },
-                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+                Some(done) = tasks.join_next(), if !tasks.is_empty() => report.tally(done, once)?,
             }
         }
-        self.drain(tasks).await;
+        Ok(report)
+    }
+
+    /// Starts a delivery task per leased row, each holding one of `semaphore`'s permits
+    /// (the caller leased no more rows than there are free permits); how many started.
+    fn start(
+        self: &Arc<Self>,
+        rows: Vec<Leased>,
+        semaphore: &Arc<Semaphore>,
+        tasks: &mut JoinSet<Settled>,
+    ) -> usize {
+        let mut started = 0;
+        for row in rows {
+            let Ok(permit) = semaphore.clone().try_acquire_owned() else {
+                // Cannot happen; the row stays leased until its lease expires.
+                tracing::error!(delivery = row.id, "no delivery slot for a leased row");
+                continue;
+            };
+            let this = self.clone();
+            tasks.spawn(async move {
+                let _permit = permit;
+                this.deliver(row).await
+            });
+            started += 1;
+        }
+        started
     }
 
     async fn drain(&self, mut tasks: JoinSet<Settled>) {
@@ -376,21 +404,19 @@ impl Dispatcher {
             tasks.abort_all();
             while tasks.join_next().await.is_some() {}
         }
-        let abandoned: Vec<Leased> = lock(&self.in_flight).drain().map(|(_, row)| row).collect();
+        let now = self.clock.now();
+        let abandoned: Vec<(Fence, Settlement)> = lock(&self.in_flight)
+            .drain()
+            .map(|(_, fence)| (fence, Settlement::Release { at: now }))
+            .collect();
         if abandoned.is_empty() {
             return;
         }
-        let now = self.clock.now();
         let count = abandoned.len();
-        let released = self
-            .with_conn(move |conn| {
-                abandoned
-                    .iter()
-                    .map(|row| row.settle(conn, &Settlement::Release { at: now }))
-                    .collect::<diesel::QueryResult<Vec<bool>>>()
-            })
-            .await;
-        match released {
+        match self
+            .with_conn(move |conn| settle_all(conn, &abandoned))
+            .await
+        {
             Ok(_) => tracing::info!(
                 count,
                 "released unfinished deliveries for the next dispatcher"

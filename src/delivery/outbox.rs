@@ -3,12 +3,15 @@
 //!
 //! `attempt` is the fencing token: every lease bumps it, and every settlement is
 //! `WHERE id = ? AND attempt = ?` — zero rows means another dispatcher took the row over
-//! after this lease expired, and the stale holder's result is discarded.
+//! after this lease expired, and the stale holder's result is discarded. Dispatchers
+//! settle in groups: one statement records many rows, each still fenced on its own.
 
 use crate::db::schema::deliveries;
 use crate::db::{dialect, write_transaction, DbConnection};
 use chrono::{DateTime, NaiveDateTime, Utc};
 use diesel::prelude::*;
+use diesel::sql_types::{BigInt, Bool, Integer, Nullable, Text, Timestamp};
+use std::collections::HashSet;
 
 pub const PENDING: &str = "pending";
 pub const IN_PROGRESS: &str = "in_progress";
@@ -142,10 +145,62 @@ impl Leased {
     }
 }
 
-/// Leases up to `limit` due deliveries until `now + lease`: pending rows whose time has
-/// come, and in-progress rows whose lease expired (their holder died). PostgreSQL skips
-/// rows another dispatcher is leasing (`FOR UPDATE SKIP LOCKED`); SQLite serializes
-/// leasing under the write lock.
+/// A leased row as its lease holds it: settlements apply only `WHERE id = ? AND attempt = ?`
+/// and while the row is still `in_progress`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Fence {
+    pub id: i64,
+    pub attempt: i32,
+}
+
+impl Leased {
+    /// This lease's fence.
+    pub fn fence(&self) -> Fence {
+        Fence {
+            id: self.id,
+            attempt: self.attempt,
+        }
+    }
+}
+
+diesel::alias!(const QUEUED: Alias<Queued> = deliveries as queued);
+
+/// Leases, in one statement, the rows the subquery `$due` (over [`QUEUED`]: diesel wants
+/// the table under another name there) selects. PostgreSQL: `UPDATE … WHERE id IN (SELECT
+/// … FOR UPDATE SKIP LOCKED) RETURNING`, autocommitted, skipping rows another dispatcher
+/// is leasing; idle or not, one round trip (an `UPDATE` that matches nothing writes
+/// nothing). SQLite: an indexed read first, so that an idle poll never takes the write
+/// lock, then the same `UPDATE` under it.
+macro_rules! lease_selected {
+    ($conn:expr, $due:expr, $leasing:expr) => {
+        match $conn {
+            DbConnection::Postgres(c) => diesel::update(deliveries::table)
+                .filter(deliveries::id.eq_any($due.for_update().skip_locked()))
+                .set($leasing)
+                .returning(Leased::as_returning())
+                .get_results(c),
+            conn @ DbConnection::Sqlite(_) => {
+                let any: Option<i64> = $due.limit(1).first(conn).optional()?;
+                if any.is_none() {
+                    return Ok(Vec::new());
+                }
+                write_transaction(conn, |conn| {
+                    dialect!(conn, c => diesel::update(deliveries::table)
+                        .filter(deliveries::id.eq_any($due))
+                        .set($leasing)
+                        .returning(Leased::as_returning())
+                        .get_results(c))
+                })
+            }
+        }
+    };
+}
+
+/// Leases up to `limit` due deliveries until `now + lease`, oldest first: in-progress rows
+/// whose lease expired (their holder died), then pending rows whose time has come. Each
+/// kind is one ordered range of the `(status, next_attempt_at)` index, leased by its own
+/// statement: asked for together, with an `OR`, PostgreSQL read and sorted the whole
+/// backlog on every lease.
 pub fn lease_due(
     conn: &mut DbConnection,
     now: DateTime<Utc>,
@@ -154,57 +209,53 @@ pub fn lease_due(
 ) -> QueryResult<Vec<Leased>> {
     let now = now.naive_utc();
     let until = now + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::MAX);
-    let due = || {
-        deliveries::table
-            .filter(
-                deliveries::status
-                    .eq(PENDING)
-                    .and(deliveries::next_attempt_at.le(now))
-                    .or(deliveries::status
-                        .eq(IN_PROGRESS)
-                        .and(deliveries::locked_until.le(now))),
-            )
-            .order((deliveries::next_attempt_at, deliveries::id))
-            .limit(limit)
-            .select(deliveries::id)
-    };
-    // An idle poll is one indexed read: it never takes SQLite's write lock.
-    let any_due: Option<i64> = due().limit(1).first(conn).optional()?;
-    if any_due.is_none() {
-        return Ok(Vec::new());
+    let mut leased = lease_kind(conn, IN_PROGRESS, now, until, limit)?;
+    let rest = limit - i64::try_from(leased.len()).unwrap_or(limit);
+    if rest > 0 {
+        leased.extend(lease_kind(conn, PENDING, now, until, rest)?);
     }
-    write_transaction(conn, |conn| {
-        // The one dialect difference: PostgreSQL skips rows other dispatchers are leasing.
-        let ids: Vec<i64> = match conn {
-            DbConnection::Postgres(c) => due().for_update().skip_locked().load(c)?,
-            DbConnection::Sqlite(c) => due().load(c)?,
-        };
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        diesel::update(deliveries::table.filter(deliveries::id.eq_any(&ids)))
-            .set((
-                deliveries::status.eq(IN_PROGRESS),
-                deliveries::attempt.eq(deliveries::attempt + 1),
-                deliveries::locked_until.eq(until),
-            ))
-            .execute(conn)?;
-        deliveries::table
-            .filter(deliveries::id.eq_any(&ids))
-            .order((deliveries::next_attempt_at, deliveries::id))
-            .select(Leased::as_select())
-            .load(conn)
-    })
+    leased.sort_by_key(|row| row.id);
+    Ok(leased)
 }
 
-/// The row as held by this lease: `WHERE id = ? AND attempt = ?`.
-type Fenced = diesel::dsl::Filter<
-    deliveries::table,
-    diesel::dsl::And<
-        diesel::dsl::Eq<deliveries::id, i64>,
-        diesel::dsl::Eq<deliveries::attempt, i32>,
-    >,
->;
+/// Leases up to `limit` due rows of one status: `in_progress` rows whose lease expired at
+/// `now`, or `pending` rows due at `now`.
+fn lease_kind(
+    conn: &mut DbConnection,
+    status: &'static str,
+    now: NaiveDateTime,
+    until: NaiveDateTime,
+    limit: i64,
+) -> QueryResult<Vec<Leased>> {
+    let leasing = (
+        deliveries::status.eq(IN_PROGRESS),
+        deliveries::attempt.eq(deliveries::attempt + 1),
+        deliveries::locked_until.eq(until),
+    );
+    let oldest = (
+        QUEUED.field(deliveries::next_attempt_at),
+        QUEUED.field(deliveries::id),
+    );
+    let id = QUEUED.field(deliveries::id);
+    let of_status = QUEUED.field(deliveries::status).eq(status);
+    if status == IN_PROGRESS {
+        let expired = QUEUED.field(deliveries::locked_until).le(now);
+        let due = QUEUED
+            .filter(of_status.and(expired))
+            .order(oldest)
+            .limit(limit)
+            .select(id);
+        lease_selected!(conn, due, leasing)
+    } else {
+        let due_now = QUEUED.field(deliveries::next_attempt_at).le(now);
+        let due = QUEUED
+            .filter(of_status.and(due_now))
+            .order(oldest)
+            .limit(limit)
+            .select(id);
+        lease_selected!(conn, due, leasing)
+    }
+}
 
 /// How a leased delivery ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -229,92 +280,160 @@ pub enum Settlement {
     },
 }
 
-/// The fenced settlements. Each returns `false` when the lease was lost.
 impl Leased {
-    /// Records `settlement` if this lease still holds the row.
+    /// Records `settlement` if this lease still holds the row; `false` when the lease was
+    /// lost.
     pub fn settle(&self, conn: &mut DbConnection, settlement: &Settlement) -> QueryResult<bool> {
+        let kept = settle_all(conn, &[(self.fence(), settlement.clone())])?;
+        Ok(kept.first().copied().unwrap_or(false))
+    }
+}
+
+/// Records a group of settlements in one statement, each fenced on its own row: the
+/// answer says, in order, whether each lease still held its row (`false`: another
+/// dispatcher took it over, and that settlement was refused). All or nothing on a
+/// database error.
+pub fn settle_all(
+    conn: &mut DbConnection,
+    group: &[(Fence, Settlement)],
+) -> QueryResult<Vec<bool>> {
+    if group.is_empty() {
+        return Ok(Vec::new());
+    }
+    let postgres = matches!(conn, DbConnection::Postgres(_));
+    let sql = settle_sql(group.len(), postgres);
+    let kept: Vec<SettledId> = write_transaction(conn, |conn| {
+        dialect!(conn, c => {
+            let mut query = diesel::sql_query(sql).into_boxed();
+            for (fence, settlement) in group {
+                let row = SettledRow::of(settlement);
+                query = query
+                    .bind::<BigInt, _>(fence.id)
+                    .bind::<Integer, _>(fence.attempt)
+                    .bind::<Text, _>(row.status)
+                    .bind::<Nullable<Timestamp>, _>(row.next_attempt_at)
+                    .bind::<Nullable<Timestamp>, _>(row.delivered_at)
+                    .bind::<Nullable<Timestamp>, _>(row.settled_at)
+                    .bind::<Nullable<Integer>, _>(row.last_status)
+                    .bind::<Nullable<Text>, _>(row.last_error)
+                    .bind::<Bool, _>(row.keeps_last);
+            }
+            query.load(c)
+        })
+    })?;
+    let kept: HashSet<i64> = kept.into_iter().map(|row| row.id).collect();
+    Ok(group
+        .iter()
+        .map(|(fence, _)| kept.contains(&fence.id))
+        .collect())
+}
+
+/// The columns of one settled row, as bound into [`settle_sql`]'s `VALUES` (`None` keeps
+/// the row's current value; `keeps_last` keeps `last_status` and `last_error`).
+struct SettledRow<'a> {
+    status: &'static str,
+    next_attempt_at: Option<NaiveDateTime>,
+    delivered_at: Option<NaiveDateTime>,
+    settled_at: Option<NaiveDateTime>,
+    last_status: Option<i32>,
+    last_error: Option<&'a str>,
+    keeps_last: bool,
+}
+
+impl<'a> SettledRow<'a> {
+    fn of(settlement: &'a Settlement) -> Self {
+        let row = |status| SettledRow {
+            status,
+            next_attempt_at: None,
+            delivered_at: None,
+            settled_at: None,
+            last_status: None,
+            last_error: None,
+            keeps_last: false,
+        };
+        let code = |status: Option<u16>| status.map(i32::from);
         match settlement {
-            Settlement::Delivered { at, status } => self.mark_delivered(conn, *at, *status),
-            Settlement::Retry { at, status, error } => self.reschedule(conn, *at, *status, error),
-            Settlement::Dead { at, status, error } => self.mark_dead(conn, *at, *status, error),
-            Settlement::Release { at } => self.release(conn, *at),
+            Settlement::Delivered { at, status } => SettledRow {
+                delivered_at: Some(at.naive_utc()),
+                last_status: Some(i32::from(*status)),
+                ..row(DELIVERED)
+            },
+            Settlement::Retry { at, status, error } => SettledRow {
+                next_attempt_at: Some(at.naive_utc()),
+                last_status: code(*status),
+                last_error: Some(error),
+                ..row(PENDING)
+            },
+            Settlement::Dead { at, status, error } => SettledRow {
+                settled_at: Some(at.naive_utc()),
+                last_status: code(*status),
+                last_error: Some(error),
+                ..row(DEAD)
+            },
+            Settlement::Release { at } => SettledRow {
+                next_attempt_at: Some(at.naive_utc()),
+                keeps_last: true,
+                ..row(PENDING)
+            },
         }
     }
+}
 
-    fn fenced(&self) -> Fenced {
-        deliveries::table.filter(
-            deliveries::id
-                .eq(self.id)
-                .and(deliveries::attempt.eq(self.attempt)),
-        )
-    }
+/// The columns of [`SettledRow`], in bind order.
+const SETTLED_COLUMNS: [&str; 9] = [
+    "id",
+    "attempt",
+    "status",
+    "next_attempt_at",
+    "delivered_at",
+    "settled_at",
+    "last_status",
+    "last_error",
+    "keeps_last",
+];
 
-    fn mark_delivered(
-        &self,
-        conn: &mut DbConnection,
-        now: DateTime<Utc>,
-        status: u16,
-    ) -> QueryResult<bool> {
-        diesel::update(self.fenced())
-            .set((
-                deliveries::status.eq(DELIVERED),
-                deliveries::delivered_at.eq(Some(now.naive_utc())),
-                deliveries::locked_until.eq(None::<NaiveDateTime>),
-                deliveries::last_status.eq(Some(i32::from(status))),
-                deliveries::last_error.eq(None::<String>),
-            ))
-            .execute(conn)
-            .map(|rows| rows == 1)
-    }
+/// One `UPDATE … FROM (VALUES …)` for `rows` settlements, each fenced on `(id, attempt)`
+/// and on the row still being in progress (a row given back or already settled by this
+/// very lease is not settled twice). Placeholders are `$n` on PostgreSQL, `?` on SQLite.
+fn settle_sql(rows: usize, postgres: bool) -> String {
+    let width = SETTLED_COLUMNS.len();
+    let values: Vec<String> = (0..rows)
+        .map(|row| {
+            let marks: Vec<String> = (1..=width)
+                .map(|column| match postgres {
+                    true => format!("${}", row * width + column),
+                    false => "?".to_owned(),
+                })
+                .collect();
+            format!("({})", marks.join(", "))
+        })
+        .collect();
+    format!(
+        "WITH settled ({columns}) AS (VALUES {values}) \
+         UPDATE deliveries SET \
+           status = settled.status, \
+           next_attempt_at = COALESCE(settled.next_attempt_at, deliveries.next_attempt_at), \
+           delivered_at = COALESCE(settled.delivered_at, deliveries.delivered_at), \
+           settled_at = COALESCE(settled.settled_at, deliveries.settled_at), \
+           locked_until = NULL, \
+           last_status = CASE WHEN settled.keeps_last THEN deliveries.last_status \
+                         ELSE settled.last_status END, \
+           last_error = CASE WHEN settled.keeps_last THEN deliveries.last_error \
+                        ELSE settled.last_error END \
+         FROM settled \
+         WHERE deliveries.id = settled.id AND deliveries.attempt = settled.attempt \
+           AND deliveries.status = '{IN_PROGRESS}' \
+         RETURNING deliveries.id",
+        columns = SETTLED_COLUMNS.join(", "),
+        values = values.join(", "),
+    )
+}
 
-    fn reschedule(
-        &self,
-        conn: &mut DbConnection,
-        at: DateTime<Utc>,
-        status: Option<u16>,
-        error: &str,
-    ) -> QueryResult<bool> {
-        diesel::update(self.fenced())
-            .set((
-                deliveries::status.eq(PENDING),
-                deliveries::next_attempt_at.eq(at.naive_utc()),
-                deliveries::locked_until.eq(None::<NaiveDateTime>),
-                deliveries::last_status.eq(status.map(i32::from)),
-                deliveries::last_error.eq(Some(error)),
-            ))
-            .execute(conn)
-            .map(|rows| rows == 1)
-    }
-
-    fn mark_dead(
-        &self,
-        conn: &mut DbConnection,
-        at: DateTime<Utc>,
-        status: Option<u16>,
-        error: &str,
-    ) -> QueryResult<bool> {
-        diesel::update(self.fenced())
-            .set((
-                deliveries::status.eq(DEAD),
-                deliveries::settled_at.eq(Some(at.naive_utc())),
-                deliveries::locked_until.eq(None::<NaiveDateTime>),
-                deliveries::last_status.eq(status.map(i32::from)),
-                deliveries::last_error.eq(Some(error)),
-            ))
-            .execute(conn)
-            .map(|rows| rows == 1)
-    }
-
-    fn release(&self, conn: &mut DbConnection, now: DateTime<Utc>) -> QueryResult<bool> {
-        diesel::update(self.fenced())
-            .set((
-                deliveries::status.eq(PENDING),
-                deliveries::next_attempt_at.eq(now.naive_utc()),
-                deliveries::locked_until.eq(None::<NaiveDateTime>),
-            ))
-            .execute(conn)
-            .map(|rows| rows == 1)
-    }
+/// A row [`settle_all`] settled.
+#[derive(QueryableByName)]
+struct SettledId {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
 }
 
 /// Deliveries not yet delivered nor dead (for the `inlet_outbox_pending` gauge and tests).

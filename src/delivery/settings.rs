@@ -20,8 +20,16 @@ pub const DEFAULT_RETRY_RATE: f64 = 10.0;
 pub const DEFAULT_RETRY_BURST: u32 = 100;
 pub const DEFAULT_POLL_INTERVAL: &str = "1s";
 pub const DEFAULT_LEASE: &str = "60s";
-pub const DEFAULT_DELIVERY_BATCH: u32 = 32;
-pub const DEFAULT_DELIVERY_CONCURRENCY: u32 = 16;
+/// Rows leased per statement at most: one lease may refill half the slots. Under load a
+/// lease waits its turn for the database, so rows per lease bound the drain rate: with 64,
+/// SQLite delivered about 1,650/s while ingesting 3,000/s; with 128 (and 256 in flight)
+/// it kept up.
+pub const DEFAULT_DELIVERY_BATCH: u32 = 128;
+/// Sends in flight per Inlet instance, all destinations together. Measured on 2 cores
+/// against a sink answering in about 5 ms (README, "Delivery to your application"): an
+/// outbox drains at 1,200/s with 16 on PostgreSQL, 4,400–6,500/s with 128; while ingesting
+/// at concurrency 64, 256 kept the backlog under a few hundred rows on both backends.
+pub const DEFAULT_DELIVERY_CONCURRENCY: u32 = 256;
 
 /// The dispatcher that sends outbox rows to destinations.
 #[derive(Debug, Clone)]
@@ -32,9 +40,9 @@ pub struct DeliverySettings {
     pub poll_interval: Duration,
     /// How long a leased row belongs to its dispatcher; longer than any destination timeout.
     pub lease: Duration,
-    /// Rows leased per query.
+    /// Rows leased per statement at most.
     pub batch: u32,
-    /// Deliveries in flight at once per Inlet instance.
+    /// Deliveries in flight at once per Inlet instance, all destinations together.
     pub concurrency: u32,
 }
 

@@ -5,11 +5,12 @@ use crate::helpers::{
     eventually, requests_per_key, spawn_app_with, stripe_event, Backend, TestApp, TestOptions,
 };
 use crate::on_both_backends;
-use chrono::{DateTime, NaiveDateTime, Utc};
+use chrono::{DateTime, NaiveDateTime, SubsecRound, Utc};
 use diesel::prelude::*;
 use inlet::db::schema::deliveries;
-use inlet::delivery::{client_for, lease_due, Dispatcher, Settled, Settlement};
-use std::sync::Arc;
+use inlet::delivery::{client_for, lease_due, settle_all, Dispatcher, Settled, Settlement};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -25,6 +26,8 @@ on_both_backends!(
     a_crashed_dispatcher_is_taken_over_and_fenced,
     deliver_once_sends_what_is_due,
     a_shutdown_with_deliveries_in_flight_loses_nothing,
+    a_group_settlement_refuses_only_the_row_whose_lease_was_taken_over,
+    many_deliveries_in_flight_at_once_each_arrive_once,
 );
 
 const APP_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -413,17 +416,25 @@ async fn a_crashed_dispatcher_is_taken_over_and_fenced(backend: Backend) {
     assert_eq!(row.attempt, 2);
 }
 
+/// Posts `count` distinct charge events, `evt_{name}_{i}`: each a new fact to deliver.
+async fn post_charges(app: &TestApp, name: &str, count: usize) {
+    for i in 0..count {
+        app.post_stripe(&stripe_event(
+            &format!("evt_{name}_{i}"),
+            "charge.succeeded",
+            &format!("ch_{name}_{i}"),
+        ))
+        .await
+        .assert_status(200);
+    }
+}
+
 async fn lease_rows(
     app: &TestApp,
     now: DateTime<Utc>,
     lease: Duration,
 ) -> Vec<inlet::delivery::Leased> {
-    let pool = app.pool.clone();
-    tokio::task::spawn_blocking(move || {
-        lease_due(&mut pool.get().expect("conn"), now, lease, 10).expect("lease")
-    })
-    .await
-    .expect("lease task")
+    lease_rows_up_to(app, now, lease, 10).await
 }
 
 async fn settle(app: &TestApp, row: &inlet::delivery::Leased) -> bool {
@@ -443,15 +454,7 @@ async fn settle(app: &TestApp, row: &inlet::delivery::Leased) -> bool {
 
 async fn deliver_once_sends_what_is_due(backend: Backend) {
     let (server, app) = accepting_app_without_dispatcher(backend).await;
-    for i in 0..5 {
-        app.post_stripe(&stripe_event(
-            &format!("evt_once_{i}"),
-            "charge.succeeded",
-            &format!("ch_once_{i}"),
-        ))
-        .await
-        .assert_status(200);
-    }
+    post_charges(&app, "once", 5).await;
     assert_eq!(
         requests(&server).await.len(),
         0,
@@ -487,15 +490,7 @@ async fn a_shutdown_with_deliveries_in_flight_loses_nothing(backend: Backend) {
         ..Default::default()
     };
     let mut app = spawn_app_with(backend, options.clone()).await;
-    for i in 0..8 {
-        app.post_stripe(&stripe_event(
-            &format!("evt_stop_{i}"),
-            "charge.succeeded",
-            &format!("ch_stop_{i}"),
-        ))
-        .await
-        .assert_status(200);
-    }
+    post_charges(&app, "stop", 8).await;
     eventually("deliveries in flight", || async {
         !requests(&slow).await.is_empty()
     })
@@ -568,4 +563,216 @@ async fn postgres_two_instances_deliver_a_thousand_once_each() {
         rows(&second).await.iter().all(|r| r.attempt == 1),
         "one lease each, no takeover"
     );
+}
+
+/// A dispatcher settles finished deliveries together, in one statement. Dispatcher A
+/// leased four rows and stalled past its lease; B took one of them over. A's group
+/// records the three rows it still holds — delivered, retried, dead, each as its own
+/// outcome says — and refuses only the one B holds, which B then records.
+async fn a_group_settlement_refuses_only_the_row_whose_lease_was_taken_over(backend: Backend) {
+    let (_server, app) = accepting_app_without_dispatcher(backend).await;
+    post_charges(&app, "group", 4).await;
+    let lease = Duration::from_secs(30);
+    let holder_a = lease_rows(&app, app.now(), lease).await;
+    assert_eq!(holder_a.len(), 4);
+    app.clock.advance(chrono::Duration::seconds(31));
+    let holder_b = lease_rows_up_to(&app, app.now(), lease, 1).await;
+    assert_eq!(holder_b.len(), 1);
+    assert_eq!(holder_b[0].id, holder_a[0].id, "B took over the oldest row");
+
+    let now = app.now();
+    // Whole seconds: PostgreSQL keeps microseconds.
+    let retry_at = (now + chrono::Duration::seconds(5)).trunc_subsecs(0);
+    let outcomes = [
+        Settlement::Delivered {
+            at: now,
+            status: 200,
+        },
+        Settlement::Delivered {
+            at: now,
+            status: 202,
+        },
+        Settlement::Retry {
+            at: retry_at,
+            status: Some(503),
+            error: "unavailable".to_owned(),
+        },
+        Settlement::Dead {
+            at: now,
+            status: Some(422),
+            error: "rejected".to_owned(),
+        },
+    ];
+    let group: Vec<_> = holder_a
+        .iter()
+        .zip(outcomes)
+        .map(|(row, settlement)| (row.fence(), settlement))
+        .collect();
+    assert_eq!(
+        settle_group(&app, group).await,
+        vec![false, true, true, true],
+        "only the row B holds is refused"
+    );
+    let after = rows(&app).await;
+    assert_eq!(
+        (after[0].status.as_str(), after[0].attempt),
+        ("in_progress", 2),
+        "the stale holder's write did not touch B's row: {after:?}"
+    );
+    assert_eq!(
+        (after[1].status.as_str(), after[1].last_status),
+        ("delivered", Some(202))
+    );
+    assert_eq!(
+        (
+            after[2].status.as_str(),
+            after[2].next_attempt_at,
+            after[2].last_error.as_deref()
+        ),
+        ("pending", retry_at.naive_utc(), Some("unavailable"))
+    );
+    assert_eq!(
+        (after[3].status.as_str(), after[3].last_status),
+        ("dead", Some(422))
+    );
+
+    assert!(settle(&app, &holder_b[0]).await, "B records its delivery");
+    assert_eq!(rows(&app).await[0].status, "delivered");
+}
+
+async fn lease_rows_up_to(
+    app: &TestApp,
+    now: DateTime<Utc>,
+    lease: Duration,
+    limit: i64,
+) -> Vec<inlet::delivery::Leased> {
+    let pool = app.pool.clone();
+    tokio::task::spawn_blocking(move || {
+        lease_due(&mut pool.get().expect("conn"), now, lease, limit).expect("lease")
+    })
+    .await
+    .expect("lease task")
+}
+
+async fn settle_group(
+    app: &TestApp,
+    group: Vec<(inlet::delivery::Fence, Settlement)>,
+) -> Vec<bool> {
+    let pool = app.pool.clone();
+    tokio::task::spawn_blocking(move || {
+        settle_all(&mut pool.get().expect("conn"), &group).expect("settle the group")
+    })
+    .await
+    .expect("settle task")
+}
+
+/// How many deliveries the crowded application holds before it answers any.
+const CROWD: usize = 20;
+
+/// With the default `delivery.concurrency`, one Inlet has at least [`CROWD`] deliveries
+/// in flight at once, and each of them reaches the application exactly once.
+async fn many_deliveries_in_flight_at_once_each_arrive_once(backend: Backend) {
+    let crowd = CrowdedApp::start().await;
+    let options = TestOptions {
+        destination: Some(format!(
+            "url = \"{}/events\"\nsecret = \"{APP_SECRET}\"\nname = \"app\"",
+            crowd.url
+        )),
+        ..Default::default()
+    };
+    let app = spawn_app_with(backend, options).await;
+    let events = 2 * CROWD;
+    post_charges(&app, "crowd", events).await;
+    eventually("every delivery to complete", || all_delivered(&app)).await;
+
+    let seen = crowd.seen();
+    assert!(
+        seen.most_in_flight >= CROWD,
+        "{CROWD} deliveries were never in flight at once (at most {})",
+        seen.most_in_flight
+    );
+    assert_eq!(seen.per_key.len(), events, "every delivery arrived");
+    let twice: Vec<_> = seen.per_key.iter().filter(|(_, n)| **n != 1).collect();
+    assert!(twice.is_empty(), "each key arrived exactly once: {twice:?}");
+    let after = rows(&app).await;
+    assert!(after.iter().all(|r| r.attempt == 1), "{after:?}");
+}
+
+/// An application that holds every delivery until [`CROWD`] are waiting at once, then
+/// answers them all, and everything after at once. (If that many never arrive it gives up
+/// holding after a few seconds, and the test reports how many did.)
+struct CrowdedApp {
+    url: String,
+    seen: Arc<Mutex<Seen>>,
+    _server: actix_web::dev::ServerHandle,
+}
+
+#[derive(Debug, Default, Clone)]
+struct Seen {
+    in_flight: usize,
+    most_in_flight: usize,
+    /// Idempotency-Key → deliveries received under it.
+    per_key: HashMap<String, usize>,
+}
+
+struct Crowd {
+    seen: Arc<Mutex<Seen>>,
+    full: tokio::sync::watch::Sender<bool>,
+}
+
+impl CrowdedApp {
+    async fn start() -> Self {
+        use actix_web::{web, App, HttpServer};
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let crowd = web::Data::new(Crowd {
+            seen: seen.clone(),
+            full: tokio::sync::watch::channel(false).0,
+        });
+        let server = HttpServer::new(move || {
+            App::new()
+                .app_data(crowd.clone())
+                .default_service(web::to(hold_until_crowded))
+        })
+        .workers(1)
+        .bind(("127.0.0.1", 0))
+        .expect("bind the application");
+        let url = format!("http://{}", server.addrs()[0]);
+        let server = server.run();
+        let handle = server.handle();
+        tokio::spawn(server);
+        Self {
+            url,
+            seen,
+            _server: handle,
+        }
+    }
+
+    fn seen(&self) -> Seen {
+        self.seen.lock().expect("seen").clone()
+    }
+}
+
+async fn hold_until_crowded(
+    request: actix_web::HttpRequest,
+    crowd: actix_web::web::Data<Crowd>,
+) -> actix_web::HttpResponse {
+    let key = request
+        .headers()
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    {
+        let mut seen = crowd.seen.lock().expect("seen");
+        *seen.per_key.entry(key).or_default() += 1;
+        seen.in_flight += 1;
+        seen.most_in_flight = seen.most_in_flight.max(seen.in_flight);
+        if seen.in_flight >= CROWD {
+            crowd.full.send_replace(true);
+        }
+    }
+    let mut full = crowd.full.subscribe();
+    let _ = tokio::time::timeout(Duration::from_secs(5), full.wait_for(|full| *full)).await;
+    crowd.seen.lock().expect("seen").in_flight -= 1;
+    actix_web::HttpResponse::Ok().finish()
 }

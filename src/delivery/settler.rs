@@ -1,0 +1,105 @@
+//! Settles finished deliveries in groups. A sender hands its settlement over and waits;
+//! whatever is queued when the previous write returns is written together, in one
+//! statement ([`settle_all`]), each row still fenced on its own lease. There is no timer:
+//! a lone settlement is written at once, and under load a group is whatever finished
+//! while the previous write was in flight.
+
+use super::outbox::{settle_all, Fence, Settlement};
+use crate::db::{on_connection, DbPool};
+use std::sync::{Arc, Mutex};
+use tokio::sync::oneshot;
+
+/// Most settlements written by one statement (nine bound values each).
+const MAX_GROUP: usize = 512;
+
+/// One settlement waiting for its group's write, and who waits for the answer.
+struct Queued {
+    fence: Fence,
+    settlement: Settlement,
+    answer: oneshot::Sender<Option<bool>>,
+}
+
+#[derive(Default)]
+struct Queue {
+    waiting: Vec<Queued>,
+    /// A writer task is running and will take `waiting` when its write returns.
+    writing: bool,
+}
+
+/// The group writer of one dispatcher.
+pub(super) struct Settler {
+    pool: DbPool,
+    queue: Mutex<Queue>,
+}
+
+impl Settler {
+    pub(super) fn new(pool: DbPool) -> Arc<Self> {
+        Arc::new(Self {
+            pool,
+            queue: Mutex::new(Queue::default()),
+        })
+    }
+
+    /// Records `settlement` under `fence` with whatever else is waiting: `Some(true)` when
+    /// it was recorded, `Some(false)` when the lease was lost, `None` when the database
+    /// could not record the group (the lease will expire).
+    pub(super) async fn settle(
+        self: &Arc<Self>,
+        fence: Fence,
+        settlement: Settlement,
+    ) -> Option<bool> {
+        let (answer, answered) = oneshot::channel();
+        let start_writer = {
+            let mut queue = super::lock(&self.queue);
+            queue.waiting.push(Queued {
+                fence,
+                settlement,
+                answer,
+            });
+            !std::mem::replace(&mut queue.writing, true)
+        };
+        if start_writer {
+            tokio::spawn(self.clone().write_groups());
+        }
+        answered.await.ok().flatten()
+    }
+
+    /// Writes groups until nothing is waiting.
+    async fn write_groups(self: Arc<Self>) {
+        loop {
+            let group: Vec<Queued> = {
+                let mut queue = super::lock(&self.queue);
+                if queue.waiting.is_empty() {
+                    queue.writing = false;
+                    return;
+                }
+                let take = queue.waiting.len().min(MAX_GROUP);
+                queue.waiting.drain(..take).collect()
+            };
+            self.write(group).await;
+        }
+    }
+
+    async fn write(&self, group: Vec<Queued>) {
+        let (rows, answers): (Vec<(Fence, Settlement)>, Vec<_>) = group
+            .into_iter()
+            .map(|queued| ((queued.fence, queued.settlement), queued.answer))
+            .unzip();
+        let size = rows.len();
+        let written = on_connection(&self.pool, move |conn| -> anyhow::Result<Vec<bool>> {
+            Ok(settle_all(conn, &rows)?)
+        })
+        .await;
+        let kept = match written {
+            Ok(kept) => kept.into_iter().map(Some).collect(),
+            Err(error) => {
+                tracing::warn!(deliveries = size, %error, "cannot record the delivery outcomes; their leases will expire and they will be sent again");
+                vec![None; size]
+            }
+        };
+        for (answer, kept) in answers.into_iter().zip(kept) {
+            // A sender that stopped waiting (shutdown) needs no answer.
+            let _ = answer.send(kept);
+        }
+    }
+}
