@@ -175,15 +175,28 @@ impl ConnectionManager {
 }
 
 /// Adds libpq's `connect_timeout` unless the URL sets one, so an unreachable server fails
-/// within the configured time instead of the operating system's TCP timeout.
+/// within the configured time instead of the operating system's TCP timeout; and TCP
+/// keepalives, so a connection to a server that vanished without a reset (a host gone, a
+/// network cut) fails within about 20 s instead of the kernel's retransmission timeout of
+/// about 15 minutes — during which a writer thread would wait on it.
 fn with_connect_timeout(url: &str, timeout: Duration) -> String {
-    if url.contains("connect_timeout=") {
-        return url.to_owned();
-    }
     // libpq treats values below 2 seconds as 2.
-    let seconds = timeout.as_secs().max(2);
-    let separator = if url.contains('?') { '&' } else { '?' };
-    format!("{url}{separator}connect_timeout={seconds}")
+    let seconds = timeout.as_secs().max(2).to_string();
+    let defaults = [
+        ("connect_timeout", seconds.as_str()),
+        ("keepalives_idle", "10"),
+        ("keepalives_interval", "3"),
+        ("keepalives_count", "3"),
+    ];
+    let mut url = url.to_owned();
+    for (key, value) in defaults {
+        if url.contains(&format!("{key}=")) {
+            continue;
+        }
+        let separator = if url.contains('?') { '&' } else { '?' };
+        url = format!("{url}{separator}{key}={value}");
+    }
+    url
 }
 
 impl r2d2::ManageConnection for ConnectionManager {
@@ -372,19 +385,23 @@ mod tests {
     }
 
     #[test]
-    fn connect_timeout_is_added_once() {
+    fn connect_timeout_and_keepalives_are_added_once() {
         let d = Duration::from_secs(5);
+        let keepalives = "keepalives_idle=10&keepalives_interval=3&keepalives_count=3";
         assert_eq!(
             with_connect_timeout("postgres://h/db", d),
-            "postgres://h/db?connect_timeout=5"
+            format!("postgres://h/db?connect_timeout=5&{keepalives}")
         );
         assert_eq!(
             with_connect_timeout("postgres://h/db?sslmode=disable", d),
-            "postgres://h/db?sslmode=disable&connect_timeout=5"
+            format!("postgres://h/db?sslmode=disable&connect_timeout=5&{keepalives}")
         );
         assert_eq!(
-            with_connect_timeout("postgres://h/db?connect_timeout=9", d),
-            "postgres://h/db?connect_timeout=9"
+            with_connect_timeout(
+                "postgres://h/db?connect_timeout=9&keepalives_idle=60&keepalives_interval=3&keepalives_count=3",
+                d
+            ),
+            "postgres://h/db?connect_timeout=9&keepalives_idle=60&keepalives_interval=3&keepalives_count=3"
         );
     }
 }
