@@ -194,6 +194,7 @@ fn describe() {
     metrics::gauge!("inlet_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
     // Exported from the start: `increase()` needs the 0 before the first timeout to see it.
     metrics::counter!("inlet_db_pool_timeouts_total").increment(0);
+    metrics::counter!("inlet_ingest_group_retries_total").increment(0);
 }
 
 /// Exports `inlet_webhooks_total{source, outcome}` at 0 for every configured source and
