@@ -12,7 +12,9 @@ pub use source::{FactRuleFile, HmacFile, SourceFile, SourceName, SourceSettings}
 use crate::idempotency::Answer;
 use crate::identity::{JsonPointer, Locator, Locators};
 use crate::ledger::FactRule;
-use crate::signature::{Github, HmacScheme, Scheme, Shopify, Slack, Standard, Stripe, Verified};
+use crate::signature::{
+    Github, HmacScheme, Paddle, Scheme, Shopify, Slack, Standard, Stripe, Verified,
+};
 use std::time::Duration;
 
 /// A source's provider, with its scheme's parameters where it has some.
@@ -23,11 +25,14 @@ pub enum SchemeConfig {
     Standard,
     Shopify,
     Slack,
+    Paddle,
     Hmac(HmacScheme),
 }
 
 /// The scheme names accepted in `sources[].scheme`.
-pub const SCHEME_NAMES: [&str; 6] = ["stripe", "github", "standard", "shopify", "slack", "hmac"];
+pub const SCHEME_NAMES: [&str; 7] = [
+    "stripe", "github", "standard", "shopify", "slack", "paddle", "hmac",
+];
 
 /// Stripe event types that happen once per real-world object: keyed on `data.object.id`,
 /// so the same payment arriving under another event id has no second effect.
@@ -36,6 +41,14 @@ pub const STRIPE_ONCE_PER_OBJECT_TYPES: [&str; 4] = [
     "charge.succeeded",
     "invoice.paid",
     "checkout.session.completed",
+];
+
+/// Paddle Billing event types that happen once per transaction or subscription: keyed on
+/// `data.id`, so the same transaction under another event id has no second effect.
+pub const PADDLE_ONCE_PER_OBJECT_TYPES: [&str; 3] = [
+    "transaction.paid",
+    "transaction.completed",
+    "subscription.created",
 ];
 
 const fn days(n: u64) -> Duration {
@@ -60,6 +73,7 @@ impl SchemeConfig {
             "standard" => Self::Standard,
             "shopify" => Self::Shopify,
             "slack" => Self::Slack,
+            "paddle" => Self::Paddle,
             "hmac" => Self::Hmac(
                 hmac.ok_or("the hmac scheme needs a [sources.hmac] table (header, encoding, …)")?,
             ),
@@ -80,6 +94,7 @@ impl SchemeConfig {
             Self::Standard => "standard",
             Self::Shopify => "shopify",
             Self::Slack => "slack",
+            Self::Paddle => "paddle",
             Self::Hmac(_) => "hmac",
         }
     }
@@ -92,6 +107,7 @@ impl SchemeConfig {
             Self::Standard => &Standard,
             Self::Shopify => &Shopify,
             Self::Slack => &Slack,
+            Self::Paddle => &Paddle,
             Self::Hmac(scheme) => scheme,
         }
     }
@@ -123,6 +139,11 @@ impl SchemeConfig {
                 Some(Locator::json("/event/type")),
                 None,
             ),
+            Self::Paddle => (
+                Locator::json("/event_id"),
+                Some(Locator::json("/event_type")),
+                None,
+            ),
             Self::Hmac(_) => return None,
         };
         Some(Locators {
@@ -150,6 +171,11 @@ impl SchemeConfig {
             )),
             Self::Shopify => Some((days(2), "8 retries over 4 hours, with margin")),
             Self::Slack => Some((days(1), "Slack retries 3 times within the hour, with margin")),
+            Self::Paddle => Some((
+                days(90),
+                "notifications can be replayed, under the same event_id, for 90 days (live-mode \
+                 retries end after 3 days)",
+            )),
             Self::Hmac(_) => None,
         }
     }
@@ -157,14 +183,11 @@ impl SchemeConfig {
     /// Fact rules that apply to every source of this provider.
     pub fn default_fact_rules(&self) -> Vec<FactRule> {
         match self {
-            Self::Stripe => vec![FactRule::new(
-                STRIPE_ONCE_PER_OBJECT_TYPES
-                    .iter()
-                    .map(|t| (*t).to_owned())
-                    .collect(),
-                JsonPointer::parse("/data/object/id")
-                    .unwrap_or_else(|_| unreachable!("a valid pointer")),
+            Self::Stripe => vec![once_per_object(
+                &STRIPE_ONCE_PER_OBJECT_TYPES,
+                "/data/object/id",
             )],
+            Self::Paddle => vec![once_per_object(&PADDLE_ONCE_PER_OBJECT_TYPES, "/data/id")],
             _ => Vec::new(),
         }
     }
@@ -191,6 +214,14 @@ impl SchemeConfig {
             Locator::Json(_) | Locator::Form(_) | Locator::BodyDigest => true,
         }
     }
+}
+
+/// A built-in rule keying `types` on the object at `pointer`.
+fn once_per_object(types: &[&str], pointer: &str) -> FactRule {
+    FactRule::new(
+        types.iter().map(|t| (*t).to_owned()).collect(),
+        JsonPointer::parse(pointer).unwrap_or_else(|_| unreachable!("a valid pointer")),
+    )
 }
 
 /// Slack's Events API `url_verification`: answer `{"challenge": …}`.

@@ -9,6 +9,7 @@
 
 mod github;
 mod hmac;
+mod paddle;
 mod shopify;
 mod slack;
 mod standard;
@@ -16,6 +17,7 @@ mod stripe;
 
 pub use self::github::Github;
 pub use self::hmac::{Encoding, HmacScheme};
+pub use self::paddle::Paddle;
 pub use self::shopify::Shopify;
 pub use self::slack::Slack;
 pub use self::standard::{signing_key as standard_signing_key, Standard};
