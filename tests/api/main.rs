@@ -11,6 +11,7 @@ mod ingest;
 mod lifecycle;
 mod observability;
 mod operator;
+mod providers;
 mod replay;
 mod retention;
 mod schemes;

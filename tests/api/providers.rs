@@ -1,0 +1,175 @@
+//! The providers added after the first six, end to end over HTTP on both backends: each
+//! accepts a signed event, answers its duplicate from the store byte for byte, and refuses
+//! a tampered one with the right reason. (The first six are in `schemes.rs`.)
+
+use crate::helpers::{spawn_app_with, Backend, TestApp, TestOptions, NO_HEADERS};
+use crate::on_both_backends;
+use inlet::signature::EventToSign;
+
+on_both_backends!(
+    paddle_accepts_replays_and_refuses_tampering,
+    paddle_rotation_and_tolerance_in_both_directions,
+    paddle_one_transaction_is_one_fact,
+);
+
+const PADDLE_SECRET: &str = "pdl_ntfset_01hv8x2fvaqz3b1k9y7w6tq5rm_current";
+const PADDLE_OLD_SECRET: &str = "pdl_ntfset_01hv8wz4m3a8c2dfe5gh6jk7np_rotating_out";
+
+/// The test configuration keeps the default 35-day retention, so the source states a
+/// horizon inside it (Paddle's own, 90 days, would be refused at startup).
+async fn spawn_with_paddle(backend: Backend) -> TestApp {
+    let options = TestOptions {
+        extra_sources: format!(
+            "\n[[sources]]\nname = \"paddle\"\nscheme = \"paddle\"\n\
+             secrets = [\"{PADDLE_SECRET}\", \"{PADDLE_OLD_SECRET}\"]\nreplay_horizon = \"30d\"\n"
+        ),
+        ..Default::default()
+    };
+    spawn_app_with(backend, options).await
+}
+
+fn paddle_event(event_id: &str, event_type: &str, transaction: &str) -> Vec<u8> {
+    serde_json::json!({
+        "event_id": event_id,
+        "event_type": event_type,
+        "occurred_at": "2026-11-30T20:00:00.000000Z",
+        "notification_id": format!("ntf_{event_id}"),
+        "data": { "id": transaction, "status": "completed" },
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// Headers signed with `secret` at `offset_secs` from the app's clock.
+fn paddle_headers(
+    app: &TestApp,
+    body: &[u8],
+    secret: &str,
+    offset_secs: i64,
+) -> Vec<(String, String)> {
+    let mut source = app.settings.source("paddle").expect("paddle").clone();
+    source.secrets = vec![inlet::secret::Secret::new(secret)];
+    let event = EventToSign {
+        id: String::new(),
+        event_type: String::new(),
+    };
+    let at = app.now() + chrono::Duration::seconds(offset_secs);
+    inlet::cli::signed_headers_for(&source, body, at, &event)
+}
+
+async fn paddle_accepts_replays_and_refuses_tampering(backend: Backend) {
+    let app = spawn_with_paddle(backend).await;
+    let body = paddle_event("evt_paddle_1", "subscription.updated", "sub_1");
+    let headers = paddle_headers(&app, &body, PADDLE_SECRET, 0);
+
+    let first = app.post_webhook("paddle", &body, &headers).await;
+    first.assert_status(200);
+    assert_eq!(first.json()["outcome"], "accepted");
+    assert_eq!(first.json()["event_id"], "evt_paddle_1");
+    assert_eq!(first.json()["event_type"], "subscription.updated");
+
+    // Paddle's retry, signed again at its own time: the stored answer, byte for byte.
+    let retry = paddle_headers(&app, &body, PADDLE_SECRET, 2);
+    let again = app.post_webhook("paddle", &body, &retry).await;
+    assert!(again.replayed());
+    assert_eq!(again.body, first.body);
+
+    let mut tampered = body.clone();
+    let at = tampered.len() - 3;
+    tampered[at] ^= 0x01;
+    app.post_webhook("paddle", &tampered, &headers)
+        .await
+        .assert_problem(401, "bad_signature");
+
+    let removed = paddle_headers(&app, &body, "pdl_ntfset_removed", 0);
+    app.post_webhook("paddle", &body, &removed)
+        .await
+        .assert_problem(401, "bad_signature");
+
+    app.post_webhook("paddle", &body, NO_HEADERS)
+        .await
+        .assert_problem(400, "missing_signature");
+    app.post_webhook("paddle", &body, &[("Paddle-Signature", "ts=1;h2=00")])
+        .await
+        .assert_problem(400, "malformed_signature");
+
+    let no_id = br#"{"event_type":"transaction.updated","data":{"id":"txn_1"}}"#;
+    let signed = paddle_headers(&app, no_id, PADDLE_SECRET, 0);
+    app.post_webhook("paddle", no_id, &signed)
+        .await
+        .assert_problem(400, "missing_event_id");
+
+    assert_eq!(app.count_events().await, 1);
+}
+
+async fn paddle_rotation_and_tolerance_in_both_directions(backend: Backend) {
+    let app = spawn_with_paddle(backend).await;
+    for (i, secret) in [PADDLE_SECRET, PADDLE_OLD_SECRET].iter().enumerate() {
+        let body = paddle_event(&format!("evt_rot_{i}"), "transaction.updated", "txn_r");
+        let headers = paddle_headers(&app, &body, secret, 0);
+        let reply = app.post_webhook("paddle", &body, &headers).await;
+        assert_eq!(reply.json()["outcome"], "accepted", "{secret}");
+    }
+    for offset in [-301, 301] {
+        let body = paddle_event(
+            &format!("evt_skew_{offset}"),
+            "transaction.updated",
+            "txn_s",
+        );
+        let headers = paddle_headers(&app, &body, PADDLE_SECRET, offset);
+        app.post_webhook("paddle", &body, &headers)
+            .await
+            .assert_problem(401, "timestamp_out_of_tolerance");
+    }
+    for offset in [-300, 300] {
+        let body = paddle_event(
+            &format!("evt_edge_{offset}"),
+            "transaction.updated",
+            "txn_e",
+        );
+        let headers = paddle_headers(&app, &body, PADDLE_SECRET, offset);
+        app.post_webhook("paddle", &body, &headers)
+            .await
+            .assert_status(200);
+    }
+    assert_eq!(app.count_events().await, 4);
+}
+
+/// `transaction.completed` is keyed on the transaction: the same transaction under
+/// another event id (a second integration, a regenerated event) has no second effect.
+async fn paddle_one_transaction_is_one_fact(backend: Backend) {
+    let app = spawn_with_paddle(backend).await;
+    let first = paddle_event("evt_txn_a", "transaction.completed", "txn_once");
+    let reply = app
+        .post_webhook(
+            "paddle",
+            &first,
+            &paddle_headers(&app, &first, PADDLE_SECRET, 0),
+        )
+        .await;
+    assert_eq!(reply.json()["outcome"], "accepted");
+    let second = paddle_event("evt_txn_b", "transaction.completed", "txn_once");
+    let reply = app
+        .post_webhook(
+            "paddle",
+            &second,
+            &paddle_headers(&app, &second, PADDLE_SECRET, 0),
+        )
+        .await;
+    assert_eq!(reply.json()["outcome"], "duplicate_fact");
+    assert_eq!(app.count_facts().await, 1);
+}
+
+/// Paddle replays notifications for 90 days: with the default 35-day retention and no
+/// horizon of its own, a paddle source is refused at startup, naming the numbers.
+#[test]
+fn paddle_default_horizon_is_ninety_days_and_checked() {
+    let toml = "[[sources]]\nname = \"p\"\nscheme = \"paddle\"\nsecrets = [\"pdl_ntfset_x\"]\n";
+    let error = inlet::config::Settings::from_toml(toml)
+        .expect_err("35 days of retention is shorter than Paddle's 90-day replay")
+        .to_string();
+    assert!(error.contains("90"), "{error}");
+    assert!(error.contains("paddle"), "{error}");
+    let longer = format!("{toml}[retention]\nevents = \"91d\"\n");
+    assert!(inlet::config::Settings::from_toml(&longer).is_ok());
+}
