@@ -12,8 +12,10 @@ pub use source::{FactRuleFile, HmacFile, SourceFile, SourceName, SourceSettings}
 use crate::idempotency::Answer;
 use crate::identity::{JsonPointer, Locator, Locators};
 use crate::ledger::FactRule;
+use crate::secret::Secret;
 use crate::signature::{
-    Github, HmacScheme, Paddle, Scheme, Shopify, Slack, Standard, Stripe, Verified,
+    zoom_url_validation_token, Github, HmacScheme, Paddle, Scheme, Shopify, Slack, Standard,
+    Stripe, Verified, Zoom,
 };
 use std::time::Duration;
 
@@ -26,12 +28,13 @@ pub enum SchemeConfig {
     Shopify,
     Slack,
     Paddle,
+    Zoom,
     Hmac(HmacScheme),
 }
 
 /// The scheme names accepted in `sources[].scheme`.
-pub const SCHEME_NAMES: [&str; 7] = [
-    "stripe", "github", "standard", "shopify", "slack", "paddle", "hmac",
+pub const SCHEME_NAMES: [&str; 8] = [
+    "stripe", "github", "standard", "shopify", "slack", "paddle", "zoom", "hmac",
 ];
 
 /// Stripe event types that happen once per real-world object: keyed on `data.object.id`,
@@ -74,6 +77,7 @@ impl SchemeConfig {
             "shopify" => Self::Shopify,
             "slack" => Self::Slack,
             "paddle" => Self::Paddle,
+            "zoom" => Self::Zoom,
             "hmac" => Self::Hmac(
                 hmac.ok_or("the hmac scheme needs a [sources.hmac] table (header, encoding, …)")?,
             ),
@@ -95,6 +99,7 @@ impl SchemeConfig {
             Self::Shopify => "shopify",
             Self::Slack => "slack",
             Self::Paddle => "paddle",
+            Self::Zoom => "zoom",
             Self::Hmac(_) => "hmac",
         }
     }
@@ -108,6 +113,7 @@ impl SchemeConfig {
             Self::Shopify => &Shopify,
             Self::Slack => &Slack,
             Self::Paddle => &Paddle,
+            Self::Zoom => &Zoom,
             Self::Hmac(scheme) => scheme,
         }
     }
@@ -144,6 +150,9 @@ impl SchemeConfig {
                 Some(Locator::json("/event_type")),
                 None,
             ),
+            // Zoom's body carries no event id; a retry resends the same signed body, so the
+            // event is its body's digest.
+            Self::Zoom => (Locator::BodyDigest, Some(Locator::json("/event")), None),
             Self::Hmac(_) => return None,
         };
         Some(Locators {
@@ -176,6 +185,10 @@ impl SchemeConfig {
                 "notifications can be replayed, under the same event_id, for 90 days (live-mode \
                  retries end after 3 days)",
             )),
+            Self::Zoom => Some((
+                days(1),
+                "Zoom retries 3 times (after 5, 20 and 60 minutes), with margin",
+            )),
             Self::Hmac(_) => None,
         }
     }
@@ -193,10 +206,12 @@ impl SchemeConfig {
     }
 
     /// A verified request that is part of the provider's setup protocol rather than an
-    /// event (Slack's `url_verification`): answered directly, never stored.
-    pub fn handshake(&self, request: &Verified<'_>) -> Option<Answer> {
+    /// event (Slack's `url_verification`, Zoom's `endpoint.url_validation`): answered
+    /// directly, never stored.
+    pub fn handshake(&self, request: &Verified<'_>, secrets: &[Secret]) -> Option<Answer> {
         match self {
             Self::Slack => slack_url_verification(request),
+            Self::Zoom => zoom_url_validation(request, secrets),
             _ => None,
         }
     }
@@ -237,6 +252,27 @@ fn slack_url_verification(request: &Verified<'_>) -> Option<Answer> {
         body: serde_json::json!({ "challenge": challenge })
             .to_string()
             .into_bytes(),
+    })
+}
+
+/// Zoom's `endpoint.url_validation`: answer `{"plainToken": …, "encryptedToken": …}`,
+/// the token's HMAC-SHA256 (hex) under the secret token.
+fn zoom_url_validation(request: &Verified<'_>, secrets: &[Secret]) -> Option<Answer> {
+    let document: serde_json::Value = serde_json::from_slice(request.body()).ok()?;
+    if document.get("event")?.as_str()? != "endpoint.url_validation" {
+        return None;
+    }
+    let plain_token = document.get("payload")?.get("plainToken")?.as_str()?;
+    let encrypted_token = zoom_url_validation_token(request, secrets, plain_token)?;
+    Some(Answer {
+        status: 200,
+        content_type: "application/json".to_owned(),
+        body: serde_json::json!({
+            "plainToken": plain_token,
+            "encryptedToken": encrypted_token,
+        })
+        .to_string()
+        .into_bytes(),
     })
 }
 

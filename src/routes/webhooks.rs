@@ -82,7 +82,7 @@ async fn ingest(
         tolerance: source.tolerance,
     };
     let verified = scheme.verify(Unverified::new(request.headers(), &body), keys, now)?;
-    if let Some(answer) = source.scheme.handshake(&verified) {
+    if let Some(answer) = source.scheme.handshake(&verified, &source.secrets) {
         return Ok((Outcome::Handshake, "-".to_owned(), answer));
     }
     let identity = Identity::locate(&verified, &source.locators)?;

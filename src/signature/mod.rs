@@ -14,6 +14,7 @@ mod shopify;
 mod slack;
 mod standard;
 mod stripe;
+mod zoom;
 
 pub use self::github::Github;
 pub use self::hmac::{Encoding, HmacScheme};
@@ -22,6 +23,7 @@ pub use self::shopify::Shopify;
 pub use self::slack::Slack;
 pub use self::standard::{signing_key as standard_signing_key, Standard};
 pub use self::stripe::Stripe;
+pub use self::zoom::{url_validation_token as zoom_url_validation_token, Zoom};
 
 use crate::error::{Problem, Reason};
 use crate::identity::RequestParts;
