@@ -14,8 +14,8 @@ use inlet::signature::{EventToSign, Keys, SignatureError, Unverified};
 use proptest::prelude::*;
 use std::path::PathBuf;
 
-const SCHEMES: [&str; 7] = [
-    "stripe", "github", "standard", "shopify", "slack", "paddle", "hmac",
+const SCHEMES: [&str; 8] = [
+    "stripe", "github", "standard", "shopify", "slack", "paddle", "zoom", "hmac",
 ];
 
 /// A source of `scheme` with these secrets, as an operator would configure it.
@@ -212,6 +212,11 @@ fn mac_location(scheme: &str) -> (&'static str, fn(&str) -> usize, bool) {
             |v| v.rfind('=').map_or(0, |i| i + 1),
             false,
         ),
+        "zoom" => (
+            "x-zm-signature",
+            |v| v.rfind('=').map_or(0, |i| i + 1),
+            false,
+        ),
         other => panic!("no MAC location for {other}"),
     }
 }
@@ -248,6 +253,7 @@ fn shift_timestamp(scheme: &str, headers: &mut [(String, String)], ts: i64, by: 
         "slack" => "X-Slack-Request-Timestamp",
         "hmac" => "X-Acme-Timestamp",
         "paddle" => "Paddle-Signature",
+        "zoom" => "x-zm-request-timestamp",
         _ => return false,
     };
     let (_, value) = headers
@@ -322,6 +328,7 @@ proptest! {
             "Stripe-Signature", "X-Hub-Signature-256", "X-Shopify-Hmac-Sha256", "X-Slack-Signature",
             "X-Slack-Request-Timestamp", "webhook-id", "webhook-timestamp", "webhook-signature",
             "svix-signature", "X-Acme-Signature", "X-Acme-Timestamp", "Paddle-Signature",
+            "x-zm-signature", "x-zm-request-timestamp",
         ];
         let mut map = HeaderMap::new();
         for (i, name) in names.iter().enumerate() {
@@ -386,7 +393,7 @@ fn newer_providers_vectors_verify_exactly_when_their_library_accepts_them() {
         .filter_map(|v| v["scheme"].as_str())
         .collect();
     schemes.dedup();
-    assert_eq!(schemes, ["paddle"]);
+    assert_eq!(schemes, ["paddle", "zoom"]);
     for vector in &vectors {
         let result = check_vector(vector);
         assert_eq!(
@@ -424,14 +431,18 @@ fn newer_providers_vectors_fail_outside_the_tolerance_in_both_directions() {
     }
 }
 
-/// Inlet's signer produces, byte for byte, the header the library's vector carries (so the
-/// library's Verifier accepts what `inlet sign` makes).
+/// Inlet's signer produces, byte for byte, the headers the library's vector carries (so the
+/// library's verifier accepts what `inlet sign` makes).
 #[test]
 fn our_signer_produces_the_newer_providers_headers() {
-    for vector in load_vectors("official-providers.json")
+    let signed_cases = ["one h1", "one signature"];
+    let vectors = load_vectors("official-providers.json");
+    let checked = vectors
         .iter()
-        .filter(|v| v["case"] == "one h1")
-    {
+        .filter(|v| signed_cases.contains(&v["case"].as_str().unwrap_or_default()));
+    let mut count = 0;
+    for vector in checked {
+        count += 1;
         let source = source(
             vector["scheme"].as_str().expect("scheme"),
             &[vector["secret"].as_str().expect("secret")],
@@ -446,13 +457,91 @@ fn our_signer_produces_the_newer_providers_headers() {
         };
         let body = vector["body"].as_str().expect("body").as_bytes();
         let ours = inlet::cli::signed_headers_for(&source, body, now, &event);
-        let theirs = vector["headers"]["Paddle-Signature"].as_str();
-        let ours = ours
-            .iter()
-            .find(|(name, _)| name == "Paddle-Signature")
-            .map(|(_, value)| value.as_str());
-        assert_eq!(ours, theirs, "{}", vector["library"]);
+        for (name, theirs) in vector["headers"].as_object().expect("headers") {
+            let ours = ours
+                .iter()
+                .find(|(ours, _)| ours.eq_ignore_ascii_case(name))
+                .map(|(_, value)| value.as_str());
+            assert_eq!(ours, theirs.as_str(), "{} {name}", vector["library"]);
+        }
     }
+    assert_eq!(count, 2);
+}
+
+/// Zoom's `endpoint.url_validation` is answered with the plain token and its HMAC under
+/// the secret that signed it (as the documented construction computes it), whichever of
+/// the rotating secrets that is; an ordinary event is no handshake.
+#[test]
+fn zoom_url_validation_answers_the_documented_token() {
+    let doc: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/official-providers.json"),
+        )
+        .expect("fixture"),
+    )
+    .expect("JSON");
+    let handshakes = doc["handshakes"].as_array().expect("handshakes");
+    assert_eq!(handshakes.len(), 1);
+    for handshake in handshakes {
+        let secret = handshake["secret"].as_str().expect("secret");
+        let headers: Vec<(String, String)> = handshake["headers"]
+            .as_object()
+            .expect("headers")
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_str().expect("value").to_owned()))
+            .collect();
+        let map = header_map(&headers);
+        let body = handshake["body"].as_str().expect("body").as_bytes();
+        let now = DateTime::from_timestamp(handshake["timestamp"].as_i64().expect("ts"), 0)
+            .expect("time");
+        for secrets in [vec![secret], vec!["zm_other_new_secret", secret]] {
+            let source = source("zoom", &secrets);
+            let keys = Keys {
+                secrets: &source.secrets,
+                tolerance: source.tolerance,
+            };
+            let verified = source
+                .scheme
+                .scheme()
+                .verify(Unverified::new(&map, body), keys, now)
+                .expect("the validation request is signed");
+            let answer = source
+                .scheme
+                .handshake(&verified, &source.secrets)
+                .expect("a handshake");
+            assert_eq!(answer.status, 200);
+            let answered: serde_json::Value = serde_json::from_slice(&answer.body).expect("JSON");
+            assert_eq!(answered, handshake["answer"], "{secrets:?}");
+        }
+    }
+    let event = load_vectors("official-providers.json")
+        .into_iter()
+        .find(|v| v["scheme"] == "zoom" && v["valid"] == true)
+        .expect("a zoom event");
+    let headers: Vec<(String, String)> = event["headers"]
+        .as_object()
+        .expect("headers")
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().expect("value").to_owned()))
+        .collect();
+    let map = header_map(&headers);
+    let source = source("zoom", &[event["secret"].as_str().expect("secret")]);
+    let now = DateTime::from_timestamp(event["timestamp"].as_i64().expect("ts"), 0).expect("t");
+    let body = event["body"].as_str().expect("body").as_bytes();
+    let keys = Keys {
+        secrets: &source.secrets,
+        tolerance: source.tolerance,
+    };
+    let verified = source
+        .scheme
+        .scheme()
+        .verify(Unverified::new(&map, body), keys, now)
+        .expect("verifies");
+    assert!(source
+        .scheme
+        .handshake(&verified, &source.secrets)
+        .is_none());
 }
 
 /// Either secret of a rotating Paddle source verifies a one-`h1` request; a removed one
