@@ -10,18 +10,24 @@ on_both_backends!(
     paddle_accepts_replays_and_refuses_tampering,
     paddle_rotation_and_tolerance_in_both_directions,
     paddle_one_transaction_is_one_fact,
+    zoom_accepts_replays_and_refuses_tampering,
+    zoom_url_validation_is_answered_not_stored,
 );
 
 const PADDLE_SECRET: &str = "pdl_ntfset_01hv8x2fvaqz3b1k9y7w6tq5rm_current";
 const PADDLE_OLD_SECRET: &str = "pdl_ntfset_01hv8wz4m3a8c2dfe5gh6jk7np_rotating_out";
+const ZOOM_SECRET: &str = "zm_secret_token_current";
+const ZOOM_OLD_SECRET: &str = "zm_secret_token_rotating_out";
 
 /// The test configuration keeps the default 35-day retention, so the source states a
 /// horizon inside it (Paddle's own, 90 days, would be refused at startup).
-async fn spawn_with_paddle(backend: Backend) -> TestApp {
+async fn spawn_with_providers(backend: Backend) -> TestApp {
     let options = TestOptions {
         extra_sources: format!(
             "\n[[sources]]\nname = \"paddle\"\nscheme = \"paddle\"\n\
-             secrets = [\"{PADDLE_SECRET}\", \"{PADDLE_OLD_SECRET}\"]\nreplay_horizon = \"30d\"\n"
+             secrets = [\"{PADDLE_SECRET}\", \"{PADDLE_OLD_SECRET}\"]\nreplay_horizon = \"30d\"\n\
+             \n[[sources]]\nname = \"zoom\"\nscheme = \"zoom\"\n\
+             secrets = [\"{ZOOM_SECRET}\", \"{ZOOM_OLD_SECRET}\"]\n"
         ),
         ..Default::default()
     };
@@ -40,14 +46,26 @@ fn paddle_event(event_id: &str, event_type: &str, transaction: &str) -> Vec<u8> 
     .into_bytes()
 }
 
-/// Headers signed with `secret` at `offset_secs` from the app's clock.
+/// Paddle's headers signed with `secret` at `offset_secs` from the app's clock.
 fn paddle_headers(
     app: &TestApp,
     body: &[u8],
     secret: &str,
     offset_secs: i64,
 ) -> Vec<(String, String)> {
-    let mut source = app.settings.source("paddle").expect("paddle").clone();
+    headers_for(app, "paddle", body, secret, offset_secs)
+}
+
+/// `source`'s provider's headers signed with `secret` at `offset_secs` from the app's
+/// clock.
+fn headers_for(
+    app: &TestApp,
+    source: &str,
+    body: &[u8],
+    secret: &str,
+    offset_secs: i64,
+) -> Vec<(String, String)> {
+    let mut source = app.settings.source(source).expect("a source").clone();
     source.secrets = vec![inlet::secret::Secret::new(secret)];
     let event = EventToSign {
         id: String::new(),
@@ -58,7 +76,7 @@ fn paddle_headers(
 }
 
 async fn paddle_accepts_replays_and_refuses_tampering(backend: Backend) {
-    let app = spawn_with_paddle(backend).await;
+    let app = spawn_with_providers(backend).await;
     let body = paddle_event("evt_paddle_1", "subscription.updated", "sub_1");
     let headers = paddle_headers(&app, &body, PADDLE_SECRET, 0);
 
@@ -103,7 +121,7 @@ async fn paddle_accepts_replays_and_refuses_tampering(backend: Backend) {
 }
 
 async fn paddle_rotation_and_tolerance_in_both_directions(backend: Backend) {
-    let app = spawn_with_paddle(backend).await;
+    let app = spawn_with_providers(backend).await;
     for (i, secret) in [PADDLE_SECRET, PADDLE_OLD_SECRET].iter().enumerate() {
         let body = paddle_event(&format!("evt_rot_{i}"), "transaction.updated", "txn_r");
         let headers = paddle_headers(&app, &body, secret, 0);
@@ -138,7 +156,7 @@ async fn paddle_rotation_and_tolerance_in_both_directions(backend: Backend) {
 /// `transaction.completed` is keyed on the transaction: the same transaction under
 /// another event id (a second integration, a regenerated event) has no second effect.
 async fn paddle_one_transaction_is_one_fact(backend: Backend) {
-    let app = spawn_with_paddle(backend).await;
+    let app = spawn_with_providers(backend).await;
     let first = paddle_event("evt_txn_a", "transaction.completed", "txn_once");
     let reply = app
         .post_webhook(
@@ -172,4 +190,96 @@ fn paddle_default_horizon_is_ninety_days_and_checked() {
     assert!(error.contains("paddle"), "{error}");
     let longer = format!("{toml}[retention]\nevents = \"91d\"\n");
     assert!(inlet::config::Settings::from_toml(&longer).is_ok());
+}
+
+fn zoom_event(meeting: &str, topic: &str) -> Vec<u8> {
+    serde_json::json!({
+        "event": "meeting.started",
+        "event_ts": 1_796_070_000_123_i64,
+        "payload": {
+            "account_id": "AAAAAABBBB",
+            "object": { "id": meeting, "topic": topic },
+        },
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// Zoom's body is its identity (it carries no event id): a retry of the same body, signed
+/// again minutes later, is answered from the store.
+async fn zoom_accepts_replays_and_refuses_tampering(backend: Backend) {
+    let app = spawn_with_providers(backend).await;
+    let body = zoom_event("85745436761", "Standup");
+    let headers = headers_for(&app, "zoom", &body, ZOOM_SECRET, 0);
+    let first = app.post_webhook("zoom", &body, &headers).await;
+    first.assert_status(200);
+    assert_eq!(first.json()["outcome"], "accepted");
+    assert_eq!(first.json()["event_type"], "meeting.started");
+
+    let retry = headers_for(&app, "zoom", &body, ZOOM_OLD_SECRET, 4);
+    let again = app.post_webhook("zoom", &body, &retry).await;
+    assert!(again.replayed());
+    assert_eq!(again.body, first.body);
+
+    let tampered = zoom_event("85745436761", "Standuq");
+    app.post_webhook("zoom", &tampered, &headers)
+        .await
+        .assert_problem(401, "bad_signature");
+    let removed = headers_for(&app, "zoom", &body, "zm_removed", 0);
+    app.post_webhook("zoom", &body, &removed)
+        .await
+        .assert_problem(401, "bad_signature");
+    for offset in [-301, 301] {
+        let late = headers_for(&app, "zoom", &body, ZOOM_SECRET, offset);
+        app.post_webhook("zoom", &body, &late)
+            .await
+            .assert_problem(401, "timestamp_out_of_tolerance");
+    }
+    let unsigned_time: Vec<(String, String)> = headers
+        .iter()
+        .filter(|(name, _)| name != "x-zm-request-timestamp")
+        .cloned()
+        .collect();
+    app.post_webhook("zoom", &body, &unsigned_time)
+        .await
+        .assert_problem(400, "missing_signature");
+    assert_eq!(app.count_events().await, 1);
+}
+
+async fn zoom_url_validation_is_answered_not_stored(backend: Backend) {
+    let app = spawn_with_providers(backend).await;
+    let body = br#"{"payload":{"plainToken":"qgg8vlvZRS6UYooatFL8Aw"},"event_ts":1654503849680,"event":"endpoint.url_validation"}"#;
+    for secret in [ZOOM_SECRET, ZOOM_OLD_SECRET] {
+        let headers = headers_for(&app, "zoom", body, secret, 0);
+        let reply = app.post_webhook("zoom", body, &headers).await;
+        reply.assert_status(200);
+        assert!(!reply.replayed());
+        let expected = {
+            use hmac::{KeyInit, Mac};
+            let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes())
+                .expect("any key length");
+            mac.update(b"qgg8vlvZRS6UYooatFL8Aw");
+            hex::encode(mac.finalize().into_bytes())
+        };
+        assert_eq!(
+            reply.json(),
+            serde_json::json!({
+                "plainToken": "qgg8vlvZRS6UYooatFL8Aw",
+                "encryptedToken": expected,
+            }),
+            "{secret}"
+        );
+    }
+    assert_eq!(app.count_events().await, 0);
+    assert_eq!(app.count_facts().await, 0);
+
+    // Unsigned or signed by someone else, it is refused like anything else.
+    app.post_webhook("zoom", body, NO_HEADERS)
+        .await
+        .assert_problem(400, "missing_signature");
+    let forged = headers_for(&app, "zoom", body, "zm_removed", 0);
+    app.post_webhook("zoom", body, &forged)
+        .await
+        .assert_problem(401, "bad_signature");
+    assert_eq!(app.count_events().await, 0);
 }
