@@ -87,6 +87,7 @@ struct RawSource {
     fact_key: Option<String>,
     replay_horizon: Option<String>,
     hmac: Option<HmacFile>,
+    token_header: Option<String>,
     #[serde(default)]
     destinations: Vec<DestinationFile>,
 }
@@ -105,6 +106,7 @@ impl RawSource {
             fact_key: self.fact_key,
             replay_horizon: self.replay_horizon,
             hmac: self.hmac,
+            token_header: self.token_header,
         };
         (source, self.destinations)
     }

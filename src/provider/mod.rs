@@ -14,8 +14,8 @@ use crate::identity::{JsonPointer, Locator, Locators};
 use crate::ledger::FactRule;
 use crate::secret::Secret;
 use crate::signature::{
-    zoom_url_validation_token, Github, HmacScheme, Paddle, Scheme, Shopify, Slack, Standard,
-    Stripe, Verified, Zoom,
+    zoom_url_validation_token, Basic, Github, HeaderToken, HmacScheme, Paddle, Scheme, Shopify,
+    Slack, Standard, Stripe, Verified, Zoom,
 };
 use std::time::Duration;
 
@@ -30,11 +30,24 @@ pub enum SchemeConfig {
     Paddle,
     Zoom,
     Hmac(HmacScheme),
+    /// HTTP Basic credentials: authenticates the sender only.
+    Basic,
+    /// A shared token in a named header: authenticates the sender only.
+    HeaderToken(HeaderToken),
 }
 
 /// The scheme names accepted in `sources[].scheme`.
-pub const SCHEME_NAMES: [&str; 8] = [
-    "stripe", "github", "standard", "shopify", "slack", "paddle", "zoom", "hmac",
+pub const SCHEME_NAMES: [&str; 10] = [
+    "stripe",
+    "github",
+    "standard",
+    "shopify",
+    "slack",
+    "paddle",
+    "zoom",
+    "hmac",
+    "basic",
+    "header_token",
 ];
 
 /// Stripe event types that happen once per real-world object: keyed on `data.object.id`,
@@ -63,11 +76,20 @@ fn header(name: &str) -> Locator {
 }
 
 impl SchemeConfig {
-    /// The scheme named `name`; `hmac` needs its parameters.
-    pub fn named(name: &str, hmac: Option<HmacScheme>) -> Result<Self, String> {
+    /// The scheme named `name`; `hmac` needs its parameters, `header_token` its header.
+    pub fn named(
+        name: &str,
+        hmac: Option<HmacScheme>,
+        token_header: Option<HeaderToken>,
+    ) -> Result<Self, String> {
         if hmac.is_some() && name != "hmac" {
             return Err(format!(
                 "[sources.hmac] applies only to scheme = \"hmac\", not {name}"
+            ));
+        }
+        if token_header.is_some() && name != "header_token" {
+            return Err(format!(
+                "token_header applies only to scheme = \"header_token\", not {name}"
             ));
         }
         let scheme = match name {
@@ -80,6 +102,10 @@ impl SchemeConfig {
             "zoom" => Self::Zoom,
             "hmac" => Self::Hmac(
                 hmac.ok_or("the hmac scheme needs a [sources.hmac] table (header, encoding, …)")?,
+            ),
+            "basic" => Self::Basic,
+            "header_token" => Self::HeaderToken(
+                token_header.ok_or("the header_token scheme needs token_header = \"NAME\"")?,
             ),
             other => {
                 return Err(format!(
@@ -101,6 +127,8 @@ impl SchemeConfig {
             Self::Paddle => "paddle",
             Self::Zoom => "zoom",
             Self::Hmac(_) => "hmac",
+            Self::Basic => "basic",
+            Self::HeaderToken(_) => "header_token",
         }
     }
 
@@ -115,11 +143,13 @@ impl SchemeConfig {
             Self::Paddle => &Paddle,
             Self::Zoom => &Zoom,
             Self::Hmac(scheme) => scheme,
+            Self::Basic => &Basic,
+            Self::HeaderToken(scheme) => scheme,
         }
     }
 
     /// Where the event id, type and fact key are found by default; `None` for generic
-    /// hmac sources, which must say where their event id is.
+    /// hmac and token sources, which must say where their event id is.
     pub fn default_locators(&self) -> Option<Locators> {
         let (event_id, event_type, fact_key) = match self {
             Self::Stripe => (Locator::json("/id"), Some(Locator::json("/type")), None),
@@ -153,7 +183,7 @@ impl SchemeConfig {
             // Zoom's body carries no event id; a retry resends the same signed body, so the
             // event is its body's digest.
             Self::Zoom => (Locator::BodyDigest, Some(Locator::json("/event")), None),
-            Self::Hmac(_) => return None,
+            Self::Hmac(_) | Self::Basic | Self::HeaderToken(_) => return None,
         };
         Some(Locators {
             event_id,
@@ -163,7 +193,7 @@ impl SchemeConfig {
     }
 
     /// How late a copy of an event can still arrive from this provider, and why; `None`
-    /// when it has no documented window (generic hmac).
+    /// when it has no documented window (generic hmac and token sources).
     pub fn resend_horizon(&self) -> Option<(Duration, &'static str)> {
         match self {
             Self::Stripe => Some((
@@ -189,7 +219,20 @@ impl SchemeConfig {
                 days(1),
                 "Zoom retries 3 times (after 5, 20 and 60 minutes), with margin",
             )),
-            Self::Hmac(_) => None,
+            Self::Hmac(_) | Self::Basic | Self::HeaderToken(_) => None,
+        }
+    }
+
+    /// For schemes that only authenticate the sender (nothing is signed), what that means;
+    /// printed by `inlet check-config` and logged at startup.
+    pub fn authenticates_sender_only(&self) -> Option<&'static str> {
+        match self {
+            Self::Basic | Self::HeaderToken(_) => Some(
+                "proves who sent a request (a shared credential), not that its body is \
+                 unaltered or fresh: nothing is signed, and anyone who sees one request can \
+                 send any body; use it only over TLS, for senders that cannot sign",
+            ),
+            _ => None,
         }
     }
 
@@ -282,11 +325,21 @@ mod tests {
 
     #[test]
     fn scheme_names_round_trip() {
-        for name in SCHEME_NAMES.iter().filter(|n| **n != "hmac") {
-            assert_eq!(SchemeConfig::named(name, None).unwrap().name(), *name);
+        let configured = ["hmac", "header_token"];
+        for name in SCHEME_NAMES.iter().filter(|n| !configured.contains(n)) {
+            assert_eq!(SchemeConfig::named(name, None, None).unwrap().name(), *name);
         }
-        assert!(SchemeConfig::named("hmac", None).is_err());
-        assert!(SchemeConfig::named("paypal", None).is_err());
+        assert!(SchemeConfig::named("hmac", None, None).is_err());
+        assert!(SchemeConfig::named("header_token", None, None).is_err());
+        let token = HeaderToken::new("X-Token".to_owned()).unwrap();
+        assert_eq!(
+            SchemeConfig::named("header_token", None, Some(token.clone()))
+                .unwrap()
+                .name(),
+            "header_token"
+        );
+        assert!(SchemeConfig::named("github", None, Some(token)).is_err());
+        assert!(SchemeConfig::named("paypal", None, None).is_err());
     }
 
     #[test]

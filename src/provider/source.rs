@@ -7,7 +7,7 @@ use crate::error::ConfigError;
 use crate::identity::{JsonPointer, Locator, Locators};
 use crate::ledger::FactRule;
 use crate::secret::Secret;
-use crate::signature::{Encoding, HmacScheme};
+use crate::signature::{Encoding, HeaderToken, HmacScheme};
 use serde::Deserialize;
 use std::fmt;
 use std::time::Duration;
@@ -99,6 +99,8 @@ pub struct SourceFile {
     pub fact_key: Option<String>,
     pub replay_horizon: Option<String>,
     pub hmac: Option<HmacFile>,
+    /// `header_token` sources: the header that carries the token.
+    pub token_header: Option<String>,
 }
 
 impl SourceFile {
@@ -149,7 +151,14 @@ impl SourceFile {
                 Some(scheme)
             }
         };
-        SchemeConfig::named(&self.scheme, hmac).map_err(|m| ConfigError::new(key("scheme"), m))
+        let token_header = self
+            .token_header
+            .clone()
+            .map(HeaderToken::new)
+            .transpose()
+            .map_err(|m| ConfigError::new(key("token_header"), m))?;
+        SchemeConfig::named(&self.scheme, hmac, token_header)
+            .map_err(|m| ConfigError::new(key("scheme"), m))
     }
 
     fn secrets(
@@ -206,7 +215,10 @@ impl SourceFile {
             (None, None) => {
                 return Err(ConfigError::new(
                     key("event_id"),
-                    "the hmac scheme needs event_id (\"header:NAME\" or \"json:/pointer\")",
+                    format!(
+                        "the {} scheme needs event_id (\"header:NAME\" or \"json:/pointer\")",
+                        scheme.name()
+                    ),
                 ))
             }
         };

@@ -7,7 +7,9 @@
 //! tried (rotation) and every comparison is constant-time (`Mac::verify_slice`).
 //! Verification is a pure function of (headers, raw body, secrets, now).
 
+mod basic;
 mod github;
+mod header_token;
 mod hmac;
 mod paddle;
 mod shopify;
@@ -16,7 +18,9 @@ mod standard;
 mod stripe;
 mod zoom;
 
+pub use self::basic::Basic;
 pub use self::github::Github;
+pub use self::header_token::HeaderToken;
 pub use self::hmac::{Encoding, HmacScheme};
 pub use self::paddle::Paddle;
 pub use self::shopify::Shopify;
