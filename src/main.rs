@@ -425,6 +425,15 @@ async fn run_locally(command: Command, config: &std::path::Path) -> anyhow::Resu
         Command::CheckConfig => {
             println!("configuration {} is valid", config.display());
             println!("{}", settings.retention.audit);
+            for source in &settings.sources {
+                if let Some(meaning) = source.scheme.authenticates_sender_only() {
+                    println!(
+                        "note: source {} ({}) {meaning}",
+                        source.name,
+                        source.scheme.name()
+                    );
+                }
+            }
             Ok(())
         }
         Command::Sweep { dry_run } => sweep(settings, dry_run).await,

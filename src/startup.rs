@@ -72,6 +72,11 @@ impl Application {
         let sources: Vec<&str> = settings.sources.iter().map(|s| s.name.as_str()).collect();
         crate::observability::start_webhook_counters(&sources, &alerted_outcomes());
         crate::observability::record_sweeper_enabled(settings.retention.sweeper);
+        for source in &settings.sources {
+            if let Some(meaning) = source.scheme.authenticates_sender_only() {
+                tracing::warn!(source = %source.name, scheme = source.scheme.name(), "{meaning}");
+            }
+        }
         let pool = open_database(&settings).await?;
         let listener = TcpListener::bind(&settings.server.bind)
             .with_context(|| format!("cannot listen on {} (server.bind)", settings.server.bind))?;
