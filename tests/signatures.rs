@@ -27,6 +27,11 @@ fn source(scheme: &str, secrets: &[&str]) -> SourceSettings {
             "[sources.hmac]\nheader = \"X-Acme-Signature\"\nprefix = \"sha256=\"\n",
             "encoding = \"hex\"\ntimestamp_header = \"X-Acme-Timestamp\"\n"
         ),
+        "basic" => "event_id = \"json:/id\"\nreplay_horizon = \"1d\"\n",
+        "header_token" => concat!(
+            "event_id = \"json:/id\"\nreplay_horizon = \"1d\"\n",
+            "token_header = \"X-Webhook-Token\"\n"
+        ),
         // Paddle replays for 90 days: the default 35-day retention is refused for it.
         "paddle" => "[retention]\nevents = \"100d\"\n",
         _ => "",
@@ -565,5 +570,150 @@ fn paddle_takes_every_configured_secret() {
             verify(&removed, &map, body, now),
             Err(SignatureError::Mismatch(_))
         ));
+    }
+}
+
+/// The token sources' headers for `secret`, as `inlet sign` makes them.
+fn token_headers(scheme: &str, secret: &str) -> Vec<(String, String)> {
+    let event = EventToSign {
+        id: "e".into(),
+        event_type: "t".into(),
+    };
+    inlet::cli::signed_headers_for(&source(scheme, &[secret]), b"{}", Utc::now(), &event)
+}
+
+/// RFC 7617's example credentials, and rotation: every configured pair is accepted, a
+/// removed one is not, and the comparison is exact.
+#[test]
+fn basic_accepts_exactly_the_configured_credentials() {
+    let rfc = source("basic", &["Aladdin:open sesame"]);
+    let map = header_map(&[(
+        "Authorization".to_owned(),
+        "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==".to_owned(),
+    )]);
+    assert!(verify(&rfc, &map, b"{}", Utc::now()).is_ok());
+    assert_eq!(
+        token_headers("basic", "Aladdin:open sesame")[0].1,
+        "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ=="
+    );
+
+    let rotating = source("basic", &["inlet:new-pass", "inlet:old-pass"]);
+    for pair in ["inlet:new-pass", "inlet:old-pass"] {
+        let map = header_map(&token_headers("basic", pair));
+        assert!(verify(&rotating, &map, b"{}", Utc::now()).is_ok(), "{pair}");
+    }
+    for pair in [
+        "inlet:removed",
+        "inlet:new-pas",
+        "inlet:new-pass ",
+        "Inlet:new-pass",
+    ] {
+        let map = header_map(&token_headers("basic", pair));
+        assert!(
+            matches!(
+                verify(&rotating, &map, b"{}", Utc::now()),
+                Err(SignatureError::Mismatch(_))
+            ),
+            "{pair}"
+        );
+    }
+    for malformed in ["Bearer aW5sZXQ6bmV3LXBhc3M=", "Basic !!!", "Basic"] {
+        let map = header_map(&[("Authorization".to_owned(), malformed.to_owned())]);
+        assert!(
+            matches!(
+                verify(&rotating, &map, b"{}", Utc::now()),
+                Err(SignatureError::Malformed { .. })
+            ),
+            "{malformed}"
+        );
+    }
+    assert!(matches!(
+        verify(&rotating, &HeaderMap::new(), b"{}", Utc::now()),
+        Err(SignatureError::Missing(_))
+    ));
+    let refused = Settings::from_toml(
+        "[[sources]]\nname = \"b\"\nscheme = \"basic\"\nsecrets = [\"no-colon\"]\n\
+         event_id = \"json:/id\"\nreplay_horizon = \"1d\"\n",
+    );
+    assert!(refused.is_err(), "a basic secret is user:password");
+}
+
+#[test]
+fn header_token_accepts_exactly_a_configured_token() {
+    let rotating = source("header_token", &["tok_new", "tok_old"]);
+    for token in ["tok_new", "tok_old"] {
+        let map = header_map(&token_headers("header_token", token));
+        assert!(
+            verify(&rotating, &map, b"{}", Utc::now()).is_ok(),
+            "{token}"
+        );
+    }
+    for token in ["tok_removed", "tok_ne", "tok_new2", "TOK_NEW"] {
+        let map = header_map(&token_headers("header_token", token));
+        assert!(
+            matches!(
+                verify(&rotating, &map, b"{}", Utc::now()),
+                Err(SignatureError::Mismatch(_))
+            ),
+            "{token}"
+        );
+    }
+    assert!(matches!(
+        verify(&rotating, &HeaderMap::new(), b"{}", Utc::now()),
+        Err(SignatureError::Missing(_))
+    ));
+    let needs_header = Settings::from_toml(
+        "[[sources]]\nname = \"t\"\nscheme = \"header_token\"\nsecrets = [\"x\"]\n\
+         event_id = \"json:/id\"\nreplay_horizon = \"1d\"\n",
+    );
+    assert!(needs_header.is_err(), "token_header is required");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    /// Any change to the credential or token is refused; the body is not covered (these
+    /// schemes authenticate the sender only), so any body passes with the right token.
+    #[test]
+    fn token_sources_refuse_any_change_to_the_credential(
+        scheme in prop::sample::select(vec!["basic", "header_token"]),
+        secret in "[a-z]{1,12}:[ -~]{1,24}",
+        index in any::<prop::sample::Index>(),
+        replacement in 33u8..=126,
+        body in prop::collection::vec(any::<u8>(), 0..128),
+    ) {
+        let source = source(scheme, &[&secret]);
+        let now = Utc::now();
+        let headers = token_headers(scheme, &secret);
+        prop_assert!(verify(&source, &header_map(&headers), &body, now).is_ok());
+
+        let mut changed = secret.clone().into_bytes();
+        let at = index.index(changed.len());
+        prop_assume!(changed[at] != replacement);
+        changed[at] = replacement;
+        let changed = String::from_utf8(changed).expect("ASCII");
+        // A basic secret without ':' is refused by configuration, not by the verifier.
+        prop_assume!(scheme != "basic" || changed.contains(':'));
+        let forged = token_headers(scheme, &changed);
+        prop_assert!(matches!(
+            verify(&source, &header_map(&forged), &body, now),
+            Err(SignatureError::Mismatch(_))
+        ));
+    }
+
+    #[test]
+    fn token_sources_never_panic_and_never_verify_arbitrary_values(
+        scheme in prop::sample::select(vec!["basic", "header_token"]),
+        value in prop::collection::vec(32u8..=126, 0..160),
+    ) {
+        let source = source(scheme, &["inlet:a-long-enough-secret"]);
+        let mut map = HeaderMap::new();
+        if let Ok(value) = HeaderValue::from_bytes(&value) {
+            for name in ["authorization", "x-webhook-token"] {
+                map.insert(HeaderName::from_static(name), value.clone());
+            }
+        }
+        let empty_object: &[u8] = br"{}";
+        prop_assert!(verify(&source, &map, empty_object, Utc::now()).is_err());
     }
 }

@@ -60,6 +60,35 @@ fn check_config_prints_the_audit_when_it_passes() {
     }
 }
 
+/// Token sources sign nothing: `check-config` says what they do and do not prove, and
+/// prints no credential.
+#[test]
+fn check_config_says_token_sources_prove_only_the_sender() {
+    let toml = format!(
+        "{STRIPE}[[sources]]\nname = \"legacy\"\nscheme = \"basic\"\n\
+         secrets = [\"inlet:pass-not-printed\"]\nevent_id = \"json:/id\"\nreplay_horizon = \"1d\"\n\
+         [[sources]]\nname = \"forms\"\nscheme = \"header_token\"\n\
+         token_header = \"X-Webhook-Token\"\nsecrets = [\"tok-not-printed\"]\n\
+         event_id = \"json:/id\"\nreplay_horizon = \"1d\"\n"
+    );
+    let output = inlet(&toml, &["check-config"]);
+    let stdout = text(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", text(&output.stderr));
+    for source in ["legacy (basic)", "forms (header_token)"] {
+        let note = stdout
+            .lines()
+            .find(|line| line.starts_with(&format!("note: source {source}")))
+            .unwrap_or_else(|| panic!("no note for {source} in:\n{stdout}"));
+        assert!(note.contains("proves who sent a request"), "{note}");
+        assert!(
+            note.contains("not that its body is unaltered or fresh"),
+            "{note}"
+        );
+    }
+    assert!(!stdout.contains("stripe) proves"), "{stdout}");
+    assert!(!stdout.contains("not-printed"), "{stdout}");
+}
+
 #[test]
 fn serve_refuses_a_window_not_longer_than_the_horizon_and_names_the_numbers() {
     let toml = format!("{STRIPE}[retention]\nevents = \"30d\"\nreplay_horizon = \"7d\"\n");

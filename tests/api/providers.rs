@@ -12,6 +12,7 @@ on_both_backends!(
     paddle_one_transaction_is_one_fact,
     zoom_accepts_replays_and_refuses_tampering,
     zoom_url_validation_is_answered_not_stored,
+    token_sources_accept_replay_and_refuse_other_credentials,
 );
 
 const PADDLE_SECRET: &str = "pdl_ntfset_01hv8x2fvaqz3b1k9y7w6tq5rm_current";
@@ -27,7 +28,13 @@ async fn spawn_with_providers(backend: Backend) -> TestApp {
             "\n[[sources]]\nname = \"paddle\"\nscheme = \"paddle\"\n\
              secrets = [\"{PADDLE_SECRET}\", \"{PADDLE_OLD_SECRET}\"]\nreplay_horizon = \"30d\"\n\
              \n[[sources]]\nname = \"zoom\"\nscheme = \"zoom\"\n\
-             secrets = [\"{ZOOM_SECRET}\", \"{ZOOM_OLD_SECRET}\"]\n"
+             secrets = [\"{ZOOM_SECRET}\", \"{ZOOM_OLD_SECRET}\"]\n\
+             \n[[sources]]\nname = \"legacy\"\nscheme = \"basic\"\n\
+             secrets = [\"inlet:new-pass\", \"inlet:old-pass\"]\n\
+             event_id = \"json:/id\"\nevent_type = \"json:/type\"\nreplay_horizon = \"1d\"\n\
+             \n[[sources]]\nname = \"forms\"\nscheme = \"header_token\"\n\
+             token_header = \"X-Webhook-Token\"\nsecrets = [\"tok_new\", \"tok_old\"]\n\
+             event_id = \"json:/id\"\nevent_type = \"json:/type\"\nreplay_horizon = \"1d\"\n"
         ),
         ..Default::default()
     };
@@ -282,4 +289,52 @@ async fn zoom_url_validation_is_answered_not_stored(backend: Backend) {
         .await
         .assert_problem(401, "bad_signature");
     assert_eq!(app.count_events().await, 0);
+}
+
+/// `basic` and `header_token` sources: the right credential (either of a rotating pair) is
+/// accepted and its duplicate answered from the store; a removed, altered or missing one
+/// is refused and stores nothing.
+async fn token_sources_accept_replay_and_refuse_other_credentials(backend: Backend) {
+    let app = spawn_with_providers(backend).await;
+    let cases = [
+        (
+            "legacy",
+            ["inlet:new-pass", "inlet:old-pass"],
+            "inlet:removed",
+        ),
+        ("forms", ["tok_new", "tok_old"], "tok_removed"),
+    ];
+    for (source, [current, old], removed) in cases {
+        let body = serde_json::json!({"id": format!("{source}_1"), "type": "form.submitted"})
+            .to_string()
+            .into_bytes();
+        let first = app
+            .post_webhook(source, &body, &headers_for(&app, source, &body, current, 0))
+            .await;
+        first.assert_status(200);
+        assert_eq!(first.json()["outcome"], "accepted", "{source}");
+        let again = app
+            .post_webhook(source, &body, &headers_for(&app, source, &body, old, 0))
+            .await;
+        assert!(again.replayed(), "{source}");
+        assert_eq!(again.body, first.body, "{source}");
+
+        let other = serde_json::json!({"id": format!("{source}_2"), "type": "form.submitted"})
+            .to_string()
+            .into_bytes();
+        app.post_webhook(
+            source,
+            &other,
+            &headers_for(&app, source, &other, removed, 0),
+        )
+        .await
+        .assert_problem(401, "bad_signature");
+        app.post_webhook(source, &other, NO_HEADERS)
+            .await
+            .assert_problem(400, "missing_signature");
+    }
+    app.post_webhook("legacy", b"{}", &[("Authorization", "Bearer tok_new")])
+        .await
+        .assert_problem(400, "malformed_signature");
+    assert_eq!(app.count_events().await, 2);
 }
