@@ -88,6 +88,7 @@ struct RawSource {
     replay_horizon: Option<String>,
     hmac: Option<HmacFile>,
     token_header: Option<String>,
+    public_url: Option<String>,
     #[serde(default)]
     destinations: Vec<DestinationFile>,
 }
@@ -107,6 +108,7 @@ impl RawSource {
             replay_horizon: self.replay_horizon,
             hmac: self.hmac,
             token_header: self.token_header,
+            public_url: self.public_url,
         };
         (source, self.destinations)
     }

@@ -15,7 +15,7 @@ use crate::ledger::FactRule;
 use crate::secret::Secret;
 use crate::signature::{
     zoom_url_validation_token, Basic, Github, HeaderToken, HmacScheme, Paddle, Scheme, Shopify,
-    Slack, Standard, Stripe, Verified, Zoom,
+    Slack, Square, Standard, Stripe, Verified, Zoom,
 };
 use std::time::Duration;
 
@@ -29,6 +29,8 @@ pub enum SchemeConfig {
     Slack,
     Paddle,
     Zoom,
+    /// With the notification URL registered with Square.
+    Square(Square),
     Hmac(HmacScheme),
     /// HTTP Basic credentials: authenticates the sender only.
     Basic,
@@ -37,7 +39,7 @@ pub enum SchemeConfig {
 }
 
 /// The scheme names accepted in `sources[].scheme`.
-pub const SCHEME_NAMES: [&str; 10] = [
+pub const SCHEME_NAMES: [&str; 11] = [
     "stripe",
     "github",
     "standard",
@@ -45,6 +47,7 @@ pub const SCHEME_NAMES: [&str; 10] = [
     "slack",
     "paddle",
     "zoom",
+    "square",
     "hmac",
     "basic",
     "header_token",
@@ -58,6 +61,9 @@ pub const STRIPE_ONCE_PER_OBJECT_TYPES: [&str; 4] = [
     "invoice.paid",
     "checkout.session.completed",
 ];
+
+/// Square event types that happen once per payment or refund: keyed on `data.id`.
+pub const SQUARE_ONCE_PER_OBJECT_TYPES: [&str; 2] = ["payment.created", "refund.created"];
 
 /// Paddle Billing event types that happen once per transaction or subscription: keyed on
 /// `data.id`, so the same transaction under another event id has no second effect.
@@ -76,12 +82,19 @@ fn header(name: &str) -> Locator {
 }
 
 impl SchemeConfig {
-    /// The scheme named `name`; `hmac` needs its parameters, `header_token` its header.
+    /// The scheme named `name`; `hmac` needs its parameters, `header_token` its header,
+    /// `square` its notification URL.
     pub fn named(
         name: &str,
         hmac: Option<HmacScheme>,
         token_header: Option<HeaderToken>,
+        public_url: Option<Square>,
     ) -> Result<Self, String> {
+        if public_url.is_some() && name != "square" {
+            return Err(format!(
+                "public_url applies only to scheme = \"square\", not {name}"
+            ));
+        }
         if hmac.is_some() && name != "hmac" {
             return Err(format!(
                 "[sources.hmac] applies only to scheme = \"hmac\", not {name}"
@@ -100,6 +113,10 @@ impl SchemeConfig {
             "slack" => Self::Slack,
             "paddle" => Self::Paddle,
             "zoom" => Self::Zoom,
+            "square" => Self::Square(public_url.ok_or(
+                "the square scheme needs public_url = \"https://…\", the notification URL \
+                 registered with Square (it is signed)",
+            )?),
             "hmac" => Self::Hmac(
                 hmac.ok_or("the hmac scheme needs a [sources.hmac] table (header, encoding, …)")?,
             ),
@@ -126,6 +143,7 @@ impl SchemeConfig {
             Self::Slack => "slack",
             Self::Paddle => "paddle",
             Self::Zoom => "zoom",
+            Self::Square(_) => "square",
             Self::Hmac(_) => "hmac",
             Self::Basic => "basic",
             Self::HeaderToken(_) => "header_token",
@@ -142,6 +160,7 @@ impl SchemeConfig {
             Self::Slack => &Slack,
             Self::Paddle => &Paddle,
             Self::Zoom => &Zoom,
+            Self::Square(scheme) => scheme,
             Self::Hmac(scheme) => scheme,
             Self::Basic => &Basic,
             Self::HeaderToken(scheme) => scheme,
@@ -183,6 +202,11 @@ impl SchemeConfig {
             // Zoom's body carries no event id; a retry resends the same signed body, so the
             // event is its body's digest.
             Self::Zoom => (Locator::BodyDigest, Some(Locator::json("/event")), None),
+            Self::Square(_) => (
+                Locator::json("/event_id"),
+                Some(Locator::json("/type")),
+                None,
+            ),
             Self::Hmac(_) | Self::Basic | Self::HeaderToken(_) => return None,
         };
         Some(Locators {
@@ -215,6 +239,10 @@ impl SchemeConfig {
                 "notifications can be replayed, under the same event_id, for 90 days (live-mode \
                  retries end after 3 days)",
             )),
+            Self::Square(_) => Some((
+                days(4),
+                "Square retries unacknowledged notifications for up to 72 hours, with margin",
+            )),
             Self::Zoom => Some((
                 days(1),
                 "Zoom retries 3 times (after 5, 20 and 60 minutes), with margin",
@@ -244,6 +272,7 @@ impl SchemeConfig {
                 "/data/object/id",
             )],
             Self::Paddle => vec![once_per_object(&PADDLE_ONCE_PER_OBJECT_TYPES, "/data/id")],
+            Self::Square(_) => vec![once_per_object(&SQUARE_ONCE_PER_OBJECT_TYPES, "/data/id")],
             _ => Vec::new(),
         }
     }
@@ -325,21 +354,36 @@ mod tests {
 
     #[test]
     fn scheme_names_round_trip() {
-        let configured = ["hmac", "header_token"];
+        let configured = ["hmac", "header_token", "square"];
         for name in SCHEME_NAMES.iter().filter(|n| !configured.contains(n)) {
-            assert_eq!(SchemeConfig::named(name, None, None).unwrap().name(), *name);
+            assert_eq!(
+                SchemeConfig::named(name, None, None, None).unwrap().name(),
+                *name
+            );
         }
-        assert!(SchemeConfig::named("hmac", None, None).is_err());
-        assert!(SchemeConfig::named("header_token", None, None).is_err());
+        for name in configured {
+            assert!(
+                SchemeConfig::named(name, None, None, None).is_err(),
+                "{name}"
+            );
+        }
         let token = HeaderToken::new("X-Token".to_owned()).unwrap();
         assert_eq!(
-            SchemeConfig::named("header_token", None, Some(token.clone()))
+            SchemeConfig::named("header_token", None, Some(token.clone()), None)
                 .unwrap()
                 .name(),
             "header_token"
         );
-        assert!(SchemeConfig::named("github", None, Some(token)).is_err());
-        assert!(SchemeConfig::named("paypal", None, None).is_err());
+        assert!(SchemeConfig::named("github", None, Some(token), None).is_err());
+        let url = Square::new("https://example.com/hook".to_owned()).unwrap();
+        assert_eq!(
+            SchemeConfig::named("square", None, None, Some(url.clone()))
+                .unwrap()
+                .name(),
+            "square"
+        );
+        assert!(SchemeConfig::named("stripe", None, None, Some(url)).is_err());
+        assert!(SchemeConfig::named("paypal", None, None, None).is_err());
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::error::ConfigError;
 use crate::identity::{JsonPointer, Locator, Locators};
 use crate::ledger::FactRule;
 use crate::secret::Secret;
-use crate::signature::{Encoding, HeaderToken, HmacScheme};
+use crate::signature::{Encoding, HeaderToken, HmacScheme, Square};
 use serde::Deserialize;
 use std::fmt;
 use std::time::Duration;
@@ -101,6 +101,8 @@ pub struct SourceFile {
     pub hmac: Option<HmacFile>,
     /// `header_token` sources: the header that carries the token.
     pub token_header: Option<String>,
+    /// `square` sources: the notification URL registered with Square (it is signed).
+    pub public_url: Option<String>,
 }
 
 impl SourceFile {
@@ -157,7 +159,13 @@ impl SourceFile {
             .map(HeaderToken::new)
             .transpose()
             .map_err(|m| ConfigError::new(key("token_header"), m))?;
-        SchemeConfig::named(&self.scheme, hmac, token_header)
+        let public_url = self
+            .public_url
+            .clone()
+            .map(Square::new)
+            .transpose()
+            .map_err(|m| ConfigError::new(key("public_url"), m))?;
+        SchemeConfig::named(&self.scheme, hmac, token_header, public_url)
             .map_err(|m| ConfigError::new(key("scheme"), m))
     }
 
