@@ -13,10 +13,15 @@ on_both_backends!(
     zoom_accepts_replays_and_refuses_tampering,
     zoom_url_validation_is_answered_not_stored,
     token_sources_accept_replay_and_refuse_other_credentials,
+    square_accepts_replays_and_refuses_tampering,
 );
 
 const PADDLE_SECRET: &str = "pdl_ntfset_01hv8x2fvaqz3b1k9y7w6tq5rm_current";
 const PADDLE_OLD_SECRET: &str = "pdl_ntfset_01hv8wz4m3a8c2dfe5gh6jk7np_rotating_out";
+const SQUARE_KEY: &str = "square-signature-key-current";
+const SQUARE_OLD_KEY: &str = "square-signature-key-rotating-out";
+/// The notification URL registered with Square: a proxy's, not the test server's.
+const SQUARE_URL: &str = "https://hooks.example.com/square";
 const ZOOM_SECRET: &str = "zm_secret_token_current";
 const ZOOM_OLD_SECRET: &str = "zm_secret_token_rotating_out";
 
@@ -34,7 +39,9 @@ async fn spawn_with_providers(backend: Backend) -> TestApp {
              event_id = \"json:/id\"\nevent_type = \"json:/type\"\nreplay_horizon = \"1d\"\n\
              \n[[sources]]\nname = \"forms\"\nscheme = \"header_token\"\n\
              token_header = \"X-Webhook-Token\"\nsecrets = [\"tok_new\", \"tok_old\"]\n\
-             event_id = \"json:/id\"\nevent_type = \"json:/type\"\nreplay_horizon = \"1d\"\n"
+             event_id = \"json:/id\"\nevent_type = \"json:/type\"\nreplay_horizon = \"1d\"\n\
+             \n[[sources]]\nname = \"square\"\nscheme = \"square\"\n\
+             secrets = [\"{SQUARE_KEY}\", \"{SQUARE_OLD_KEY}\"]\npublic_url = \"{SQUARE_URL}\"\n"
         ),
         ..Default::default()
     };
@@ -337,4 +344,96 @@ async fn token_sources_accept_replay_and_refuse_other_credentials(backend: Backe
         .await
         .assert_problem(400, "malformed_signature");
     assert_eq!(app.count_events().await, 2);
+}
+
+fn square_event(event_id: &str, event_type: &str, payment: &str) -> Vec<u8> {
+    serde_json::json!({
+        "merchant_id": "MLEFBHHSJGVHD",
+        "type": event_type,
+        "event_id": event_id,
+        "created_at": "2026-11-30T20:00:00Z",
+        "data": { "type": "payment", "id": payment, "object": { "payment": { "id": payment } } },
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// Square signs `public_url` + body: accepted with either key, the duplicate answered from
+/// the store, a changed body, a removed key or a signature for another URL refused; and a
+/// payment created under two event ids is one fact.
+async fn square_accepts_replays_and_refuses_tampering(backend: Backend) {
+    let app = spawn_with_providers(backend).await;
+    let body = square_event("sq_evt_1", "payment.updated", "pay_1");
+    let headers = headers_for(&app, "square", &body, SQUARE_KEY, 0);
+    let first = app.post_webhook("square", &body, &headers).await;
+    first.assert_status(200);
+    assert_eq!(first.json()["outcome"], "accepted");
+    assert_eq!(first.json()["event_id"], "sq_evt_1");
+    let again = app
+        .post_webhook(
+            "square",
+            &body,
+            &headers_for(&app, "square", &body, SQUARE_OLD_KEY, 0),
+        )
+        .await;
+    assert!(again.replayed());
+    assert_eq!(again.body, first.body);
+
+    let tampered = square_event("sq_evt_1", "payment.updated", "pay_2");
+    app.post_webhook("square", &tampered, &headers)
+        .await
+        .assert_problem(401, "bad_signature");
+    app.post_webhook(
+        "square",
+        &body,
+        &headers_for(&app, "square", &body, "square-removed", 0),
+    )
+    .await
+    .assert_problem(401, "bad_signature");
+    let other_url = {
+        use base64::Engine;
+        use hmac::{KeyInit, Mac};
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(SQUARE_KEY.as_bytes())
+            .expect("any key length");
+        mac.update(format!("{}/webhooks/square", app.address).as_bytes());
+        mac.update(&body);
+        base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes())
+    };
+    app.post_webhook(
+        "square",
+        &body,
+        &[("x-square-hmacsha256-signature", other_url.as_str())],
+    )
+    .await
+    .assert_problem(401, "bad_signature");
+    app.post_webhook("square", &body, NO_HEADERS)
+        .await
+        .assert_problem(400, "missing_signature");
+    app.post_webhook(
+        "square",
+        &body,
+        &[("x-square-hmacsha256-signature", "not base64!")],
+    )
+    .await
+    .assert_problem(400, "malformed_signature");
+
+    let created = square_event("sq_evt_2", "payment.created", "pay_once");
+    let reply = app
+        .post_webhook(
+            "square",
+            &created,
+            &headers_for(&app, "square", &created, SQUARE_KEY, 0),
+        )
+        .await;
+    assert_eq!(reply.json()["outcome"], "accepted");
+    let again_created = square_event("sq_evt_3", "payment.created", "pay_once");
+    let reply = app
+        .post_webhook(
+            "square",
+            &again_created,
+            &headers_for(&app, "square", &again_created, SQUARE_KEY, 0),
+        )
+        .await;
+    assert_eq!(reply.json()["outcome"], "duplicate_fact");
+    assert_eq!(app.count_events().await, 3);
 }
