@@ -17,6 +17,7 @@ mod slack;
 mod square;
 mod standard;
 mod stripe;
+mod timestamped;
 mod zoom;
 
 pub use self::basic::Basic;

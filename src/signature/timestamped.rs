@@ -1,0 +1,117 @@
+//! The header shape Stripe and Paddle share: one timestamp and any number of hex
+//! HMAC-SHA256 signatures in one header (`t=<unix>,v1=<hex>,v1=<hex>` /
+//! `ts=<unix>;h1=<hex>;h1=<hex>`), signed over `"{timestamp}{joiner}{body}"`. Every
+//! signature is tried (providers send several while a secret rotates); unknown keys are
+//! ignored; the timestamp is checked against the tolerance in both directions.
+
+use super::{
+    any_matches, check_tolerance, hmac_sha256, Keys, SignatureError, Unverified, Verified,
+};
+use crate::secret::Secret;
+use chrono::{DateTime, Utc};
+
+/// One provider's spelling of the shape.
+#[derive(Debug)]
+pub(super) struct TimestampedHex {
+    pub header: &'static str,
+    /// Between the header's `key=value` items.
+    pub separator: char,
+    pub timestamp_key: &'static str,
+    pub signature_key: &'static str,
+    /// Between the timestamp and the body in the signed bytes.
+    pub joiner: &'static [u8],
+}
+
+/// The parsed header: the signed timestamp and every signature.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Parsed {
+    pub timestamp: i64,
+    pub signatures: Vec<Vec<u8>>,
+}
+
+impl TimestampedHex {
+    fn malformed(&self, detail: &str) -> SignatureError {
+        SignatureError::malformed(self.header, detail)
+    }
+
+    pub(super) fn parse_header(&self, value: &[u8]) -> Result<Parsed, SignatureError> {
+        let (t, v) = (self.timestamp_key, self.signature_key);
+        let text = std::str::from_utf8(value).map_err(|_| self.malformed("not valid UTF-8"))?;
+        let mut timestamp = None;
+        let mut signatures = Vec::new();
+        for item in text.split(self.separator) {
+            let Some((key, value)) = item.trim().split_once('=') else {
+                continue;
+            };
+            if key == t {
+                if timestamp.is_some() {
+                    return Err(self.malformed(&format!("more than one {t}=")));
+                }
+                let parsed = value.parse::<i64>().map_err(|_| {
+                    self.malformed(&format!("{t}= is not a whole number of seconds"))
+                })?;
+                timestamp = Some(parsed);
+            } else if key == v {
+                // A signature that is not 32 bytes of hex can never match; skipping it
+                // keeps the other entries usable, as the providers' own libraries do.
+                if let Ok(bytes) = hex::decode(value) {
+                    if bytes.len() == 32 {
+                        signatures.push(bytes);
+                    }
+                }
+            }
+        }
+        let timestamp = timestamp.ok_or_else(|| self.malformed(&format!("no {t}= timestamp")))?;
+        if signatures.is_empty() {
+            return Err(self.malformed(&format!("no {v}= signature")));
+        }
+        Ok(Parsed {
+            timestamp,
+            signatures,
+        })
+    }
+
+    pub(super) fn verify<'r>(
+        &self,
+        request: Unverified<'r>,
+        keys: Keys<'_>,
+        now: DateTime<Utc>,
+    ) -> Result<Verified<'r>, SignatureError> {
+        let header = request
+            .header(self.header)
+            .ok_or_else(|| SignatureError::Missing(self.header.to_owned()))?;
+        let parsed = self.parse_header(header)?;
+        let timestamp = parsed.timestamp.to_string();
+        let signed: [&[u8]; 3] = [timestamp.as_bytes(), self.joiner, request.body];
+        let secrets = keys.secrets.iter().map(|s| s.expose().as_bytes());
+        if !any_matches(secrets, &signed, &parsed.signatures) {
+            return Err(SignatureError::Mismatch(self.header.to_owned()));
+        }
+        check_tolerance(parsed.timestamp, now, keys.tolerance)?;
+        Ok(request.into_verified())
+    }
+
+    pub(super) fn sign(
+        &self,
+        body: &[u8],
+        secret: &Secret,
+        now: DateTime<Utc>,
+    ) -> Vec<(String, String)> {
+        let timestamp = now.timestamp().to_string();
+        let signature = hmac_sha256(
+            secret.expose().as_bytes(),
+            &[timestamp.as_bytes(), self.joiner, body],
+        );
+        let value = format!(
+            "{}={timestamp}{}{}={}",
+            self.timestamp_key,
+            self.separator,
+            self.signature_key,
+            hex::encode(signature)
+        );
+        vec![
+            (self.header.to_owned(), value),
+            ("Content-Type".to_owned(), "application/json".to_owned()),
+        ]
+    }
+}
