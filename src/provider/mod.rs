@@ -14,8 +14,8 @@ use crate::identity::{JsonPointer, Locator, Locators};
 use crate::ledger::FactRule;
 use crate::secret::Secret;
 use crate::signature::{
-    zoom_url_validation_token, Basic, Github, HeaderToken, HmacScheme, Paddle, Scheme, Shopify,
-    Slack, Square, Standard, Stripe, Verified, Zoom,
+    zoom_url_validation_token, Basic, Discord, Github, HeaderToken, HmacScheme, Paddle, Scheme,
+    Shopify, Slack, Square, Standard, Stripe, Verified, Zoom,
 };
 use std::time::Duration;
 
@@ -29,6 +29,8 @@ pub enum SchemeConfig {
     Slack,
     Paddle,
     Zoom,
+    /// Discord interactions (Ed25519; the secrets are the application's public keys).
+    Discord,
     /// With the notification URL registered with Square.
     Square(Square),
     Hmac(HmacScheme),
@@ -39,7 +41,7 @@ pub enum SchemeConfig {
 }
 
 /// The scheme names accepted in `sources[].scheme`.
-pub const SCHEME_NAMES: [&str; 11] = [
+pub const SCHEME_NAMES: [&str; 12] = [
     "stripe",
     "github",
     "standard",
@@ -47,6 +49,7 @@ pub const SCHEME_NAMES: [&str; 11] = [
     "slack",
     "paddle",
     "zoom",
+    "discord",
     "square",
     "hmac",
     "basic",
@@ -113,6 +116,7 @@ impl SchemeConfig {
             "slack" => Self::Slack,
             "paddle" => Self::Paddle,
             "zoom" => Self::Zoom,
+            "discord" => Self::Discord,
             "square" => Self::Square(public_url.ok_or(
                 "the square scheme needs public_url = \"https://…\", the notification URL \
                  registered with Square (it is signed)",
@@ -143,6 +147,7 @@ impl SchemeConfig {
             Self::Slack => "slack",
             Self::Paddle => "paddle",
             Self::Zoom => "zoom",
+            Self::Discord => "discord",
             Self::Square(_) => "square",
             Self::Hmac(_) => "hmac",
             Self::Basic => "basic",
@@ -160,6 +165,7 @@ impl SchemeConfig {
             Self::Slack => &Slack,
             Self::Paddle => &Paddle,
             Self::Zoom => &Zoom,
+            Self::Discord => &Discord,
             Self::Square(scheme) => scheme,
             Self::Hmac(scheme) => scheme,
             Self::Basic => &Basic,
@@ -202,6 +208,9 @@ impl SchemeConfig {
             // Zoom's body carries no event id; a retry resends the same signed body, so the
             // event is its body's digest.
             Self::Zoom => (Locator::BodyDigest, Some(Locator::json("/event")), None),
+            // An interaction's type is a number (2 = application command, 3 = message
+            // component, 4 = autocomplete, 5 = modal submit): recorded as its text, "2".
+            Self::Discord => (Locator::json("/id"), Some(Locator::json("/type")), None),
             Self::Square(_) => (
                 Locator::json("/event_id"),
                 Some(Locator::json("/type")),
@@ -247,6 +256,11 @@ impl SchemeConfig {
                 days(1),
                 "Zoom retries 3 times (after 5, 20 and 60 minutes), with margin",
             )),
+            Self::Discord => Some((
+                days(1),
+                "Discord sends an interaction once and never retries it (it waits 3 seconds \
+                 for the answer; the interaction's token lives 15 minutes), with margin",
+            )),
             Self::Hmac(_) | Self::Basic | Self::HeaderToken(_) => None,
         }
     }
@@ -278,12 +292,13 @@ impl SchemeConfig {
     }
 
     /// A verified request that is part of the provider's setup protocol rather than an
-    /// event (Slack's `url_verification`, Zoom's `endpoint.url_validation`): answered
-    /// directly, never stored.
+    /// event (Slack's `url_verification`, Zoom's `endpoint.url_validation`, Discord's
+    /// PING): answered directly, never stored.
     pub fn handshake(&self, request: &Verified<'_>, secrets: &[Secret]) -> Option<Answer> {
         match self {
             Self::Slack => slack_url_verification(request),
             Self::Zoom => zoom_url_validation(request, secrets),
+            Self::Discord => discord_ping(request),
             _ => None,
         }
     }
@@ -324,6 +339,20 @@ fn slack_url_verification(request: &Verified<'_>) -> Option<Answer> {
         body: serde_json::json!({ "challenge": challenge })
             .to_string()
             .into_bytes(),
+    })
+}
+
+/// Discord's PING (`"type": 1`), sent when the interactions endpoint URL is saved and now
+/// and then after: answer PONG, `{"type":1}`.
+fn discord_ping(request: &Verified<'_>) -> Option<Answer> {
+    let document: serde_json::Value = serde_json::from_slice(request.body()).ok()?;
+    if document.get("type")?.as_u64()? != 1 {
+        return None;
+    }
+    Some(Answer {
+        status: 200,
+        content_type: "application/json".to_owned(),
+        body: br#"{"type":1}"#.to_vec(),
     })
 }
 

@@ -4,10 +4,13 @@
 //! Typestate keeps unverified input away from the ingest code: a request arrives as
 //! [`Unverified`], and only a scheme's `verify` can turn it into a [`Verified`], which is
 //! what event-id extraction and the ingest transaction take. Every secret of a source is
-//! tried (rotation) and every comparison is constant-time (`Mac::verify_slice`).
+//! tried (rotation) and every comparison is constant-time (`Mac::verify_slice`); Ed25519
+//! schemes verify with public keys, which need no secrecy.
 //! Verification is a pure function of (headers, raw body, secrets, now).
 
 mod basic;
+mod discord;
+mod ed25519;
 mod github;
 mod header_token;
 mod hmac;
@@ -21,6 +24,7 @@ mod timestamped;
 mod zoom;
 
 pub use self::basic::Basic;
+pub use self::discord::Discord;
 pub use self::github::Github;
 pub use self::header_token::HeaderToken;
 pub use self::hmac::{Encoding, HmacScheme};
@@ -186,6 +190,18 @@ pub trait Scheme: Sync + std::fmt::Debug {
     /// Refuses a secret this scheme cannot use (checked at startup).
     fn check_secret(&self, _secret: &Secret) -> Result<(), String> {
         Ok(())
+    }
+
+    /// Whether a source's configured `secret` can sign (`inlet sign`): a public key only
+    /// verifies, and signing then needs the private key.
+    fn signs_with(&self, _secret: &Secret) -> bool {
+        true
+    }
+
+    /// Refuses a private key given to `inlet sign` / `inlet send` that this scheme cannot
+    /// sign with; schemes with shared secrets sign with the source's own.
+    fn check_private_key(&self, _key: &Secret) -> Result<(), String> {
+        Err("this scheme signs with the source's shared secret, not a private key".to_owned())
     }
 }
 
