@@ -1,10 +1,12 @@
 //! Standard Webhooks (and Svix, whose `svix-` headers are accepted as aliases):
 //! `webhook-id`, `webhook-timestamp`, and `webhook-signature`, a space-separated list of
-//! `v1,<base64>` entries, each an HMAC-SHA256 over `"{id}.{timestamp}.{body}"` keyed with
-//! the base64 bytes after `whsec_`. Every `v1` entry is tried against every secret;
-//! `v1a` (asymmetric) and unknown versions are ignored. Event id: `webhook-id`; type: the
-//! JSON body's `type`.
+//! signatures over `"{id}.{timestamp}.{body}"`: `v1,<base64>` entries are HMAC-SHA256 keyed
+//! with the base64 bytes after `whsec_`; `v1a,<base64>` entries are Ed25519, checked with
+//! the base64 public keys after `whpk_`. A source's secrets may mix both kinds (a sender
+//! moving to asymmetric signatures): each entry is tried against every secret of its kind;
+//! unknown versions are ignored. Event id: `webhook-id`; type: the JSON body's `type`.
 
+use super::ed25519;
 use super::{
     any_matches, check_tolerance, hmac_sha256, parse_timestamp, EventToSign, Keys, Scheme,
     SignatureError, Unverified, Verified,
@@ -13,10 +15,13 @@ use crate::secret::Secret;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 use chrono::{DateTime, Utc};
+use ed25519_dalek::{Signature, VerifyingKey};
 
 const ID: [&str; 2] = ["webhook-id", "svix-id"];
 const TIMESTAMP: [&str; 2] = ["webhook-timestamp", "svix-timestamp"];
 const SIGNATURE: [&str; 2] = ["webhook-signature", "svix-signature"];
+const PUBLIC_KEY: &str = "whpk_";
+const PRIVATE_KEY: &str = "whsk_";
 
 #[derive(Debug)]
 pub struct Standard;
@@ -30,13 +35,75 @@ pub fn signing_key(secret: &Secret) -> Result<Vec<u8>, String> {
         .map_err(|_| "a Standard Webhooks secret is whsec_ followed by base64".to_owned())
 }
 
-/// Every `v1` signature in the list; other versions and undecodable entries are skipped.
-fn v1_signatures(list: &[u8]) -> Vec<Vec<u8>> {
-    list.split(|b| *b == b' ')
-        .filter_map(|entry| entry.strip_prefix(b"v1,"))
-        .filter_map(|encoded| BASE64.decode(encoded).ok())
-        .filter(|tag| tag.len() == 32)
-        .collect()
+/// A `whpk_` secret's public key; `None` for secrets of the symmetric kind.
+fn public_key(secret: &Secret) -> Option<Result<VerifyingKey, String>> {
+    let encoded = secret.expose().strip_prefix(PUBLIC_KEY)?;
+    Some(
+        BASE64
+            .decode(encoded)
+            .map_err(|_| "a Standard Webhooks public key is whpk_ followed by base64".to_owned())
+            .and_then(|bytes| ed25519::public_key(&bytes)),
+    )
+}
+
+/// A `whsk_` private key, for signing `v1a` (its seed, or seed and public key).
+fn private_key(secret: &Secret) -> Option<Result<ed25519_dalek::SigningKey, String>> {
+    let encoded = secret.expose().strip_prefix(PRIVATE_KEY)?;
+    Some(
+        BASE64
+            .decode(encoded)
+            .map_err(|_| "a Standard Webhooks private key is whsk_ followed by base64".to_owned())
+            .and_then(|bytes| ed25519::signing_key(&bytes)),
+    )
+}
+
+/// The signatures in a `webhook-signature` list, by kind.
+#[derive(Debug, Default, PartialEq)]
+struct Entries {
+    /// `v1`: HMAC-SHA256 tags.
+    v1: Vec<Vec<u8>>,
+    /// `v1a`: Ed25519 signatures.
+    v1a: Vec<Signature>,
+}
+
+/// Every `v1` and `v1a` signature in the list; other versions, undecodable entries and
+/// entries of the wrong length are skipped.
+fn entries(list: &[u8]) -> Entries {
+    let mut found = Entries::default();
+    for entry in list.split(|b| *b == b' ') {
+        if let Some(tag) = decoded(entry, b"v1,").filter(|tag| tag.len() == 32) {
+            found.v1.push(tag);
+        } else if let Some(signature) = decoded(entry, b"v1a,").and_then(|s| ed25519::signature(&s))
+        {
+            found.v1a.push(signature);
+        }
+    }
+    found
+}
+
+fn decoded(entry: &[u8], version: &[u8]) -> Option<Vec<u8>> {
+    entry
+        .strip_prefix(version)
+        .and_then(|encoded| BASE64.decode(encoded).ok())
+}
+
+/// Whether an entry of either kind matches a secret of its kind.
+fn any_entry_matches(secrets: &[Secret], signed: &[&[u8]; 5], found: &Entries) -> bool {
+    // A secret that does not parse was refused at startup; skipping it keeps this total.
+    let (public, shared): (Vec<&Secret>, Vec<&Secret>) = secrets
+        .iter()
+        .partition(|s| s.expose().starts_with(PUBLIC_KEY));
+    let hmac_keys: Vec<Vec<u8>> = shared.iter().filter_map(|s| signing_key(s).ok()).collect();
+    if any_matches(hmac_keys.iter().map(Vec::as_slice), signed, &found.v1) {
+        return true;
+    }
+    let public_keys: Vec<VerifyingKey> = public
+        .iter()
+        .filter_map(|s| public_key(s).and_then(Result::ok))
+        .collect();
+    !public_keys.is_empty()
+        && !found.v1a.is_empty()
+        && ed25519::any_verifies(&public_keys, &signed.concat(), &found.v1a)
 }
 
 impl Scheme for Standard {
@@ -56,22 +123,15 @@ impl Scheme for Standard {
             .any_header(&SIGNATURE)
             .ok_or_else(|| SignatureError::Missing(SIGNATURE[0].to_owned()))?;
         let signed_at = parse_timestamp(timestamp_header, timestamp)?;
-        let tags = v1_signatures(list);
-        if tags.is_empty() {
+        let found = entries(list);
+        if found == Entries::default() {
             return Err(SignatureError::malformed(
                 signature_header,
-                "no v1,<base64> signature",
+                "no v1,<base64> or v1a,<base64> signature",
             ));
         }
-        // A secret that is not valid base64 was refused at startup; skipping it here keeps
-        // verification total.
-        let secret_keys: Vec<Vec<u8>> = keys
-            .secrets
-            .iter()
-            .filter_map(|s| signing_key(s).ok())
-            .collect();
         let signed: [&[u8]; 5] = [id, b".", timestamp, b".", request.body];
-        if !any_matches(secret_keys.iter().map(Vec::as_slice), &signed, &tags) {
+        if !any_entry_matches(keys.secrets, &signed, &found) {
             return Err(SignatureError::Mismatch(signature_header.to_owned()));
         }
         check_tolerance(signed_at, now, keys.tolerance)?;
@@ -86,20 +146,26 @@ impl Scheme for Standard {
         event: &EventToSign,
     ) -> Vec<(String, String)> {
         let timestamp = now.timestamp().to_string();
-        let key = signing_key(secret).unwrap_or_default();
-        let tag = hmac_sha256(
-            &key,
-            &[event.id.as_bytes(), b".", timestamp.as_bytes(), b".", body],
-        );
-        vec![
+        let signed = [event.id.as_bytes(), b".", timestamp.as_bytes(), b".", body];
+        let signature = match private_key(secret) {
+            Some(key) => key.ok().map(|key| {
+                format!(
+                    "v1a,{}",
+                    BASE64.encode(ed25519::sign(&key, &signed.concat()))
+                )
+            }),
+            None => {
+                let key = signing_key(secret).unwrap_or_default();
+                Some(format!("v1,{}", BASE64.encode(hmac_sha256(&key, &signed))))
+            }
+        };
+        let mut headers = vec![
             (ID[0].to_owned(), event.id.clone()),
             (TIMESTAMP[0].to_owned(), timestamp),
-            (
-                SIGNATURE[0].to_owned(),
-                format!("v1,{}", BASE64.encode(tag)),
-            ),
             ("Content-Type".to_owned(), "application/json".to_owned()),
-        ]
+        ];
+        headers.extend(signature.map(|s| (SIGNATURE[0].to_owned(), s)));
+        headers
     }
 
     fn signed_headers(&self) -> &'static [&'static str] {
@@ -111,7 +177,30 @@ impl Scheme for Standard {
     }
 
     fn check_secret(&self, secret: &Secret) -> Result<(), String> {
-        signing_key(secret).map(drop)
+        if secret.expose().starts_with(PRIVATE_KEY) {
+            return Err(
+                "a whsk_ private key signs and belongs to the sender: configure its \
+                        whpk_ public key"
+                    .to_owned(),
+            );
+        }
+        match public_key(secret) {
+            Some(key) => key.map(drop),
+            None => signing_key(secret).map(drop),
+        }
+    }
+
+    /// A `whpk_` public key cannot sign; `whsec_` secrets can.
+    fn signs_with(&self, secret: &Secret) -> bool {
+        !secret.expose().starts_with(PUBLIC_KEY)
+    }
+
+    fn check_private_key(&self, key: &Secret) -> Result<(), String> {
+        private_key(key)
+            .unwrap_or_else(|| {
+                Err("a Standard Webhooks private key is whsk_ followed by base64".to_owned())
+            })
+            .map(drop)
     }
 }
 
@@ -120,10 +209,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_v1_entries_count() {
+    fn v1_and_v1a_entries_count_by_length() {
         let tag = BASE64.encode([7u8; 32]);
-        let list = format!("v1a,{tag} v2,{tag} v1,!!! v1,{tag}");
-        assert_eq!(v1_signatures(list.as_bytes()), vec![vec![7u8; 32]]);
-        assert!(v1_signatures(b"").is_empty());
+        let signature = BASE64.encode([9u8; 64]);
+        let list = format!("v1a,{tag} v2,{tag} v1,!!! v1,{tag} v1,{signature} v1a,{signature}");
+        let found = entries(list.as_bytes());
+        assert_eq!(found.v1, vec![vec![7u8; 32]]);
+        assert_eq!(found.v1a, vec![Signature::from_bytes(&[9u8; 64])]);
+        assert_eq!(entries(b""), Entries::default());
+    }
+
+    #[test]
+    fn private_keys_are_refused_as_source_secrets() {
+        let seed = Secret::new(format!("whsk_{}", BASE64.encode([3u8; 32])));
+        assert!(Standard.check_secret(&seed).unwrap_err().contains("whpk_"));
+        assert!(Standard.check_private_key(&seed).is_ok());
+        let public = Secret::new("whpk_AAAA");
+        assert!(Standard
+            .check_secret(&public)
+            .unwrap_err()
+            .contains("32 bytes"));
+        assert!(!Standard.signs_with(&public));
     }
 }
