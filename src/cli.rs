@@ -6,27 +6,59 @@ use crate::config::Settings;
 use crate::idempotency::REPLAYED_HEADER;
 use crate::identity::Locator;
 use crate::provider::SourceSettings;
+use crate::secret::Secret;
 use crate::signature::EventToSign;
 use anyhow::{anyhow, Context};
 use chrono::{DateTime, Utc};
 
-/// The headers `source`'s provider would send for `body` at `now`, signed with the
-/// source's first secret. Where the source reads the event id or type from a header, the
-/// sample event's id and type are sent in it.
+/// The headers `source`'s provider would send for `body` at `now`, signed with
+/// `private_key` when given (schemes that verify with public keys), else with the source's
+/// first secret. Where the source reads the event id or type from a header, the sample
+/// event's id and type are sent in it.
 pub fn signed_headers(
     settings: &Settings,
     source: &str,
     body: &[u8],
     now: DateTime<Utc>,
     event: &EventToSign,
+    private_key: Option<&Secret>,
 ) -> anyhow::Result<Vec<(String, String)>> {
     let source = settings
         .source(source)
         .ok_or_else(|| anyhow!("no source named '{source}' in the configuration"))?;
-    Ok(signed_headers_for(source, body, now, event))
+    let signer = signing_secret(source, private_key)?;
+    Ok(signed_headers_with(source, signer, body, now, event))
 }
 
-/// [`signed_headers`] for a source at hand.
+/// What signs for `source`: the private key given (checked), or else the source's first
+/// secret, unless that is a public key, which only verifies.
+pub fn signing_secret<'a>(
+    source: &'a SourceSettings,
+    private_key: Option<&'a Secret>,
+) -> anyhow::Result<&'a Secret> {
+    let scheme = source.scheme.scheme();
+    if let Some(key) = private_key {
+        scheme.check_private_key(key).map_err(|m| {
+            anyhow!(
+                "the private key cannot sign for source {} ({}): {m}",
+                source.name,
+                source.scheme.name()
+            )
+        })?;
+        return Ok(key);
+    }
+    match source.secrets.first() {
+        Some(secret) if scheme.signs_with(secret) => Ok(secret),
+        Some(_) => Err(anyhow!(
+            "source {} verifies with a public key, which cannot sign: give the private key \
+             with --private-key or INLET_SIGNING_KEY (a value, env:NAME or file:PATH)",
+            source.name
+        )),
+        None => Err(anyhow!("source {} has no secret", source.name)),
+    }
+}
+
+/// [`signed_headers`] for a source at hand, signed with its first secret.
 pub fn signed_headers_for(
     source: &SourceSettings,
     body: &[u8],
@@ -37,7 +69,19 @@ pub fn signed_headers_for(
     let Some(secret) = source.secrets.first() else {
         return Vec::new();
     };
-    let mut headers = source.scheme.scheme().sign(body, secret, now, event);
+    signed_headers_with(source, secret, body, now, event)
+}
+
+/// [`signed_headers`] for a source at hand, signed with `signer` (a secret of the source's
+/// kind, or a private key for schemes that verify with public keys).
+pub fn signed_headers_with(
+    source: &SourceSettings,
+    signer: &Secret,
+    body: &[u8],
+    now: DateTime<Utc>,
+    event: &EventToSign,
+) -> Vec<(String, String)> {
+    let mut headers = source.scheme.scheme().sign(body, signer, now, event);
     let located = [
         (Some(&source.locators.event_id), &event.id),
         (source.locators.event_type.as_ref(), &event.event_type),

@@ -7,6 +7,7 @@ use inlet::config::Settings;
 use inlet::delivery::{Dispatcher, Settled};
 use inlet::observability::LogFormat;
 use inlet::retention::Sweeper;
+use inlet::secret::Secret;
 use inlet::signature::EventToSign;
 use inlet::startup::{open_database, Application};
 use std::path::PathBuf;
@@ -111,6 +112,8 @@ enum Command {
         body: PathBuf,
         #[command(flatten)]
         event: EventArgs,
+        #[command(flatten)]
+        key: PrivateKeyArg,
     },
     /// Sign a body as the source's provider would and POST it to Inlet.
     Send {
@@ -125,7 +128,34 @@ enum Command {
         url: Option<String>,
         #[command(flatten)]
         event: EventArgs,
+        #[command(flatten)]
+        key: PrivateKeyArg,
     },
+}
+
+/// For sources that verify with public keys (discord, standard with a whpk_ key): the
+/// private key that signs. Never printed.
+#[derive(clap::Args)]
+struct PrivateKeyArg {
+    /// The private key to sign with: the value, env:NAME or file:PATH (prefer the last
+    /// two: a value on the command line is visible to other users of the machine).
+    /// Discord: the hex seed; Standard Webhooks: whsk_<base64>.
+    #[arg(
+        long = "private-key",
+        env = "INLET_SIGNING_KEY",
+        hide_env_values = true
+    )]
+    private_key: Option<String>,
+}
+
+impl PrivateKeyArg {
+    fn resolve(self) -> anyhow::Result<Option<Secret>> {
+        self.private_key
+            .map(|reference| {
+                Secret::resolve(&reference).map_err(|m| anyhow::anyhow!("--private-key: {m}"))
+            })
+            .transpose()
+    }
 }
 
 /// `inlet bench`'s options.
@@ -443,13 +473,15 @@ async fn run_locally(command: Command, config: &std::path::Path) -> anyhow::Resu
             source,
             body,
             event,
-        } => sign(&settings, &source, &body, event),
+            key,
+        } => sign(&settings, &source, &body, event, key.resolve()?),
         Command::Send {
             source,
             body,
             url,
             event,
-        } => send(&settings, &source, &body, url, event).await,
+            key,
+        } => send(&settings, &source, &body, url, event, key.resolve()?).await,
         Command::Events { .. } | Command::Replay { .. } | Command::Deadletters { .. } => {
             unreachable!("operator commands are dispatched before the configuration is read")
         }
@@ -567,11 +599,14 @@ fn sign(
     source: &str,
     body: &std::path::Path,
     event: EventArgs,
+    private_key: Option<Secret>,
 ) -> anyhow::Result<()> {
     let body = read_body(body)?;
     let now = chrono::Utc::now();
-    for (name, value) in inlet::cli::signed_headers(settings, source, &body, now, &event.sample())?
-    {
+    let sample = event.sample();
+    let headers =
+        inlet::cli::signed_headers(settings, source, &body, now, &sample, private_key.as_ref())?;
+    for (name, value) in headers {
         println!("{name}: {value}");
     }
     Ok(())
@@ -583,10 +618,13 @@ async fn send(
     body: &std::path::Path,
     url: Option<String>,
     event: EventArgs,
+    private_key: Option<Secret>,
 ) -> anyhow::Result<()> {
     let body = read_body(body)?;
     let now = chrono::Utc::now();
-    let headers = inlet::cli::signed_headers(settings, source, &body, now, &event.sample())?;
+    let sample = event.sample();
+    let headers =
+        inlet::cli::signed_headers(settings, source, &body, now, &sample, private_key.as_ref())?;
     let url = url.unwrap_or_else(|| inlet::cli::default_url(settings, source));
     let reply = inlet::cli::send(&url, &headers, body).await?;
     println!("{reply}");
