@@ -4,6 +4,7 @@
 mod availability;
 mod cli;
 mod delivery;
+mod ed25519;
 mod groups;
 mod helpers;
 mod hostile;
