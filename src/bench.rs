@@ -297,6 +297,7 @@ fn ceiling_transaction(
         received_at: now,
         expires_at: now + chrono::Duration::days(35),
         destinations: vec![("app".to_owned(), now + chrono::Duration::days(3))],
+        answer: None,
     };
     process(conn, &claim, &Faults::default()).map_err(|p| anyhow::anyhow!("{p}"))?;
     Ok(())

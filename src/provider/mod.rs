@@ -303,6 +303,16 @@ impl SchemeConfig {
         }
     }
 
+    /// The answer the provider needs for an event in place of Inlet's receipt, stored and
+    /// replayed like it: a Discord interaction's deferred response (see
+    /// [`discord_deferred_answer`]). `None`: the receipt.
+    pub fn event_answer(&self, request: &Verified<'_>) -> Option<Answer> {
+        match self {
+            Self::Discord => discord_deferred_answer(request),
+            _ => None,
+        }
+    }
+
     /// Whether a value read through `locator` is covered by the signature: the body is
     /// always signed, a header only when the scheme signs it.
     pub fn signs(&self, locator: &Locator) -> bool {
@@ -353,6 +363,28 @@ fn discord_ping(request: &Verified<'_>) -> Option<Answer> {
         status: 200,
         content_type: "application/json".to_owned(),
         body: br#"{"type":1}"#.to_vec(),
+    })
+}
+
+/// Discord shows the user whatever the endpoint answers within 3 seconds, and an answer
+/// that is not an interaction response fails the interaction. Inlet cannot know the
+/// application's reply, so it defers: application commands and modal submits get
+/// `{"type":5}` (the user sees "thinking…"), message components `{"type":6}` (nothing
+/// visible); the application, handed the interaction by delivery, then edits the original
+/// response with the interaction's token within 15 minutes. Autocomplete cannot be
+/// deferred: it gets no choices (`{"type":8,"data":{"choices":[]}}`).
+fn discord_deferred_answer(request: &Verified<'_>) -> Option<Answer> {
+    let document: serde_json::Value = serde_json::from_slice(request.body()).ok()?;
+    let body: &[u8] = match document.get("type")?.as_u64()? {
+        2 | 5 => br#"{"type":5}"#,
+        3 => br#"{"type":6}"#,
+        4 => br#"{"type":8,"data":{"choices":[]}}"#,
+        _ => return None,
+    };
+    Some(Answer {
+        status: 200,
+        content_type: "application/json".to_owned(),
+        body: body.to_vec(),
     })
 }
 

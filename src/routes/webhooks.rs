@@ -118,6 +118,7 @@ async fn ingest(
             .settings
             .destinations
             .deadlines(source.name.as_str(), now),
+        answer: source.scheme.event_answer(&verified),
         payload: body,
     };
 

@@ -15,6 +15,7 @@ use inlet::signature::EventToSign;
 on_both_backends!(
     discord_accepts_replays_and_refuses_tampering,
     discord_ping_is_answered_pong_not_stored,
+    discord_interactions_are_answered_deferred_by_type,
     standard_v1a_accepts_replays_and_refuses_tampering,
     standard_source_accepts_v1_and_v1a_side_by_side,
     send_signs_with_the_private_key_from_the_environment,
@@ -100,9 +101,14 @@ async fn discord_accepts_replays_and_refuses_tampering(backend: Backend) {
     let headers = signed(&app, "discord", &body, &discord_private(&key(1)), "", 0);
     let first = app.post_webhook("discord", &body, &headers).await;
     first.assert_status(200);
-    assert_eq!(first.json()["outcome"], "accepted");
-    assert_eq!(first.json()["event_id"], "1311111111111111111");
-    assert_eq!(first.json()["event_type"], "2");
+    assert!(!first.replayed());
+    // Discord shows the user this answer: deferred, the application replies later.
+    assert_eq!(first.body, br#"{"type":5}"#);
+    let shown = app
+        .admin("/admin/events/discord/1311111111111111111", None, None)
+        .await
+        .json();
+    assert_eq!(shown["event"]["event_type"], "2");
 
     // The same interaction again, signed by the rotating-out key: the stored answer.
     let again_headers = signed(&app, "discord", &body, &discord_private(&key(2)), "", 1);
@@ -166,6 +172,29 @@ async fn discord_ping_is_answered_pong_not_stored(backend: Backend) {
         .assert_problem(401, "bad_signature");
     assert_eq!(app.count_events().await, 0);
     assert_eq!(app.count_facts().await, 0);
+}
+
+/// A command or modal submit is deferred with a visible "thinking…" (type 5), a component
+/// without one (type 6); autocomplete cannot be deferred and gets no choices.
+async fn discord_interactions_are_answered_deferred_by_type(backend: Backend) {
+    let app = spawn_with_ed25519(backend).await;
+    let cases: [(u8, &[u8]); 4] = [
+        (2, br#"{"type":5}"#),
+        (3, br#"{"type":6}"#),
+        (4, br#"{"type":8,"data":{"choices":[]}}"#),
+        (5, br#"{"type":5}"#),
+    ];
+    for (kind, expected) in cases {
+        let body = serde_json::json!({ "id": format!("13111111111111111{kind:02}"), "type": kind })
+            .to_string()
+            .into_bytes();
+        let headers = signed(&app, "discord", &body, &discord_private(&key(1)), "", 0);
+        let reply = app.post_webhook("discord", &body, &headers).await;
+        reply.assert_status(200);
+        assert_eq!(reply.body, expected, "interaction type {kind}");
+        assert_eq!(reply.header("content-type"), Some("application/json"));
+    }
+    assert_eq!(app.count_events().await, 4);
 }
 
 fn standard_event(kind: &str) -> Vec<u8> {
@@ -298,7 +327,7 @@ async fn send_signs_with_the_private_key_from_the_environment(backend: Backend) 
         "{stdout}{}",
         String::from_utf8_lossy(&with.stderr)
     );
-    assert!(stdout.contains("\"outcome\":\"accepted\""), "{stdout}");
+    assert!(stdout.starts_with("200\n{\"type\":5}"), "{stdout}");
     assert!(!stdout.contains(&discord_private(&key(1))), "{stdout}");
     let _ = std::fs::remove_dir_all(&dir);
 }
