@@ -36,15 +36,18 @@ fn signing_key(secret: &Secret) -> Result<ed25519_dalek::SigningKey, String> {
     ed25519::signing_key(&bytes)
 }
 
+/// The signature header's value. Discord requires 401 for any signature that fails
+/// validation (and probes endpoints with invalid ones), so a value that is not 128 hex
+/// characters is a mismatch (401), not a malformed header (400).
 fn signature(value: &[u8]) -> Result<ed25519_dalek::Signature, SignatureError> {
     hex::decode(value)
         .ok()
         .and_then(|bytes| ed25519::signature(&bytes))
         .ok_or_else(|| {
-            SignatureError::malformed(
-                SIGNATURE,
-                format!("not {} hex characters", SIGNATURE_LENGTH * 2),
-            )
+            SignatureError::Mismatch(format!(
+                "{SIGNATURE} (not {} hex characters)",
+                SIGNATURE_LENGTH * 2
+            ))
         })
 }
 

@@ -150,7 +150,7 @@ async fn discord_accepts_replays_and_refuses_tampering(backend: Backend) {
         ],
     )
     .await
-    .assert_problem(400, "malformed_signature");
+    .assert_problem(401, "bad_signature");
     assert_eq!(app.count_events().await, 1);
 }
 
