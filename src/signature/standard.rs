@@ -37,23 +37,27 @@ pub fn signing_key(secret: &Secret) -> Result<Vec<u8>, String> {
 
 /// A `whpk_` secret's public key; `None` for secrets of the symmetric kind.
 fn public_key(secret: &Secret) -> Option<Result<VerifyingKey, String>> {
-    let encoded = secret.expose().strip_prefix(PUBLIC_KEY)?;
-    Some(
-        BASE64
-            .decode(encoded)
-            .map_err(|_| "a Standard Webhooks public key is whpk_ followed by base64".to_owned())
-            .and_then(|bytes| ed25519::public_key(&bytes)),
-    )
+    prefixed_key(secret, PUBLIC_KEY, "public", ed25519::public_key)
 }
 
 /// A `whsk_` private key, for signing `v1a` (its seed, or seed and public key).
 fn private_key(secret: &Secret) -> Option<Result<ed25519_dalek::SigningKey, String>> {
-    let encoded = secret.expose().strip_prefix(PRIVATE_KEY)?;
+    prefixed_key(secret, PRIVATE_KEY, "private", ed25519::signing_key)
+}
+
+/// The key after `prefix`, base64-decoded and parsed; `None` without the prefix.
+fn prefixed_key<K>(
+    secret: &Secret,
+    prefix: &str,
+    kind: &str,
+    parse: fn(&[u8]) -> Result<K, String>,
+) -> Option<Result<K, String>> {
+    let encoded = secret.expose().strip_prefix(prefix)?;
     Some(
         BASE64
             .decode(encoded)
-            .map_err(|_| "a Standard Webhooks private key is whsk_ followed by base64".to_owned())
-            .and_then(|bytes| ed25519::signing_key(&bytes)),
+            .map_err(|_| format!("a Standard Webhooks {kind} key is {prefix} followed by base64"))
+            .and_then(|bytes| parse(&bytes)),
     )
 }
 
