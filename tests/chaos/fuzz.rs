@@ -1,15 +1,15 @@
 //! The signature fuzzer: valid signed requests for every source (one per scheme, and the
 //! credential schemes `basic` and `header_token`), signed as the provider would
 //! (`inlet::cli::signed_headers_for`) with a current, a rotating-out or a removed secret,
-//! at now or a shifted time; then random mutations — bit flips, truncation, headers removed, repeated, re-cased, timestamps shifted or re-signed,
-//! signatures swapped or added, whitespace, alias names — sent over raw TCP to a real
-//! server. The oracle (`oracle.rs`) decides independently whether each request carries a
-//! matching signature. Nothing may be accepted without one, a canonical matching request
-//! may not be refused for its signature, and nothing may answer 5xx. At the end, the
-//! events table holds exactly the accepted events: rejected input wrote nothing.
+//! at now or a shifted time; then random mutations — bit flips, truncation, headers
+//! removed, repeated, re-cased, timestamps shifted or re-signed, signatures swapped or
+//! added, whitespace, alias names — sent over raw TCP to a real server. The oracle
+//! (`oracle.rs`) decides independently whether each request carries a matching
+//! signature. Nothing may be accepted without one, a canonical matching request may not
+//! be refused for its signature, and nothing may answer 5xx. At the end, the events
+//! table holds exactly the accepted events: rejected input wrote nothing.
 
-use crate::helpers::TestOptions;
-use crate::helpers::{spawn_app_with, Backend, TestApp, SOURCES};
+use crate::helpers::{spawn_app_with, Backend, TestApp, TestOptions, SOURCES};
 use crate::oracle::{values, Headers, Judgement, OracleSource, Rule, Verdict, TOKEN_HEADER};
 use crate::support::{knob, seeded};
 use chrono::{DateTime, Utc};
