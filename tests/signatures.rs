@@ -101,6 +101,17 @@ fn load_vectors(file: &str) -> Vec<serde_json::Value> {
     doc["vectors"].as_array().expect("vectors").clone()
 }
 
+/// A vector's headers, as the request carried them.
+fn vector_headers(vector: &serde_json::Value) -> HeaderMap {
+    let headers: Vec<(String, String)> = vector["headers"]
+        .as_object()
+        .expect("headers")
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().expect("value").to_owned()))
+        .collect();
+    header_map(&headers)
+}
+
 /// The source a vector was made for: its scheme, secret and public_url.
 fn vector_source(vector: &serde_json::Value) -> SourceSettings {
     source_at(
@@ -113,18 +124,13 @@ fn vector_source(vector: &serde_json::Value) -> SourceSettings {
 /// Verifies one vector with the clock at its signing time (now, when it signs none).
 fn check_vector(vector: &serde_json::Value) -> Result<(), SignatureError> {
     let source = vector_source(vector);
-    let headers: Vec<(String, String)> = vector["headers"]
-        .as_object()
-        .expect("headers")
-        .iter()
-        .map(|(k, v)| (k.clone(), v.as_str().expect("value").to_owned()))
-        .collect();
+    let headers = vector_headers(vector);
     let now = vector["timestamp"]
         .as_i64()
         .and_then(|t| DateTime::from_timestamp(t, 0))
         .unwrap_or_else(Utc::now);
     let body = vector["body"].as_str().expect("body").as_bytes();
-    verify(&source, &header_map(&headers), body, now)
+    verify(&source, &headers, body, now)
 }
 
 #[test]
@@ -519,13 +525,7 @@ fn url_signing_schemes_refuse_a_request_signed_for_another_url() {
             .expect("a vector");
         let registered = default_public_url(scheme).expect("a signed URL");
         assert_eq!(vector["public_url"], registered);
-        let headers: Vec<(String, String)> = vector["headers"]
-            .as_object()
-            .expect("headers")
-            .iter()
-            .map(|(k, v)| (k.clone(), v.as_str().expect("value").to_owned()))
-            .collect();
-        let map = header_map(&headers);
+        let map = vector_headers(&vector);
         let body = vector["body"].as_str().expect("body").as_bytes();
         let secret = vector["secret"].as_str().expect("secret");
         for url in [
@@ -567,13 +567,7 @@ fn zoom_url_validation_answers_the_documented_token() {
     assert_eq!(handshakes.len(), 1);
     for handshake in handshakes {
         let secret = handshake["secret"].as_str().expect("secret");
-        let headers: Vec<(String, String)> = handshake["headers"]
-            .as_object()
-            .expect("headers")
-            .iter()
-            .map(|(k, v)| (k.clone(), v.as_str().expect("value").to_owned()))
-            .collect();
-        let map = header_map(&headers);
+        let map = vector_headers(handshake);
         let body = handshake["body"].as_str().expect("body").as_bytes();
         let now = DateTime::from_timestamp(handshake["timestamp"].as_i64().expect("ts"), 0)
             .expect("time");
@@ -601,13 +595,7 @@ fn zoom_url_validation_answers_the_documented_token() {
         .into_iter()
         .find(|v| v["scheme"] == "zoom" && v["valid"] == true)
         .expect("a zoom event");
-    let headers: Vec<(String, String)> = event["headers"]
-        .as_object()
-        .expect("headers")
-        .iter()
-        .map(|(k, v)| (k.clone(), v.as_str().expect("value").to_owned()))
-        .collect();
-    let map = header_map(&headers);
+    let map = vector_headers(&event);
     let source = source("zoom", &[event["secret"].as_str().expect("secret")]);
     let now = DateTime::from_timestamp(event["timestamp"].as_i64().expect("ts"), 0).expect("t");
     let body = event["body"].as_str().expect("body").as_bytes();

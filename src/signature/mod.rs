@@ -233,6 +233,24 @@ fn mac_over<M: Mac + KeyInit>(key: &[u8], parts: &[&[u8]]) -> M {
     mac
 }
 
+/// The MAC in `header`: base64 of `len` bytes (`what` names it in the refusal).
+fn base64_tag(
+    request: &Unverified<'_>,
+    header: &str,
+    len: usize,
+    what: &str,
+) -> Result<Vec<u8>, SignatureError> {
+    use base64::Engine;
+    let value = request
+        .header(header)
+        .ok_or_else(|| SignatureError::Missing(header.to_owned()))?;
+    base64::engine::general_purpose::STANDARD
+        .decode(value.trim_ascii())
+        .ok()
+        .filter(|tag| tag.len() == len)
+        .ok_or_else(|| SignatureError::malformed(header, format!("not a base64 {what}")))
+}
+
 /// Parses a signed Unix timestamp header value.
 fn parse_timestamp(header: &str, value: &[u8]) -> Result<i64, SignatureError> {
     std::str::from_utf8(value)

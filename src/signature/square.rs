@@ -5,8 +5,8 @@
 //! from the JSON body (`event_id`, `type`).
 
 use super::{
-    any_matches, hmac_sha256, EventToSign, Keys, PublicUrl, Scheme, SignatureError, Unverified,
-    Verified,
+    any_matches, base64_tag, hmac_sha256, EventToSign, Keys, PublicUrl, Scheme, SignatureError,
+    Unverified, Verified,
 };
 use crate::secret::Secret;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -34,14 +34,7 @@ impl Scheme for Square {
         keys: Keys<'_>,
         _now: DateTime<Utc>,
     ) -> Result<Verified<'r>, SignatureError> {
-        let value = request
-            .header(HEADER)
-            .ok_or_else(|| SignatureError::Missing(HEADER.to_owned()))?;
-        let tag = BASE64
-            .decode(value.trim_ascii())
-            .ok()
-            .filter(|tag| tag.len() == 32)
-            .ok_or_else(|| SignatureError::malformed(HEADER, "not a base64 32-byte HMAC-SHA256"))?;
+        let tag = base64_tag(&request, HEADER, 32, "32-byte HMAC-SHA256")?;
         let signed: [&[u8]; 2] = [self.notification_url.as_str().as_bytes(), request.body];
         let secrets = keys.secrets.iter().map(|s| s.expose().as_bytes());
         if !any_matches(secrets, &signed, &[tag]) {

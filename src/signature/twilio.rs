@@ -19,7 +19,9 @@
 //! (`+` for `%20`, parameters reordered) verifies too. The event identity is chosen with
 //! that in mind (see the provider profile).
 
-use super::{mac_matches, mac_of, EventToSign, Keys, PublicUrl, Scheme, SignatureError};
+use super::{
+    base64_tag, mac_matches, mac_of, EventToSign, Keys, PublicUrl, Scheme, SignatureError,
+};
 use super::{Unverified, Verified};
 use crate::secret::Secret;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -183,14 +185,7 @@ impl Scheme for Twilio {
         _now: DateTime<Utc>,
     ) -> Result<Verified<'r>, SignatureError> {
         let algorithm = Algorithm::of(&request)?;
-        let value = request
-            .header(HEADER)
-            .ok_or_else(|| SignatureError::Missing(HEADER.to_owned()))?;
-        let tag = BASE64
-            .decode(value.trim_ascii())
-            .ok()
-            .filter(|tag| tag.len() == algorithm.tag_len())
-            .ok_or_else(|| SignatureError::malformed(HEADER, "not a base64 HMAC"))?;
+        let tag = base64_tag(&request, HEADER, algorithm.tag_len(), "HMAC")?;
         let (url, params) = self.signed_parts(request.body, is_form(&request));
         let urls = without_and_with_port(&url);
         let matched = keys.secrets.iter().any(|secret| {
