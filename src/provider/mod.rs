@@ -269,7 +269,7 @@ impl SchemeConfig {
             Self::Twilio(_) => Some((
                 days(1),
                 "Twilio retries a failed connection at most 5 times within 15 seconds \
-                 (connection overrides rc, tt), with margin",
+                 (connection overrides rc, tt), Event Streams for up to 4 hours, with margin",
             )),
             Self::Zoom => Some((
                 days(1),
