@@ -15,3 +15,4 @@ mod providers;
 mod replay;
 mod retention;
 mod schemes;
+mod twilio;
