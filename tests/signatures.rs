@@ -20,14 +20,31 @@ const SCHEMES: [&str; 9] = [
 
 /// A source of `scheme` with these secrets, as an operator would configure it.
 fn source(scheme: &str, secrets: &[&str]) -> SourceSettings {
+    source_at(scheme, secrets, None)
+}
+
+/// The URL the test sources of `scheme` are registered at (schemes that sign it).
+fn default_public_url(scheme: &str) -> Option<&'static str> {
+    match scheme {
+        "square" => Some("https://example.com/webhooks/square"),
+        "twilio" => Some("https://example.com/webhooks/twilio"),
+        _ => None,
+    }
+}
+
+/// [`source`], with `public_url` instead of the scheme's default one.
+fn source_at(scheme: &str, secrets: &[&str], public_url: Option<&str>) -> SourceSettings {
     let secrets: Vec<String> = secrets.iter().map(|s| format!("{s:?}")).collect();
+    let url = public_url
+        .or(default_public_url(scheme))
+        .map(|url| format!("public_url = {url:?}\n"))
+        .unwrap_or_default();
     let extra = match scheme {
         "hmac" => concat!(
             "event_id = \"header:X-Acme-Event-Id\"\nreplay_horizon = \"1d\"\n",
             "[sources.hmac]\nheader = \"X-Acme-Signature\"\nprefix = \"sha256=\"\n",
             "encoding = \"hex\"\ntimestamp_header = \"X-Acme-Timestamp\"\n"
         ),
-        "square" => "public_url = \"https://example.com/webhooks/square\"\n",
         "basic" => "event_id = \"json:/id\"\nreplay_horizon = \"1d\"\n",
         "header_token" => concat!(
             "event_id = \"json:/id\"\nreplay_horizon = \"1d\"\n",
@@ -38,7 +55,7 @@ fn source(scheme: &str, secrets: &[&str]) -> SourceSettings {
         _ => "",
     };
     let toml = format!(
-        "[[sources]]\nname = \"s\"\nscheme = \"{scheme}\"\nsecrets = [{}]\n{extra}",
+        "[[sources]]\nname = \"s\"\nscheme = \"{scheme}\"\nsecrets = [{}]\n{url}{extra}",
         secrets.join(", ")
     );
     Settings::from_toml(&toml)
@@ -84,22 +101,36 @@ fn load_vectors(file: &str) -> Vec<serde_json::Value> {
     doc["vectors"].as_array().expect("vectors").clone()
 }
 
-/// Verifies one vector with the clock at its signing time (now, when it signs none).
-fn check_vector(vector: &serde_json::Value) -> Result<(), SignatureError> {
-    let scheme = vector["scheme"].as_str().expect("scheme");
-    let source = source(scheme, &[vector["secret"].as_str().expect("secret")]);
+/// A vector's headers, as the request carried them.
+fn vector_headers(vector: &serde_json::Value) -> HeaderMap {
     let headers: Vec<(String, String)> = vector["headers"]
         .as_object()
         .expect("headers")
         .iter()
         .map(|(k, v)| (k.clone(), v.as_str().expect("value").to_owned()))
         .collect();
+    header_map(&headers)
+}
+
+/// The source a vector was made for: its scheme, secret and public_url.
+fn vector_source(vector: &serde_json::Value) -> SourceSettings {
+    source_at(
+        vector["scheme"].as_str().expect("scheme"),
+        &[vector["secret"].as_str().expect("secret")],
+        vector["public_url"].as_str(),
+    )
+}
+
+/// Verifies one vector with the clock at its signing time (now, when it signs none).
+fn check_vector(vector: &serde_json::Value) -> Result<(), SignatureError> {
+    let source = vector_source(vector);
+    let headers = vector_headers(vector);
     let now = vector["timestamp"]
         .as_i64()
         .and_then(|t| DateTime::from_timestamp(t, 0))
         .unwrap_or_else(Utc::now);
     let body = vector["body"].as_str().expect("body").as_bytes();
-    verify(&source, &header_map(&headers), body, now)
+    verify(&source, &headers, body, now)
 }
 
 #[test]
@@ -400,7 +431,7 @@ fn newer_providers_vectors_verify_exactly_when_their_library_accepts_them() {
         .filter_map(|v| v["scheme"].as_str())
         .collect();
     schemes.dedup();
-    assert_eq!(schemes, ["paddle", "zoom", "square"]);
+    assert_eq!(schemes, ["paddle", "zoom", "square", "twilio"]);
     for vector in &vectors {
         let result = check_vector(vector);
         assert_eq!(
@@ -420,7 +451,7 @@ fn newer_providers_vectors_fail_outside_the_tolerance_in_both_directions() {
         .filter(|v| v["valid"] == true)
     {
         let Some(ts) = vector["timestamp"].as_i64() else {
-            continue; // Square signs no timestamp.
+            continue; // Square and Twilio sign no timestamp.
         };
         for shifted_by in [301, -301] {
             let mut shifted = vector.clone();
@@ -444,7 +475,15 @@ fn newer_providers_vectors_fail_outside_the_tolerance_in_both_directions() {
 /// library's verifier accepts what `inlet sign` makes).
 #[test]
 fn our_signer_produces_the_newer_providers_headers() {
-    let signed_cases = ["one h1", "one signature"];
+    let signed_cases = [
+        "one h1",
+        "one signature",
+        "repeated keys and unicode",
+        "url with a port",
+        "url with a query string",
+        "json body with bodySHA256",
+        "json body, url with a query string",
+    ];
     let vectors = load_vectors("official-providers.json");
     let checked = vectors
         .iter()
@@ -452,10 +491,7 @@ fn our_signer_produces_the_newer_providers_headers() {
     let mut count = 0;
     for vector in checked {
         count += 1;
-        let source = source(
-            vector["scheme"].as_str().expect("scheme"),
-            &[vector["secret"].as_str().expect("secret")],
-        );
+        let source = vector_source(vector);
         let now = vector["timestamp"]
             .as_i64()
             .and_then(|t| DateTime::from_timestamp(t, 0))
@@ -474,55 +510,44 @@ fn our_signer_produces_the_newer_providers_headers() {
             assert_eq!(ours, theirs.as_str(), "{} {name}", vector["library"]);
         }
     }
-    assert_eq!(count, 3);
+    assert_eq!(count, 9);
 }
 
-/// Square signs the notification URL: the same request checked against any other
-/// `public_url` (a trailing slash, another host, http for https) is refused.
+/// Square and Twilio sign the URL they call: the same request checked against any other
+/// `public_url` (a trailing slash, another host, http for https) is refused, and a source
+/// of theirs without one is refused by configuration.
 #[test]
-fn square_refuses_a_request_signed_for_another_url() {
-    let vector = load_vectors("official-providers.json")
-        .into_iter()
-        .find(|v| v["scheme"] == "square" && v["valid"] == true)
-        .expect("a square vector");
-    assert_eq!(
-        vector["public_url"], "https://example.com/webhooks/square",
-        "the URL the test source is configured with"
-    );
-    let headers: Vec<(String, String)> = vector["headers"]
-        .as_object()
-        .expect("headers")
-        .iter()
-        .map(|(k, v)| (k.clone(), v.as_str().expect("value").to_owned()))
-        .collect();
-    let map = header_map(&headers);
-    let body = vector["body"].as_str().expect("body").as_bytes();
-    let secret = vector["secret"].as_str().expect("secret");
-    for url in [
-        "https://example.com/webhooks/square/",
-        "http://example.com/webhooks/square",
-        "https://example.org/webhooks/square",
-    ] {
-        let toml = format!(
-            "[[sources]]\nname = \"s\"\nscheme = \"square\"\nsecrets = [\"{secret}\"]\npublic_url = \"{url}\"\n"
-        );
-        let other = Settings::from_toml(&toml)
-            .expect("config")
-            .sources
-            .remove(0);
+fn url_signing_schemes_refuse_a_request_signed_for_another_url() {
+    for scheme in ["square", "twilio"] {
+        let vector = load_vectors("official-providers.json")
+            .into_iter()
+            .find(|v| v["scheme"] == scheme && v["case"] == "one signature")
+            .expect("a vector");
+        let registered = default_public_url(scheme).expect("a signed URL");
+        assert_eq!(vector["public_url"], registered);
+        let map = vector_headers(&vector);
+        let body = vector["body"].as_str().expect("body").as_bytes();
+        let secret = vector["secret"].as_str().expect("secret");
+        for url in [
+            format!("{registered}/"),
+            registered.replacen("https:", "http:", 1),
+            registered.replacen("example.com", "example.org", 1),
+        ] {
+            let other = source_at(scheme, &[secret], Some(&url));
+            assert!(
+                matches!(
+                    verify(&other, &map, body, Utc::now()),
+                    Err(SignatureError::Mismatch(_))
+                ),
+                "{url}"
+            );
+        }
+        let toml = format!("[[sources]]\nname = \"s\"\nscheme = \"{scheme}\"\nsecrets = [\"k\"]\n");
         assert!(
-            matches!(
-                verify(&other, &map, body, Utc::now()),
-                Err(SignatureError::Mismatch(_))
-            ),
-            "{url}"
+            Settings::from_toml(&toml).is_err(),
+            "{scheme} needs public_url"
         );
     }
-    assert!(
-        Settings::from_toml("[[sources]]\nname = \"s\"\nscheme = \"square\"\nsecrets = [\"k\"]\n")
-            .is_err(),
-        "public_url is required"
-    );
 }
 
 /// Zoom's `endpoint.url_validation` is answered with the plain token and its HMAC under
@@ -542,13 +567,7 @@ fn zoom_url_validation_answers_the_documented_token() {
     assert_eq!(handshakes.len(), 1);
     for handshake in handshakes {
         let secret = handshake["secret"].as_str().expect("secret");
-        let headers: Vec<(String, String)> = handshake["headers"]
-            .as_object()
-            .expect("headers")
-            .iter()
-            .map(|(k, v)| (k.clone(), v.as_str().expect("value").to_owned()))
-            .collect();
-        let map = header_map(&headers);
+        let map = vector_headers(handshake);
         let body = handshake["body"].as_str().expect("body").as_bytes();
         let now = DateTime::from_timestamp(handshake["timestamp"].as_i64().expect("ts"), 0)
             .expect("time");
@@ -576,13 +595,7 @@ fn zoom_url_validation_answers_the_documented_token() {
         .into_iter()
         .find(|v| v["scheme"] == "zoom" && v["valid"] == true)
         .expect("a zoom event");
-    let headers: Vec<(String, String)> = event["headers"]
-        .as_object()
-        .expect("headers")
-        .iter()
-        .map(|(k, v)| (k.clone(), v.as_str().expect("value").to_owned()))
-        .collect();
-    let map = header_map(&headers);
+    let map = vector_headers(&event);
     let source = source("zoom", &[event["secret"].as_str().expect("secret")]);
     let now = DateTime::from_timestamp(event["timestamp"].as_i64().expect("ts"), 0).expect("t");
     let body = event["body"].as_str().expect("body").as_bytes();
@@ -767,5 +780,136 @@ proptest! {
         }
         let empty_object: &[u8] = br"{}";
         prop_assert!(verify(&source, &map, empty_object, Utc::now()).is_err());
+    }
+}
+
+/// A Twilio request signed by `inlet sign` with `secret`: form or JSON by its body, with
+/// its content type (which says how the signature was made).
+fn twilio_signed(secret: &str, body: &[u8]) -> HeaderMap {
+    let event = EventToSign {
+        id: String::new(),
+        event_type: String::new(),
+    };
+    let signer = source("twilio", &[secret]);
+    header_map(&inlet::cli::signed_headers_for(
+        &signer,
+        body,
+        Utc::now(),
+        &event,
+    ))
+}
+
+fn form(params: &[(String, String)]) -> Vec<u8> {
+    let mut serializer = form_urlencoded::Serializer::new(String::new());
+    serializer.extend_pairs(params);
+    serializer.finish().into_bytes()
+}
+
+fn refused(source: &SourceSettings, headers: &HeaderMap, body: &[u8]) -> bool {
+    matches!(
+        verify(source, headers, body, Utc::now()),
+        Err(SignatureError::Mismatch(_))
+    )
+}
+
+/// Rotation: a request signed with either configured Auth Token verifies; with a removed
+/// one it does not.
+#[test]
+fn twilio_takes_every_configured_secret() {
+    let body = b"MessageSid=SM1&MessageStatus=sent";
+    let rotating = source("twilio", &["token-new", "token-old"]);
+    for signer in ["token-new", "token-old"] {
+        let headers = twilio_signed(signer, body);
+        assert!(
+            verify(&rotating, &headers, body, Utc::now()).is_ok(),
+            "{signer}"
+        );
+        assert!(refused(
+            &source("twilio", &["token-newest"]),
+            &headers,
+            body
+        ));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    /// Twilio signs form *parameters*: any changed value, added or removed parameter, other
+    /// URL or flipped MAC bit is refused; the same parameters re-encoded in another order
+    /// verify, as with Twilio's own library.
+    #[test]
+    fn twilio_refuses_any_change_to_a_parameter_or_the_url(
+        params in prop::collection::btree_map("[A-Za-z][A-Za-z0-9]{0,7}", "\\PC{0,12}", 0..8),
+        index in any::<prop::sample::Index>(),
+        byte in any::<usize>(),
+        bit in any::<u8>(),
+    ) {
+        let params: Vec<(String, String)> = params.into_iter().collect();
+        let body = form(&params);
+        let headers = twilio_signed("auth-token", &body);
+        let source = source("twilio", &["auth-token"]);
+        prop_assert!(verify(&source, &headers, &body, Utc::now()).is_ok());
+        let reordered: Vec<_> = params.iter().rev().cloned().collect();
+        prop_assert!(verify(&source, &headers, &form(&reordered), Utc::now()).is_ok());
+
+        let mut added = params.clone();
+        added.push(("Zz".repeat(5), String::new()));
+        prop_assert!(refused(&source, &headers, &form(&added)));
+        if !params.is_empty() {
+            let at = index.index(params.len());
+            let mut changed = params.clone();
+            changed[at].1.push('x');
+            prop_assert!(refused(&source, &headers, &form(&changed)));
+            let mut removed = params.clone();
+            removed.remove(at);
+            prop_assert!(refused(&source, &headers, &form(&removed)));
+        }
+        let elsewhere = source_at("twilio", &["auth-token"], Some("https://example.com/webhooks/twilio2"));
+        prop_assert!(refused(&elsewhere, &headers, &body));
+
+        let mut pairs: Vec<(String, String)> = headers
+            .iter()
+            .map(|(n, v)| (n.as_str().to_owned(), v.to_str().expect("ASCII").to_owned()))
+            .collect();
+        let (_, value) = pairs.iter_mut().find(|(n, _)| n == "x-twilio-signature").expect("signature");
+        let mut mac = BASE64.decode(&*value).expect("base64");
+        let at = byte % mac.len();
+        mac[at] ^= 1 << (bit % 8);
+        *value = BASE64.encode(&mac);
+        prop_assert!(refused(&source, &header_map(&pairs), &body));
+    }
+
+    /// A JSON body is signed through its hash in the URL: any single byte change is refused.
+    #[test]
+    fn twilio_json_bodies_refuse_any_byte_change(
+        text in "\\PC{0,64}",
+        index in any::<prop::sample::Index>(),
+        flip in 1u8..=255,
+    ) {
+        let body = serde_json::to_vec(&serde_json::json!({ "text": text })).expect("JSON");
+        let headers = twilio_signed("auth-token", &body);
+        prop_assert_eq!(headers.get("content-type").map(|v| v.as_bytes()), Some(&b"application/json"[..]));
+        let source = source("twilio", &["auth-token"]);
+        prop_assert!(verify(&source, &headers, &body, Utc::now()).is_ok());
+        let mut changed = body.clone();
+        changed[index.index(body.len())] ^= flip;
+        prop_assert!(refused(&source, &headers, &changed));
+    }
+
+    #[test]
+    fn twilio_never_panics_and_never_verifies_arbitrary_headers(
+        values in prop::collection::vec(prop::collection::vec(32u8..=126, 0..160), 3),
+        body in prop::collection::vec(any::<u8>(), 0..128),
+    ) {
+        let source = source("twilio", &["auth-token"]);
+        let names = ["x-twilio-signature", "x-twilio-webhooks-signature-settings", "content-type"];
+        let mut map = HeaderMap::new();
+        for (name, value) in names.iter().zip(&values) {
+            if let Ok(value) = HeaderValue::from_bytes(value) {
+                map.insert(HeaderName::from_static(name), value);
+            }
+        }
+        prop_assert!(verify(&source, &map, &body, Utc::now()).is_err());
     }
 }

@@ -14,8 +14,8 @@ use crate::identity::{JsonPointer, Locator, Locators};
 use crate::ledger::FactRule;
 use crate::secret::Secret;
 use crate::signature::{
-    zoom_url_validation_token, Basic, Discord, Github, HeaderToken, HmacScheme, Paddle, Scheme,
-    Shopify, Slack, Square, Standard, Stripe, Verified, Zoom,
+    zoom_url_validation_token, Basic, Discord, Github, HeaderToken, HmacScheme, Paddle, PublicUrl,
+    Scheme, Shopify, Slack, Square, Standard, Stripe, Twilio, Verified, Zoom,
 };
 use std::time::Duration;
 
@@ -33,6 +33,8 @@ pub enum SchemeConfig {
     Discord,
     /// With the notification URL registered with Square.
     Square(Square),
+    /// With the URL Twilio calls.
+    Twilio(Twilio),
     Hmac(HmacScheme),
     /// HTTP Basic credentials: authenticates the sender only.
     Basic,
@@ -41,7 +43,7 @@ pub enum SchemeConfig {
 }
 
 /// The scheme names accepted in `sources[].scheme`.
-pub const SCHEME_NAMES: [&str; 12] = [
+pub const SCHEME_NAMES: [&str; 13] = [
     "stripe",
     "github",
     "standard",
@@ -51,6 +53,7 @@ pub const SCHEME_NAMES: [&str; 12] = [
     "zoom",
     "discord",
     "square",
+    "twilio",
     "hmac",
     "basic",
     "header_token",
@@ -76,6 +79,9 @@ pub const PADDLE_ONCE_PER_OBJECT_TYPES: [&str; 3] = [
     "subscription.created",
 ];
 
+/// The schemes that sign the URL the provider called, so need `public_url`.
+pub const PUBLIC_URL_SCHEMES: [&str; 2] = ["square", "twilio"];
+
 const fn days(n: u64) -> Duration {
     Duration::from_secs(n * 86_400)
 }
@@ -86,18 +92,25 @@ fn header(name: &str) -> Locator {
 
 impl SchemeConfig {
     /// The scheme named `name`; `hmac` needs its parameters, `header_token` its header,
-    /// `square` its notification URL.
+    /// `square` and `twilio` the URL they call.
     pub fn named(
         name: &str,
         hmac: Option<HmacScheme>,
         token_header: Option<HeaderToken>,
-        public_url: Option<Square>,
+        public_url: Option<PublicUrl>,
     ) -> Result<Self, String> {
-        if public_url.is_some() && name != "square" {
+        if public_url.is_some() && !PUBLIC_URL_SCHEMES.contains(&name) {
             return Err(format!(
-                "public_url applies only to scheme = \"square\", not {name}"
+                "public_url applies only to scheme = {}, not {name}",
+                PUBLIC_URL_SCHEMES.join(" or ")
             ));
         }
+        let public_url = public_url.ok_or_else(|| {
+            format!(
+                "the {name} scheme needs public_url = \"https://…\", the URL registered with \
+                 the provider, exactly as registered (it is signed)"
+            )
+        });
         if hmac.is_some() && name != "hmac" {
             return Err(format!(
                 "[sources.hmac] applies only to scheme = \"hmac\", not {name}"
@@ -117,10 +130,8 @@ impl SchemeConfig {
             "paddle" => Self::Paddle,
             "zoom" => Self::Zoom,
             "discord" => Self::Discord,
-            "square" => Self::Square(public_url.ok_or(
-                "the square scheme needs public_url = \"https://…\", the notification URL \
-                 registered with Square (it is signed)",
-            )?),
+            "square" => Self::Square(Square::new(public_url?)),
+            "twilio" => Self::Twilio(Twilio::new(public_url?)),
             "hmac" => Self::Hmac(
                 hmac.ok_or("the hmac scheme needs a [sources.hmac] table (header, encoding, …)")?,
             ),
@@ -149,6 +160,7 @@ impl SchemeConfig {
             Self::Zoom => "zoom",
             Self::Discord => "discord",
             Self::Square(_) => "square",
+            Self::Twilio(_) => "twilio",
             Self::Hmac(_) => "hmac",
             Self::Basic => "basic",
             Self::HeaderToken(_) => "header_token",
@@ -167,6 +179,7 @@ impl SchemeConfig {
             Self::Zoom => &Zoom,
             Self::Discord => &Discord,
             Self::Square(scheme) => scheme,
+            Self::Twilio(scheme) => scheme,
             Self::Hmac(scheme) => scheme,
             Self::Basic => &Basic,
             Self::HeaderToken(scheme) => scheme,
@@ -216,6 +229,16 @@ impl SchemeConfig {
                 Some(Locator::json("/type")),
                 None,
             ),
+            // Twilio sends no event id, and one message's status callbacks (queued, sent,
+            // delivered) share its MessageSid: the event is the body's digest (a retry
+            // resends the same body; the unsigned I-Twilio-Idempotency-Token is never the
+            // id); the fact is one status of one message, so the same status re-sent in
+            // another body (re-encoded, from a second callback) has no second effect.
+            Self::Twilio(_) => (
+                Locator::BodyDigest,
+                Some(Locator::Form("MessageStatus".to_owned())),
+                Some(Locator::Form("MessageSid".to_owned())),
+            ),
             Self::Hmac(_) | Self::Basic | Self::HeaderToken(_) => return None,
         };
         Some(Locators {
@@ -251,6 +274,11 @@ impl SchemeConfig {
             Self::Square(_) => Some((
                 days(4),
                 "Square retries unacknowledged notifications for up to 72 hours, with margin",
+            )),
+            Self::Twilio(_) => Some((
+                days(1),
+                "Twilio retries a failed connection at most 5 times within 15 seconds \
+                 (connection overrides rc, tt), Event Streams for up to 4 hours, with margin",
             )),
             Self::Zoom => Some((
                 days(1),
@@ -415,7 +443,7 @@ mod tests {
 
     #[test]
     fn scheme_names_round_trip() {
-        let configured = ["hmac", "header_token", "square"];
+        let configured = ["hmac", "header_token", "square", "twilio"];
         for name in SCHEME_NAMES.iter().filter(|n| !configured.contains(n)) {
             assert_eq!(
                 SchemeConfig::named(name, None, None, None).unwrap().name(),
@@ -436,13 +464,11 @@ mod tests {
             "header_token"
         );
         assert!(SchemeConfig::named("github", None, Some(token), None).is_err());
-        let url = Square::new("https://example.com/hook".to_owned()).unwrap();
-        assert_eq!(
-            SchemeConfig::named("square", None, None, Some(url.clone()))
-                .unwrap()
-                .name(),
-            "square"
-        );
+        let url = PublicUrl::parse("https://example.com/hook".to_owned()).unwrap();
+        for name in PUBLIC_URL_SCHEMES {
+            let scheme = SchemeConfig::named(name, None, None, Some(url.clone())).unwrap();
+            assert_eq!(scheme.name(), name);
+        }
         assert!(SchemeConfig::named("stripe", None, None, Some(url)).is_err());
         assert!(SchemeConfig::named("paypal", None, None, None).is_err());
     }

@@ -7,7 +7,7 @@ use crate::error::ConfigError;
 use crate::identity::{JsonPointer, Locator, Locators};
 use crate::ledger::FactRule;
 use crate::secret::Secret;
-use crate::signature::{Encoding, HeaderToken, HmacScheme, Square};
+use crate::signature::{Encoding, HeaderToken, HmacScheme, PublicUrl};
 use serde::Deserialize;
 use std::fmt;
 use std::time::Duration;
@@ -101,7 +101,7 @@ pub struct SourceFile {
     pub hmac: Option<HmacFile>,
     /// `header_token` sources: the header that carries the token.
     pub token_header: Option<String>,
-    /// `square` sources: the notification URL registered with Square (it is signed).
+    /// `square` and `twilio` sources: the URL registered with the provider (it is signed).
     pub public_url: Option<String>,
 }
 
@@ -162,7 +162,7 @@ impl SourceFile {
         let public_url = self
             .public_url
             .clone()
-            .map(Square::new)
+            .map(PublicUrl::parse)
             .transpose()
             .map_err(|m| ConfigError::new(key("public_url"), m))?;
         SchemeConfig::named(&self.scheme, hmac, token_header, public_url)

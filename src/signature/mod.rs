@@ -15,12 +15,14 @@ mod github;
 mod header_token;
 mod hmac;
 mod paddle;
+mod public_url;
 mod shopify;
 mod slack;
 mod square;
 mod standard;
 mod stripe;
 mod timestamped;
+mod twilio;
 mod zoom;
 
 pub use self::basic::Basic;
@@ -29,11 +31,13 @@ pub use self::github::Github;
 pub use self::header_token::HeaderToken;
 pub use self::hmac::{Encoding, HmacScheme};
 pub use self::paddle::Paddle;
+pub use self::public_url::PublicUrl;
 pub use self::shopify::Shopify;
 pub use self::slack::Slack;
 pub use self::square::Square;
 pub use self::standard::{signing_key as standard_signing_key, Standard};
 pub use self::stripe::Stripe;
+pub use self::twilio::Twilio;
 pub use self::zoom::{url_validation_token as zoom_url_validation_token, Zoom};
 
 use crate::error::{Problem, Reason};
@@ -207,12 +211,12 @@ pub trait Scheme: Sync + std::fmt::Debug {
 
 /// HMAC-SHA256 of the concatenated parts.
 fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
-    mac_over(key, parts).finalize().into_bytes().to_vec()
+    mac_of::<Hmac<Sha256>>(key, parts)
 }
 
 /// Whether `tag` is the HMAC-SHA256 of the parts, compared in constant time.
 fn hmac_matches(key: &[u8], parts: &[&[u8]], tag: &[u8]) -> bool {
-    mac_over(key, parts).verify_slice(tag).is_ok()
+    mac_matches::<Hmac<Sha256>>(key, parts, tag)
 }
 
 /// Whether any of `tags` is the HMAC-SHA256 of the parts under any of `keys`.
@@ -225,14 +229,42 @@ fn any_matches<'k>(
         .any(|key| tags.iter().any(|tag| hmac_matches(key, parts, tag)))
 }
 
-fn mac_over(key: &[u8], parts: &[&[u8]]) -> Hmac<Sha256> {
+/// The MAC `M` (an HMAC over some hash) of the concatenated parts.
+fn mac_of<M: Mac + KeyInit>(key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
+    mac_over::<M>(key, parts).finalize().into_bytes().to_vec()
+}
+
+/// Whether `tag` is the MAC `M` of the parts, compared in constant time.
+fn mac_matches<M: Mac + KeyInit>(key: &[u8], parts: &[&[u8]], tag: &[u8]) -> bool {
+    mac_over::<M>(key, parts).verify_slice(tag).is_ok()
+}
+
+fn mac_over<M: Mac + KeyInit>(key: &[u8], parts: &[&[u8]]) -> M {
     // HMAC accepts keys of any length; `new_from_slice` cannot fail for it.
-    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key)
+    let mut mac = <M as KeyInit>::new_from_slice(key)
         .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
     for part in parts {
         mac.update(part);
     }
     mac
+}
+
+/// The MAC in `header`: base64 of `len` bytes (`what` names it in the refusal).
+fn base64_tag(
+    request: &Unverified<'_>,
+    header: &str,
+    len: usize,
+    what: &str,
+) -> Result<Vec<u8>, SignatureError> {
+    use base64::Engine;
+    let value = request
+        .header(header)
+        .ok_or_else(|| SignatureError::Missing(header.to_owned()))?;
+    base64::engine::general_purpose::STANDARD
+        .decode(value.trim_ascii())
+        .ok()
+        .filter(|tag| tag.len() == len)
+        .ok_or_else(|| SignatureError::malformed(header, format!("not a base64 {what}")))
 }
 
 /// Parses a signed Unix timestamp header value.

@@ -16,3 +16,4 @@ mod providers;
 mod replay;
 mod retention;
 mod schemes;
+mod twilio;

@@ -54,7 +54,20 @@ pub enum Rule {
     /// The test's generic hmac source: `X-Acme-Signature: sha256=<hex>` over
     /// `"{ts}.{body}"`, `X-Acme-Timestamp`.
     Acme,
+    /// `Paddle-Signature: ts=<unix>;h1=<hex>[;h1=…]` over `"{ts}:{body}"`.
+    Paddle,
+    /// `x-zm-signature: v0=<hex>` over `"v0:{ts}:{body}"`, `x-zm-request-timestamp`.
+    Zoom,
+    /// `x-square-hmacsha256-signature: <base64>` over `"{public_url}{body}"`.
+    Square,
+    /// `Authorization: Basic <base64 of user:password>`, equal to a secret: no signature.
+    Basic,
+    /// The test's `header_token` source: `X-Webhook-Token` equal to a secret.
+    Token,
 }
+
+/// The header of the test's `header_token` source.
+pub const TOKEN_HEADER: &str = "x-webhook-token";
 
 /// Seconds either side of the tolerance edge where the server's clock and the oracle's
 /// may disagree.
@@ -67,6 +80,8 @@ pub struct OracleSource {
     pub rule: Rule,
     pub active: Vec<Vec<u8>>,
     pub tolerance: i64,
+    /// Square's notification URL (`public_url`), signed before the body; empty otherwise.
+    pub url: Vec<u8>,
 }
 
 impl Rule {
@@ -89,6 +104,25 @@ impl Rule {
             Rule::Slack => ("x-slack-signature", "v0=", true),
             Rule::Standard => ("webhook-signature", "", false),
             Rule::Acme => ("x-acme-signature", "sha256=", true),
+            Rule::Paddle => ("paddle-signature", "", true),
+            Rule::Zoom => ("x-zm-signature", "v0=", true),
+            Rule::Square => ("x-square-hmacsha256-signature", "", false),
+            Rule::Basic => ("authorization", "Basic ", false),
+            Rule::Token => (TOKEN_HEADER, "", false),
+        }
+    }
+
+    /// Whether the rule is a shared credential compared as is, not an HMAC.
+    pub fn is_token(self) -> bool {
+        matches!(self, Rule::Basic | Rule::Token)
+    }
+
+    /// Stripe's and Paddle's one header: (timestamp key, signature key, separator).
+    pub fn timestamped_items(self) -> Option<(&'static [u8], &'static [u8], u8)> {
+        match self {
+            Rule::Stripe => Some((b"t", b"v1", b',')),
+            Rule::Paddle => Some((b"ts", b"h1", b';')),
+            _ => None,
         }
     }
 
@@ -97,21 +131,33 @@ impl Rule {
             Rule::Slack => Some("x-slack-request-timestamp"),
             Rule::Acme => Some("x-acme-timestamp"),
             Rule::Standard => Some("webhook-timestamp"),
-            Rule::Stripe | Rule::Github | Rule::Shopify => None,
+            Rule::Zoom => Some("x-zm-request-timestamp"),
+            Rule::Stripe
+            | Rule::Paddle
+            | Rule::Github
+            | Rule::Shopify
+            | Rule::Square
+            | Rule::Basic
+            | Rule::Token => None,
         }
     }
 
     pub fn signs_timestamp(self) -> bool {
-        !matches!(self, Rule::Github | Rule::Shopify)
+        matches!(
+            self,
+            Rule::Stripe | Rule::Paddle | Rule::Slack | Rule::Zoom | Rule::Standard | Rule::Acme
+        )
     }
 
-    /// What is signed, from its parts.
+    /// What is signed, from its parts; `id` is Standard's `webhook-id` or Square's URL.
     pub fn content(self, timestamp: &[u8], id: &[u8], body: &[u8]) -> Vec<u8> {
         let parts: Vec<&[u8]> = match self {
             Rule::Stripe | Rule::Acme => vec![timestamp, b".", body],
-            Rule::Github | Rule::Shopify => vec![body],
-            Rule::Slack => vec![b"v0:", timestamp, b":", body],
+            Rule::Paddle => vec![timestamp, b":", body],
+            Rule::Github | Rule::Shopify | Rule::Basic | Rule::Token => vec![body],
+            Rule::Slack | Rule::Zoom => vec![b"v0:", timestamp, b":", body],
             Rule::Standard => vec![id, b".", timestamp, b".", body],
+            Rule::Square => vec![id, body],
         };
         parts.concat()
     }
@@ -120,10 +166,14 @@ impl Rule {
     pub fn signature_value(self, tag: &[u8], timestamp: &[u8]) -> Vec<u8> {
         match self {
             Rule::Stripe => [b"t=", timestamp, b",v1=", hex::encode(tag).as_bytes()].concat(),
+            Rule::Paddle => [b"ts=", timestamp, b";h1=", hex::encode(tag).as_bytes()].concat(),
             Rule::Github | Rule::Acme => format!("sha256={}", hex::encode(tag)).into_bytes(),
-            Rule::Slack => format!("v0={}", hex::encode(tag)).into_bytes(),
-            Rule::Shopify => STANDARD.encode(tag).into_bytes(),
+            Rule::Slack | Rule::Zoom => format!("v0={}", hex::encode(tag)).into_bytes(),
+            Rule::Shopify | Rule::Square => STANDARD.encode(tag).into_bytes(),
             Rule::Standard => format!("v1,{}", STANDARD.encode(tag)).into_bytes(),
+            // The credential itself, as the sender writes it.
+            Rule::Basic => format!("Basic {}", STANDARD.encode(tag)).into_bytes(),
+            Rule::Token => tag.to_vec(),
         }
     }
 }
@@ -198,6 +248,9 @@ impl OracleSource {
             })
             .collect();
         let headers = &headers;
+        if self.rule.is_token() {
+            return self.judge_token(headers);
+        }
         let lenient = self.lenient_matches(headers, body, now);
         if lenient.is_empty() {
             return Judgement {
@@ -213,6 +266,50 @@ impl OracleSource {
             verdict,
             signed_ids: lenient,
         }
+    }
+
+    /// A shared credential: `Valid` when the one header is exactly an active credential as
+    /// the sender writes it; `Invalid` when no value of the header, however read, is one.
+    fn judge_token(&self, headers: &Headers) -> Judgement {
+        let (name, _, _) = self.rule.signature_header();
+        let found = values(headers, name);
+        let any = found
+            .iter()
+            .flat_map(|value| self.credential_candidates(value))
+            .any(|candidate| self.active.contains(&candidate));
+        let exact = found.len() == 1
+            && printable(found[0])
+            && self
+                .active
+                .iter()
+                .any(|key| self.rule.signature_value(key, b"") == found[0]);
+        let verdict = match (any, exact) {
+            (_, true) => Verdict::Valid,
+            (true, false) => Verdict::Either,
+            (false, false) => Verdict::Invalid,
+        };
+        Judgement {
+            verdict,
+            signed_ids: if any {
+                HashSet::from([Vec::new()])
+            } else {
+                HashSet::new()
+            },
+        }
+    }
+
+    /// Every credential a header value could be read as: the value, trimmed or not;
+    /// for Basic, what follows `basic` in any case, decoded as base64 however padded.
+    fn credential_candidates(&self, value: &[u8]) -> Vec<Vec<u8>> {
+        let trimmed = value.trim_ascii();
+        if self.rule == Rule::Token {
+            return vec![value.to_vec(), trimmed.to_vec()];
+        }
+        let rest = match trimmed.split_at_checked(5) {
+            Some((scheme, rest)) if scheme.eq_ignore_ascii_case(b"basic") => rest.trim_ascii(),
+            _ => return Vec::new(),
+        };
+        lenient_base64().decode(rest).into_iter().collect()
     }
 
     /// Whether an active key signs the reading, with its timestamp within the tolerance
@@ -247,11 +344,12 @@ impl OracleSource {
             }
         };
         match self.rule {
-            Rule::Stripe => {
+            Rule::Stripe | Rule::Paddle => {
+                let (t_key, v_key, separator) = self.rule.timestamped_items()?;
                 let value = single(sig_name)?;
                 let mut timestamp = None;
                 let mut tags = Vec::new();
-                for item in value.split(|b| *b == b',') {
+                for item in value.split(|b| *b == separator) {
                     let at = item.iter().position(|b| *b == b'=')?;
                     let (key, text) = (&item[..at], &item[at + 1..]);
                     let key_ok = !key.is_empty()
@@ -261,11 +359,13 @@ impl OracleSource {
                     if !key_ok || text.is_empty() || !text.iter().all(u8::is_ascii_alphanumeric) {
                         return None;
                     }
-                    match key {
-                        b"t" if timestamp.is_none() => timestamp = Some(text.to_vec()),
-                        b"t" => return None,
-                        b"v1" => tags.push(decode(text)?),
-                        _ => {}
+                    if key == t_key {
+                        if timestamp.is_some() {
+                            return None;
+                        }
+                        timestamp = Some(text.to_vec());
+                    } else if key == v_key {
+                        tags.push(decode(text)?);
                     }
                 }
                 let timestamp = timestamp?;
@@ -277,7 +377,7 @@ impl OracleSource {
                     tags,
                 })
             }
-            Rule::Github | Rule::Shopify | Rule::Slack | Rule::Acme => {
+            Rule::Github | Rule::Shopify | Rule::Slack | Rule::Acme | Rule::Zoom | Rule::Square => {
                 let signature = single(sig_name)?;
                 let tag = decode(signature.strip_prefix(prefix.as_bytes())?)?;
                 let (timestamp, value) = match self.rule.timestamp_header() {
@@ -291,10 +391,11 @@ impl OracleSource {
                 Some(Reading {
                     timestamp,
                     value,
-                    id: Vec::new(),
+                    id: self.url.clone(),
                     tags: vec![tag],
                 })
             }
+            Rule::Basic | Rule::Token => None,
             Rule::Standard => {
                 // One family of names, each header once.
                 let family = ["webhook-", "svix-"]
@@ -357,9 +458,9 @@ impl OracleSource {
                 ids.push(value.trim_ascii().to_vec());
             }
         } else {
-            ids.push(Vec::new());
+            ids.push(self.url.clone());
         }
-        if self.rule == Rule::Stripe {
+        if self.rule.timestamped_items().is_some() {
             timestamp_values = signature_values.clone();
         }
         let tags: Vec<Vec<u8>> = signature_values
@@ -399,12 +500,7 @@ impl OracleSource {
 /// Every 32-byte value written in hex (any case) or base64 (padded or not, trailing bits
 /// or not) anywhere in `value`.
 fn tag_candidates(value: &[u8]) -> Vec<Vec<u8>> {
-    let lenient = GeneralPurpose::new(
-        &alphabet::STANDARD,
-        GeneralPurposeConfig::new()
-            .with_decode_allow_trailing_bits(true)
-            .with_decode_padding_mode(DecodePaddingMode::Indifferent),
-    );
+    let lenient = lenient_base64();
     let mut tags = Vec::new();
     for start in 0..value.len() {
         if let Some(window) = value.get(start..start + 64) {
@@ -425,6 +521,16 @@ fn tag_candidates(value: &[u8]) -> Vec<Vec<u8>> {
         }
     }
     tags
+}
+
+/// Base64 decoding that takes padding or none and ignores trailing bits.
+fn lenient_base64() -> GeneralPurpose {
+    GeneralPurpose::new(
+        &alphabet::STANDARD,
+        GeneralPurposeConfig::new()
+            .with_decode_allow_trailing_bits(true)
+            .with_decode_padding_mode(DecodePaddingMode::Indifferent),
+    )
 }
 
 /// Every way a timestamp could be read from `value`: the whole value (as is, and

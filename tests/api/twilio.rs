@@ -1,0 +1,159 @@
+//! Twilio end to end over HTTP on both backends: a status callback signed over the
+//! registered URL and its sorted form parameters is accepted, its duplicate answered from
+//! the store, a tampered one or one signed for another URL refused; each status of a
+//! message is one fact; a JSON body is signed through its hash in the URL.
+
+use crate::helpers::{spawn_app_with, Backend, TestApp, TestOptions, NO_HEADERS};
+use crate::on_both_backends;
+use inlet::provider::SchemeConfig;
+use inlet::signature::PublicUrl;
+use sha2::{Digest, Sha256};
+
+on_both_backends!(
+    twilio_accepts_replays_and_refuses_tampering,
+    twilio_each_status_of_a_message_is_one_fact,
+    twilio_json_bodies_are_signed_through_their_hash,
+);
+
+const AUTH_TOKEN: &str = "twilio-auth-token-current";
+const OLD_AUTH_TOKEN: &str = "twilio-auth-token-rotating-out";
+/// The URL registered with Twilio: a proxy's, not the test server's.
+const TWILIO_URL: &str = "https://hooks.example.com/twilio/status?tenant=acme";
+
+async fn spawn_with_twilio(backend: Backend) -> TestApp {
+    let options = TestOptions {
+        extra_sources: format!(
+            "\n[[sources]]\nname = \"twilio\"\nscheme = \"twilio\"\n\
+             secrets = [\"{AUTH_TOKEN}\", \"{OLD_AUTH_TOKEN}\"]\npublic_url = \"{TWILIO_URL}\"\n"
+        ),
+        ..Default::default()
+    };
+    spawn_app_with(backend, options).await
+}
+
+/// A message status callback as Twilio posts it (its own parameter order).
+fn status_callback(message_sid: &str, status: &str) -> Vec<u8> {
+    form(&[
+        ("SmsSid", message_sid),
+        ("SmsStatus", status),
+        ("MessageStatus", status),
+        ("To", "+15558675310"),
+        ("MessageSid", message_sid),
+        ("AccountSid", "AC0123456789abcdef0123456789abcdef"),
+        ("From", "+15017122661"),
+        ("ApiVersion", "2010-04-01"),
+    ])
+}
+
+fn form(pairs: &[(&str, &str)]) -> Vec<u8> {
+    let mut serializer = form_urlencoded::Serializer::new(String::new());
+    serializer.extend_pairs(pairs);
+    serializer.finish().into_bytes()
+}
+
+fn sign(app: &TestApp, body: &[u8], token: &str) -> Vec<(String, String)> {
+    app.sign_for("twilio", body, "", Some(token))
+}
+
+/// Signed as Twilio would for a webhook registered at `url` instead.
+fn sign_for_url(app: &TestApp, body: &[u8], url: &str) -> Vec<(String, String)> {
+    let mut source = app.settings.source("twilio").expect("a source").clone();
+    let url = PublicUrl::parse(url.to_owned()).expect("a URL");
+    source.scheme = SchemeConfig::named("twilio", None, None, Some(url)).expect("twilio");
+    let event = inlet::signature::EventToSign {
+        id: String::new(),
+        event_type: String::new(),
+    };
+    inlet::cli::signed_headers_for(&source, body, app.now(), &event)
+}
+
+async fn twilio_accepts_replays_and_refuses_tampering(backend: Backend) {
+    let app = spawn_with_twilio(backend).await;
+    let body = status_callback("SM0001", "sent");
+    let headers = sign(&app, &body, AUTH_TOKEN);
+    let first = app.post_webhook("twilio", &body, &headers).await;
+    first.assert_status(200);
+    assert_eq!(first.json()["outcome"], "accepted");
+    assert_eq!(
+        first.json()["event_id"],
+        hex::encode(Sha256::digest(&body)),
+        "Twilio sends no event id: the event is its body"
+    );
+    let again = app
+        .post_webhook("twilio", &body, &sign(&app, &body, OLD_AUTH_TOKEN))
+        .await;
+    assert!(again.replayed());
+    assert_eq!(again.body, first.body);
+
+    let tampered = status_callback("SM0001", "delivered");
+    app.post_webhook("twilio", &tampered, &headers)
+        .await
+        .assert_problem(401, "bad_signature");
+    let removed = sign(&app, &body, "twilio-auth-token-removed");
+    app.post_webhook("twilio", &body, &removed)
+        .await
+        .assert_problem(401, "bad_signature");
+    let own_url = format!("{}/webhooks/twilio", app.address);
+    app.post_webhook("twilio", &body, &sign_for_url(&app, &body, &own_url))
+        .await
+        .assert_problem(401, "bad_signature");
+    app.post_webhook("twilio", &body, NO_HEADERS)
+        .await
+        .assert_problem(400, "missing_signature");
+    app.post_webhook("twilio", &body, &[("X-Twilio-Signature", "not base64!")])
+        .await
+        .assert_problem(400, "malformed_signature");
+    assert_eq!(app.count_events().await, 1);
+}
+
+/// queued, sent and delivered of one message are three facts; the same status in another
+/// body (the parameters re-encoded, which Twilio's signature allows) has no second effect.
+async fn twilio_each_status_of_a_message_is_one_fact(backend: Backend) {
+    let app = spawn_with_twilio(backend).await;
+    for status in ["queued", "sent", "delivered"] {
+        let body = status_callback("SM0002", status);
+        let reply = app
+            .post_webhook("twilio", &body, &sign(&app, &body, AUTH_TOKEN))
+            .await;
+        assert_eq!(reply.json()["outcome"], "accepted", "{status}");
+    }
+    let delivered = status_callback("SM0002", "delivered");
+    let first_id = hex::encode(Sha256::digest(&delivered));
+    let reordered = form(&[
+        ("ApiVersion", "2010-04-01"),
+        ("From", "+15017122661"),
+        ("AccountSid", "AC0123456789abcdef0123456789abcdef"),
+        ("MessageSid", "SM0002"),
+        ("To", "+15558675310"),
+        ("MessageStatus", "delivered"),
+        ("SmsStatus", "delivered"),
+        ("SmsSid", "SM0002"),
+    ]);
+    let headers = sign(&app, &delivered, AUTH_TOKEN);
+    let reply = app.post_webhook("twilio", &reordered, &headers).await;
+    reply.assert_status(200);
+    assert_eq!(reply.json()["outcome"], "duplicate_fact");
+    assert_eq!(
+        app.facts_of("delivered").await,
+        [("SM0002".to_owned(), first_id)]
+    );
+    assert_eq!(app.count_facts().await, 3);
+}
+
+async fn twilio_json_bodies_are_signed_through_their_hash(backend: Backend) {
+    let app = spawn_with_twilio(backend).await;
+    let body = br#"{"type":"com.twilio.messaging.message.delivered","data":{"messageSid":"SM3"}}"#;
+    let headers = sign(&app, body, AUTH_TOKEN);
+    assert!(headers
+        .iter()
+        .any(|(n, v)| n == "Content-Type" && v == "application/json"));
+    let first = app.post_webhook("twilio", body, &headers).await;
+    assert_eq!(first.json()["outcome"], "accepted");
+    let again = app.post_webhook("twilio", body, &headers).await;
+    assert!(again.replayed());
+    let tampered =
+        br#"{"type":"com.twilio.messaging.message.delivered","data":{"messageSid":"SM4"}}"#;
+    app.post_webhook("twilio", tampered, &headers)
+        .await
+        .assert_problem(401, "bad_signature");
+}
