@@ -208,6 +208,7 @@ pub fn show_event(
             events::response_status,
             events::response_content_type,
             events::response_body,
+            events::headers,
         ))
         .first::<(
             EventSummary,
@@ -216,9 +217,10 @@ pub fn show_event(
             Option<i32>,
             Option<String>,
             Option<Vec<u8>>,
+            Option<String>,
         )>(conn)
         .optional()?;
-    let Some((summary, fingerprint, payload, status, content_type, body)) = row else {
+    let Some((summary, fingerprint, payload, status, content_type, body, headers)) = row else {
         let fact = facts::table
             .filter(facts::source.eq(source))
             .filter(facts::first_event_id.eq(event_id))
@@ -246,6 +248,7 @@ pub fn show_event(
     Ok(Some(Ok(json!({
         "event": summary,
         "fingerprint": fingerprint,
+        "headers": headers.and_then(|h| serde_json::from_str::<Value>(&h).ok()),
         "payload": bytes_json(&payload),
         "response": {
             "status": status,
