@@ -90,6 +90,9 @@ impl DeliveryFilter {
     }
 }
 
+/// The backend of either database, for boxed queries.
+pub type Backend = <DbConnection as diesel::Connection>::Backend;
+
 /// One page of events in id order after `cursor`. Ids only grow, so paging never shows a
 /// row twice, and every row committed before the first page is on some page.
 pub fn list_events(
@@ -106,6 +109,14 @@ pub fn list_events(
     if let Some(cursor) = cursor {
         query = query.filter(events::id.gt(cursor));
     }
+    filter_events(query, filter).load(conn)
+}
+
+/// `query` narrowed to the events `filter` names.
+pub fn filter_events<'a, ST: 'a>(
+    mut query: events::BoxedQuery<'a, Backend, ST>,
+    filter: &EventFilter,
+) -> events::BoxedQuery<'a, Backend, ST> {
     if let Some(source) = &filter.source {
         query = query.filter(events::source.eq(source.clone()));
     }
@@ -121,7 +132,7 @@ pub fn list_events(
     if let Some(until) = filter.until {
         query = query.filter(events::received_at.lt(until.naive_utc()));
     }
-    query.load(conn)
+    query
 }
 
 /// Bytes as JSON: text when they are UTF-8, base64 otherwise.
@@ -179,6 +190,14 @@ pub fn list_deliveries(
     if let Some(cursor) = cursor {
         query = query.filter(deliveries::id.gt(cursor));
     }
+    filter_deliveries(query, filter).load(conn)
+}
+
+/// `query` narrowed to the deliveries `filter` names.
+pub fn filter_deliveries<'a, ST: 'a>(
+    mut query: deliveries::BoxedQuery<'a, Backend, ST>,
+    filter: &DeliveryFilter,
+) -> deliveries::BoxedQuery<'a, Backend, ST> {
     if let Some(status) = &filter.status {
         query = query.filter(deliveries::status.eq(status.clone()));
     }
@@ -188,7 +207,7 @@ pub fn list_deliveries(
     if let Some(destination) = &filter.destination {
         query = query.filter(deliveries::destination.eq(destination.clone()));
     }
-    query.load(conn)
+    query
 }
 
 /// Everything about one event, or `None` when it is unknown. `Some(Err(fact))` when its
