@@ -311,7 +311,7 @@ mod tests {
     }
 }
 
-/// Webhooks per minute by source and outcome over the last day, in this process: the
+/// Webhooks per minute by source and outcome over the last day, in this instance: the
 /// console's overview reads it (the Prometheus counters hold the same totals, without the
 /// time axis). Rejections are never stored, so this is the only record of them by time.
 #[derive(Debug, Default)]
@@ -327,12 +327,6 @@ pub type TrafficCounts = std::collections::BTreeMap<(String, &'static str), u64>
 pub const TRAFFIC_MINUTES: i64 = 24 * 60;
 
 impl Traffic {
-    /// The process's record.
-    pub fn global() -> &'static Traffic {
-        static TRAFFIC: OnceLock<Traffic> = OnceLock::new();
-        TRAFFIC.get_or_init(Traffic::default)
-    }
-
     /// Counts one webhook answered at Unix second `at`.
     pub fn record(&self, source: &str, outcome: &'static str, at: i64) {
         let minute = at.div_euclid(60);

@@ -126,6 +126,8 @@ impl Application {
             checkpointer,
             dispatcher_waker,
             sweeper: sweeper_health,
+            traffic: Default::default(),
+            sign_in: Default::default(),
         });
         let console = &state.settings.console;
         // The console is on the main listener unless it has a listener of its own.

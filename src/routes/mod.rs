@@ -92,11 +92,9 @@ pub async fn no_route(request: HttpRequest, state: web::Data<AppState>) -> HttpR
         span.record("outcome", reason);
         metrics::counter!("inlet_webhooks_total", "source" => source.to_owned(), "outcome" => reason)
             .increment(1);
-        crate::observability::Traffic::global().record(
-            source,
-            reason,
-            state.clock.now().timestamp(),
-        );
+        state
+            .traffic
+            .record(source, reason, state.clock.now().timestamp());
         tracing::warn!(%source, reason, detail = %problem.detail, method = %request.method(), "webhook rejected");
     }
     let mut response = problem.error_response();

@@ -8,7 +8,7 @@ use crate::idempotency::{Answer, REPLAYED_HEADER};
 use crate::identity::Identity;
 use crate::ingest::{fingerprint, Claim, Outcome};
 use crate::ledger::{FactIdentity, BODY_KIND};
-use crate::observability::{RequestId, Traffic};
+use crate::observability::RequestId;
 use crate::signature::{Keys, Unverified};
 use crate::state::AppState;
 use actix_web::http::header::{self, HeaderValue};
@@ -37,7 +37,9 @@ pub async fn receive_webhook(
     };
     metrics::counter!("inlet_webhooks_total", "source" => source_label.clone(), "outcome" => outcome)
         .increment(1);
-    Traffic::global().record(&source_label, outcome, state.clock.now().timestamp());
+    state
+        .traffic
+        .record(&source_label, outcome, state.clock.now().timestamp());
     match result {
         Ok((outcome, event_id, answer)) => {
             span.record("event_id", event_id.as_str());

@@ -3,6 +3,7 @@
 
 mod availability;
 mod cli;
+mod console;
 mod delivery;
 mod groups;
 mod helpers;

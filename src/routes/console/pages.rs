@@ -6,7 +6,7 @@ use super::view::{self, badge, csrf_field, event_link, layout, page_response, ti
 use super::ConsoleError;
 use crate::db::DbConnection;
 use crate::delivery::{DEAD, DELIVERED, DISCARDED, IN_PROGRESS, PENDING};
-use crate::observability::{Traffic, TrafficCounts};
+use crate::observability::TrafficCounts;
 use crate::operator::actions::{self, DeliveryFilter, EventFilter};
 use crate::operator::views::{self, EventSearch, StoredOutcome};
 use crate::state::AppState;
@@ -46,7 +46,7 @@ pub async fn overview(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ConsoleError> {
     let now = state.clock.now();
-    let traffic = Traffic::global().since(now.timestamp() - 86_400);
+    let traffic = state.traffic.since(now.timestamp() - 86_400);
     let backlog = read(&state, views::backlog).await?;
     let body = html! {
         section.card {
@@ -186,7 +186,7 @@ pub async fn events(
         @if rows.is_empty() {
             p.empty { "No events match." }
         } @else {
-            table.events {
+            div.scroll { table.events {
                 thead { tr { th { "Received" } th { "Source" } th { "Event" } th { "Type" } th { "Outcome" } th { "Fact" } } }
                 tbody {
                     @for row in &rows {
@@ -201,7 +201,7 @@ pub async fn events(
                         }
                     }
                 }
-            }
+            } }
         }
         @if let Some(older) = older {
             p.pager { a href=(pager_href("/events", &q, older)) { "Older →" } }
@@ -462,7 +462,7 @@ fn deliveries_table(selectable: Option<&Session>, deliveries: &Value) -> Markup 
         @if rows.is_empty() {
             p.empty { "No deliveries." }
         } @else {
-            table.deliveries {
+            div.scroll { table.deliveries {
                 thead { tr {
                     @if selectable.is_some() { th { span.sr { "Select" } } }
                     th { "Id" } th { "Event" } th { "Destination" } th { "Status" } th.num { "Attempts" }
@@ -489,7 +489,7 @@ fn deliveries_table(selectable: Option<&Session>, deliveries: &Value) -> Markup 
                         }
                     }
                 }
-            }
+            } }
         }
     }
 }

@@ -167,43 +167,43 @@ fn safe_next(next: &str) -> &str {
     }
 }
 
-/// Consecutive failed sign-ins in this process, and when the next attempt may be made.
+/// Consecutive failed sign-ins on this instance, and when the next attempt may be made.
+#[derive(Debug, Default)]
+pub struct SignInGuard(Mutex<Failures>);
+
+#[derive(Debug, Default)]
 struct Failures {
     count: u32,
     wait_until: Option<Instant>,
 }
 
-static FAILURES: Mutex<Failures> = Mutex::new(Failures {
-    count: 0,
-    wait_until: None,
-});
+impl SignInGuard {
+    /// How long until a sign-in may be tried again, when attempts must wait.
+    fn wait_left(&self) -> Option<Duration> {
+        let failures = self.0.lock().ok()?;
+        failures
+            .wait_until
+            .and_then(|until| until.checked_duration_since(Instant::now()))
+            .filter(|left| !left.is_zero())
+    }
 
-/// How long until a sign-in may be tried again, when the console is making attempts wait.
-fn wait_left() -> Option<Duration> {
-    let failures = FAILURES.lock().ok()?;
-    failures
-        .wait_until
-        .and_then(|until| until.checked_duration_since(Instant::now()))
-        .filter(|left| !left.is_zero())
-}
-
-/// Counts a failure; after [`FREE_FAILURES`] each one doubles the wait, up to
-/// [`MAX_LOCKOUT`].
-fn record_failure() {
-    if let Ok(mut failures) = FAILURES.lock() {
-        failures.count = failures.count.saturating_add(1);
-        if failures.count > FREE_FAILURES {
-            let doublings = (failures.count - FREE_FAILURES - 1).min(5);
-            let wait = Duration::from_secs(1 << doublings).min(MAX_LOCKOUT);
-            failures.wait_until = Some(Instant::now() + wait);
+    /// Counts a failure; after [`FREE_FAILURES`] each one doubles the wait, up to
+    /// [`MAX_LOCKOUT`].
+    fn failed(&self) {
+        if let Ok(mut failures) = self.0.lock() {
+            failures.count = failures.count.saturating_add(1);
+            if failures.count > FREE_FAILURES {
+                let doublings = (failures.count - FREE_FAILURES - 1).min(5);
+                let wait = Duration::from_secs(1 << doublings).min(MAX_LOCKOUT);
+                failures.wait_until = Some(Instant::now() + wait);
+            }
         }
     }
-}
 
-fn record_success() {
-    if let Ok(mut failures) = FAILURES.lock() {
-        failures.count = 0;
-        failures.wait_until = None;
+    fn succeeded(&self) {
+        if let Ok(mut failures) = self.0.lock() {
+            *failures = Failures::default();
+        }
     }
 }
 
@@ -234,7 +234,7 @@ pub async fn login(
         .ok_or(ConsoleError::Disabled)?;
     let fields = form_fields(&body);
     let next = safe_next(super::field(&fields, "next").unwrap_or(PATH)).to_owned();
-    if let Some(left) = wait_left() {
+    if let Some(left) = state.sign_in.wait_left() {
         refused_sign_in("waiting", &request);
         let message = format!(
             "Too many wrong tokens in a row. Try again in {} s.",
@@ -244,12 +244,12 @@ pub async fn login(
     }
     let given = super::field(&fields, "token").unwrap_or_default();
     if !secrets_equal(given.trim().as_bytes(), token.expose().as_bytes()) {
-        record_failure();
+        state.sign_in.failed();
         refused_sign_in("wrong_token", &request);
         let message = "That is not the operator token.";
         return Ok(view::page_response(401, view::login(&next, Some(message))));
     }
-    record_success();
+    state.sign_in.succeeded();
     metrics::counter!("inlet_console_signins_total", "result" => "success").increment(1);
     tracing::info!(peer = ?request.peer_addr(), "console sign-in");
     let settings = &state.settings.console;
