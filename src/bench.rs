@@ -294,6 +294,7 @@ fn ceiling_transaction(
         fingerprint: fingerprint.to_owned(),
         payload: payload.clone(),
         content_type: "application/json".to_owned(),
+        headers: "[]".to_owned(),
         received_at: now,
         expires_at: now + chrono::Duration::days(35),
         destinations: vec![("app".to_owned(), now + chrono::Duration::days(3))],

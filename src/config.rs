@@ -21,7 +21,7 @@ use crate::delivery::{
     validate_destinations, DeliveryFile, DeliverySettings, DestinationFile, Destinations,
 };
 use crate::duration::span;
-use crate::operator::{OperatorFile, OperatorSettings};
+use crate::operator::{ConsoleFile, ConsoleSettings, OperatorFile, OperatorSettings};
 use crate::provider::{FactRuleFile, HmacFile, SourceFile, SourceSettings};
 use crate::retention::{AuditLine, RetentionFile, RetentionSettings};
 use figment::providers::{Env, Format, Toml};
@@ -58,6 +58,8 @@ struct RawSettings {
     delivery: DeliveryFile,
     #[serde(default)]
     operator: OperatorFile,
+    #[serde(default)]
+    console: ConsoleFile,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -125,6 +127,7 @@ pub struct Settings {
     pub retention: RetentionSettings,
     pub delivery: DeliverySettings,
     pub operator: OperatorSettings,
+    pub console: ConsoleSettings,
 }
 
 #[derive(Debug, Clone)]
@@ -226,6 +229,7 @@ impl Settings {
         let database = raw.database.validate()?;
         let delivery = raw.delivery.validate()?;
         let (sources, destinations) = validate_sources(raw.sources, &delivery)?;
+        let operator = raw.operator.validate()?;
         let horizons = sources
             .iter()
             .map(|source| AuditLine {
@@ -241,7 +245,8 @@ impl Settings {
             destinations,
             retention: raw.retention.validate(horizons)?,
             delivery,
-            operator: raw.operator.validate()?,
+            console: raw.console.validate(&operator)?,
+            operator,
         })
     }
 

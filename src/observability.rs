@@ -310,3 +310,56 @@ mod tests {
         assert!(!colour_logs(false, Some(OsStr::new("1"))));
     }
 }
+
+/// Webhooks per minute by source and outcome over the last day, in this instance: the
+/// console's overview reads it (the Prometheus counters hold the same totals, without the
+/// time axis). Rejections are never stored, so this is the only record of them by time.
+#[derive(Debug, Default)]
+pub struct Traffic {
+    /// Oldest first: (Unix minute, counts by (source, outcome)).
+    minutes: std::sync::Mutex<std::collections::VecDeque<(i64, TrafficCounts)>>,
+}
+
+/// Counts by (source, outcome).
+pub type TrafficCounts = std::collections::BTreeMap<(String, &'static str), u64>;
+
+/// Minutes of traffic kept.
+pub const TRAFFIC_MINUTES: i64 = 24 * 60;
+
+impl Traffic {
+    /// Counts one webhook answered at Unix second `at`.
+    pub fn record(&self, source: &str, outcome: &'static str, at: i64) {
+        let minute = at.div_euclid(60);
+        let Ok(mut minutes) = self.minutes.lock() else {
+            return;
+        };
+        if minutes.back().is_none_or(|(last, _)| *last < minute) {
+            minutes.push_back((minute, TrafficCounts::new()));
+        }
+        while minutes
+            .front()
+            .is_some_and(|(first, _)| *first <= minute - TRAFFIC_MINUTES)
+        {
+            minutes.pop_front();
+        }
+        // A clock that stepped back counts into the newest minute.
+        if let Some((_, counts)) = minutes.back_mut() {
+            *counts.entry((source.to_owned(), outcome)).or_default() += 1;
+        }
+    }
+
+    /// Every recorded minute from Unix second `since` on, oldest first.
+    pub fn since(&self, since: i64) -> Vec<(i64, TrafficCounts)> {
+        let first = since.div_euclid(60);
+        self.minutes.lock().map_or_else(
+            |_| Vec::new(),
+            |minutes| {
+                minutes
+                    .iter()
+                    .filter(|(minute, _)| *minute >= first)
+                    .cloned()
+                    .collect()
+            },
+        )
+    }
+}

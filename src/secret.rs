@@ -49,15 +49,23 @@ impl fmt::Debug for Secret {
 /// which HMAC would pad or hash. For bearer tokens.
 pub fn secrets_equal(given: &[u8], expected: &[u8]) -> bool {
     const KEY: &[u8] = b"inlet secret comparison";
-    let mac = |value: &[u8]| {
-        // HMAC takes keys of any length: `new_from_slice` cannot fail.
-        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(KEY)
-            .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
-        mac.update(value);
-        mac
-    };
-    let tag = mac(expected).finalize().into_bytes();
-    mac(given).verify_slice(&tag).is_ok()
+    let tag = keyed_mac(KEY, &[expected]).finalize().into_bytes();
+    keyed_mac(KEY, &[given]).verify_slice(&tag).is_ok()
+}
+
+/// HMAC-SHA256 of the concatenated parts under `key` (signed cookies, derived keys).
+pub fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
+    keyed_mac(key, parts).finalize().into_bytes().into()
+}
+
+fn keyed_mac(key: &[u8], parts: &[&[u8]]) -> Hmac<Sha256> {
+    // HMAC takes keys of any length: `new_from_slice` cannot fail.
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key)
+        .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+    for part in parts {
+        mac.update(part);
+    }
+    mac
 }
 
 #[cfg(test)]

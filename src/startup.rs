@@ -38,6 +38,8 @@ impl Default for Hooks {
 /// A bound, migrated, ready-to-run Inlet.
 pub struct Application {
     port: u16,
+    /// The console's own listener's port, when `console.bind` gives it one.
+    console_port: Option<u16>,
     server: Server,
     /// Stops the background tasks (dispatcher, sweeper); dropping it stops them too.
     stop_background: watch::Sender<bool>,
@@ -108,8 +110,9 @@ impl Application {
                 settings.retention.clone(),
             ));
             sweeper_health = Some(sweeper.health());
-            background.push(tokio::spawn(sweeper.run(stopped)));
+            background.push(tokio::spawn(sweeper.run(stopped.clone())));
         }
+        let stopped_console = stopped;
         let checkpointer = db::Checkpointer::start(&settings.database)
             .context("cannot start the checkpoint thread")?;
         let committer = Committer::start(pool.clone(), hooks.faults.clone(), &settings.database)
@@ -123,12 +126,23 @@ impl Application {
             checkpointer,
             dispatcher_waker,
             sweeper: sweeper_health,
+            traffic: Default::default(),
+            sign_in: Default::default(),
         });
+        let console = &state.settings.console;
+        // The console is on the main listener unless it has a listener of its own.
+        let console_on_main = console.enabled && console.bind.is_none();
+        let main_state = state.clone();
         let mut server = HttpServer::new(move || {
             App::new()
-                .app_data(state.clone())
+                .app_data(main_state.clone())
                 .wrap(actix_web::middleware::from_fn(observe))
                 .configure(register_routes)
+                .configure(|config| {
+                    if console_on_main {
+                        crate::routes::console::register(config);
+                    }
+                })
                 .default_service(web::to(crate::routes::no_route))
         })
         .shutdown_timeout(grace.as_secs())
@@ -137,8 +151,17 @@ impl Application {
         if let Some(workers) = workers {
             server = server.workers(workers);
         }
+        let console_port = match (&console.bind, console.enabled) {
+            (Some(bind), true) => {
+                let (port, stop) = serve_console(bind, state.clone(), grace)?;
+                background.push(stop_with(stop, stopped_console));
+                Some(port)
+            }
+            _ => None,
+        };
         Ok(Self {
             port,
+            console_port,
             server: server.run(),
             stop_background,
             background,
@@ -148,6 +171,11 @@ impl Application {
     /// The port actually bound (the configured one, or the one chosen for port 0).
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The console's own port, when `console.bind` gives it a listener of its own.
+    pub fn console_port(&self) -> Option<u16> {
+        self.console_port
     }
 
     /// A handle to stop the server gracefully.
@@ -168,6 +196,44 @@ impl Application {
         }
         served
     }
+}
+
+/// Serves the console alone on `bind` (`console.bind`): its port and its server, which
+/// runs until stopped.
+fn serve_console(
+    bind: &str,
+    state: web::Data<AppState>,
+    grace: std::time::Duration,
+) -> anyhow::Result<(u16, Server)> {
+    let listener = TcpListener::bind(bind)
+        .with_context(|| format!("cannot listen on {bind} (console.bind)"))?;
+    let port = listener.local_addr()?.port();
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(state.clone())
+            .wrap(actix_web::middleware::from_fn(observe))
+            .configure(crate::routes::console::register)
+            .default_service(web::to(crate::routes::no_route))
+    })
+    .shutdown_timeout(grace.as_secs())
+    .workers(1)
+    .listen(listener)?
+    .run();
+    tracing::info!(%bind, port, "console listening on its own address");
+    Ok((port, server))
+}
+
+/// Runs `server` until the background tasks are told to stop, then stops it gracefully.
+fn stop_with(server: Server, mut stopped: watch::Receiver<bool>) -> JoinHandle<()> {
+    let handle = server.handle();
+    tokio::spawn(async move {
+        let serving = tokio::spawn(server);
+        let _ = stopped.changed().await;
+        handle.stop(true).await;
+        if let Err(error) = serving.await {
+            tracing::warn!(%error, "the console server ended abnormally");
+        }
+    })
 }
 
 /// After a flood of connections glibc keeps the freed memory in its arenas (measured: 13 MB

@@ -22,4 +22,8 @@ pub struct AppState {
     pub dispatcher_waker: Option<Arc<tokio::sync::Notify>>,
     /// The in-server sweeper's last success, for readiness.
     pub sweeper: Option<SweeperHealth>,
+    /// Webhooks per minute by outcome, for the console.
+    pub traffic: crate::observability::Traffic,
+    /// Failed console sign-ins, which make the next attempts wait.
+    pub sign_in: crate::routes::console::SignInGuard,
 }

@@ -19,6 +19,7 @@ diesel::table! {
         received_at -> Timestamp,
         expires_at -> Timestamp,
         content_type -> Nullable<Text>,
+        headers -> Nullable<Text>,
     }
 }
 

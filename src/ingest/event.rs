@@ -30,6 +30,7 @@ pub struct NewEvent<'a> {
     pub received_at: NaiveDateTime,
     pub expires_at: NaiveDateTime,
     pub content_type: Option<&'a str>,
+    pub headers: Option<&'a str>,
     pub response_status: Option<i32>,
     pub response_content_type: Option<&'a str>,
     pub response_body: Option<&'a [u8]>,

@@ -114,6 +114,7 @@ fn new_event<'a>(claim: &'a Claim, answer: &'a Answer) -> NewEvent<'a> {
         received_at: claim.received_at.naive_utc(),
         expires_at: claim.expires_at.naive_utc(),
         content_type: Some(&claim.content_type),
+        headers: Some(&claim.headers),
         response_status: Some(i32::from(answer.status)),
         response_content_type: Some(&answer.content_type),
         response_body: Some(&answer.body),

@@ -45,6 +45,8 @@ pub struct Claim {
     pub payload: actix_web::web::Bytes,
     /// The request's content type, passed on to destinations.
     pub content_type: String,
+    /// The request headers as received, credentials redacted: JSON `[[name, value], …]`.
+    pub headers: String,
     pub received_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
     /// Where a new fact is delivered: each destination's name and delivery deadline.

@@ -34,6 +34,11 @@ impl FactRule {
         Self { types, key }
     }
 
+    /// `"a, b → /data/object/id"`: the types and where their fact key is.
+    pub fn describe(&self) -> String {
+        format!("{} → {}", self.types.join(", "), self.key.as_str())
+    }
+
     /// Update-like types must never be keyed on the object alone.
     pub fn update_like_type(&self) -> Option<&str> {
         self.types

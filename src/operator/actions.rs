@@ -90,6 +90,9 @@ impl DeliveryFilter {
     }
 }
 
+/// The backend of either database, for boxed queries.
+pub type Backend = <DbConnection as diesel::Connection>::Backend;
+
 /// One page of events in id order after `cursor`. Ids only grow, so paging never shows a
 /// row twice, and every row committed before the first page is on some page.
 pub fn list_events(
@@ -106,6 +109,14 @@ pub fn list_events(
     if let Some(cursor) = cursor {
         query = query.filter(events::id.gt(cursor));
     }
+    filter_events(query, filter).load(conn)
+}
+
+/// `query` narrowed to the events `filter` names.
+pub fn filter_events<'a, ST: 'a>(
+    mut query: events::BoxedQuery<'a, Backend, ST>,
+    filter: &EventFilter,
+) -> events::BoxedQuery<'a, Backend, ST> {
     if let Some(source) = &filter.source {
         query = query.filter(events::source.eq(source.clone()));
     }
@@ -121,7 +132,7 @@ pub fn list_events(
     if let Some(until) = filter.until {
         query = query.filter(events::received_at.lt(until.naive_utc()));
     }
-    query.load(conn)
+    query
 }
 
 /// Bytes as JSON: text when they are UTF-8, base64 otherwise.
@@ -179,6 +190,14 @@ pub fn list_deliveries(
     if let Some(cursor) = cursor {
         query = query.filter(deliveries::id.gt(cursor));
     }
+    filter_deliveries(query, filter).load(conn)
+}
+
+/// `query` narrowed to the deliveries `filter` names.
+pub fn filter_deliveries<'a, ST: 'a>(
+    mut query: deliveries::BoxedQuery<'a, Backend, ST>,
+    filter: &DeliveryFilter,
+) -> deliveries::BoxedQuery<'a, Backend, ST> {
     if let Some(status) = &filter.status {
         query = query.filter(deliveries::status.eq(status.clone()));
     }
@@ -188,7 +207,7 @@ pub fn list_deliveries(
     if let Some(destination) = &filter.destination {
         query = query.filter(deliveries::destination.eq(destination.clone()));
     }
-    query.load(conn)
+    query
 }
 
 /// Everything about one event, or `None` when it is unknown. `Some(Err(fact))` when its
@@ -208,6 +227,7 @@ pub fn show_event(
             events::response_status,
             events::response_content_type,
             events::response_body,
+            events::headers,
         ))
         .first::<(
             EventSummary,
@@ -216,9 +236,10 @@ pub fn show_event(
             Option<i32>,
             Option<String>,
             Option<Vec<u8>>,
+            Option<String>,
         )>(conn)
         .optional()?;
-    let Some((summary, fingerprint, payload, status, content_type, body)) = row else {
+    let Some((summary, fingerprint, payload, status, content_type, body, headers)) = row else {
         let fact = facts::table
             .filter(facts::source.eq(source))
             .filter(facts::first_event_id.eq(event_id))
@@ -246,6 +267,7 @@ pub fn show_event(
     Ok(Some(Ok(json!({
         "event": summary,
         "fingerprint": fingerprint,
+        "headers": headers.and_then(|h| serde_json::from_str::<Value>(&h).ok()),
         "payload": bytes_json(&payload),
         "response": {
             "status": status,

@@ -4,5 +4,9 @@
 
 pub mod actions;
 mod settings;
+pub mod views;
 
-pub use settings::{OperatorFile, OperatorSettings, DEFAULT_MAX_REPLAY};
+pub use settings::{
+    ConsoleFile, ConsoleSettings, OperatorFile, OperatorSettings, DEFAULT_MAX_REPLAY,
+    DEFAULT_SESSION_TTL,
+};

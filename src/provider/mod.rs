@@ -306,6 +306,16 @@ impl SchemeConfig {
         }
     }
 
+    /// The header that carries a shared credential (never stored or shown), for schemes
+    /// that authenticate with one.
+    pub fn credential_header(&self) -> Option<&str> {
+        match self {
+            Self::Basic => Some("authorization"),
+            Self::HeaderToken(scheme) => Some(scheme.header()),
+            _ => None,
+        }
+    }
+
     /// Fact rules that apply to every source of this provider.
     pub fn default_fact_rules(&self) -> Vec<FactRule> {
         match self {

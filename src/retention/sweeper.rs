@@ -46,6 +46,11 @@ pub struct SweeperHealth {
 }
 
 impl SweeperHealth {
+    /// When the last round succeeded (the start time before the first round).
+    pub fn last_success(&self) -> DateTime<Utc> {
+        DateTime::from_timestamp(self.last_success.load(Ordering::Relaxed), 0).unwrap_or_default()
+    }
+
     /// `None` when healthy; otherwise how long it has been since the last success, when
     /// that is more than three intervals.
     pub fn stalled_for(&self, now: DateTime<Utc>) -> Option<chrono::Duration> {

@@ -26,8 +26,16 @@ pub const DEFAULT_PAGE: i64 = 100;
 pub const MAX_PAGE: i64 = 500;
 
 /// Who is calling: derived from the token, never the token itself. Idempotency-Keys are
-/// scoped to it.
-struct Caller(String);
+/// scoped to it, so the API and the console (signed in with the same token) share them.
+pub struct Caller(String);
+
+impl Caller {
+    /// The caller the operator token stands for.
+    pub fn of_token(token: &crate::secret::Secret) -> Self {
+        let digest = Sha256::digest([b"inlet operator ", token.expose().as_bytes()].concat());
+        Caller(hex::encode(&digest[..8]))
+    }
+}
 
 fn authorize(request: &HttpRequest, settings: &Settings) -> Result<Caller, Problem> {
     let Some(token) = &settings.operator.token else {
@@ -53,8 +61,7 @@ fn authorize(request: &HttpRequest, settings: &Settings) -> Result<Caller, Probl
             "the operator token is wrong",
         ));
     }
-    let digest = Sha256::digest([b"inlet operator ", token.expose().as_bytes()].concat());
-    Ok(Caller(hex::encode(&digest[..8])))
+    Ok(Caller::of_token(token))
 }
 
 /// An authenticated operator: extracting it refuses (401) a request without the right
@@ -258,49 +265,86 @@ pub async fn retention(_: Operator, state: web::Data<AppState>) -> Result<HttpRe
     ))
 }
 
-/// The `Idempotency-Key` of a mutating call: 1 to 255 printable characters.
-fn idempotency_key(request: &HttpRequest) -> Result<String, Problem> {
-    let key = request
-        .headers()
-        .get("Idempotency-Key")
-        .and_then(|v| v.to_str().ok())
-        .ok_or_else(|| {
-            Problem::new(
-                Reason::IdempotencyKeyMissing,
-                "mutating calls need an Idempotency-Key header",
-            )
-        })?;
-    if key.is_empty() || key.len() > 255 || !key.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(invalid(
+/// The `Idempotency-Key` header of a mutating call, when sent: 1 to 255 printable
+/// characters.
+fn idempotency_key(request: &HttpRequest) -> Result<Option<String>, Problem> {
+    let Some(key) = request.headers().get("Idempotency-Key") else {
+        return Ok(None);
+    };
+    match key.to_str() {
+        Ok(key)
+            if !key.is_empty() && key.len() <= 255 && key.bytes().all(|b| b.is_ascii_graphic()) =>
+        {
+            Ok(Some(key.to_owned()))
+        }
+        _ => Err(invalid(
             "an Idempotency-Key is 1 to 255 printable characters",
-        ));
+        )),
     }
-    Ok(key.to_owned())
+}
+
+/// The key a mutating call cannot do without.
+fn required(key: Option<String>) -> Result<String, Problem> {
+    key.ok_or_else(|| {
+        Problem::new(
+            Reason::IdempotencyKeyMissing,
+            "mutating calls need an Idempotency-Key header",
+        )
+    })
+}
+
+/// What an operator call answered, and whether that is the stored answer of an earlier
+/// call with the same key.
+pub struct CallAnswer {
+    pub answer: Answer,
+    pub replayed: bool,
+}
+
+impl CallAnswer {
+    fn ran(status: u16, body: Vec<u8>) -> Self {
+        let content_type = idempotency::content_type_of(status).to_owned();
+        Self {
+            answer: Answer {
+                status,
+                content_type,
+                body,
+            },
+            replayed: false,
+        }
+    }
+
+    fn into_response(self) -> HttpResponse {
+        let answer = self.answer;
+        let mut response =
+            HttpResponse::build(StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK));
+        response.insert_header((
+            header::CONTENT_TYPE,
+            HeaderValue::from_str(&answer.content_type)
+                .unwrap_or(HeaderValue::from_static("application/json")),
+        ));
+        if self.replayed {
+            response.insert_header((REPLAYED_HEADER, "true"));
+        }
+        response.body(answer.body)
+    }
 }
 
 /// Claims the key, runs `execute` and stores its answer in one transaction; or answers a
 /// retry with the stored answer, byte for byte. Validation happens before this, so a
 /// refused request stores nothing and a corrected retry with the same key works.
+/// The fingerprint covers the route (`"POST /admin/replay"`) and the body, so one key
+/// cannot be reused for another call.
 async fn run_idempotent(
-    request: &HttpRequest,
     state: &AppState,
+    route: &str,
     caller: Caller,
     key: String,
     body: &[u8],
     execute: impl FnOnce(&mut DbConnection, &Settings, DateTime<Utc>) -> Result<(u16, Vec<u8>), Problem>
         + Send
         + 'static,
-) -> Result<HttpResponse, Problem> {
-    let fingerprint = hex::encode(Sha256::digest(
-        [
-            request.method().as_str().as_bytes(),
-            b" ",
-            request.path().as_bytes(),
-            b"\n",
-            body,
-        ]
-        .concat(),
-    ));
+) -> Result<CallAnswer, Problem> {
+    let fingerprint = hex::encode(Sha256::digest([route.as_bytes(), b"\n", body].concat()));
     let settings = state.settings.clone();
     let now = state.clock.now();
     let expires_at = now + settings.retention.operator_keys.0;
@@ -343,17 +387,7 @@ async fn run_idempotent(
             waker.notify_one();
         }
     }
-    let mut response =
-        HttpResponse::build(StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK));
-    response.insert_header((
-        header::CONTENT_TYPE,
-        HeaderValue::from_str(&answer.content_type)
-            .unwrap_or(HeaderValue::from_static("application/json")),
-    ));
-    if replayed {
-        response.insert_header((REPLAYED_HEADER, "true"));
-    }
-    Ok(response.body(answer.body))
+    Ok(CallAnswer { answer, replayed })
 }
 
 fn to_json(value: &Value) -> Result<Vec<u8>, Problem> {
@@ -457,6 +491,9 @@ fn replay_answer(
     Ok((200, body))
 }
 
+/// The route of a replay.
+pub const REPLAY_ROUTE: &str = "POST /admin/replay";
+
 /// `POST /admin/replay`; with `"dry_run": true` a preview that changes nothing (and so
 /// needs no Idempotency-Key).
 pub async fn replay(
@@ -465,33 +502,40 @@ pub async fn replay(
     payload: web::Payload,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, Problem> {
-    let caller = operator.0;
+    let key = idempotency_key(&request)?;
     let body = read_body(&request, payload, &state.settings.server).await?;
-    let parsed: ReplayRequest = serde_json::from_slice(&body)
+    let answer = replay_call(&state, operator.0, key, &body).await?;
+    Ok(answer.into_response())
+}
+
+/// A replay request (JSON, as the API takes it) run for `caller`: the API's and the
+/// console's one code path.
+pub async fn replay_call(
+    state: &AppState,
+    caller: Caller,
+    key: Option<String>,
+    body: &[u8],
+) -> Result<CallAnswer, Problem> {
+    let parsed: ReplayRequest = serde_json::from_slice(body)
         .map_err(|e| invalid(format!("invalid replay request: {e}")))?;
     let dry_run = parsed.dry_run;
     let target = ReplayTarget::parse(parsed, state.settings.operator.max_replay)?;
     if dry_run {
         let settings = state.settings.clone();
-        let (status, body) = on_connection(&state, move |conn| {
+        let (status, body) = on_connection(state, move |conn| {
             let (items, truncated) = target.items(conn)?;
             let results = actions::preview_redelivery(conn, &settings.destinations, &items)?;
             replay_answer(true, &results, truncated, settings.retention.events)
         })
         .await?;
-        return Ok(
-            HttpResponse::build(StatusCode::from_u16(status).unwrap_or(StatusCode::OK))
-                .content_type(crate::idempotency::content_type_of(status))
-                .body(body),
-        );
+        return Ok(CallAnswer::ran(status, body));
     }
-    let key = idempotency_key(&request)?;
     run_idempotent(
-        &request,
-        &state,
+        state,
+        REPLAY_ROUTE,
         caller,
-        key,
-        &body,
+        required(key)?,
+        body,
         move |conn, settings, now| {
             let (items, truncated) = target.items(conn)?;
             let results = actions::redeliver(conn, &settings.destinations, &items, now)?;
@@ -509,28 +553,51 @@ struct DeadLetterRequest {
     limit: Option<u32>,
 }
 
-/// What an operator does to dead letters: requeue or discard.
-type DeadLetterAction = fn(
-    &mut DbConnection,
-    &Destinations,
-    &[i64],
-    DateTime<Utc>,
-) -> diesel::QueryResult<Vec<actions::DeadLetterResult>>;
+/// What an operator does to dead letters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeadLetterAction {
+    /// Back to pending, with a fresh deadline.
+    Requeue,
+    /// Set aside, never sent, swept after `retention.dead_letters`.
+    Discard,
+}
 
-/// The shared shape of requeue and discard: ids or a filter over dead deliveries, run
-/// under the caller's Idempotency-Key.
-async fn on_dead_letters(
-    operator: Operator,
-    request: HttpRequest,
-    payload: web::Payload,
-    state: web::Data<AppState>,
+impl DeadLetterAction {
+    /// The route the action is (the Idempotency-Key fingerprint covers it).
+    pub fn route(self) -> &'static str {
+        match self {
+            Self::Requeue => "POST /admin/deliveries/requeue",
+            Self::Discard => "POST /admin/deliveries/discard",
+        }
+    }
+
+    fn run(
+        self,
+        conn: &mut DbConnection,
+        destinations: &Destinations,
+        ids: &[i64],
+        now: DateTime<Utc>,
+    ) -> diesel::QueryResult<Vec<actions::DeadLetterResult>> {
+        match self {
+            Self::Requeue => actions::requeue(conn, destinations, ids, now),
+            Self::Discard => actions::discard(conn, ids, now),
+        }
+    }
+}
+
+/// A requeue or discard request (JSON, as the API takes it) run for `caller`: ids or a
+/// filter over dead deliveries, under the caller's Idempotency-Key — the API's and the
+/// console's one code path.
+pub async fn dead_letter_call(
+    state: &AppState,
+    caller: Caller,
+    key: Option<String>,
+    body: &[u8],
     action: DeadLetterAction,
-) -> Result<HttpResponse, Problem> {
-    let caller = operator.0;
-    let key = idempotency_key(&request)?;
-    let body = read_body(&request, payload, &state.settings.server).await?;
+) -> Result<CallAnswer, Problem> {
+    let key = required(key)?;
     let parsed: DeadLetterRequest =
-        serde_json::from_slice(&body).map_err(|e| invalid(format!("invalid request: {e}")))?;
+        serde_json::from_slice(body).map_err(|e| invalid(format!("invalid request: {e}")))?;
     let max = state.settings.operator.max_replay;
     let limit = i64::from(parsed.limit.unwrap_or(max).min(max));
     let selection = match (parsed.ids, parsed.filter) {
@@ -546,21 +613,35 @@ async fn on_dead_letters(
         }
     };
     run_idempotent(
-        &request,
-        &state,
+        state,
+        action.route(),
         caller,
         key,
-        &body,
+        body,
         move |conn, settings, now| {
             let ids = match selection {
                 Ok(ids) => ids,
                 Err(filter) => actions::dead_matching(conn, &filter, limit)?,
             };
-            let results = action(conn, &settings.destinations, &ids, now)?;
+            let results = action.run(conn, &settings.destinations, &ids, now)?;
             Ok((200, to_json(&json!({ "results": results }))?))
         },
     )
     .await
+}
+
+/// The API's requeue and discard: the key is checked before the body is read.
+async fn on_dead_letters(
+    operator: Operator,
+    request: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+    action: DeadLetterAction,
+) -> Result<HttpResponse, Problem> {
+    let key = Some(required(idempotency_key(&request)?)?);
+    let body = read_body(&request, payload, &state.settings.server).await?;
+    let answer = dead_letter_call(&state, operator.0, key, &body, action).await?;
+    Ok(answer.into_response())
 }
 
 /// `POST /admin/deliveries/requeue`: dead letters back to pending.
@@ -570,7 +651,7 @@ pub async fn requeue(
     payload: web::Payload,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, Problem> {
-    on_dead_letters(operator, request, payload, state, actions::requeue).await
+    on_dead_letters(operator, request, payload, state, DeadLetterAction::Requeue).await
 }
 
 /// `POST /admin/deliveries/discard`: dead letters set aside, never sent.
@@ -580,8 +661,5 @@ pub async fn discard(
     payload: web::Payload,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, Problem> {
-    on_dead_letters(operator, request, payload, state, |conn, _, ids, now| {
-        actions::discard(conn, ids, now)
-    })
-    .await
+    on_dead_letters(operator, request, payload, state, DeadLetterAction::Discard).await
 }

@@ -2,6 +2,7 @@
 //! which the OpenAPI document is checked against — and the helpers the handlers share.
 
 pub mod admin;
+pub mod console;
 pub mod health;
 pub mod webhooks;
 
@@ -91,6 +92,9 @@ pub async fn no_route(request: HttpRequest, state: web::Data<AppState>) -> HttpR
         span.record("outcome", reason);
         metrics::counter!("inlet_webhooks_total", "source" => source.to_owned(), "outcome" => reason)
             .increment(1);
+        state
+            .traffic
+            .record(source, reason, state.clock.now().timestamp());
         tracing::warn!(%source, reason, detail = %problem.detail, method = %request.method(), "webhook rejected");
     }
     let mut response = problem.error_response();

@@ -37,6 +37,9 @@ pub async fn receive_webhook(
     };
     metrics::counter!("inlet_webhooks_total", "source" => source_label.clone(), "outcome" => outcome)
         .increment(1);
+    state
+        .traffic
+        .record(&source_label, outcome, state.clock.now().timestamp());
     match result {
         Ok((outcome, event_id, answer)) => {
             span.record("event_id", event_id.as_str());
@@ -101,6 +104,7 @@ async fn ingest(
         .unwrap_or("application/json")
         .to_owned();
     let fingerprint = fingerprint(&body);
+    let headers = received_headers(request, source.scheme.credential_header());
     let body_fact = (source.keys_body_fact && fact.kind != BODY_KIND).then(|| FactIdentity {
         kind: BODY_KIND.to_owned(),
         key: fingerprint.clone(),
@@ -112,6 +116,7 @@ async fn ingest(
         body_fact,
         fingerprint,
         content_type,
+        headers,
         received_at: now,
         expires_at: now + state.settings.retention.events.0,
         destinations: state
@@ -138,6 +143,36 @@ async fn ingest(
         }
     }
     Ok((outcome, event_id, answer))
+}
+
+/// Headers that carry credentials whatever the source: never stored.
+const CREDENTIAL_HEADERS: [&str; 3] = ["authorization", "proxy-authorization", "cookie"];
+
+/// What a credential's value is stored as.
+pub const REDACTED: &str = "[redacted]";
+
+/// The request's headers as received, by name, as JSON `[[name, value], …]` (values as
+/// text, invalid UTF-8 replaced); a credential — the headers above and the source's own
+/// token header — is stored as [`REDACTED`]. Signature headers are kept: they prove
+/// nothing to anyone without the secret.
+fn received_headers(request: &HttpRequest, credential: Option<&str>) -> String {
+    let mut rows: Vec<(&str, std::borrow::Cow<'_, str>)> = request
+        .headers()
+        .iter()
+        .map(|(name, value)| {
+            let name = name.as_str();
+            let secret = CREDENTIAL_HEADERS.contains(&name)
+                || credential.is_some_and(|c| c.eq_ignore_ascii_case(name));
+            let value = if secret {
+                REDACTED.into()
+            } else {
+                String::from_utf8_lossy(value.as_bytes())
+            };
+            (name, value)
+        })
+        .collect();
+    rows.sort_by(|a, b| a.0.cmp(b.0));
+    serde_json::to_string(&rows).unwrap_or_else(|_| "[]".to_owned())
 }
 
 /// Reads a request body of at most `server.max_body_bytes`: 413 as soon as

@@ -22,6 +22,11 @@ impl HeaderToken {
             .map_err(|_| format!("'{header}' is not a valid header name"))?;
         Ok(Self { header })
     }
+
+    /// The header that carries the token.
+    pub fn header(&self) -> &str {
+        &self.header
+    }
 }
 
 impl Scheme for HeaderToken {

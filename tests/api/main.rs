@@ -3,6 +3,7 @@
 
 mod availability;
 mod cli;
+mod console;
 mod delivery;
 mod ed25519;
 mod groups;

@@ -357,6 +357,20 @@ async fn an_event_shows_its_payload_answer_fact_and_deliveries(backend: Backend)
     );
     assert_eq!(shown["fact"]["first_event_id"], "evt_show");
     assert_eq!(shown["deliveries"][0]["destination"], "app");
+    // The headers as received, signature included, by name.
+    let headers = shown["headers"].as_array().expect("headers").clone();
+    let names: Vec<&str> = headers.iter().filter_map(|h| h[0].as_str()).collect();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    assert_eq!(names, sorted);
+    assert!(names.contains(&"stripe-signature"), "{names:?}");
+    let length = body.len().to_string();
+    assert!(
+        headers
+            .iter()
+            .any(|h| h[0] == "content-length" && h[1] == length.as_str()),
+        "{headers:?}"
+    );
     let retention = app.admin("/admin/retention", None, None).await.json();
     assert_eq!(retention["events"], "35d");
     assert_eq!(retention["passes"], true);

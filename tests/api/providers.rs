@@ -325,6 +325,28 @@ async fn token_sources_accept_replay_and_refuse_other_credentials(backend: Backe
             .await;
         assert!(again.replayed(), "{source}");
         assert_eq!(again.body, first.body, "{source}");
+        // The credential is never stored: its header is kept, its value redacted.
+        let shown = app
+            .admin(&format!("/admin/events/{source}/{source}_1"), None, None)
+            .await;
+        shown.assert_status(200);
+        let header = if source == "legacy" {
+            "authorization"
+        } else {
+            "x-webhook-token"
+        };
+        let headers = shown.json()["headers"].clone();
+        let value = headers
+            .as_array()
+            .and_then(|rows| rows.iter().find(|row| row[0] == header))
+            .map(|row| row[1].clone());
+        assert_eq!(value, Some("[redacted]".into()), "{source}: {headers}");
+        let secret_user = current.split(':').next_back().unwrap_or(current);
+        assert!(
+            !shown.text().contains(secret_user),
+            "{source}: {}",
+            shown.text()
+        );
 
         let other = serde_json::json!({"id": format!("{source}_2"), "type": "form.submitted"})
             .to_string()

@@ -1,0 +1,158 @@
+//! The operator console under `/console`: server-rendered pages to find any event, see
+//! what came in and what went out, and replay, requeue or discard — no JavaScript, no
+//! build step, nothing to install.
+//!
+//! HTML is written with maud: templates are Rust, checked by the compiler, and every
+//! value is escaped unless wrapped in `PreEscaped` (only the stylesheet-free SVG chart,
+//! built from numbers, is). Every response carries a strict Content-Security-Policy
+//! (`default-src 'self'`, no inline script or style), `X-Frame-Options: DENY`,
+//! `nosniff` and `no-store`. Every page needs a session ([`session::Session`]); every
+//! form that changes something carries the session's CSRF token and its own
+//! Idempotency-Key, and goes through the operator API's code path
+//! ([`crate::routes::admin::replay_call`], [`crate::routes::admin::dead_letter_call`]).
+
+mod actions;
+mod chart;
+mod pages;
+mod session;
+mod view;
+
+use crate::error::Problem;
+use actix_web::http::header;
+use actix_web::http::StatusCode;
+use actix_web::middleware::DefaultHeaders;
+use actix_web::{web, HttpResponse, ResponseError};
+use session::Session;
+pub use session::SignInGuard;
+
+/// The console's Content-Security-Policy: nothing but this origin's stylesheet.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; img-src 'self' data:; \
+     style-src 'self'; script-src 'none'; form-action 'self'; frame-ancestors 'none'; \
+     base-uri 'none'";
+
+/// Largest form body the console reads (a dead-letter selection of 1,000 ids fits).
+const MAX_FORM_BYTES: usize = 64 * 1024;
+
+/// The console's routes, under `/console`.
+pub fn register(config: &mut web::ServiceConfig) {
+    config.service(
+        web::scope(session::PATH)
+            .wrap(
+                DefaultHeaders::new()
+                    .add((header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY))
+                    .add((header::X_FRAME_OPTIONS, "DENY"))
+                    .add((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+                    .add((header::REFERRER_POLICY, "same-origin"))
+                    .add((header::CACHE_CONTROL, "no-store")),
+            )
+            .app_data(web::PayloadConfig::new(MAX_FORM_BYTES))
+            .route("", web::get().to(pages::overview))
+            .route("/", web::get().to(pages::overview))
+            .route("/login", web::get().to(session::login_form))
+            .route("/login", web::post().to(session::login))
+            .route("/logout", web::post().to(session::logout))
+            .route("/events", web::get().to(pages::events))
+            .route("/events/{source}/{event_id}", web::get().to(pages::event))
+            .route("/deliveries", web::get().to(pages::deliveries))
+            .route("/deliveries", web::post().to(actions::dead_letters))
+            .route("/sources", web::get().to(pages::sources))
+            .route("/replay/preview", web::post().to(actions::replay_preview))
+            .route("/replay", web::post().to(actions::replay))
+            .route("/console.css", web::get().to(stylesheet))
+            .default_service(web::to(not_found)),
+    );
+}
+
+/// The hand-written stylesheet, served from the binary.
+async fn stylesheet() -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/css; charset=utf-8")
+        .body(include_str!("console.css"))
+}
+
+async fn not_found(_: Session) -> Result<HttpResponse, ConsoleError> {
+    Err(ConsoleError::NotFound("No such page.".to_owned()))
+}
+
+/// Why a console request was not served as asked: each renders as a page.
+#[derive(Debug, thiserror::Error)]
+pub enum ConsoleError {
+    #[error("sign in first")]
+    SignIn(String),
+    #[error("the console is disabled: configure operator.token")]
+    Disabled,
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Internal(String),
+    #[error("{}", .0.detail)]
+    Problem(Problem),
+}
+
+impl From<Problem> for ConsoleError {
+    fn from(problem: Problem) -> Self {
+        Self::Problem(problem)
+    }
+}
+
+impl ResponseError for ConsoleError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            Self::SignIn(_) => StatusCode::SEE_OTHER,
+            Self::Disabled | Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::Forbidden(_) => StatusCode::FORBIDDEN,
+            Self::Invalid(_) => StatusCode::BAD_REQUEST,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Problem(problem) => problem.reason.status(),
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        if let Self::SignIn(next) = self {
+            let location = format!(
+                "{}/login?next={}",
+                session::PATH,
+                form_urlencoded::byte_serialize(next.as_bytes()).collect::<String>()
+            );
+            return HttpResponse::SeeOther()
+                .insert_header((header::LOCATION, location))
+                .finish();
+        }
+        if let Self::Internal(detail) = self {
+            tracing::error!(%detail, "console error");
+        }
+        let status = self.status_code();
+        view::page_response(status.as_u16(), view::error_page(status, &self.to_string()))
+    }
+}
+
+/// A form body's fields, in order (repeated names kept: checkboxes).
+pub fn form_fields(body: &[u8]) -> Vec<(String, String)> {
+    form_urlencoded::parse(body).into_owned().collect()
+}
+
+/// The first value of `name`.
+pub fn field<'f>(fields: &'f [(String, String)], name: &str) -> Option<&'f str> {
+    fields
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, value)| value.as_str())
+}
+
+/// Refuses a state-changing form without this session's CSRF token: counted and logged.
+pub fn check_csrf(session: &Session, fields: &[(String, String)]) -> Result<(), ConsoleError> {
+    if session.csrf_matches(field(fields, "csrf")) {
+        return Ok(());
+    }
+    metrics::counter!("inlet_console_refused_total", "reason" => "csrf").increment(1);
+    tracing::warn!("console form refused: missing or wrong CSRF token");
+    Err(ConsoleError::Forbidden(
+        "This form is not from this console session (its CSRF token is missing or wrong). \
+         Reload the page and try again."
+            .to_owned(),
+    ))
+}

@@ -1,0 +1,669 @@
+//! The console's pages: overview, events, one event, deliveries, sources.
+
+use super::chart;
+use super::session::{Session, PATH};
+use super::view::{self, badge, csrf_field, event_link, layout, page_response, time};
+use super::ConsoleError;
+use crate::db::DbConnection;
+use crate::delivery::{DEAD, DELIVERED, DISCARDED, IN_PROGRESS, PENDING};
+use crate::observability::TrafficCounts;
+use crate::operator::actions::{self, DeliveryFilter, EventFilter};
+use crate::operator::views::{self, EventSearch, StoredOutcome};
+use crate::state::AppState;
+use actix_web::{web, HttpRequest, HttpResponse};
+use chrono::{DateTime, NaiveDateTime, Utc};
+use maud::{html, Markup};
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+
+/// Rows per listing page.
+const PAGE: i64 = 50;
+/// Deliveries a destination's record looks at.
+const RECORD_SAMPLE: i64 = 200;
+
+async fn read<T: Send + 'static>(
+    state: &AppState,
+    work: impl FnOnce(&mut DbConnection) -> diesel::QueryResult<T> + Send + 'static,
+) -> Result<T, ConsoleError> {
+    let found = crate::db::on_connection(&state.pool, move |c| {
+        work(c).map_err(crate::error::Problem::from)
+    })
+    .await?;
+    Ok(found)
+}
+
+fn query_map(request: &HttpRequest) -> HashMap<String, String> {
+    form_urlencoded::parse(request.query_string().as_bytes())
+        .into_owned()
+        .filter(|(_, value)| !value.trim().is_empty())
+        .collect()
+}
+
+/// `GET /console`: traffic by source and outcome, the last hour per minute, the delivery
+/// backlog, the retention audit and the last sweep.
+pub async fn overview(
+    session: Session,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ConsoleError> {
+    let now = state.clock.now();
+    let traffic = state.traffic.since(now.timestamp() - 86_400);
+    let backlog = read(&state, views::backlog).await?;
+    let body = html! {
+        section.card {
+            h2 { "Webhooks by outcome" }
+            p.hint { "Answered by this instance, including refusals (which are never stored)." }
+            (traffic_table(&traffic, now))
+            h3 { "Per minute, last hour" }
+            (chart::per_minute(&traffic, now.timestamp().div_euclid(60), 60))
+            p.legend {
+                @for group in chart::GROUPS { span class={ "key " (group) } { (group) } " " }
+            }
+        }
+        section.card {
+            h2 { "Delivery backlog" }
+            (backlog_table(&backlog))
+        }
+        section.card {
+            h2 { "Retention" }
+            (retention(&state, now))
+        }
+    };
+    Ok(page_response(
+        200,
+        layout(Some(&session), "", "Overview", body),
+    ))
+}
+
+/// Counts per source and outcome over the last hour and day.
+fn traffic_table(traffic: &[(i64, TrafficCounts)], now: DateTime<Utc>) -> Markup {
+    let hour_start = (now.timestamp() - 3600).div_euclid(60);
+    let mut rows: BTreeMap<(String, &'static str), (u64, u64)> = BTreeMap::new();
+    for (minute, counts) in traffic {
+        for ((source, outcome), count) in counts {
+            let row = rows.entry((source.clone(), *outcome)).or_default();
+            row.1 += count;
+            if *minute > hour_start {
+                row.0 += count;
+            }
+        }
+    }
+    html! {
+        @if rows.is_empty() {
+            p.empty { "No webhooks in the last day." }
+        } @else {
+            table {
+                thead { tr { th { "Source" } th { "Outcome" } th.num { "Last hour" } th.num { "Last day" } } }
+                tbody {
+                    @for ((source, outcome), (hour, day)) in &rows {
+                        tr { td { (source) } td { (badge(outcome)) } td.num { (hour) } td.num { (day) } }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn backlog_table(backlog: &[(String, String, String, i64)]) -> Markup {
+    let mut rows: BTreeMap<(&str, &str), [i64; 3]> = BTreeMap::new();
+    for (source, destination, status, count) in backlog {
+        let row = rows.entry((source, destination)).or_default();
+        match status.as_str() {
+            PENDING => row[0] += count,
+            IN_PROGRESS => row[1] += count,
+            _ => row[2] += count,
+        }
+    }
+    html! {
+        @if rows.is_empty() {
+            p.empty { "Nothing waiting: every delivery is delivered or set aside." }
+        } @else {
+            table {
+                thead { tr { th { "Source" } th { "Destination" } th.num { "Pending" } th.num { "In flight" } th.num { "Dead letters" } } }
+                tbody {
+                    @for ((source, destination), [pending, flight, dead]) in &rows {
+                        tr {
+                            td { (source) } td { (destination) }
+                            td.num { (pending) } td.num { (flight) }
+                            td.num {
+                                @if *dead > 0 {
+                                    a href={ (PATH) "/deliveries?status=dead&destination=" (view::query_value(destination)) "&source=" (view::query_value(source)) } { (dead) }
+                                } @else { "0" }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn retention(state: &AppState, now: DateTime<Utc>) -> Markup {
+    let retention = &state.settings.retention;
+    let audit = &retention.audit;
+    html! {
+        p {
+            "Events are kept " strong { (audit.events) } "; "
+            @match audit.effective_horizon() {
+                Some(line) => { "the longest resend horizon is " strong { (line.value) } " (" (line.name) "). " }
+                None => { "no source has a resend horizon. " }
+            }
+            @if audit.passes() { (badge("closed")) " every copy that can still arrive finds its record." }
+            @else { (badge("failed")) " a copy can arrive after its record was swept." }
+        }
+        p {
+            "Last sweep: "
+            @match &state.sweeper {
+                Some(sweeper) => {
+                    (sweeper.last_success().format("%Y-%m-%d %H:%M:%S UTC").to_string())
+                    " (every " (crate::duration::HumanDuration(retention.sweep_interval)) ")"
+                    @if let Some(late) = sweeper.stalled_for(now) { " — " (badge("failed")) " stalled for " (late.num_seconds()) " s" }
+                }
+                None => { "this instance does not run the sweeper." }
+            }
+        }
+    }
+}
+
+/// `GET /console/events`: filters, newest first, keyset pages.
+pub async fn events(
+    session: Session,
+    request: HttpRequest,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ConsoleError> {
+    let q = query_map(&request);
+    let search = event_search(&q, &state)?;
+    let before = parse_id(q.get("before"))?;
+    let searched = search.clone();
+    let rows = read(&state, move |c| {
+        views::recent_events(c, &searched, before, PAGE)
+    })
+    .await?;
+    let older = (rows.len() as i64 == PAGE)
+        .then(|| rows.last().map(|r| r.summary.id))
+        .flatten();
+    let body = html! {
+        (event_filters(&q, &state))
+        @if rows.is_empty() {
+            p.empty { "No events match." }
+        } @else {
+            div.scroll { table.events {
+                thead { tr { th { "Received" } th { "Source" } th { "Event" } th { "Type" } th { "Outcome" } th { "Fact" } } }
+                tbody {
+                    @for row in &rows {
+                        @let e = &row.summary;
+                        tr {
+                            td.time { (time(e.received_at)) }
+                            td { (e.source) }
+                            td.id { (event_link(&e.source, &e.event_id)) }
+                            td { (e.event_type.as_deref().unwrap_or("—")) }
+                            td { (badge(row.outcome.as_str())) }
+                            td.id { (e.fact_kind) ":" (e.fact_key) }
+                        }
+                    }
+                }
+            } }
+        }
+        @if let Some(older) = older {
+            p.pager { a href=(pager_href("/events", &q, older)) { "Older →" } }
+        }
+    };
+    Ok(page_response(
+        200,
+        layout(Some(&session), "/events", "Events", body),
+    ))
+}
+
+fn parse_id(value: Option<&String>) -> Result<Option<i64>, ConsoleError> {
+    value
+        .map(|v| {
+            v.parse::<i64>()
+                .map_err(|_| ConsoleError::Invalid(format!("'{v}' is not a row id")))
+        })
+        .transpose()
+}
+
+/// The events search a query string asks for, checked as the API checks its filters.
+fn event_search(
+    q: &HashMap<String, String>,
+    state: &AppState,
+) -> Result<EventSearch, ConsoleError> {
+    let at = |name: &str| -> Result<Option<DateTime<Utc>>, ConsoleError> {
+        q.get(name)
+            .map(|text| {
+                NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M")
+                    .or_else(|_| NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S"))
+                    .map(|at| at.and_utc())
+                    .map_err(|_| {
+                        ConsoleError::Invalid(format!(
+                            "{name}: '{text}' is not a time (YYYY-MM-DDTHH:MM, UTC)"
+                        ))
+                    })
+            })
+            .transpose()
+    };
+    let filter = EventFilter {
+        source: q.get("source").cloned(),
+        event_type: q.get("type").cloned(),
+        status: None,
+        since: at("since")?,
+        until: at("until")?,
+    };
+    filter.validate()?;
+    let text = q.get("q").map(|t| t.trim().to_owned());
+    actions::check_text("q", text.as_deref())?;
+    let outcome = match q.get("outcome") {
+        Some(text) => Some(StoredOutcome::parse(text).ok_or_else(|| {
+            ConsoleError::Invalid("outcome is accepted or duplicate_fact".to_owned())
+        })?),
+        None => None,
+    };
+    Ok(EventSearch {
+        filter,
+        outcome,
+        text,
+        sources: state
+            .settings
+            .sources
+            .iter()
+            .map(|s| s.name.as_str().to_owned())
+            .collect(),
+    })
+}
+
+fn event_filters(q: &HashMap<String, String>, state: &AppState) -> Markup {
+    let value = |name: &str| q.get(name).cloned().unwrap_or_default();
+    html! {
+        form.filters method="get" action={ (PATH) "/events" } {
+            label { "Source"
+                select name="source" {
+                    option value="" { "any" }
+                    @for source in &state.settings.sources {
+                        @let name = source.name.as_str();
+                        option value=(name) selected[value("source") == name] { (name) }
+                    }
+                }
+            }
+            label { "Type" input type="text" name="type" value=(value("type")) placeholder="invoice.paid"; }
+            label { "Outcome"
+                select name="outcome" {
+                    option value="" { "any" }
+                    @for outcome in ["accepted", "duplicate_fact"] {
+                        option value=(outcome) selected[value("outcome") == outcome] { (outcome) }
+                    }
+                }
+            }
+            label { "Since (UTC)" input type="datetime-local" name="since" value=(value("since")); }
+            label { "Until (UTC)" input type="datetime-local" name="until" value=(value("until")); }
+            label.wide { "Event id or fact key" input type="search" name="q" value=(value("q")); }
+            button type="submit" { "Filter" }
+        }
+    }
+}
+
+/// The link to the next (older) page, keeping the filters.
+fn pager_href(page: &str, q: &HashMap<String, String>, before: i64) -> String {
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    let mut keys: Vec<&String> = q.keys().filter(|k| *k != "before").collect();
+    keys.sort();
+    for key in keys {
+        query.append_pair(key, &q[key]);
+    }
+    query.append_pair("before", &before.to_string());
+    format!("{PATH}{page}?{}", query.finish())
+}
+
+/// `GET /console/events/{source}/{event_id}`: what came in, what was answered, the fact
+/// and every event that carried it, every delivery.
+pub async fn event(
+    session: Session,
+    path: web::Path<(String, String)>,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ConsoleError> {
+    let (source, event_id) = path.into_inner();
+    actions::check_text("source", Some(&source))?;
+    actions::check_text("event_id", Some(&event_id))?;
+    let (s, e) = (source.clone(), event_id.clone());
+    let shown = read(&state, move |c| {
+        let Some(Ok(event)) = actions::show_event(c, &s, &e)? else {
+            return Ok(None);
+        };
+        let fact = &event["event"];
+        let siblings = views::events_of_fact(
+            c,
+            &s,
+            fact["fact_kind"].as_str().unwrap_or_default(),
+            fact["fact_key"].as_str().unwrap_or_default(),
+            100,
+        )?;
+        Ok(Some((event, siblings)))
+    })
+    .await?;
+    let Some((shown, siblings)) = shown else {
+        return Err(ConsoleError::NotFound(format!(
+            "No stored event {source}/{event_id}: it never arrived, or it was swept after the retention window."
+        )));
+    };
+    let body = event_body(&session, &shown, &siblings)?;
+    Ok(page_response(
+        200,
+        layout(
+            Some(&session),
+            "/events",
+            &format!("Event {event_id}"),
+            body,
+        ),
+    ))
+}
+
+fn event_body(
+    session: &Session,
+    shown: &Value,
+    siblings: &[actions::EventSummary],
+) -> Result<Markup, ConsoleError> {
+    let event = &shown["event"];
+    let source = event["source"].as_str().unwrap_or_default();
+    let event_id = event["event_id"].as_str().unwrap_or_default();
+    Ok(html! {
+        section.card {
+            dl.facts {
+                dt { "Source" } dd { (source) }
+                dt { "Event id" } dd.id { (event_id) }
+                dt { "Type" } dd { (event["event_type"].as_str().unwrap_or("—")) }
+                dt { "Received" } dd { (event["received_at"].as_str().unwrap_or_default()) }
+                dt { "Kept until" } dd { (event["expires_at"].as_str().unwrap_or_default()) }
+                dt { "Body digest" } dd.id { (shown["fingerprint"].as_str().unwrap_or_default()) }
+            }
+            form.inline method="post" action={ (PATH) "/replay/preview" } {
+                (csrf_field(session))
+                input type="hidden" name="source" value=(source);
+                input type="hidden" name="event_id" value=(event_id);
+                button type="submit" { "Replay…" }
+            }
+        }
+        section.card {
+            h2 { "Request headers" }
+            (headers_table(&shown["headers"]))
+        }
+        section.card {
+            h2 { "Payload" }
+            (view::payload(&bytes_of(&shown["payload"])))
+        }
+        section.card {
+            h2 { "Stored answer" }
+            p { "Status " (shown["response"]["status"].as_i64().map_or("—".to_owned(), |s| s.to_string())) ", "
+                (shown["response"]["content_type"].as_str().unwrap_or("—")) }
+            (view::payload(&bytes_of(&shown["response"]["body"])))
+        }
+        section.card {
+            h2 { "Fact" }
+            (fact_section(shown, siblings))
+        }
+        section.card {
+            h2 { "Deliveries" }
+            (deliveries_table(None, &shown["deliveries"]))
+        }
+    })
+}
+
+/// The API's `{"encoding", "data"}` back to bytes.
+fn bytes_of(value: &Value) -> Vec<u8> {
+    use base64::Engine;
+    let data = value["data"].as_str().unwrap_or_default();
+    match value["encoding"].as_str() {
+        Some("base64") => base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .unwrap_or_default(),
+        _ => data.as_bytes().to_vec(),
+    }
+}
+
+fn headers_table(headers: &Value) -> Markup {
+    html! {
+        @match headers.as_array() {
+            Some(rows) => {
+                table.headers {
+                    tbody {
+                        @for row in rows {
+                            tr { th { (row[0].as_str().unwrap_or_default()) } td.id { (row[1].as_str().unwrap_or_default()) } }
+                        }
+                    }
+                }
+            }
+            None => { p.empty { "Not kept: this event was stored before Inlet kept request headers." } }
+        }
+    }
+}
+
+fn fact_section(shown: &Value, siblings: &[actions::EventSummary]) -> Markup {
+    let fact = &shown["fact"];
+    html! {
+        @if fact.is_null() {
+            p.empty { "No fact recorded." }
+        } @else {
+            p {
+                code { (fact["kind"].as_str().unwrap_or_default()) ":" (fact["key"].as_str().unwrap_or_default()) }
+                " recorded " (fact["created_at"].as_str().unwrap_or_default())
+                " by " (event_link(shown["event"]["source"].as_str().unwrap_or_default(), fact["first_event_id"].as_str().unwrap_or_default()))
+            }
+            h3 { "Every stored event that carried it" }
+            ul.siblings {
+                @for sibling in siblings {
+                    li { (event_link(&sibling.source, &sibling.event_id)) " · " (time(sibling.received_at)) }
+                }
+            }
+        }
+    }
+}
+
+/// Deliveries as a table; with a session, dead letters get checkboxes for the actions.
+fn deliveries_table(selectable: Option<&Session>, deliveries: &Value) -> Markup {
+    let rows = deliveries.as_array().cloned().unwrap_or_default();
+    html! {
+        @if rows.is_empty() {
+            p.empty { "No deliveries." }
+        } @else {
+            div.scroll { table.deliveries {
+                thead { tr {
+                    @if selectable.is_some() { th { span.sr { "Select" } } }
+                    th { "Id" } th { "Event" } th { "Destination" } th { "Status" } th.num { "Attempts" }
+                    th { "Last answer" } th { "Last error" } th { "Next attempt" } th { "Settled" }
+                } }
+                tbody {
+                    @for d in &rows {
+                        @let status = d["status"].as_str().unwrap_or_default();
+                        tr {
+                            @if selectable.is_some() {
+                                td { @if status == DEAD {
+                                    input type="checkbox" name="id" value=(d["id"]) aria-label={ "Select delivery " (d["id"]) };
+                                } }
+                            }
+                            td.num { (d["id"]) }
+                            td.id { (event_link(d["source"].as_str().unwrap_or_default(), d["event_id"].as_str().unwrap_or_default())) }
+                            td { (d["destination"].as_str().unwrap_or_default()) }
+                            td { (badge(status)) }
+                            td.num { (d["attempt"]) }
+                            td { (d["last_status"].as_i64().map_or("—".to_owned(), |s| s.to_string())) }
+                            td.error { (d["last_error"].as_str().unwrap_or("—")) }
+                            td.time { @if status == PENDING { (d["next_attempt_at"].as_str().unwrap_or_default()) } @else { "—" } }
+                            td.time { (d["delivered_at"].as_str().or(d["settled_at"].as_str()).unwrap_or("—")) }
+                        }
+                    }
+                }
+            } }
+        }
+    }
+}
+
+/// `GET /console/deliveries`: by destination and status; dead letters can be requeued or
+/// discarded, one or many at once.
+pub async fn deliveries(
+    session: Session,
+    request: HttpRequest,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ConsoleError> {
+    let q = query_map(&request);
+    let filter = DeliveryFilter {
+        status: q.get("status").cloned(),
+        source: q.get("source").cloned(),
+        destination: q.get("destination").cloned(),
+    };
+    filter.validate()?;
+    let before = parse_id(q.get("before"))?;
+    let rows = read(&state, move |c| {
+        views::recent_deliveries(c, &filter, before, PAGE)
+    })
+    .await?;
+    let older = (rows.len() as i64 == PAGE)
+        .then(|| rows.last().map(|r| r.id))
+        .flatten();
+    let any_dead = rows.iter().any(|d| d.status == DEAD);
+    let json = serde_json::to_value(&rows)
+        .map_err(|e| ConsoleError::Internal(format!("cannot encode deliveries: {e}")))?;
+    let key = view::form_key()?;
+    let body = html! {
+        (delivery_filters(&q, &state))
+        form method="post" action={ (PATH) "/deliveries" } {
+            (csrf_field(&session))
+            input type="hidden" name="idempotency_key" value=(key);
+            (deliveries_table(Some(&session), &json))
+            @if any_dead {
+                div.actions {
+                    button type="submit" name="action" value="requeue" { "Requeue selected" }
+                    button.danger type="submit" name="action" value="discard" { "Discard selected" }
+                }
+            }
+        }
+        @if let Some(older) = older {
+            p.pager { a href=(pager_href("/deliveries", &q, older)) { "Older →" } }
+        }
+    };
+    Ok(page_response(
+        200,
+        layout(Some(&session), "/deliveries", "Deliveries", body),
+    ))
+}
+
+fn delivery_filters(q: &HashMap<String, String>, state: &AppState) -> Markup {
+    let value = |name: &str| q.get(name).cloned().unwrap_or_default();
+    let mut destinations: Vec<&str> = state
+        .settings
+        .destinations
+        .iter()
+        .map(|(_, d)| d.name.as_str())
+        .collect();
+    destinations.sort_unstable();
+    destinations.dedup();
+    html! {
+        form.filters method="get" action={ (PATH) "/deliveries" } {
+            label { "Source"
+                select name="source" {
+                    option value="" { "any" }
+                    @for source in &state.settings.sources {
+                        @let name = source.name.as_str();
+                        option value=(name) selected[value("source") == name] { (name) }
+                    }
+                }
+            }
+            label { "Destination"
+                select name="destination" {
+                    option value="" { "any" }
+                    @for name in &destinations {
+                        option value=(name) selected[value("destination") == *name] { (name) }
+                    }
+                }
+            }
+            label { "Status"
+                select name="status" {
+                    option value="" { "any" }
+                    @for status in [PENDING, IN_PROGRESS, DELIVERED, DEAD, DISCARDED] {
+                        option value=(status) selected[value("status") == status] { (status) }
+                    }
+                }
+            }
+            button type="submit" { "Filter" }
+        }
+    }
+}
+
+/// `GET /console/sources`: each source's scheme, active secrets (a count, never a value),
+/// resend horizon, fact rules and destinations with their recent record.
+pub async fn sources(
+    session: Session,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ConsoleError> {
+    let pairs: Vec<(String, String)> = state
+        .settings
+        .destinations
+        .iter()
+        .map(|(source, d)| (source.to_owned(), d.name.clone()))
+        .collect();
+    let records = read(&state, move |c| {
+        pairs
+            .into_iter()
+            .map(|(source, name)| {
+                let record = views::destination_record(c, &source, &name, RECORD_SAMPLE)?;
+                Ok(((source, name), record))
+            })
+            .collect::<diesel::QueryResult<HashMap<_, _>>>()
+    })
+    .await?;
+    let body = html! {
+        @for source in &state.settings.sources {
+            @let name = source.name.as_str();
+            section.card {
+                h2 { (name) }
+                dl.facts {
+                    dt { "Scheme" } dd { (source.scheme.name()) }
+                    dt { "Active secrets" } dd { (source.secrets.len()) }
+                    dt { "Resend horizon" } dd { (source.resend_horizon.0) " — " (source.resend_horizon.1) }
+                    @if source.scheme.scheme().signs_timestamp() {
+                        dt { "Timestamp tolerance" } dd { (source.tolerance.as_secs()) " s" }
+                    }
+                    dt { "Fact rules" }
+                    dd { @if source.fact_rules.is_empty() { "none (one fact per event)" } @else {
+                        ul { @for rule in &source.fact_rules { li { code { (rule.describe()) } } } }
+                    } }
+                }
+                h3 { "Destinations" }
+                @let destinations = state.settings.destinations.of(name);
+                @if destinations.is_empty() {
+                    p.empty { "None: facts are recorded, not forwarded." }
+                } @else {
+                    table {
+                        thead { tr { th { "Name" } th { "URL" } th.num { "Recent success" } th { "Last delivered" } th { "Last error" } } }
+                        tbody {
+                            @for destination in destinations {
+                                @let record = records.get(&(name.to_owned(), destination.name.clone())).cloned().unwrap_or_default();
+                                tr {
+                                    td { (destination.name) }
+                                    td.id { (shown_url(&destination.url)) }
+                                    td.num { @match record.success_rate() {
+                                        Some(rate) => { (format!("{rate:.1} %")) " of " (record.delivered + record.dead) }
+                                        None => { "—" }
+                                    } }
+                                    td.time { (record.last_delivered_at.map_or("—".to_owned(), time)) }
+                                    td.error { @match &record.last_error {
+                                        Some((error, at)) => { (error) " (" (time(*at)) ")" }
+                                        None => { "—" }
+                                    } }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    Ok(page_response(
+        200,
+        layout(Some(&session), "/sources", "Sources", body),
+    ))
+}
+
+/// A destination's URL without what may be secret in it (user info, query).
+fn shown_url(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let rest = rest.split(['?', '#']).next().unwrap_or_default();
+    let rest = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+    format!("{scheme}://{rest}")
+}

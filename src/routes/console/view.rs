@@ -1,0 +1,190 @@
+//! The console's page frame and the small pieces every page uses. Everything that came
+//! from the network (ids, headers, payloads) goes through maud's escaping.
+
+use super::session::{Session, PATH};
+use actix_web::http::StatusCode;
+use actix_web::HttpResponse;
+use chrono::NaiveDateTime;
+use maud::{html, Markup, DOCTYPE};
+
+/// The sections in the navigation: (path under `/console`, label).
+const SECTIONS: [(&str, &str); 4] = [
+    ("", "Overview"),
+    ("/events", "Events"),
+    ("/deliveries", "Deliveries"),
+    ("/sources", "Sources"),
+];
+
+/// An HTML response with `status`.
+pub fn page_response(status: u16, markup: Markup) -> HttpResponse {
+    HttpResponse::build(StatusCode::from_u16(status).unwrap_or(StatusCode::OK))
+        .content_type("text/html; charset=utf-8")
+        .body(markup.into_string())
+}
+
+/// A whole page: head, navigation (with sign-out), `title` and `body`.
+pub fn layout(session: Option<&Session>, current: &str, title: &str, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · Inlet" }
+                link rel="stylesheet" href={ (PATH) "/console.css" };
+            }
+            body {
+                header.top {
+                    a.brand href=(PATH) { "Inlet" }
+                    @if let Some(session) = session {
+                        nav {
+                            @for (path, label) in SECTIONS {
+                                a href={ (PATH) (path) }
+                                    class=[(path == current).then_some("current")] { (label) }
+                            }
+                        }
+                        form.signout method="post" action={ (PATH) "/logout" } {
+                            (csrf_field(session))
+                            button type="submit" { "Sign out" }
+                        }
+                    }
+                }
+                main {
+                    h1 { (title) }
+                    (body)
+                }
+            }
+        }
+    }
+}
+
+/// The hidden field every state-changing form carries.
+pub fn csrf_field(session: &Session) -> Markup {
+    html! { input type="hidden" name="csrf" value=(session.csrf); }
+}
+
+/// The sign-in page, with a message after a refused attempt.
+pub fn login(next: &str, message: Option<&str>) -> Markup {
+    let body = html! {
+        @if let Some(message) = message {
+            p.notice.bad role="alert" { (message) }
+        }
+        form.card.signin method="post" action={ (PATH) "/login" } {
+            input type="hidden" name="next" value=(next);
+            label for="token" { "Operator token" }
+            input #token type="password" name="token" autocomplete="current-password" required autofocus;
+            button type="submit" { "Sign in" }
+            p.hint { "The token configured as operator.token. It is checked once; the console then keeps a signed session cookie." }
+        }
+    };
+    layout(None, "", "Sign in", body)
+}
+
+/// A page for a refusal or an error.
+pub fn error_page(status: StatusCode, message: &str) -> Markup {
+    let title = status.canonical_reason().unwrap_or("Error");
+    layout(
+        None,
+        "",
+        title,
+        html! {
+            p.notice.bad role="alert" { (message) }
+            p { a href=(PATH) { "Back to the console" } }
+        },
+    )
+}
+
+/// `2026-11-30 23:05:59 UTC`.
+pub fn time(at: NaiveDateTime) -> String {
+    at.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+}
+
+/// An outcome or status as a coloured label.
+pub fn badge(text: &str) -> Markup {
+    let tone = match text {
+        "accepted" | "delivered" | "closed" => "good",
+        "duplicate_fact" | "replayed" | "pending" | "in_progress" | "requeued" => "calm",
+        "dead" | "expired" | "failed" => "bad",
+        _ => "plain",
+    };
+    html! { span class={ "badge " (tone) } { (text) } }
+}
+
+/// A payload or answer body: pretty JSON when it is JSON, the text when it is text, and a
+/// size and hex preview otherwise. Always escaped.
+pub fn payload(bytes: &[u8]) -> Markup {
+    if let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) {
+        let pretty = serde_json::to_string_pretty(&value).unwrap_or_default();
+        return html! { pre.payload { (pretty) } };
+    }
+    match std::str::from_utf8(bytes) {
+        Ok(text) => html! { pre.payload { (text) } },
+        Err(_) => {
+            let preview = hex::encode(&bytes[..bytes.len().min(256)]);
+            html! {
+                p.hint { (bytes.len()) " bytes, not text; the first " (bytes.len().min(256)) " in hex:" }
+                pre.payload { (preview) }
+            }
+        }
+    }
+}
+
+/// A link to an event's page.
+pub fn event_link(source: &str, event_id: &str) -> Markup {
+    html! { a href=(event_href(source, event_id)) { (event_id) } }
+}
+
+pub fn event_href(source: &str, event_id: &str) -> String {
+    format!("{PATH}/events/{}/{}", segment(source), segment(event_id))
+}
+
+/// A path segment, percent-encoded.
+fn segment(text: &str) -> String {
+    percent_encode(text, |b| b.is_ascii_alphanumeric() || b"-._~".contains(&b))
+}
+
+/// A query value, percent-encoded.
+pub fn query_value(text: &str) -> String {
+    form_urlencoded::byte_serialize(text.as_bytes()).collect()
+}
+
+fn percent_encode(text: &str, keep: impl Fn(u8) -> bool) -> String {
+    text.bytes()
+        .map(|b| {
+            if keep(b) {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// A fresh Idempotency-Key for one rendering of a form: a double click or a re-submit
+/// sends the same key, and the action happens once.
+pub fn form_key() -> Result<String, super::ConsoleError> {
+    Ok(format!(
+        "console-{}",
+        hex::encode(super::session::random_bytes::<16>()?)
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn network_text_is_escaped_and_links_are_encoded() {
+        let markup = payload(b"<script>alert(1)</script>").into_string();
+        assert!(markup.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+        assert!(!markup.contains("<script>"));
+        let json = payload(br#"{"a":"<img src=x onerror=alert(1)>"}"#).into_string();
+        assert!(json.contains("&lt;img"), "{json}");
+        assert_eq!(
+            event_href("stripe", "evt/1?x=<y>"),
+            "/console/events/stripe/evt%2F1%3Fx%3D%3Cy%3E"
+        );
+        let binary = payload(&[0xff, 0xfe, 0x00]).into_string();
+        assert!(binary.contains("3 bytes, not text"));
+    }
+}

@@ -1,0 +1,601 @@
+//! The operator console in a real headless browser: Chromium driven through
+//! chromedriver (Debian's `chromium` and `chromium-driver`, which `.ci/run` installs) with
+//! fantoccini, against a real Inlet on each backend. Screenshots of the main pages land in
+//! `target/console-screenshots/`.
+
+use crate::helpers::{
+    eventually, requests_per_key, spawn_app_with, stripe_event, Backend, TestApp, TestOptions,
+    OPERATOR_TOKEN,
+};
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::json;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+use wiremock::matchers::method;
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+crate::on_both_backends!(
+    an_operator_signs_in_finds_an_event_and_signs_out,
+    a_payload_with_a_script_renders_as_text_and_runs_nothing,
+    a_dead_letter_is_requeued_once_however_often_the_form_is_sent,
+    a_replay_is_previewed_then_confirmed,
+    forms_without_the_csrf_token_and_pages_without_a_session_are_refused,
+);
+
+/// A chromedriver of this test's own, on a free port; killed when dropped.
+struct Driver {
+    child: Child,
+    port: u16,
+}
+
+impl Driver {
+    fn start() -> Self {
+        let binary =
+            std::env::var("INLET_CHROMEDRIVER").unwrap_or_else(|_| "chromedriver".to_owned());
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        let child = Command::new(&binary)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot start {binary} ({e}): install Debian's chromium and chromium-driver \
+                     (.ci/run does), or set INLET_CHROMEDRIVER"
+                )
+            });
+        Self { child, port }
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A headless Chromium session looking at one Inlet.
+struct Browser {
+    client: Client,
+    base: String,
+    _driver: Driver,
+}
+
+impl Browser {
+    async fn open(app: &TestApp) -> Self {
+        let driver = Driver::start();
+        let mut capabilities = serde_json::Map::new();
+        capabilities.insert(
+            "goog:chromeOptions".to_owned(),
+            json!({
+                "binary": std::env::var("INLET_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned()),
+                "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                         "--window-size=1280,1000", "--hide-scrollbars"],
+            }),
+        );
+        let url = format!("http://127.0.0.1:{}", driver.port);
+        let mut last_error = String::new();
+        for _ in 0..100 {
+            match ClientBuilder::native()
+                .capabilities(capabilities.clone())
+                .connect(&url)
+                .await
+            {
+                Ok(client) => {
+                    return Self {
+                        client,
+                        base: app.address.clone(),
+                        _driver: driver,
+                    }
+                }
+                Err(error) => last_error = error.to_string(),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("no browser session from chromedriver: {last_error}");
+    }
+
+    async fn visit(&self, path: &str) {
+        self.client
+            .goto(&format!("{}{path}", self.base))
+            .await
+            .expect("navigate");
+    }
+
+    async fn path(&self) -> String {
+        let url = self.client.current_url().await.expect("the current URL");
+        match url.query() {
+            Some(query) => format!("{}?{query}", url.path()),
+            None => url.path().to_owned(),
+        }
+    }
+
+    /// The text of the first element matching `css`, waiting (up to 10 s) for it.
+    async fn text(&self, css: &str) -> String {
+        self.client
+            .wait()
+            .at_most(Duration::from_secs(10))
+            .for_element(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("no {css} on the page ({e})"))
+            .text()
+            .await
+            .expect("text")
+    }
+
+    async fn click(&self, css: &str) {
+        self.client
+            .wait()
+            .at_most(Duration::from_secs(10))
+            .for_element(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("no {css} to click ({e})"))
+            .click()
+            .await
+            .expect("click");
+    }
+
+    async fn sign_in(&self, token: &str) {
+        let field = self
+            .client
+            .find(Locator::Css("input[name=token]"))
+            .await
+            .expect("the token field");
+        field.send_keys(token).await.expect("type the token");
+        self.click("form.signin button[type=submit]").await;
+        // The answer is a new page: wait until the field typed into is gone.
+        for _ in 0..200 {
+            if field.text().await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("signing in did not load a page");
+    }
+
+    /// POSTs `body` (form-encoded) to `path` from inside the page, with the browser's own
+    /// cookie, as a re-submitted form would: the status and the page it answered.
+    async fn post_from_page(&self, path: &str, body: &str) -> (u16, String) {
+        let answer = self
+            .client
+            .execute_async(
+                "const [path, body, done] = arguments;
+                 fetch(path, {method: 'POST', body, credentials: 'same-origin',
+                              headers: {'content-type': 'application/x-www-form-urlencoded'}})
+                   .then(async r => done([r.status, await r.text()]))
+                   .catch(e => done([0, String(e)]));",
+                vec![json!(path), json!(body)],
+            )
+            .await
+            .expect("fetch from the page");
+        (
+            answer[0].as_u64().unwrap_or_default() as u16,
+            answer[1].as_str().unwrap_or_default().to_owned(),
+        )
+    }
+
+    /// The form fields of the first `form` matching `css`, form-encoded.
+    async fn form_body(&self, css: &str, extra: &[(&str, &str)]) -> String {
+        let fields = self
+            .client
+            .execute(
+                "const form = document.querySelector(arguments[0]);
+                 return Array.from(form.querySelectorAll('input[type=hidden]')).map(i => [i.name, i.value]);",
+                vec![json!(css)],
+            )
+            .await
+            .expect("read the form");
+        let mut body = form_urlencoded::Serializer::new(String::new());
+        for pair in fields.as_array().into_iter().flatten() {
+            body.append_pair(
+                pair[0].as_str().unwrap_or_default(),
+                pair[1].as_str().unwrap_or_default(),
+            );
+        }
+        for (name, value) in extra {
+            body.append_pair(name, value);
+        }
+        body.finish()
+    }
+
+    async fn screenshot(&self, name: &str, backend: Backend) {
+        if backend != Backend::Sqlite {
+            return;
+        }
+        let png = self.client.screenshot().await.expect("a screenshot");
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .parent()
+            .map_or_else(|| std::path::PathBuf::from("target"), |p| p.to_path_buf())
+            .join("console-screenshots");
+        std::fs::create_dir_all(&dir).expect("the screenshot directory");
+        std::fs::write(dir.join(format!("{name}.png")), png).expect("write the screenshot");
+    }
+
+    async fn close(self) {
+        let _ = self.client.close().await;
+    }
+}
+
+/// An Inlet whose stripe source delivers to `server`, failing for good after one attempt.
+async fn app_delivering_to(backend: Backend, server: &MockServer) -> TestApp {
+    let options = TestOptions {
+        destination: Some(format!(
+            "url = \"{}/events\"\nsecret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\nname = \"app\"\n\
+             retry_base = \"20ms\"\nretry_cap = \"100ms\"",
+            server.uri()
+        )),
+        ..Default::default()
+    };
+    spawn_app_with(backend, options).await
+}
+
+async fn answering(status: u16) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(status))
+        .mount(&server)
+        .await;
+    server
+}
+
+async fn an_operator_signs_in_finds_an_event_and_signs_out(backend: Backend) {
+    let server = answering(200).await;
+    let app = app_delivering_to(backend, &server).await;
+    for (id, object) in [("evt_console_1", "pi_1"), ("evt_console_2", "pi_2")] {
+        app.post_stripe(&stripe_event(id, "payment_intent.succeeded", object))
+            .await
+            .assert_status(200);
+    }
+    // A copy of the first payment under another event id: the ledger's duplicate.
+    app.post_stripe(&stripe_event(
+        "evt_console_3",
+        "payment_intent.succeeded",
+        "pi_1",
+    ))
+    .await
+    .assert_status(200);
+    let browser = Browser::open(&app).await;
+
+    browser.visit("/console/events").await;
+    assert_eq!(
+        browser.path().await,
+        "/console/login?next=%2Fconsole%2Fevents"
+    );
+    browser.sign_in("not-the-operator-token-at-all").await;
+    assert!(browser
+        .text("p.notice")
+        .await
+        .contains("not the operator token"));
+    browser.sign_in(OPERATOR_TOKEN).await;
+    assert_eq!(browser.path().await, "/console/events");
+    let listing = browser.text("table.events").await;
+    for id in ["evt_console_1", "evt_console_2", "evt_console_3"] {
+        assert!(listing.contains(id), "{listing}");
+    }
+    assert!(listing.contains("duplicate_fact"), "{listing}");
+    browser.screenshot("events", backend).await;
+    // On a phone's width the page still fits: nothing wider than the window.
+    browser
+        .client
+        .set_window_size(390, 844)
+        .await
+        .expect("resize");
+    let overflow = browser
+        .client
+        .execute(
+            "return document.documentElement.scrollWidth <= window.innerWidth;",
+            vec![],
+        )
+        .await
+        .expect("measure");
+    assert_eq!(
+        overflow,
+        json!(true),
+        "the events page is wider than a phone"
+    );
+    browser.screenshot("events-phone", backend).await;
+    browser
+        .client
+        .set_window_size(1280, 1000)
+        .await
+        .expect("resize");
+
+    browser
+        .visit("/console/events?outcome=duplicate_fact")
+        .await;
+    let duplicates = browser.text("table.events").await;
+    assert!(duplicates.contains("evt_console_3") && !duplicates.contains("evt_console_2"));
+
+    browser.visit("/console/events").await;
+    browser
+        .click("a[href='/console/events/stripe/evt_console_2']")
+        .await;
+    assert_eq!(browser.path().await, "/console/events/stripe/evt_console_2");
+    assert!(browser.text("pre.payload").await.contains("\"pi_2\""));
+    assert!(browser
+        .text("table.headers")
+        .await
+        .contains("stripe-signature"));
+    eventually("the delivery on the event page", || async {
+        browser.visit("/console/events/stripe/evt_console_2").await;
+        browser.text("table.deliveries").await.contains("delivered")
+    })
+    .await;
+    browser.screenshot("event", backend).await;
+
+    browser.visit("/console").await;
+    // This instance's traffic: 2 accepted and 1 duplicate_fact for stripe.
+    let traffic = browser.text("section.card table").await;
+    let traffic = traffic.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(traffic.contains("stripe accepted 2 2"), "{traffic}");
+    assert!(traffic.contains("stripe duplicate_fact 1 1"), "{traffic}");
+    let bars = browser
+        .client
+        .find_all(Locator::Css("svg.chart rect"))
+        .await
+        .expect("bars");
+    assert!((2..=3).contains(&bars.len()), "{} bars", bars.len());
+    browser.screenshot("overview", backend).await;
+    browser.visit("/console/sources").await;
+    assert!(browser.text("main").await.contains("100.0 %"));
+    browser.screenshot("sources", backend).await;
+
+    browser.click("form.signout button").await;
+    assert_eq!(browser.path().await, "/console/login");
+    browser.visit("/console").await;
+    assert_eq!(browser.path().await, "/console/login?next=%2Fconsole");
+    browser.close().await;
+}
+
+async fn a_payload_with_a_script_renders_as_text_and_runs_nothing(backend: Backend) {
+    let server = answering(200).await;
+    let app = app_delivering_to(backend, &server).await;
+    let hostile = "<script>alert(1)</script><img src=x onerror=alert(2)>";
+    let body = serde_json::json!({
+        "id": "evt_<b>bold</b>", "object": "event", "type": "customer.updated",
+        "data": { "object": { "id": "cus_1", "name": hostile } },
+    })
+    .to_string()
+    .into_bytes();
+    app.post_stripe(&body).await.assert_status(200);
+    let browser = Browser::open(&app).await;
+    browser.visit("/console/login").await;
+    browser.sign_in(OPERATOR_TOKEN).await;
+    browser.visit("/console/events").await;
+    assert!(browser
+        .text("table.events")
+        .await
+        .contains("evt_<b>bold</b>"));
+    browser.click("table.events td.id a").await;
+    let payload = browser.text("pre.payload").await;
+    assert!(payload.contains(hostile), "{payload}");
+    // Nothing ran: no dialog opened, and the page holds no element the payload named.
+    assert!(browser.client.get_alert_text().await.is_err());
+    let elements = browser
+        .client
+        .execute(
+            "return [document.scripts.length, document.images.length, document.querySelectorAll('main b').length];",
+            vec![],
+        )
+        .await
+        .expect("count elements");
+    assert_eq!(elements, json!([0, 0, 0]));
+    browser.close().await;
+}
+
+async fn a_dead_letter_is_requeued_once_however_often_the_form_is_sent(backend: Backend) {
+    let server = answering(422).await;
+    let app = app_delivering_to(backend, &server).await;
+    app.post_stripe(&stripe_event(
+        "evt_console_dead",
+        "charge.succeeded",
+        "ch_dead",
+    ))
+    .await
+    .assert_status(200);
+    let attempts = || async {
+        requests_per_key(&server)
+            .await
+            .get("stripe:evt_console_dead")
+            .copied()
+    };
+    eventually("the first attempt", || async {
+        attempts().await == Some(1)
+    })
+    .await;
+    let browser = Browser::open(&app).await;
+    browser.visit("/console/login").await;
+    browser.sign_in(OPERATOR_TOKEN).await;
+    eventually("the dead letter listed", || async {
+        browser.visit("/console/deliveries?status=dead").await;
+        browser.text("main").await.contains("evt_console_dead")
+    })
+    .await;
+    browser.screenshot("deliveries", backend).await;
+    let dead_id = browser
+        .client
+        .find(Locator::Css("input[name=id]"))
+        .await
+        .expect("a dead letter's checkbox")
+        .attr("value")
+        .await
+        .expect("its id")
+        .expect("a value");
+    let form = browser
+        .form_body(
+            "form[action='/console/deliveries'][method=post]",
+            &[("id", &dead_id), ("action", "requeue")],
+        )
+        .await;
+    browser.click("input[name=id]").await;
+    browser.click("button[value=requeue]").await;
+    assert!(browser.text("p.notice").await.contains("Done"));
+    assert!(browser.text("table").await.contains("requeued"));
+    // The requeued delivery is tried again, fails for good again: dead once more.
+    eventually("the second attempt", || async {
+        attempts().await == Some(2)
+    })
+    .await;
+    eventually("dead again", || async {
+        app.admin("/admin/deliveries?status=dead", None, None)
+            .await
+            .json()["deliveries"]
+            .as_array()
+            .is_some_and(|d| d.len() == 1)
+    })
+    .await;
+    // The same form sent again (a double click, a re-submit): the stored result, no
+    // second requeue.
+    let (status, page) = browser.post_from_page("/console/deliveries", &form).await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("already submitted"), "{page}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(attempts().await, Some(2));
+    browser.close().await;
+}
+
+async fn a_replay_is_previewed_then_confirmed(backend: Backend) {
+    let server = answering(200).await;
+    let app = app_delivering_to(backend, &server).await;
+    app.post_stripe(&stripe_event("evt_console_replay", "invoice.paid", "in_1"))
+        .await
+        .assert_status(200);
+    let delivered = || async {
+        requests_per_key(&server)
+            .await
+            .get("stripe:evt_console_replay")
+            .copied()
+    };
+    eventually("the delivery settled", || async {
+        app.admin("/admin/deliveries?status=delivered", None, None)
+            .await
+            .json()["deliveries"]
+            .as_array()
+            .is_some_and(|d| d.len() == 1)
+    })
+    .await;
+    assert_eq!(delivered().await, Some(1));
+    let browser = Browser::open(&app).await;
+    browser.visit("/console/login").await;
+    browser.sign_in(OPERATOR_TOKEN).await;
+    browser
+        .visit("/console/events/stripe/evt_console_replay")
+        .await;
+    browser
+        .click("form[action='/console/replay/preview'] button")
+        .await;
+    assert_eq!(browser.path().await, "/console/replay/preview");
+    let preview = browser.text("table.results").await;
+    assert!(
+        preview.contains("requeued") && preview.contains("app"),
+        "{preview}"
+    );
+    browser.screenshot("replay-preview", backend).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(delivered().await, Some(1), "a preview changes nothing");
+    let confirm = browser
+        .form_body("form[action='/console/replay']", &[])
+        .await;
+    browser.click("form[action='/console/replay'] button").await;
+    assert!(browser.text("p.notice").await.contains("Done"));
+    eventually("the replayed delivery", || async {
+        delivered().await == Some(2)
+    })
+    .await;
+    let (status, page) = browser.post_from_page("/console/replay", &confirm).await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("already submitted"), "{page}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(delivered().await, Some(2), "the confirmation replays once");
+    browser.close().await;
+}
+
+async fn forms_without_the_csrf_token_and_pages_without_a_session_are_refused(backend: Backend) {
+    let server = answering(422).await;
+    let app = app_delivering_to(backend, &server).await;
+    let browser = Browser::open(&app).await;
+    for page in [
+        "/console",
+        "/console/events",
+        "/console/deliveries",
+        "/console/sources",
+    ] {
+        browser.visit(page).await;
+        assert!(
+            browser.path().await.starts_with("/console/login?next="),
+            "{page}"
+        );
+    }
+    browser.sign_in(OPERATOR_TOKEN).await;
+    browser.visit("/console/deliveries").await;
+    let (status, page) = browser
+        .post_from_page(
+            "/console/deliveries",
+            "action=requeue&id=1&idempotency_key=k1",
+        )
+        .await;
+    assert_eq!(status, 403, "{page}");
+    assert!(page.contains("CSRF"), "{page}");
+    let (status, _) = browser
+        .post_from_page(
+            "/console/deliveries",
+            "action=requeue&id=1&idempotency_key=k1&csrf=0000",
+        )
+        .await;
+    assert_eq!(status, 403);
+    // Every console page forbids framing and inline script.
+    let reply = app.get("/console/login").await;
+    assert_eq!(reply.header("x-frame-options"), Some("DENY"));
+    assert!(
+        reply
+            .header("content-security-policy")
+            .is_some_and(
+                |csp| csp.contains("default-src 'self'") && csp.contains("script-src 'none'")
+            )
+    );
+    browser.close().await;
+}
+
+/// Wrong tokens in a row make the next attempts wait (429, counted), and the right token
+/// still works once the wait is over; no session cookie is ever set for a wrong token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_wrong_tokens_make_sign_in_wait() {
+    let app = crate::helpers::spawn_app(Backend::Sqlite).await;
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("a client");
+    let attempt = |token: &'static str| {
+        let (app, client) = (&app, &client);
+        async move {
+            let response = client
+                .post(format!("{}/console/login", app.address))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(format!("token={token}&next=%2Fconsole"))
+                .send()
+                .await
+                .expect("a sign-in answer");
+            let cookie = response.headers().get("set-cookie").is_some();
+            (
+                response.status().as_u16(),
+                cookie,
+                response.text().await.unwrap_or_default(),
+            )
+        }
+    };
+    for _ in 0..4 {
+        let (status, cookie, page) = attempt("wrong-token-wrong-token").await;
+        assert_eq!((status, cookie), (401, false), "{page}");
+        assert!(page.contains("not the operator token"));
+    }
+    let (status, cookie, page) = attempt(OPERATOR_TOKEN).await;
+    assert_eq!((status, cookie), (429, false), "{page}");
+    assert!(page.contains("Try again in"), "{page}");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let (status, cookie, _) = attempt(OPERATOR_TOKEN).await;
+    assert_eq!((status, cookie), (303, true));
+}
