@@ -599,3 +599,39 @@ async fn repeated_wrong_tokens_make_sign_in_wait() {
     let (status, cookie, _) = attempt(OPERATOR_TOKEN).await;
     assert_eq!((status, cookie), (303, true));
 }
+
+/// With `console.bind` the console has a listener of its own, and the main listener does
+/// not serve it; without an operator token there is no console at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_can_have_its_own_listener() {
+    let options = TestOptions {
+        extra_sources: "\n[console]\nbind = \"127.0.0.1:0\"\n".to_owned(),
+        ..Default::default()
+    };
+    let app = spawn_app_with(Backend::Sqlite, options).await;
+    let console = app.console_address.clone().expect("a console listener");
+    let on_console = reqwest::get(format!("{console}/console/login"))
+        .await
+        .expect("an answer");
+    assert_eq!(on_console.status().as_u16(), 200);
+    assert!(on_console
+        .text()
+        .await
+        .unwrap_or_default()
+        .contains("Operator token"));
+    app.get("/console/login").await.assert_status(404);
+    // The webhook path is not on the console's listener.
+    let webhook = reqwest::Client::new()
+        .post(format!("{console}/webhooks/stripe"))
+        .body("{}")
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(webhook.status().as_u16(), 404);
+
+    let settings = inlet::config::Settings::from_toml(
+        "[[sources]]\nname = \"s\"\nscheme = \"github\"\nsecrets = [\"x\"]\n[console]\nenabled = true\n",
+    );
+    let error = settings.expect_err("a console without a token").to_string();
+    assert!(error.contains("operator.token"), "{error}");
+}

@@ -331,6 +331,8 @@ pub struct TestApp {
     pub backend: Backend,
     pub settings: Settings,
     pub address: String,
+    /// The console's own listener, when `console.bind` gives it one.
+    pub console_address: Option<String>,
     pub client: reqwest::Client,
     pub clock: Arc<AdjustableClock>,
     pub faults: Arc<Faults>,
@@ -451,6 +453,9 @@ async fn start_instance(
         .await
         .expect("Inlet starts");
     let address = format!("http://127.0.0.1:{}", application.port());
+    let console_address = application
+        .console_port()
+        .map(|port| format!("http://127.0.0.1:{port}"));
     let handle = application.handle();
     let server = tokio::spawn(application.run_until_stopped());
 
@@ -465,6 +470,7 @@ async fn start_instance(
         backend,
         settings,
         address,
+        console_address,
         client: reqwest::Client::new(),
         clock,
         faults,
