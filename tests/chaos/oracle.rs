@@ -1,22 +1,30 @@
 //! The fuzzer's oracle: whether a request carries a matching signature, decided from the
-//! scheme rules in the README with `hmac` and `sha2` directly — never with Inlet's
+//! scheme rules in the README with `hmac`, `sha1` and `sha2` directly — never with Inlet's
 //! verification code.
 //!
 //! Three answers. `Valid`: the canonical reading of the request (each header once, in
 //! the documented format) matches an active secret, within the tolerance. `Invalid`: no
 //! reading at all matches — however leniently the headers are read (any value of a
-//! repeated header, any 32-byte hex or base64 run as the tag, any number as the
+//! repeated header, any hex or base64 run of the rule's tag length (32 bytes; Twilio's
+//! HMAC-SHA1 20) as the tag, any number as the
 //! timestamp, trimmed or not), no tag in the request is the HMAC of what it claims to
 //! sign under an active secret, within the tolerance. `Either`: only a non-canonical
 //! reading matches (a repeated header, whitespace, upper-case hex, a timestamp a second
 //! from the edge…): how strict to be there is Inlet's choice, but nothing else is.
+//!
+//! Twilio signs form parameters, not bytes, so its readings are of the body too: the
+//! canonical one has no repeated parameter name, every `%` escape valid and UTF-8
+//! throughout; the lenient ones take any plausible order and de-duplication of a repeated
+//! name's values, the bytes as decoded or as lossy UTF-8, either content type, and
+//! HMAC-SHA1 or (when the settings header names it anywhere) HMAC-SHA256.
 
 use base64::alphabet;
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD};
 use base64::engine::DecodePaddingMode;
 use base64::Engine;
 use hmac::{Hmac, KeyInit, Mac};
-use sha2::Sha256;
+use sha1::Sha1;
+use sha2::{Digest, Sha256};
 use std::collections::HashSet;
 
 /// Headers as sent: names and values as bytes, in order, repeats allowed.
@@ -64,10 +72,24 @@ pub enum Rule {
     Basic,
     /// The test's `header_token` source: `X-Webhook-Token` equal to a secret.
     Token,
+    /// `X-Twilio-Signature: <base64>` of HMAC-SHA1 (key = the Auth Token) over
+    /// `public_url` followed, for form bodies, by the parameters sorted by name, each name
+    /// followed by its value; for JSON bodies over `public_url` with
+    /// `bodySHA256=<hex sha256 of the body>` appended to its query. The URL as written or
+    /// with its port toggled. With `X-Twilio-Webhooks-Signature-Settings:
+    /// …,algorithm=HMAC_SHA256`, HMAC-SHA256 with the secret (a SharedKey) instead.
+    Twilio,
 }
 
 /// The header of the test's `header_token` source.
 pub const TOKEN_HEADER: &str = "x-webhook-token";
+
+/// Twilio's signature header, and the one naming a SharedKey signature's algorithm.
+pub const TWILIO_SIGNATURE: &str = "x-twilio-signature";
+pub const TWILIO_SETTINGS: &str = "x-twilio-webhooks-signature-settings";
+
+/// The content type whose body Twilio signs as parameters.
+pub const FORM_TYPE: &[u8] = b"application/x-www-form-urlencoded";
 
 /// Seconds either side of the tolerance edge where the server's clock and the oracle's
 /// may disagree.
@@ -80,7 +102,7 @@ pub struct OracleSource {
     pub rule: Rule,
     pub active: Vec<Vec<u8>>,
     pub tolerance: i64,
-    /// Square's notification URL (`public_url`), signed before the body; empty otherwise.
+    /// Square's and Twilio's URL (`public_url`), signed before the body; empty otherwise.
     pub url: Vec<u8>,
 }
 
@@ -107,6 +129,7 @@ impl Rule {
             Rule::Paddle => ("paddle-signature", "", true),
             Rule::Zoom => ("x-zm-signature", "v0=", true),
             Rule::Square => ("x-square-hmacsha256-signature", "", false),
+            Rule::Twilio => (TWILIO_SIGNATURE, "", false),
             Rule::Basic => ("authorization", "Basic ", false),
             Rule::Token => (TOKEN_HEADER, "", false),
         }
@@ -137,6 +160,7 @@ impl Rule {
             | Rule::Github
             | Rule::Shopify
             | Rule::Square
+            | Rule::Twilio
             | Rule::Basic
             | Rule::Token => None,
         }
@@ -149,9 +173,22 @@ impl Rule {
         )
     }
 
-    /// What is signed, from its parts; `id` is Standard's `webhook-id` or Square's URL.
+    /// The tag lengths the rule's MACs have: 32 bytes (SHA-256); Twilio's HMAC-SHA1 20.
+    pub fn tag_lens(self) -> &'static [usize] {
+        match self {
+            Rule::Twilio => &[20, 32],
+            _ => &[32],
+        }
+    }
+
+    /// What is signed, from its parts; `id` is Standard's `webhook-id` or the URL (Square,
+    /// Twilio: a form body, see [`twilio_content`]).
     pub fn content(self, timestamp: &[u8], id: &[u8], body: &[u8]) -> Vec<u8> {
+        if self == Rule::Twilio {
+            return twilio_content(id, body, true);
+        }
         let parts: Vec<&[u8]> = match self {
+            Rule::Twilio => unreachable!("above"),
             Rule::Stripe | Rule::Acme => vec![timestamp, b".", body],
             Rule::Paddle => vec![timestamp, b":", body],
             Rule::Github | Rule::Shopify | Rule::Basic | Rule::Token => vec![body],
@@ -169,7 +206,7 @@ impl Rule {
             Rule::Paddle => [b"ts=", timestamp, b";h1=", hex::encode(tag).as_bytes()].concat(),
             Rule::Github | Rule::Acme => format!("sha256={}", hex::encode(tag)).into_bytes(),
             Rule::Slack | Rule::Zoom => format!("v0={}", hex::encode(tag)).into_bytes(),
-            Rule::Shopify | Rule::Square => STANDARD.encode(tag).into_bytes(),
+            Rule::Shopify | Rule::Square | Rule::Twilio => STANDARD.encode(tag).into_bytes(),
             Rule::Standard => format!("v1,{}", STANDARD.encode(tag)).into_bytes(),
             // The credential itself, as the sender writes it.
             Rule::Basic => format!("Basic {}", STANDARD.encode(tag)).into_bytes(),
@@ -182,6 +219,228 @@ pub fn hmac_sha256(key: &[u8], content: &[u8]) -> Vec<u8> {
     let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("any key length");
     mac.update(content);
     mac.finalize().into_bytes().to_vec()
+}
+
+pub fn hmac_sha1(key: &[u8], content: &[u8]) -> Vec<u8> {
+    let mut mac = <Hmac<Sha1> as KeyInit>::new_from_slice(key).expect("any key length");
+    mac.update(content);
+    mac.finalize().into_bytes().to_vec()
+}
+
+/// Twilio's two MACs: HMAC-SHA1 with the Auth Token (the default), HMAC-SHA256 with a
+/// SharedKey when the settings header names `algorithm=HMAC_SHA256`. Either way the key
+/// is the secret as configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TwilioMac {
+    Sha1,
+    Sha256,
+}
+
+impl TwilioMac {
+    pub fn mac(self, key: &[u8], content: &[u8]) -> Vec<u8> {
+        match self {
+            TwilioMac::Sha1 => hmac_sha1(key, content),
+            TwilioMac::Sha256 => hmac_sha256(key, content),
+        }
+    }
+
+    fn tag_len(self) -> usize {
+        match self {
+            TwilioMac::Sha1 => 20,
+            TwilioMac::Sha256 => 32,
+        }
+    }
+}
+
+/// Decoded form parameters, names and values as bytes, in order.
+type Params = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// `text` with `+` as a space and `%XX` decoded, an invalid escape kept as written (as
+/// the URL standard's form decoding does); and whether every escape was valid.
+fn percent_decode(text: &[u8]) -> (Vec<u8>, bool) {
+    let mut decoded = Vec::with_capacity(text.len());
+    let mut valid = true;
+    let mut i = 0;
+    while i < text.len() {
+        match text[i] {
+            b'+' => decoded.push(b' '),
+            b'%' => match text
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+            {
+                Some(byte) => {
+                    decoded.push(byte);
+                    i += 2;
+                }
+                None => {
+                    decoded.push(b'%');
+                    valid = false;
+                }
+            },
+            other => decoded.push(other),
+        }
+        i += 1;
+    }
+    (decoded, valid)
+}
+
+/// A form body's parameters, decoded, in order (an empty piece skipped, a piece without
+/// `=` a name with an empty value); and whether the body is in canonical form: every
+/// piece `name=value` with a name, every escape valid, everything UTF-8.
+fn form_pairs(body: &[u8]) -> (Params, bool) {
+    let mut canonical = true;
+    let mut pairs = Vec::new();
+    if body.is_empty() {
+        return (pairs, true);
+    }
+    for piece in body.split(|b| *b == b'&') {
+        if piece.is_empty() {
+            canonical = false;
+            continue;
+        }
+        let (name, value) = match piece.iter().position(|b| *b == b'=') {
+            Some(at) => (&piece[..at], &piece[at + 1..]),
+            None => {
+                canonical = false;
+                (piece, &b""[..])
+            }
+        };
+        let (name, name_ok) = percent_decode(name);
+        let (value, value_ok) = percent_decode(value);
+        canonical &= name_ok
+            && value_ok
+            && !name.is_empty()
+            && std::str::from_utf8(&name).is_ok()
+            && std::str::from_utf8(&value).is_ok();
+        pairs.push((name, value));
+    }
+    (pairs, canonical)
+}
+
+/// Whether a form body repeats a parameter name: no canonical reading then, only lenient
+/// ones (Twilio's documented one among them).
+pub fn repeats_a_param(body: &[u8]) -> bool {
+    let (pairs, _) = form_pairs(body);
+    grouped(&pairs).len() != pairs.len()
+}
+
+/// The parameters grouped by name (sorted by name: byte order, which is code point order
+/// for UTF-8), each name's values in the order sent.
+fn grouped(pairs: &Params) -> std::collections::BTreeMap<Vec<u8>, Vec<Vec<u8>>> {
+    let mut groups: std::collections::BTreeMap<Vec<u8>, Vec<Vec<u8>>> = Default::default();
+    for (name, value) in pairs {
+        groups.entry(name.clone()).or_default().push(value.clone());
+    }
+    groups
+}
+
+/// How a reader may take a repeated name's values.
+#[derive(Debug, Clone, Copy)]
+enum Repeats {
+    AsSent,
+    Sorted,
+    /// Twilio's reading: each distinct value once, sorted.
+    DistinctSorted,
+    DistinctAsSent,
+    First,
+    Last,
+}
+
+/// Name followed by value, for each name in order and each of its values as `repeats`
+/// takes them.
+fn concatenated(pairs: &Params, repeats: Repeats) -> Vec<u8> {
+    let mut signed = Vec::new();
+    for (name, mut values) in grouped(pairs) {
+        match repeats {
+            Repeats::AsSent => {}
+            Repeats::Sorted => values.sort(),
+            Repeats::DistinctSorted => {
+                values.sort();
+                values.dedup();
+            }
+            Repeats::DistinctAsSent => {
+                let mut seen = HashSet::new();
+                values.retain(|v| seen.insert(v.clone()));
+            }
+            Repeats::First => values.truncate(1),
+            Repeats::Last => values = values.split_off(values.len() - 1),
+        }
+        for value in values {
+            signed.extend_from_slice(&name);
+            signed.extend_from_slice(&value);
+        }
+    }
+    signed
+}
+
+fn lossy(pairs: &Params) -> Params {
+    pairs
+        .iter()
+        .map(|(n, v)| {
+            (
+                String::from_utf8_lossy(n).into_owned().into_bytes(),
+                String::from_utf8_lossy(v).into_owned().into_bytes(),
+            )
+        })
+        .collect()
+}
+
+/// The parameters as Twilio documents signing them: sorted by name, each name followed by
+/// its value (a repeated name: each distinct value, sorted), text as UTF-8.
+pub fn twilio_params(body: &[u8]) -> Vec<u8> {
+    concatenated(&lossy(&form_pairs(body).0), Repeats::DistinctSorted)
+}
+
+/// `url` with `bodySHA256=<hex sha256 of body>` appended to its query (the fuzzer's and
+/// the vectors' URLs have no fragment).
+pub fn with_body_hash(url: &[u8], body: &[u8]) -> Vec<u8> {
+    let separator: &[u8] = if url.contains(&b'?') { b"&" } else { b"?" };
+    [
+        url,
+        separator,
+        b"bodySHA256=",
+        hex::encode(Sha256::digest(body)).as_bytes(),
+    ]
+    .concat()
+}
+
+/// The URL as written and with its port toggled: an explicit port dropped, or the
+/// scheme's default one (443 for https, 80 for http) added.
+pub fn port_variants(url: &[u8]) -> [Vec<u8>; 2] {
+    let Some(at) = url.windows(3).position(|w| w == b"://") else {
+        return [url.to_vec(), url.to_vec()];
+    };
+    let (scheme, rest) = (&url[..at], &url[at + 3..]);
+    let end = rest
+        .iter()
+        .position(|b| matches!(b, b'/' | b'?' | b'#'))
+        .unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let toggled = match authority.iter().rposition(|b| *b == b':') {
+        Some(colon)
+            if colon + 1 < authority.len()
+                && authority[colon + 1..].iter().all(u8::is_ascii_digit) =>
+        {
+            [scheme, b"://", &authority[..colon], tail].concat()
+        }
+        _ => {
+            let port: &[u8] = if scheme == b"https" { b":443" } else { b":80" };
+            [scheme, b"://", authority, port, tail].concat()
+        }
+    };
+    [url.to_vec(), toggled]
+}
+
+/// What Twilio signs, as documented: the URL and the sorted parameters of a form body, or
+/// the URL with the body's hash for a JSON one.
+pub fn twilio_content(url: &[u8], body: &[u8], form: bool) -> Vec<u8> {
+    if form {
+        [url, twilio_params(body).as_slice()].concat()
+    } else {
+        with_body_hash(url, body)
+    }
 }
 
 /// Every value of the header `name` (any case), in order.
@@ -207,8 +466,8 @@ fn canonical_decimal(text: &[u8]) -> Option<i64> {
     std::str::from_utf8(text).ok()?.parse().ok()
 }
 
-fn lowercase_hex_tag(text: &[u8]) -> Option<Vec<u8>> {
-    if text.len() != 64
+fn lowercase_hex_tag(text: &[u8], len: usize) -> Option<Vec<u8>> {
+    if text.len() != 2 * len
         || !text
             .iter()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
@@ -218,8 +477,8 @@ fn lowercase_hex_tag(text: &[u8]) -> Option<Vec<u8>> {
     hex::decode(text).ok()
 }
 
-fn canonical_base64_tag(text: &[u8]) -> Option<Vec<u8>> {
-    let tag = STANDARD.decode(text).ok().filter(|t| t.len() == 32)?;
+fn canonical_base64_tag(text: &[u8], len: usize) -> Option<Vec<u8>> {
+    let tag = STANDARD.decode(text).ok().filter(|t| t.len() == len)?;
     (STANDARD.encode(&tag).as_bytes() == text).then_some(tag)
 }
 
@@ -250,6 +509,9 @@ impl OracleSource {
         let headers = &headers;
         if self.rule.is_token() {
             return self.judge_token(headers);
+        }
+        if self.rule == Rule::Twilio {
+            return self.judge_twilio(headers, body);
         }
         let lenient = self.lenient_matches(headers, body, now);
         if lenient.is_empty() {
@@ -298,6 +560,136 @@ impl OracleSource {
         }
     }
 
+    /// Twilio: `Valid` when the canonical reading (one signature, one settings header or
+    /// none, one form or JSON content type, a canonical body) matches under an active
+    /// secret, the URL as written or its port toggled; `Invalid` when no lenient reading
+    /// does.
+    fn judge_twilio(&self, headers: &Headers, body: &[u8]) -> Judgement {
+        let lenient = self.twilio_lenient(headers, body);
+        let verdict = match (lenient, self.twilio_canonical(headers, body)) {
+            (false, _) => Verdict::Invalid,
+            (true, true) => Verdict::Valid,
+            (true, false) => Verdict::Either,
+        };
+        Judgement {
+            verdict,
+            signed_ids: if lenient {
+                HashSet::from([self.url.clone()])
+            } else {
+                HashSet::new()
+            },
+        }
+    }
+
+    fn twilio_lenient(&self, headers: &Headers, body: &[u8]) -> bool {
+        let tags: HashSet<Vec<u8>> = values(headers, TWILIO_SIGNATURE)
+            .iter()
+            .flat_map(|value| tag_candidates(value, self.rule.tag_lens()))
+            .collect();
+        if tags.is_empty() {
+            return false;
+        }
+        // HMAC-SHA1 however the settings read; HMAC-SHA256 when any settings value names
+        // it, in any case.
+        let settings = values(headers, TWILIO_SETTINGS);
+        let mut macs = vec![TwilioMac::Sha1];
+        if settings.iter().any(|v| {
+            v.to_ascii_lowercase()
+                .windows(11)
+                .any(|w| w == b"hmac_sha256")
+        }) {
+            macs.push(TwilioMac::Sha256);
+        }
+        // A form when any content type says so; JSON when none does, or one does not.
+        let types = values(headers, "content-type");
+        let form = types.iter().any(|v| {
+            v.to_ascii_lowercase()
+                .windows(FORM_TYPE.len())
+                .any(|w| w == FORM_TYPE)
+        });
+        let json = types.is_empty()
+            || types
+                .iter()
+                .any(|v| !v.to_ascii_lowercase().starts_with(FORM_TYPE));
+        let mut contents: HashSet<Vec<u8>> = HashSet::new();
+        if form {
+            let (pairs, _) = form_pairs(body);
+            let readings = [pairs.clone(), lossy(&pairs)];
+            for pairs in &readings {
+                for repeats in [
+                    Repeats::AsSent,
+                    Repeats::Sorted,
+                    Repeats::DistinctSorted,
+                    Repeats::DistinctAsSent,
+                    Repeats::First,
+                    Repeats::Last,
+                ] {
+                    let params = concatenated(pairs, repeats);
+                    for url in port_variants(&self.url) {
+                        contents.insert([url, params.clone()].concat());
+                    }
+                }
+            }
+        }
+        if json {
+            contents.extend(port_variants(&with_body_hash(&self.url, body)));
+        }
+        self.active.iter().any(|key| {
+            macs.iter().any(|mac| {
+                contents
+                    .iter()
+                    .any(|content| tags.contains(&mac.mac(key, content)))
+            })
+        })
+    }
+
+    fn twilio_canonical(&self, headers: &Headers, body: &[u8]) -> bool {
+        let single = |name: &str| -> Option<Vec<u8>> {
+            let found = values(headers, name);
+            (found.len() == 1 && printable(found[0])).then(|| found[0].to_vec())
+        };
+        let mac = match values(headers, TWILIO_SETTINGS).len() {
+            0 => Some(TwilioMac::Sha1),
+            _ => single(TWILIO_SETTINGS).and_then(|settings| canonical_settings(&settings)),
+        };
+        let Some(mac) = mac else {
+            return false;
+        };
+        let Some(tag) = single(TWILIO_SIGNATURE)
+            .and_then(|signature| canonical_base64_tag(&signature, mac.tag_len()))
+        else {
+            return false;
+        };
+        let Some(content_type) = single("content-type") else {
+            return false;
+        };
+        let content_type = content_type.to_ascii_lowercase();
+        let is = |media: &[u8]| {
+            content_type == media
+                || content_type
+                    .strip_prefix(media)
+                    .is_some_and(|rest| rest.starts_with(b";"))
+        };
+        let contents: Vec<Vec<u8>> = if is(FORM_TYPE) {
+            let (pairs, canonical) = form_pairs(body);
+            if !canonical || repeats_a_param(body) {
+                return false;
+            }
+            let params = concatenated(&pairs, Repeats::AsSent);
+            port_variants(&self.url)
+                .into_iter()
+                .map(|url| [url, params.clone()].concat())
+                .collect()
+        } else if is(b"application/json") {
+            port_variants(&with_body_hash(&self.url, body)).to_vec()
+        } else {
+            return false;
+        };
+        self.active
+            .iter()
+            .any(|key| contents.iter().any(|content| mac.mac(key, content) == tag))
+    }
+
     /// Every credential a header value could be read as: the value, trimmed or not;
     /// for Basic, what follows `basic` in any case, decoded as base64 however padded.
     fn credential_candidates(&self, value: &[u8]) -> Vec<Vec<u8>> {
@@ -336,11 +728,12 @@ impl OracleSource {
             let found = values(headers, name);
             (found.len() == 1 && printable(found[0])).then(|| found[0].to_vec())
         };
+        let len = self.rule.tag_lens()[0];
         let decode = |text: &[u8]| {
             if is_hex {
-                lowercase_hex_tag(text)
+                lowercase_hex_tag(text, len)
             } else {
-                canonical_base64_tag(text)
+                canonical_base64_tag(text, len)
             }
         };
         match self.rule {
@@ -395,7 +788,7 @@ impl OracleSource {
                     tags: vec![tag],
                 })
             }
-            Rule::Basic | Rule::Token => None,
+            Rule::Basic | Rule::Token | Rule::Twilio => None,
             Rule::Standard => {
                 // One family of names, each header once.
                 let family = ["webhook-", "svix-"]
@@ -465,7 +858,7 @@ impl OracleSource {
         }
         let tags: Vec<Vec<u8>> = signature_values
             .iter()
-            .flat_map(|value| tag_candidates(value))
+            .flat_map(|value| tag_candidates(value, self.rule.tag_lens()))
             .collect::<HashSet<_>>()
             .into_iter()
             .collect();
@@ -497,24 +890,51 @@ impl OracleSource {
     }
 }
 
-/// Every 32-byte value written in hex (any case) or base64 (padded or not, trailing bits
-/// or not) anywhere in `value`.
-fn tag_candidates(value: &[u8]) -> Vec<Vec<u8>> {
+/// Twilio's settings header in its documented form — comma-separated `name=value`
+/// items, one `algorithm` of `HMAC_SHA1` or `HMAC_SHA256` — and the MAC it names.
+fn canonical_settings(settings: &[u8]) -> Option<TwilioMac> {
+    let mut named = None;
+    for item in settings.split(|b| *b == b',') {
+        let at = item.iter().position(|b| *b == b'=')?;
+        let (name, value) = (&item[..at], &item[at + 1..]);
+        if name.is_empty() || value.is_empty() || item.contains(&b' ') {
+            return None;
+        }
+        if name == b"algorithm" {
+            if named.is_some() {
+                return None;
+            }
+            named = Some(match value {
+                b"HMAC_SHA1" => TwilioMac::Sha1,
+                b"HMAC_SHA256" => TwilioMac::Sha256,
+                _ => return None,
+            });
+        }
+    }
+    named
+}
+
+/// Every value of one of the `lens` (in bytes) written in hex (any case) or base64
+/// (padded or not, trailing bits or not) anywhere in `value`.
+fn tag_candidates(value: &[u8], lens: &[usize]) -> Vec<Vec<u8>> {
     let lenient = lenient_base64();
     let mut tags = Vec::new();
-    for start in 0..value.len() {
-        if let Some(window) = value.get(start..start + 64) {
-            if window.iter().all(u8::is_ascii_hexdigit) {
-                if let Ok(tag) = hex::decode(window) {
-                    tags.push(tag);
+    for &len in lens {
+        for start in 0..value.len() {
+            if let Some(window) = value.get(start..start + 2 * len) {
+                if window.iter().all(u8::is_ascii_hexdigit) {
+                    if let Ok(tag) = hex::decode(window) {
+                        tags.push(tag);
+                    }
                 }
             }
-        }
-        for len in [43, 44] {
-            if let Some(window) = value.get(start..start + len) {
-                if let Ok(tag) = lenient.decode(window) {
-                    if tag.len() == 32 {
-                        tags.push(tag);
+            // Unpadded and padded base64 lengths.
+            for chars in [(4 * len).div_ceil(3), 4 * len.div_ceil(3)] {
+                if let Some(window) = value.get(start..start + chars) {
+                    if let Ok(tag) = lenient.decode(window) {
+                        if tag.len() == len {
+                            tags.push(tag);
+                        }
                     }
                 }
             }
