@@ -72,4 +72,24 @@ diesel::table! {
     }
 }
 
-diesel::allow_tables_to_appear_in_same_query!(events, facts, deliveries, operator_requests);
+diesel::table! {
+    /// One row per attempt at a delivery, written with its settlement.
+    delivery_attempts (id) {
+        id -> BigInt,
+        delivery_id -> BigInt,
+        attempt -> Integer,
+        outcome -> Text,
+        status -> Nullable<Integer>,
+        error -> Nullable<Text>,
+        started_at -> Timestamp,
+        duration_ms -> BigInt,
+    }
+}
+
+diesel::allow_tables_to_appear_in_same_query!(
+    events,
+    facts,
+    deliveries,
+    operator_requests,
+    delivery_attempts
+);

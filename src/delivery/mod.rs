@@ -19,8 +19,8 @@ pub use settings::{
 };
 
 pub use outbox::{
-    count_by_status, lease_due, settle_all, Fence, Leased, Message, NewDelivery, Settlement, DEAD,
-    DELIVERED, DISCARDED, IN_PROGRESS, PENDING,
+    count_by_status, lease_due, settle_all, AttemptLog, Fence, Leased, Message, NewDelivery,
+    Settlement, DEAD, DELIVERED, DISCARDED, IN_PROGRESS, PENDING,
 };
 pub use policy::{classify_status, parse_retry_after, RetryBudget, RetryPolicy, Verdict};
 pub use sender::{attempt, client_for, delivery_headers, AttemptResult};
@@ -195,7 +195,7 @@ impl Dispatcher {
 
     async fn send_and_settle(&self, delivery: &Leased) -> Settled {
         let key = (delivery.source.clone(), delivery.destination.clone());
-        let (outcome, settlement) = match self.destinations.get(&key) {
+        let (outcome, settlement, log) = match self.destinations.get(&key) {
             None => (
                 Settled::Dead,
                 Settlement::Dead {
@@ -203,9 +203,11 @@ impl Dispatcher {
                     status: None,
                     error: "the destination is no longer configured".to_owned(),
                 },
+                None,
             ),
             Some(destination) => {
                 let started = self.clock.now();
+                let timer = std::time::Instant::now();
                 let result = attempt(
                     &destination.client,
                     &destination.settings,
@@ -213,10 +215,16 @@ impl Dispatcher {
                     started,
                 )
                 .await;
-                self.decide(destination, delivery, result)
+                let log = AttemptLog {
+                    fence: delivery.fence(),
+                    started_at: started,
+                    duration_ms: i64::try_from(timer.elapsed().as_millis()).unwrap_or(i64::MAX),
+                };
+                let (outcome, settlement) = self.decide(destination, delivery, result);
+                (outcome, settlement, Some(log))
             }
         };
-        match self.record(delivery, settlement.clone()).await {
+        match self.record(delivery, settlement.clone(), log).await {
             Some(true) => {
                 if let Settlement::Dead { error, .. } = &settlement {
                     tracing::warn!(delivery = delivery.id, destination = %delivery.destination, event_id = %delivery.event_id, %error, "delivery dead-lettered");
@@ -305,8 +313,13 @@ impl Dispatcher {
         Some(lock(&destination.budget).reserve(at))
     }
 
-    async fn record(&self, delivery: &Leased, settlement: Settlement) -> Option<bool> {
-        self.settler.settle(delivery.fence(), settlement).await
+    async fn record(
+        &self,
+        delivery: &Leased,
+        settlement: Settlement,
+        log: Option<AttemptLog>,
+    ) -> Option<bool> {
+        self.settler.settle(delivery.fence(), settlement, log).await
     }
 
     /// Delivers everything due now, once (`inlet deliver --once`): rows rescheduled for
@@ -414,7 +427,7 @@ impl Dispatcher {
         }
         let count = abandoned.len();
         match self
-            .with_conn(move |conn| settle_all(conn, &abandoned))
+            .with_conn(move |conn| settle_all(conn, &abandoned, &[]))
             .await
         {
             Ok(_) => tracing::info!(

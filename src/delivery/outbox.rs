@@ -6,7 +6,7 @@
 //! after this lease expired, and the stale holder's result is discarded. Dispatchers
 //! settle in groups: one statement records many rows, each still fenced on its own.
 
-use crate::db::schema::deliveries;
+use crate::db::schema::{deliveries, delivery_attempts};
 use crate::db::{dialect, write_transaction, DbConnection};
 use chrono::{DateTime, NaiveDateTime, Utc};
 use diesel::prelude::*;
@@ -284,26 +284,71 @@ impl Leased {
     /// Records `settlement` if this lease still holds the row; `false` when the lease was
     /// lost.
     pub fn settle(&self, conn: &mut DbConnection, settlement: &Settlement) -> QueryResult<bool> {
-        let kept = settle_all(conn, &[(self.fence(), settlement.clone())])?;
+        let kept = settle_all(conn, &[(self.fence(), settlement.clone())], &[])?;
         Ok(kept.first().copied().unwrap_or(false))
     }
 }
 
-/// Records a group of settlements in one statement, each fenced on its own row: the
-/// answer says, in order, whether each lease still held its row (`false`: another
-/// dispatcher took it over, and that settlement was refused). All or nothing on a
+/// One attempt at a delivery, as `delivery_attempts` keeps it: which lease made it, when
+/// it started and how long it took (its outcome, status and error are its settlement's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttemptLog {
+    pub fence: Fence,
+    pub started_at: DateTime<Utc>,
+    pub duration_ms: i64,
+}
+
+/// A `delivery_attempts` row.
+#[derive(Insertable)]
+#[diesel(table_name = delivery_attempts, treat_none_as_default_value = false)]
+struct NewAttempt<'a> {
+    delivery_id: i64,
+    attempt: i32,
+    outcome: &'static str,
+    status: Option<i32>,
+    error: Option<&'a str>,
+    started_at: NaiveDateTime,
+    duration_ms: i64,
+}
+
+impl<'a> NewAttempt<'a> {
+    /// The row for `log`, settled as `settlement` (a release made no attempt).
+    fn of(log: &AttemptLog, settlement: &'a Settlement) -> Option<Self> {
+        let (outcome, status, error) = match settlement {
+            Settlement::Delivered { status, .. } => ("delivered", Some(*status), None),
+            Settlement::Retry { status, error, .. } => ("retry", *status, Some(error.as_str())),
+            Settlement::Dead { status, error, .. } => ("dead", *status, Some(error.as_str())),
+            Settlement::Release { .. } => return None,
+        };
+        Some(Self {
+            delivery_id: log.fence.id,
+            attempt: log.fence.attempt,
+            outcome,
+            status: status.map(i32::from),
+            error,
+            started_at: log.started_at.naive_utc(),
+            duration_ms: log.duration_ms,
+        })
+    }
+}
+
+/// Records a group of settlements in one statement, each fenced on its own row, and the
+/// attempts in `logs` whose settlement was recorded, in the same transaction: the answer
+/// says, in order, whether each lease still held its row (`false`: another dispatcher
+/// took it over, and that settlement and its attempt were refused). All or nothing on a
 /// database error.
 pub fn settle_all(
     conn: &mut DbConnection,
     group: &[(Fence, Settlement)],
+    logs: &[AttemptLog],
 ) -> QueryResult<Vec<bool>> {
     if group.is_empty() {
         return Ok(Vec::new());
     }
     let postgres = matches!(conn, DbConnection::Postgres(_));
     let sql = settle_sql(group.len(), postgres);
-    let kept: Vec<SettledId> = write_transaction(conn, |conn| {
-        dialect!(conn, c => {
+    let kept: HashSet<i64> = write_transaction(conn, |conn| {
+        let kept: Vec<SettledId> = dialect!(conn, c => {
             let mut query = diesel::sql_query(sql).into_boxed();
             for (fence, settlement) in group {
                 let row = SettledRow::of(settlement);
@@ -319,13 +364,39 @@ pub fn settle_all(
                     .bind::<Bool, _>(row.keeps_last);
             }
             query.load(c)
-        })
+        })?;
+        let kept: HashSet<i64> = kept.into_iter().map(|row| row.id).collect();
+        record_attempts(conn, group, logs, &kept)?;
+        Ok::<_, diesel::result::Error>(kept)
     })?;
-    let kept: HashSet<i64> = kept.into_iter().map(|row| row.id).collect();
     Ok(group
         .iter()
         .map(|(fence, _)| kept.contains(&fence.id))
         .collect())
+}
+
+/// Inserts the attempts whose settlement was recorded (one statement).
+fn record_attempts(
+    conn: &mut DbConnection,
+    group: &[(Fence, Settlement)],
+    logs: &[AttemptLog],
+    kept: &HashSet<i64>,
+) -> QueryResult<()> {
+    let rows: Vec<NewAttempt<'_>> = logs
+        .iter()
+        .filter(|log| kept.contains(&log.fence.id))
+        .filter_map(|log| {
+            let (_, settlement) = group.iter().find(|(fence, _)| *fence == log.fence)?;
+            NewAttempt::of(log, settlement)
+        })
+        .collect();
+    if rows.is_empty() {
+        return Ok(());
+    }
+    dialect!(conn, c => diesel::insert_into(delivery_attempts::table)
+        .values(&rows)
+        .execute(c))?;
+    Ok(())
 }
 
 /// The columns of one settled row, as bound into [`settle_sql`]'s `VALUES` (`None` keeps

@@ -4,7 +4,7 @@
 //! a lone settlement is written at once, and under load a group is whatever finished
 //! while the previous write was in flight.
 
-use super::outbox::{settle_all, Fence, Settlement};
+use super::outbox::{settle_all, AttemptLog, Fence, Settlement};
 use crate::db::{on_connection, DbPool};
 use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
@@ -16,6 +16,8 @@ const MAX_GROUP: usize = 512;
 struct Queued {
     fence: Fence,
     settlement: Settlement,
+    /// The attempt that led to it, recorded with it.
+    log: Option<AttemptLog>,
     answer: oneshot::Sender<Option<bool>>,
 }
 
@@ -40,13 +42,15 @@ impl Settler {
         })
     }
 
-    /// Records `settlement` under `fence` with whatever else is waiting: `Some(true)` when
-    /// it was recorded, `Some(false)` when the lease was lost, `None` when the database
-    /// could not record the group (the lease will expire).
+    /// Records `settlement` under `fence` (and the attempt `log`, when one was made) with
+    /// whatever else is waiting: `Some(true)` when it was recorded, `Some(false)` when the
+    /// lease was lost, `None` when the database could not record the group (the lease will
+    /// expire).
     pub(super) async fn settle(
         self: &Arc<Self>,
         fence: Fence,
         settlement: Settlement,
+        log: Option<AttemptLog>,
     ) -> Option<bool> {
         let (answer, answered) = oneshot::channel();
         let start_writer = {
@@ -54,6 +58,7 @@ impl Settler {
             queue.waiting.push(Queued {
                 fence,
                 settlement,
+                log,
                 answer,
             });
             !std::mem::replace(&mut queue.writing, true)
@@ -81,13 +86,14 @@ impl Settler {
     }
 
     async fn write(&self, group: Vec<Queued>) {
+        let logs: Vec<AttemptLog> = group.iter().filter_map(|queued| queued.log).collect();
         let (rows, answers): (Vec<(Fence, Settlement)>, Vec<_>) = group
             .into_iter()
             .map(|queued| ((queued.fence, queued.settlement), queued.answer))
             .unzip();
         let size = rows.len();
         let written = on_connection(&self.pool, move |conn| -> anyhow::Result<Vec<bool>> {
-            Ok(settle_all(conn, &rows)?)
+            Ok(settle_all(conn, &rows, &logs)?)
         })
         .await;
         let kept = match written {

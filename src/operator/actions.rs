@@ -2,7 +2,7 @@
 //! inside the caller's Idempotency-Key transaction.
 
 use crate::clock::{rfc3339, serde_rfc3339};
-use crate::db::schema::{deliveries, events, facts};
+use crate::db::schema::{deliveries, delivery_attempts, events, facts};
 use crate::db::DbConnection;
 use crate::delivery::Destinations;
 use crate::delivery::{Message, DEAD, DISCARDED, IN_PROGRESS, PENDING};
@@ -264,6 +264,7 @@ pub fn show_event(
         .order(deliveries::id)
         .select(DeliverySummary::as_select())
         .load(conn)?;
+    let deliveries = with_attempts(conn, deliveries)?;
     Ok(Some(Ok(json!({
         "event": summary,
         "fingerprint": fingerprint,
@@ -282,6 +283,50 @@ pub fn show_event(
         })),
         "deliveries": deliveries,
     }))))
+}
+
+/// One attempt at a delivery.
+#[derive(Debug, Serialize, Queryable, Selectable)]
+#[diesel(table_name = delivery_attempts)]
+pub struct AttemptSummary {
+    #[serde(skip)]
+    pub delivery_id: i64,
+    pub attempt: i32,
+    /// `delivered`, `retry` or `dead`.
+    pub outcome: String,
+    pub status: Option<i32>,
+    pub error: Option<String>,
+    #[serde(with = "serde_rfc3339")]
+    pub started_at: NaiveDateTime,
+    pub duration_ms: i64,
+}
+
+/// Each delivery as JSON with its attempts, oldest first (indexed by
+/// `delivery_attempts (delivery_id, attempt)`).
+fn with_attempts(
+    conn: &mut DbConnection,
+    deliveries: Vec<DeliverySummary>,
+) -> QueryResult<Vec<Value>> {
+    let ids: Vec<i64> = deliveries.iter().map(|d| d.id).collect();
+    let attempts: Vec<AttemptSummary> = delivery_attempts::table
+        .filter(delivery_attempts::delivery_id.eq_any(&ids))
+        .order((delivery_attempts::delivery_id, delivery_attempts::attempt))
+        .select(AttemptSummary::as_select())
+        .load(conn)?;
+    Ok(deliveries
+        .into_iter()
+        .map(|delivery| {
+            let mine: Vec<&AttemptSummary> = attempts
+                .iter()
+                .filter(|a| a.delivery_id == delivery.id)
+                .collect();
+            let mut value = serde_json::to_value(&delivery).unwrap_or(Value::Null);
+            if let Some(object) = value.as_object_mut() {
+                object.insert("attempts".to_owned(), json!(mine));
+            }
+            value
+        })
+        .collect())
 }
 
 /// The events named by a replay request.

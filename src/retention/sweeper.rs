@@ -10,7 +10,7 @@
 
 use super::RetentionSettings;
 use crate::clock::Clock;
-use crate::db::schema::{deliveries, events};
+use crate::db::schema::{deliveries, delivery_attempts, events};
 use crate::db::{write_transaction, AdvisoryLock, DbConnection, DbPool, SessionLock};
 use crate::delivery::{DEAD, DELIVERED, DISCARDED};
 use chrono::{DateTime, NaiveDateTime, Utc};
@@ -309,11 +309,23 @@ fn delete_finished(
     if ids.is_empty() {
         return Ok(0);
     }
-    diesel::delete(
+    // A delivery's attempts go with it (`sweep_table` runs each batch in one transaction).
+    let deleted = diesel::delete(
         deliveries::table
             .filter(deliveries::id.eq_any(&ids))
             .filter(kind.predicate(cutoffs)),
     )
-    .execute(conn)
-    .map(|n| n as u64)
+    .execute(conn)?;
+    let remaining = deliveries::table
+        .filter(deliveries::id.eq_any(&ids))
+        .select(deliveries::id);
+    diesel::delete(
+        delivery_attempts::table
+            .filter(delivery_attempts::delivery_id.eq_any(&ids))
+            .filter(diesel::dsl::not(
+                delivery_attempts::delivery_id.eq_any(remaining),
+            )),
+    )
+    .execute(conn)?;
+    Ok(deleted as u64)
 }

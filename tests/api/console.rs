@@ -325,6 +325,11 @@ async fn an_operator_signs_in_finds_an_event_and_signs_out(backend: Backend) {
         browser.text("table.deliveries").await.contains("delivered")
     })
     .await;
+    let attempts = browser.text("table.attempts").await;
+    assert!(
+        attempts.contains("delivered") && attempts.contains("200"),
+        "{attempts}"
+    );
     browser.screenshot("event", backend).await;
 
     browser.visit("/console").await;

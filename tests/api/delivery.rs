@@ -660,7 +660,7 @@ async fn settle_group(
 ) -> Vec<bool> {
     let pool = app.pool.clone();
     tokio::task::spawn_blocking(move || {
-        settle_all(&mut pool.get().expect("conn"), &group).expect("settle the group")
+        settle_all(&mut pool.get().expect("conn"), &group, &[]).expect("settle the group")
     })
     .await
     .expect("settle task")

@@ -19,6 +19,7 @@ on_both_backends!(
     a_requeued_dead_letter_is_delivered_when_the_application_recovers,
     pages_hold_every_event_exactly_once_while_new_ones_arrive,
     an_event_shows_its_payload_answer_fact_and_deliveries,
+    every_attempt_is_kept_with_its_delivery_and_swept_with_it,
 );
 
 const APP_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -400,4 +401,77 @@ async fn the_openapi_document_matches_the_routes() {
     let reply = app.get("/openapi.json").await;
     reply.assert_status(200);
     assert_eq!(reply.json(), document);
+}
+
+/// Each attempt is a row of its own — outcome, answer, error, start and duration — shown
+/// with its delivery, and swept with it.
+async fn every_attempt_is_kept_with_its_delivery_and_swept_with_it(backend: Backend) {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(503))
+        .up_to_n_times(2)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(204))
+        .mount(&server)
+        .await;
+    let app = app_with_destination(backend, &server).await;
+    app.post_stripe(&stripe_event("evt_attempts", "invoice.paid", "in_attempts"))
+        .await
+        .assert_status(200);
+    let shown = || async {
+        app.admin("/admin/events/stripe/evt_attempts", None, None)
+            .await
+            .json()
+    };
+    eventually("three attempts", || async {
+        shown().await["deliveries"][0]["attempts"]
+            .as_array()
+            .is_some_and(|a| a.len() == 3)
+    })
+    .await;
+    let delivery = shown().await["deliveries"][0].clone();
+    assert_eq!(delivery["status"], "delivered");
+    let attempts = delivery["attempts"].as_array().expect("attempts").clone();
+    let outcomes: Vec<&str> = attempts
+        .iter()
+        .filter_map(|a| a["outcome"].as_str())
+        .collect();
+    assert_eq!(outcomes, ["retry", "retry", "delivered"]);
+    let statuses: Vec<i64> = attempts
+        .iter()
+        .filter_map(|a| a["status"].as_i64())
+        .collect();
+    assert_eq!(statuses, [503, 503, 204]);
+    let numbers: Vec<i64> = attempts
+        .iter()
+        .filter_map(|a| a["attempt"].as_i64())
+        .collect();
+    assert_eq!(numbers, [1, 2, 3]);
+    assert!(attempts[0]["error"]
+        .as_str()
+        .is_some_and(|e| e.contains("503")));
+    assert!(attempts[2]["error"].is_null());
+    assert!(attempts
+        .iter()
+        .all(|a| a["duration_ms"].as_i64().is_some_and(|d| d >= 0)));
+    assert!(attempts[0]["started_at"].as_str() < attempts[2]["started_at"].as_str());
+
+    // Past the event window the delivered delivery is swept, and its attempts with it.
+    app.clock.advance(chrono::Duration::days(36));
+    assert_eq!(app.sweep(false).await.deliveries, 1);
+    let left = {
+        use diesel::prelude::*;
+        let pool = app.pool.clone();
+        tokio::task::spawn_blocking(move || {
+            inlet::db::schema::delivery_attempts::table
+                .count()
+                .get_result::<i64>(&mut pool.get().expect("conn"))
+                .expect("count")
+        })
+        .await
+        .expect("count task")
+    };
+    assert_eq!(left, 0);
 }

@@ -401,6 +401,8 @@ fn event_body(
         section.card {
             h2 { "Deliveries" }
             (deliveries_table(None, &shown["deliveries"]))
+            h3 { "Attempts" }
+            (attempts_table(&shown["deliveries"]))
         }
     })
 }
@@ -451,6 +453,48 @@ fn fact_section(shown: &Value, siblings: &[actions::EventSummary]) -> Markup {
                     li { (event_link(&sibling.source, &sibling.event_id)) " · " (time(sibling.received_at)) }
                 }
             }
+        }
+    }
+}
+
+/// Every attempt of every delivery: when, how long, what came back.
+fn attempts_table(deliveries: &Value) -> Markup {
+    let rows: Vec<(&Value, &Value)> = deliveries
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|d| {
+            d["attempts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(move |a| (d, a))
+        })
+        .collect();
+    html! {
+        @if rows.is_empty() {
+            p.empty { "No attempt made yet." }
+        } @else {
+            div.scroll { table.attempts {
+                thead { tr {
+                    th { "Delivery" } th { "Destination" } th.num { "Attempt" } th { "Outcome" }
+                    th { "Answer" } th { "Error" } th { "Started" } th.num { "Duration" }
+                } }
+                tbody {
+                    @for (delivery, attempt) in &rows {
+                        tr {
+                            td.num { (delivery["id"]) }
+                            td { (delivery["destination"].as_str().unwrap_or_default()) }
+                            td.num { (attempt["attempt"]) }
+                            td { (badge(attempt["outcome"].as_str().unwrap_or_default())) }
+                            td { (attempt["status"].as_i64().map_or("—".to_owned(), |s| s.to_string())) }
+                            td.error { (attempt["error"].as_str().unwrap_or("—")) }
+                            td.time { (attempt["started_at"].as_str().unwrap_or_default()) }
+                            td.num { (attempt["duration_ms"]) " ms" }
+                        }
+                    }
+                }
+            } }
         }
     }
 }

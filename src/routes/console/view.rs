@@ -103,7 +103,7 @@ pub fn time(at: NaiveDateTime) -> String {
 pub fn badge(text: &str) -> Markup {
     let tone = match text {
         "accepted" | "delivered" | "closed" => "good",
-        "duplicate_fact" | "replayed" | "pending" | "in_progress" | "requeued" => "calm",
+        "duplicate_fact" | "replayed" | "pending" | "in_progress" | "requeued" | "retry" => "calm",
         "dead" | "expired" | "failed" => "bad",
         _ => "plain",
     };
