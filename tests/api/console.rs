@@ -460,6 +460,17 @@ async fn a_dead_letter_is_requeued_once_however_often_the_form_is_sent(backend: 
     assert!(page.contains("already submitted"), "{page}");
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(attempts().await, Some(2));
+
+    // Dead again: set aside for good from the page.
+    browser.visit("/console/deliveries?status=dead").await;
+    browser.click("input[name=id]").await;
+    browser.click("button[value=discard]").await;
+    assert!(browser.text("table").await.contains("discarded"));
+    browser.visit("/console/deliveries?status=discarded").await;
+    assert!(browser
+        .text("table.deliveries")
+        .await
+        .contains("evt_console_dead"));
     browser.close().await;
 }
 
