@@ -4,15 +4,14 @@
 //! `target/console-screenshots/`.
 
 use crate::helpers::{
-    eventually, requests_per_key, spawn_app_with, stripe_event, Backend, TestApp, TestOptions,
-    OPERATOR_TOKEN,
+    application_answering, eventually, requests_per_key, spawn_app_with, stripe_event, Backend,
+    TestApp, TestOptions, OPERATOR_TOKEN,
 };
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-use wiremock::matchers::method;
-use wiremock::{Mock, MockServer, ResponseTemplate};
+use wiremock::MockServer;
 
 crate::on_both_backends!(
     an_operator_signs_in_finds_an_event_and_signs_out,
@@ -233,17 +232,8 @@ async fn app_delivering_to(backend: Backend, server: &MockServer) -> TestApp {
     spawn_app_with(backend, options).await
 }
 
-async fn answering(status: u16) -> MockServer {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(status))
-        .mount(&server)
-        .await;
-    server
-}
-
 async fn an_operator_signs_in_finds_an_event_and_signs_out(backend: Backend) {
-    let server = answering(200).await;
+    let server = application_answering(200).await;
     let app = app_delivering_to(backend, &server).await;
     for (id, object) in [("evt_console_1", "pi_1"), ("evt_console_2", "pi_2")] {
         app.post_stripe(&stripe_event(id, "payment_intent.succeeded", object))
@@ -357,7 +347,7 @@ async fn an_operator_signs_in_finds_an_event_and_signs_out(backend: Backend) {
 }
 
 async fn a_payload_with_a_script_renders_as_text_and_runs_nothing(backend: Backend) {
-    let server = answering(200).await;
+    let server = application_answering(200).await;
     let app = app_delivering_to(backend, &server).await;
     let hostile = "<script>alert(1)</script><img src=x onerror=alert(2)>";
     let body = serde_json::json!({
@@ -393,7 +383,7 @@ async fn a_payload_with_a_script_renders_as_text_and_runs_nothing(backend: Backe
 }
 
 async fn a_dead_letter_is_requeued_once_however_often_the_form_is_sent(backend: Backend) {
-    let server = answering(422).await;
+    let server = application_answering(422).await;
     let app = app_delivering_to(backend, &server).await;
     app.post_stripe(&stripe_event(
         "evt_console_dead",
@@ -446,11 +436,7 @@ async fn a_dead_letter_is_requeued_once_however_often_the_form_is_sent(backend: 
     })
     .await;
     eventually("dead again", || async {
-        app.admin("/admin/deliveries?status=dead", None, None)
-            .await
-            .json()["deliveries"]
-            .as_array()
-            .is_some_and(|d| d.len() == 1)
+        app.deliveries_with_status("dead").await == 1
     })
     .await;
     // The same form sent again (a double click, a re-submit): the stored result, no
@@ -475,7 +461,7 @@ async fn a_dead_letter_is_requeued_once_however_often_the_form_is_sent(backend: 
 }
 
 async fn a_replay_is_previewed_then_confirmed(backend: Backend) {
-    let server = answering(200).await;
+    let server = application_answering(200).await;
     let app = app_delivering_to(backend, &server).await;
     app.post_stripe(&stripe_event("evt_console_replay", "invoice.paid", "in_1"))
         .await
@@ -487,11 +473,7 @@ async fn a_replay_is_previewed_then_confirmed(backend: Backend) {
             .copied()
     };
     eventually("the delivery settled", || async {
-        app.admin("/admin/deliveries?status=delivered", None, None)
-            .await
-            .json()["deliveries"]
-            .as_array()
-            .is_some_and(|d| d.len() == 1)
+        app.deliveries_with_status("delivered").await == 1
     })
     .await;
     assert_eq!(delivered().await, Some(1));
@@ -531,7 +513,7 @@ async fn a_replay_is_previewed_then_confirmed(backend: Backend) {
 }
 
 async fn forms_without_the_csrf_token_and_pages_without_a_session_are_refused(backend: Backend) {
-    let server = answering(422).await;
+    let server = application_answering(422).await;
     let app = app_delivering_to(backend, &server).await;
     let browser = Browser::open(&app).await;
     for page in [

@@ -822,6 +822,29 @@ impl TestApp {
         self.with_conn(|c| facts::table.count().get_result(c)).await
     }
 
+    pub async fn count_deliveries(&self) -> i64 {
+        self.with_conn(|c| inlet::db::schema::deliveries::table.count().get_result(c))
+            .await
+    }
+
+    pub async fn count_attempts(&self) -> i64 {
+        self.with_conn(|c| {
+            inlet::db::schema::delivery_attempts::table
+                .count()
+                .get_result(c)
+        })
+        .await
+    }
+
+    /// How many deliveries the operator API lists with `status`.
+    pub async fn deliveries_with_status(&self, status: &str) -> usize {
+        self.admin(&format!("/admin/deliveries?status={status}"), None, None)
+            .await
+            .json()["deliveries"]
+            .as_array()
+            .map_or(0, Vec::len)
+    }
+
     pub async fn facts_of(&self, kind: &str) -> Vec<(String, String)> {
         let kind = kind.to_owned();
         self.with_conn(move |c| {
@@ -952,4 +975,14 @@ where
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     panic!("timed out waiting for {what}");
+}
+
+/// A stand-in for the user's application: answers every POST with `status`.
+pub async fn application_answering(status: u16) -> wiremock::MockServer {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(wiremock::ResponseTemplate::new(status))
+        .mount(&server)
+        .await;
+    server
 }

@@ -260,11 +260,7 @@ async fn a_requeued_dead_letter_is_delivered_when_the_application_recovers(backe
     reply.assert_status(200);
     assert_eq!(reply.json()["results"][0]["result"], "requeued");
     eventually("the requeued delivery", || async {
-        app.admin("/admin/deliveries?status=delivered", None, None)
-            .await
-            .json()["deliveries"]
-            .as_array()
-            .is_some_and(|d| d.len() == 1)
+        app.deliveries_with_status("delivered").await == 1
     })
     .await;
     assert_eq!(
@@ -461,17 +457,5 @@ async fn every_attempt_is_kept_with_its_delivery_and_swept_with_it(backend: Back
     // Past the event window the delivered delivery is swept, and its attempts with it.
     app.clock.advance(chrono::Duration::days(36));
     assert_eq!(app.sweep(false).await.deliveries, 1);
-    let left = {
-        use diesel::prelude::*;
-        let pool = app.pool.clone();
-        tokio::task::spawn_blocking(move || {
-            inlet::db::schema::delivery_attempts::table
-                .count()
-                .get_result::<i64>(&mut pool.get().expect("conn"))
-                .expect("count")
-        })
-        .await
-        .expect("count task")
-    };
-    assert_eq!(left, 0);
+    assert_eq!(app.count_attempts().await, 0);
 }

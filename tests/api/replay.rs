@@ -2,7 +2,8 @@
 //! requeue and discard of dead letters, and facts of sources whose event ids are unsigned.
 
 use crate::helpers::{
-    eventually, requests_per_key, spawn_app_with, stripe_event, Backend, TestApp, TestOptions,
+    application_answering, eventually, requests_per_key, spawn_app_with, stripe_event, Backend,
+    TestApp, TestOptions,
 };
 use crate::on_both_backends;
 use serde_json::json;
@@ -24,15 +25,6 @@ on_both_backends!(
 );
 
 const APP_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-
-async fn application(status: u16) -> MockServer {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(status))
-        .mount(&server)
-        .await;
-    server
-}
 
 async fn app_delivering_to(backend: Backend, server: &MockServer) -> TestApp {
     let destination = format!(
@@ -88,7 +80,7 @@ async fn deliveries_of(app: &TestApp, status: &str) -> Vec<serde_json::Value> {
 }
 
 async fn replaying_a_later_event_of_a_fact_delivers_nothing_and_names_the_first(backend: Backend) {
-    let server = application(200).await;
+    let server = application_answering(200).await;
     let app = app_delivering_to(backend, &server).await;
     one_payment_under_two_event_ids(&app, &server).await;
 
@@ -136,7 +128,7 @@ async fn replaying_a_later_event_of_a_fact_delivers_nothing_and_names_the_first(
 }
 
 async fn a_replay_preview_changes_nothing_and_counts_deliveries_per_destination(backend: Backend) {
-    let server = application(200).await;
+    let server = application_answering(200).await;
     let app = app_delivering_to(backend, &server).await;
     one_payment_under_two_event_ids(&app, &server).await;
     app.post_stripe(&stripe_event("evt_C", "invoice.paid", "in_1"))
@@ -169,7 +161,7 @@ async fn a_replay_preview_changes_nothing_and_counts_deliveries_per_destination(
 }
 
 async fn the_cli_replay_needs_a_selector_and_previews_with_dry_run(backend: Backend) {
-    let server = application(200).await;
+    let server = application_answering(200).await;
     let app = app_delivering_to(backend, &server).await;
     one_payment_under_two_event_ids(&app, &server).await;
 
@@ -228,7 +220,7 @@ fn dead_letter_gauge(metrics: &str) -> Option<f64> {
 }
 
 async fn a_discarded_dead_letter_stays_visible_until_its_retention_ends(backend: Backend) {
-    let server = application(422).await;
+    let server = application_answering(422).await;
     let app = app_delivering_to(backend, &server).await;
     let first = one_dead_letter(&app, "evt_dead_1").await;
     let second = one_dead_letter(&app, "evt_dead_2").await;
@@ -295,7 +287,7 @@ async fn a_discarded_dead_letter_stays_visible_until_its_retention_ends(backend:
 }
 
 async fn dead_letters_are_swept_after_their_retention(backend: Backend) {
-    let server = application(422).await;
+    let server = application_answering(422).await;
     let app = app_delivering_to(backend, &server).await;
     one_dead_letter(&app, "evt_dead_old").await;
     app.clock.advance(chrono::Duration::days(29));
@@ -314,7 +306,7 @@ async fn dead_letters_are_swept_after_their_retention(backend: Backend) {
 }
 
 async fn an_event_shows_its_deliveries_on_a_busy_source(backend: Backend) {
-    let server = application(200).await;
+    let server = application_answering(200).await;
     let app = app_delivering_to(backend, &server).await;
     // 1,200 older deliveries of other events of the same source, written directly.
     let mut conn = app.direct_connection();
@@ -362,7 +354,7 @@ async fn an_event_shows_its_deliveries_on_a_busy_source(backend: Backend) {
 }
 
 async fn a_captured_github_body_under_a_fresh_delivery_id_is_no_new_fact(backend: Backend) {
-    let server = application(200).await;
+    let server = application_answering(200).await;
     let extra = format!(
         "\n[[sources]]\nname = \"gh\"\nscheme = \"github\"\nsecrets = [\"gh-secret\"]\n\
          [[sources.destinations]]\nurl = \"{}/events\"\nsecret = \"{APP_SECRET}\"\nname = \"app\"\n",
@@ -421,7 +413,7 @@ fn is_rfc3339_micros_utc(value: &serde_json::Value) -> bool {
 }
 
 async fn admin_timestamps_are_rfc3339_utc_to_the_microsecond(backend: Backend) {
-    let server = application(200).await;
+    let server = application_answering(200).await;
     let app = app_delivering_to(backend, &server).await;
     app.post_stripe(&stripe_event("evt_time", "invoice.paid", "in_time"))
         .await
@@ -454,7 +446,7 @@ async fn admin_timestamps_are_rfc3339_utc_to_the_microsecond(backend: Backend) {
 }
 
 async fn a_fresh_id_and_another_type_do_not_escape_fact_rules_or_keys(backend: Backend) {
-    let server = application(200).await;
+    let server = application_answering(200).await;
     let destination = |name: &str| {
         format!(
             "[[sources.destinations]]\nurl = \"{}/{name}\"\nsecret = \"{APP_SECRET}\"\nname = \"{name}\"\n",
@@ -509,7 +501,7 @@ async fn a_fresh_id_and_another_type_do_not_escape_fact_rules_or_keys(backend: B
 }
 
 async fn concurrent_requeues_and_discards_of_one_dead_letter_succeed_once(backend: Backend) {
-    let server = application(422).await;
+    let server = application_answering(422).await;
     let app = std::sync::Arc::new(app_delivering_to(backend, &server).await);
     let id = one_dead_letter(&app, "evt_raced").await;
     // A requeued row must not die again during the race (then a later call could rightly
@@ -560,7 +552,7 @@ async fn concurrent_requeues_and_discards_of_one_dead_letter_succeed_once(backen
 }
 
 async fn a_replay_names_each_event_once_and_skips_what_is_still_pending(backend: Backend) {
-    let server = application(503).await;
+    let server = application_answering(503).await;
     let app = app_delivering_to(backend, &server).await;
     for i in 0..3 {
         app.post_stripe(&stripe_event(

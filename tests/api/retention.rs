@@ -68,7 +68,7 @@ async fn a_copy_of_a_swept_event_has_no_second_effect(backend: Backend) {
     let body = stripe_event("evt_late_copy", "payment_intent.succeeded", "pi_late");
     let first = app.post_stripe(&body).await;
     assert_eq!(first.json()["outcome"], "accepted");
-    assert_eq!(count_deliveries(&app).await, 1);
+    assert_eq!(app.count_deliveries().await, 1);
 
     app.clock.advance(chrono::Duration::days(36));
     assert_eq!(app.sweep(false).await.events, 1);
@@ -84,25 +84,12 @@ async fn a_copy_of_a_swept_event_has_no_second_effect(backend: Backend) {
     assert_eq!(late.json()["outcome"], "duplicate_after_expiry");
     assert_eq!(late.json()["fact"]["first_event_id"], "evt_late_copy");
     assert_eq!(app.count_facts().await, 1, "no second fact");
-    assert_eq!(count_deliveries(&app).await, 1, "no second delivery");
+    assert_eq!(app.count_deliveries().await, 1, "no second delivery");
 
     // Its answer is stored again like any other.
     let again = app.post_stripe(&body).await;
     assert!(again.replayed());
     assert_eq!(again.body, late.body);
-}
-
-async fn count_deliveries(app: &TestApp) -> i64 {
-    use diesel::prelude::*;
-    let pool = app.pool.clone();
-    tokio::task::spawn_blocking(move || {
-        inlet::db::schema::deliveries::table
-            .count()
-            .get_result::<i64>(&mut pool.get().expect("conn"))
-            .expect("count")
-    })
-    .await
-    .expect("count task")
 }
 
 /// Inserts `count` events that expired five days ago, in one statement.

@@ -20,14 +20,9 @@ pub async fn replay_preview(
     body: web::Bytes,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ConsoleError> {
-    let fields = form_fields(&body);
-    check_csrf(&session, &fields)?;
+    let fields = checked_form(&session, &body)?;
     let (source, event_id) = event_of(&fields)?;
-    let request = json!({
-        "events": [{ "source": source, "event_id": event_id }],
-        "dry_run": true,
-    });
-    let answer = call_replay(&state, None, &request).await?;
+    let answer = call_replay(&state, None, source, event_id).await?;
     let preview = answer_json(&answer)?;
     let key = view::form_key()?;
     let body = html! {
@@ -55,12 +50,10 @@ pub async fn replay(
     body: web::Bytes,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ConsoleError> {
-    let fields = form_fields(&body);
-    check_csrf(&session, &fields)?;
+    let fields = checked_form(&session, &body)?;
     let (source, event_id) = event_of(&fields)?;
     let key = form_key_of(&fields)?;
-    let request = json!({ "events": [{ "source": source, "event_id": event_id }] });
-    let answer = call_replay(&state, Some(key), &request).await?;
+    let answer = call_replay(&state, Some(key), source, event_id).await?;
     let result = answer_json(&answer)?;
     let body = html! {
         (resubmitted(&answer))
@@ -73,15 +66,32 @@ pub async fn replay(
     ))
 }
 
+/// Replays one event through the API's code path: a preview without a key, the replay
+/// itself under the form's key.
 async fn call_replay(
     state: &AppState,
     key: Option<String>,
-    request: &Value,
+    source: &str,
+    event_id: &str,
 ) -> Result<CallAnswer, ConsoleError> {
+    let request = json!({
+        "events": [{ "source": source, "event_id": event_id }],
+        "dry_run": key.is_none(),
+    });
     let caller = Session::caller(state)?;
-    let body = serde_json::to_vec(request)
-        .map_err(|e| ConsoleError::Internal(format!("cannot encode the request: {e}")))?;
-    Ok(admin::replay_call(state, caller, key, &body).await?)
+    Ok(admin::replay_call(state, caller, key, &encode(&request)?).await?)
+}
+
+fn encode(request: &Value) -> Result<Vec<u8>, ConsoleError> {
+    serde_json::to_vec(request)
+        .map_err(|e| ConsoleError::Internal(format!("cannot encode the request: {e}")))
+}
+
+/// A posted form's fields, once its CSRF token is checked.
+fn checked_form(session: &Session, body: &[u8]) -> Result<Vec<(String, String)>, ConsoleError> {
+    let fields = form_fields(body);
+    check_csrf(session, &fields)?;
+    Ok(fields)
 }
 
 /// `POST /console/deliveries`: requeue or discard the selected dead letters.
@@ -90,8 +100,7 @@ pub async fn dead_letters(
     body: web::Bytes,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ConsoleError> {
-    let fields = form_fields(&body);
-    check_csrf(&session, &fields)?;
+    let fields = checked_form(&session, &body)?;
     let action = match field(&fields, "action") {
         Some("requeue") => DeadLetterAction::Requeue,
         Some("discard") => DeadLetterAction::Discard,
@@ -115,8 +124,7 @@ pub async fn dead_letters(
         ));
     }
     let key = form_key_of(&fields)?;
-    let request = serde_json::to_vec(&json!({ "ids": ids }))
-        .map_err(|e| ConsoleError::Internal(format!("cannot encode the request: {e}")))?;
+    let request = encode(&json!({ "ids": ids }))?;
     let caller = Session::caller(&state)?;
     let answer = admin::dead_letter_call(&state, caller, Some(key), &request, action).await?;
     let result = answer_json(&answer)?;

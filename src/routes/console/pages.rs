@@ -274,30 +274,39 @@ fn event_filters(q: &HashMap<String, String>, state: &AppState) -> Markup {
     let value = |name: &str| q.get(name).cloned().unwrap_or_default();
     html! {
         form.filters method="get" action={ (PATH) "/events" } {
-            label { "Source"
-                select name="source" {
-                    option value="" { "any" }
-                    @for source in &state.settings.sources {
-                        @let name = source.name.as_str();
-                        option value=(name) selected[value("source") == name] { (name) }
-                    }
-                }
-            }
+            (choice("Source", "source", &value("source"), &source_names(state)))
             label { "Type" input type="text" name="type" value=(value("type")) placeholder="invoice.paid"; }
-            label { "Outcome"
-                select name="outcome" {
-                    option value="" { "any" }
-                    @for outcome in ["accepted", "duplicate_fact"] {
-                        option value=(outcome) selected[value("outcome") == outcome] { (outcome) }
-                    }
-                }
-            }
+            (choice("Outcome", "outcome", &value("outcome"), &["accepted", "duplicate_fact"]))
             label { "Since (UTC)" input type="datetime-local" name="since" value=(value("since")); }
             label { "Until (UTC)" input type="datetime-local" name="until" value=(value("until")); }
             label.wide { "Event id or fact key" input type="search" name="q" value=(value("q")); }
             button type="submit" { "Filter" }
         }
     }
+}
+
+/// A filter's drop-down: "any" or one of `options`, with `current` selected.
+fn choice(label: &str, name: &str, current: &str, options: &[&str]) -> Markup {
+    html! {
+        label { (label)
+            select name=(name) {
+                option value="" { "any" }
+                @for option in options {
+                    option value=(option) selected[current == *option] { (option) }
+                }
+            }
+        }
+    }
+}
+
+/// The configured sources' names.
+fn source_names(state: &AppState) -> Vec<&str> {
+    state
+        .settings
+        .sources
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect()
 }
 
 /// The link to the next (older) page, keeping the filters.
@@ -599,31 +608,9 @@ fn delivery_filters(q: &HashMap<String, String>, state: &AppState) -> Markup {
     destinations.dedup();
     html! {
         form.filters method="get" action={ (PATH) "/deliveries" } {
-            label { "Source"
-                select name="source" {
-                    option value="" { "any" }
-                    @for source in &state.settings.sources {
-                        @let name = source.name.as_str();
-                        option value=(name) selected[value("source") == name] { (name) }
-                    }
-                }
-            }
-            label { "Destination"
-                select name="destination" {
-                    option value="" { "any" }
-                    @for name in &destinations {
-                        option value=(name) selected[value("destination") == *name] { (name) }
-                    }
-                }
-            }
-            label { "Status"
-                select name="status" {
-                    option value="" { "any" }
-                    @for status in [PENDING, IN_PROGRESS, DELIVERED, DEAD, DISCARDED] {
-                        option value=(status) selected[value("status") == status] { (status) }
-                    }
-                }
-            }
+            (choice("Source", "source", &value("source"), &source_names(state)))
+            (choice("Destination", "destination", &value("destination"), &destinations))
+            (choice("Status", "status", &value("status"), &[PENDING, IN_PROGRESS, DELIVERED, DEAD, DISCARDED]))
             button type="submit" { "Filter" }
         }
     }

@@ -46,14 +46,18 @@ impl Session {
 
     /// The caller the session acts as: the operator token's, as in the API.
     pub fn caller(state: &AppState) -> Result<Caller, ConsoleError> {
-        state
-            .settings
-            .operator
-            .token
-            .as_ref()
-            .map(Caller::of_token)
-            .ok_or(ConsoleError::Disabled)
+        operator_token(state).map(Caller::of_token)
     }
+}
+
+/// The operator token: what signs in, and what sessions are signed with.
+fn operator_token(state: &AppState) -> Result<&Secret, ConsoleError> {
+    state
+        .settings
+        .operator
+        .token
+        .as_ref()
+        .ok_or(ConsoleError::Disabled)
 }
 
 /// The key sessions are signed with, derived from the operator token.
@@ -121,12 +125,7 @@ fn session_of(request: &HttpRequest) -> Result<Session, ConsoleError> {
     let state = request
         .app_data::<web::Data<AppState>>()
         .ok_or_else(|| ConsoleError::Internal("the application state is missing".to_owned()))?;
-    let token = state
-        .settings
-        .operator
-        .token
-        .as_ref()
-        .ok_or(ConsoleError::Disabled)?;
+    let token = operator_token(state)?;
     cookie_value(request)
         .and_then(|value| verify(token, value, state.clock.now()))
         .ok_or_else(|| ConsoleError::SignIn(next_of(request)))
@@ -226,12 +225,7 @@ pub async fn login(
     body: web::Bytes,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ConsoleError> {
-    let token = state
-        .settings
-        .operator
-        .token
-        .as_ref()
-        .ok_or(ConsoleError::Disabled)?;
+    let token = operator_token(&state)?;
     let fields = form_fields(&body);
     let next = safe_next(super::field(&fields, "next").unwrap_or(PATH)).to_owned();
     if let Some(left) = state.sign_in.wait_left() {
