@@ -236,7 +236,7 @@ pub struct ToggleProxy {
 }
 
 impl ToggleProxy {
-    async fn start(upstream: SocketAddr) -> Self {
+    pub async fn start(upstream: SocketAddr) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind the proxy");
