@@ -5,7 +5,8 @@
 //! cuts RabbitMQ through a TCP proxy it controls.
 
 use crate::helpers::{
-    eventually, spawn_app_with, stripe_event, Backend, TestApp, TestOptions, ToggleProxy,
+    eventually, spawn_app_with, stripe_event, unique_name, Backend, TestApp, TestOptions,
+    ToggleProxy,
 };
 use crate::on_both_backends;
 use async_nats::jetstream::{self, stream};
@@ -17,7 +18,6 @@ use lapin::{Channel, Connection, ConnectionProperties};
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 on_both_backends!(
@@ -33,15 +33,9 @@ const AMQP_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
 const AMQP_SERVER: &str = "127.0.0.1:5672";
 const APP_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
-/// A prefix no other test (or run) uses, valid as a stream, queue and subject token.
+/// A name no other test (or run) uses, valid as a stream, queue and subject token.
 fn unique_prefix() -> String {
-    static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let nanos = chrono::Utc::now().timestamp_subsec_nanos();
-    format!(
-        "inlet_bus_{}_{}_{nanos}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
+    unique_name()
 }
 
 /// A test's NATS stream and RabbitMQ queue, each capturing `prefix.>` / `prefix.#`.
@@ -543,4 +537,63 @@ async fn an_unreachable_broker_degrades_its_destination_not_the_service(backend:
         state.as_str().unwrap_or_default().starts_with("degraded"),
         "{state}"
     );
+}
+
+/// `inlet check-config` (no broker is contacted) with one destination of the stripe
+/// source: its exit status and what it printed.
+fn check_config(destination: &str) -> (bool, String) {
+    let dir = std::env::temp_dir().join(unique_name());
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let config = dir.join("inlet.toml");
+    let toml = format!(
+        "[database]\nurl = \"sqlite://{}\"\n[[sources]]\nname = \"stripe\"\n\
+         scheme = \"stripe\"\nsecrets = [\"whsec_x\"]\n[[sources.destinations]]\n\
+         secret = \"{APP_SECRET}\"\n{destination}\n",
+        dir.join("inlet.db").display()
+    );
+    std::fs::write(&config, toml).expect("write the configuration");
+    let output = Command::new(env!("CARGO_BIN_EXE_inlet"))
+        .arg("--config")
+        .arg(&config)
+        .arg("check-config")
+        .output()
+        .expect("run inlet");
+    let _ = std::fs::remove_dir_all(&dir);
+    let printed = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    (output.status.success(), printed)
+}
+
+#[test]
+fn check_config_validates_broker_destinations() {
+    for good in [
+        "url = \"nats://127.0.0.1:4222\"\nsubject = \"orders.{source}.{event_type}\"",
+        "url = \"amqps://user:pw@rabbit:5671/%2f\"\nexchange = \"events\"",
+    ] {
+        let (ok, printed) = check_config(good);
+        assert!(ok, "{good}: {printed}");
+        assert!(!printed.contains("user:pw"), "{printed}");
+    }
+    for (bad, key) in [
+        (
+            "url = \"nats://127.0.0.1:4222\"\nsubject = \"a.*.{source}\"",
+            "subject",
+        ),
+        (
+            "url = \"nats://127.0.0.1:4222\"\nsubject = \"a.{sorce}\"",
+            "subject",
+        ),
+        (
+            "url = \"nats://127.0.0.1:4222\"\nexchange = \"x\"",
+            "exchange",
+        ),
+        ("url = \"amqp://127.0.0.1\"\nsubject = \"x\"", "subject"),
+        ("url = \"kafka://127.0.0.1:9092\"", "url"),
+        ("url = \"nats:///nohost\"", "url"),
+    ] {
+        let (ok, printed) = check_config(bad);
+        assert!(!ok, "{bad} was accepted: {printed}");
+        let expected = format!("sources[0].destinations[0].{key}");
+        assert!(printed.contains(&expected), "{bad}: {printed}");
+    }
 }
