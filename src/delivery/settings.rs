@@ -143,17 +143,25 @@ impl DeliveryFile {
 }
 
 impl DeliverySettings {
-    /// Refuses a destination whose attempt could outlive its lease.
+    /// Refuses a destination whose attempt could outlive its lease. A broker attempt may
+    /// first connect, then wait for the confirmation: both timeouts count.
     pub fn check(&self, key: &str, destination: &DestinationSettings) -> Result<(), ConfigError> {
-        if destination.timeout < self.lease {
+        let (longest, what) = match destination.kind {
+            DestinationKind::Http => (destination.timeout, "timeout"),
+            _ => (
+                destination.timeout + destination.connect_timeout,
+                "timeout plus connect_timeout",
+            ),
+        };
+        if longest < self.lease {
             return Ok(());
         }
         Err(ConfigError::new(
             format!("{key}.timeout"),
             format!(
-                "{} is not shorter than delivery.lease ({}): a slow attempt would lose its \
-                 lease while still running",
-                HumanDuration(destination.timeout),
+                "{what} ({}) is not shorter than delivery.lease ({}): a slow attempt would \
+                 lose its lease while still running",
+                HumanDuration(longest),
                 HumanDuration(self.lease)
             ),
         ))

@@ -51,10 +51,12 @@ impl BrokerHealth {
             .collect()
     }
 
-    fn set(&self, destination: &str, state: BrokerState) {
+    /// Records `label`'s state (`source/destination`); the gauge is labelled with the
+    /// destination's name, as the delivery metrics are.
+    fn set(&self, label: &str, name: &str, state: BrokerState) {
         let up = if state == BrokerState::Up { 1.0 } else { 0.0 };
-        metrics::gauge!("inlet_broker_up", "destination" => destination.to_owned()).set(up);
-        lock(&self.states).insert(destination.to_owned(), state);
+        metrics::gauge!("inlet_broker_up", "destination" => name.to_owned()).set(up);
+        lock(&self.states).insert(label.to_owned(), state);
     }
 }
 
@@ -140,7 +142,7 @@ impl Link {
         health: Arc<BrokerHealth>,
     ) -> Self {
         let label = format!("{source}/{}", settings.name);
-        health.set(&label, BrokerState::NotConnected);
+        health.set(&label, &settings.name, BrokerState::NotConnected);
         Self {
             label,
             settings: settings.clone(),
@@ -172,7 +174,7 @@ impl Link {
         };
         match published {
             Ok(()) => {
-                self.health.set(&self.label, BrokerState::Up);
+                self.report(BrokerState::Up);
                 AttemptResult {
                     status: None,
                     verdict: Verdict::Delivered,
@@ -184,8 +186,7 @@ impl Link {
                     self.slot.lock().await.session = None;
                 }
                 if failure.verdict != Verdict::Dead {
-                    let state = BrokerState::Degraded(failure.error.clone());
-                    self.health.set(&self.label, state);
+                    self.report(BrokerState::Degraded(failure.error.clone()));
                 }
                 AttemptResult {
                     status: None,
@@ -232,6 +233,10 @@ impl Link {
         }
     }
 
+    fn report(&self, state: BrokerState) {
+        self.health.set(&self.label, &self.settings.name, state);
+    }
+
     /// The open connection, or a new one; fails at once while waiting to reconnect.
     async fn session(&self) -> Result<Session, String> {
         let mut slot = self.slot.lock().await;
@@ -252,14 +257,13 @@ impl Link {
                     session: Some(session.clone()),
                     ..Slot::default()
                 };
-                self.health.set(&self.label, BrokerState::Up);
+                self.report(BrokerState::Up);
                 Ok(session)
             }
             Err(error) => {
                 slot.failures = slot.failures.saturating_add(1);
                 slot.retry_at = Some(Instant::now() + reconnect_delay(slot.failures));
-                self.health
-                    .set(&self.label, BrokerState::Degraded(error.clone()));
+                self.report(BrokerState::Degraded(error.clone()));
                 Err(error)
             }
         }
