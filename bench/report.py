@@ -222,6 +222,18 @@ def summary(directory):
         )
         row("  its backlog", f"max {e2e['backlog_max']:,}, {e2e['backlog_at_end']:,} at the "
             f"end; {drained}; sink {e2e['sink_per_sec']:,.0f}/s", "", None)
+    for backend in ("postgres", "sqlite"):
+        bus = load("bus_" + backend)
+        if bus is None:
+            continue
+        name = "PostgreSQL" if backend == "postgres" else "SQLite"
+        row(
+            f"Onto the bus (JetStream) on {name}, c64: published facts/s end to end",
+            f"{bus['published_per_sec']:,.0f}/s ({bus['published']:,} in {bus['seconds']:.1f} s; "
+            f"stream holds {bus['stream_messages']:,})",
+            "",
+            bus["left"] == 0 and bus["stream_messages"] == bus["published"],
+        )
     memory = load("memory")
     if memory:
         row("Resident memory (PostgreSQL, c16, 30 % duplicates)",
