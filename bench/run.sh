@@ -265,6 +265,21 @@ backlog() {
     sqlite) sqlite3 -separator ' ' "${2#sqlite://}" "$query" ;;
   esac
 }
+# scratch BACKEND NAME PORT: a fresh database ${db}_NAME (PostgreSQL) or NAME.db (SQLite)
+# for one run; sets the caller's label, url, settings and port (PORT, or PORT + 1 for
+# SQLite).
+scratch() {
+  case $1 in
+    postgres)
+      psql "$PG_ADMIN" -qc "CREATE DATABASE ${db}_$2"
+      label=PostgreSQL url="${PG_ADMIN%/*}/${db}_$2" settings=$PG_SETTINGS port=$3 ;;
+    sqlite)
+      label=SQLite url="sqlite://$work/$2.db" port=$(($3 + 1))
+      settings=$'synchronous = "full"\n'"$SQLITE_SETTINGS" ;;
+    *) echo "unknown backend $1 (E2E_BACKENDS, BUS_BACKENDS: postgres, sqlite)"; exit 2 ;;
+  esac
+}
+
 # Whole seconds since $started.
 elapsed() { python3 -c "import sys,time; print(int(time.time() - float(sys.argv[1])))" "$started"; }
 sink_count() { curl -sf "http://127.0.0.1:$sink_port/count" || echo 0; }
@@ -273,15 +288,7 @@ sink_count() { curl -sf "http://127.0.0.1:$sink_port/count" || echo 0; }
 e2e() {
   local backend=$1 url settings port cfg started next=5 b d e enqueued_end delivered_end \
     backlog_end backlog_max=0 drain=null left sink_start sink_end label
-  case $backend in
-    postgres)
-      psql "$PG_ADMIN" -qc "CREATE DATABASE ${db}_e2e"
-      label=PostgreSQL url="${PG_ADMIN%/*}/${db}_e2e" settings=$PG_SETTINGS port=$((PORT_BASE + 2)) ;;
-    sqlite)
-      label=SQLite url="sqlite://$work/e2e.db" port=$((PORT_BASE + 3))
-      settings=$'synchronous = "full"\n'"$SQLITE_SETTINGS" ;;
-    *) echo "E2E_BACKENDS: unknown backend $backend"; exit 2 ;;
-  esac
+  scratch "$backend" e2e $((PORT_BASE + 2))
   echo "== end to end on $label: c64 unique for ${E2E_DURATION}, dispatcher on, sink ${SINK_DELAY}"
   cfg=$(config "e2e-$backend" "$url" "$port" "$settings" "http://127.0.0.1:$sink_port/webhooks")
   "$bin" migrate --config "$cfg" >/dev/null
@@ -369,15 +376,7 @@ fi
 # until the outbox is empty; published facts/s from the load's start to the last ack.
 bus() {
   local backend=$1 url settings port cfg started left=1 published stored label
-  case $backend in
-    postgres)
-      psql "$PG_ADMIN" -qc "CREATE DATABASE ${db}_bus"
-      label=PostgreSQL url="${PG_ADMIN%/*}/${db}_bus" settings=$PG_SETTINGS port=$((PORT_BASE + 4)) ;;
-    sqlite)
-      label=SQLite url="sqlite://$work/bus.db" port=$((PORT_BASE + 5))
-      settings=$'synchronous = "full"\n'"$SQLITE_SETTINGS" ;;
-    *) echo "BUS_BACKENDS: unknown backend $backend"; exit 2 ;;
-  esac
+  scratch "$backend" bus $((PORT_BASE + 4))
   stream="inlet_bench_bus_$$_$backend"
   python3 bench/nats.py create "$NATS_ADDRESS" "$stream"
   echo "== onto the bus on $label: c64 unique for ${BUS_DURATION}, publishing to JetStream (stream $stream)"
@@ -396,25 +395,8 @@ bus() {
   stop
   stored=$(python3 bench/nats.py count "$NATS_ADDRESS" "$stream")
   python3 bench/nats.py delete "$NATS_ADDRESS" "$stream"; stream=""
-  python3 - "$results/bus_${backend}_load.json" "$results/bus_${backend}.json" \
-    "$published" "$left" "$took" "$stored" <<'PY'
-import json, sys
-load = json.load(open(sys.argv[1]))
-published, left, took, stored = int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6])
-result = {
-    "accepted_per_sec": load["accepted_per_sec"],
-    "published": published,
-    "left": left,
-    "seconds": took,
-    "published_per_sec": published / max(took, 1e-9),
-    "stream_messages": stored,
-    "load": load,
-}
-json.dump(result, open(sys.argv[2], "w"))
-print(f"  published {published:,} facts in {took:.1f} s: {result['published_per_sec']:,.0f}/s end to "
-      f"end (accepted {result['accepted_per_sec']:,.0f}/s during the load); the stream holds "
-      f"{stored:,}; {left:,} not published")
-PY
+  report bus "$results/bus_${backend}_load.json" "$results/bus_${backend}.json" \
+    "$published" "$left" "$took" "$stored"
   [ "$backend" = postgres ] && psql "$PG_ADMIN" -qc "DROP DATABASE ${db}_bus WITH (FORCE)"
   return 0
 }
