@@ -222,6 +222,18 @@ def summary(directory):
         )
         row("  its backlog", f"max {e2e['backlog_max']:,}, {e2e['backlog_at_end']:,} at the "
             f"end; {drained}; sink {e2e['sink_per_sec']:,.0f}/s", "", None)
+    for backend in ("postgres", "sqlite"):
+        bus = load("bus_" + backend)
+        if bus is None:
+            continue
+        name = "PostgreSQL" if backend == "postgres" else "SQLite"
+        row(
+            f"Onto the bus (JetStream) on {name}, c64: published facts/s end to end",
+            f"{bus['published_per_sec']:,.0f}/s ({bus['published']:,} in {bus['seconds']:.1f} s; "
+            f"stream holds {bus['stream_messages']:,})",
+            "",
+            bus["left"] == 0 and bus["stream_messages"] == bus["published"],
+        )
     memory = load("memory")
     if memory:
         row("Resident memory (PostgreSQL, c16, 30 % duplicates)",
@@ -234,6 +246,25 @@ def summary(directory):
         print(f"{target:<{widths[0]}}  {measured:<{widths[1]}}  {ratio:<{widths[2]}}  {mark}")
 
 
+def bus(load_path, out_path, published, left, took, stored):
+    """One bus run's figures (bench/run.sh, `bus`): published facts/s end to end."""
+    load = json.load(open(load_path))
+    published, left, took, stored = int(published), int(left), float(took), int(stored)
+    result = {
+        "accepted_per_sec": load["accepted_per_sec"],
+        "published": published,
+        "left": left,
+        "seconds": took,
+        "published_per_sec": published / max(took, 1e-9),
+        "stream_messages": stored,
+        "load": load,
+    }
+    json.dump(result, open(out_path, "w"))
+    print(f"  published {published:,} facts in {took:.1f} s: {result['published_per_sec']:,.0f}/s "
+          f"end to end (accepted {result['accepted_per_sec']:,.0f}/s during the load); the "
+          f"stream holds {stored:,}; {left:,} not published")
+
+
 if __name__ == "__main__":
     command, args = sys.argv[1], sys.argv[2:]
-    {"pgbench": pgbench, "line": line, "summary": summary}[command](*args)
+    {"pgbench": pgbench, "line": line, "summary": summary, "bus": bus}[command](*args)

@@ -22,6 +22,11 @@
 #     6. unique events at concurrency 64 for E2E_DURATION, the backlog (pending and
 #        in-progress deliveries) every 5 s, then delivered/s against accepted/s and how
 #        long the rest takes to drain (at most DRAIN_TIMEOUT)
+#   Onto the bus (BUS_BACKENDS, a fresh database each, dispatcher on, publishing to NATS
+#   JetStream at NATS_ADDRESS, into a stream of the run's own):
+#     7. unique events at concurrency 64 for BUS_DURATION, then until every fact is
+#        published and acked: published facts/s end to end (load start to last ack), and
+#        the stream's message count against the facts accepted
 #
 # Ingestion runs (3, 5) have a destination configured, so every accepted webhook writes its
 # delivery row as in the ceiling, and the dispatcher and sweeper off.
@@ -37,6 +42,8 @@
 #   PG_ADMIN=postgres://postgres@127.0.0.1:5432/postgres
 #   PG_SETTINGS, SQLITE_SETTINGS   extra lines for [database] (PG_SETTINGS defaults to
 #                         "pool_size = 32"), e.g. PG_SETTINGS=$'pool_size = 32\nwriters = 3'
+#   BUS_DURATION=20s      each bus run; BUS_BACKENDS="postgres sqlite" (or "" for none)
+#   NATS_ADDRESS=127.0.0.1:4222   NATS with JetStream (RabbitMQ is not measured here yet)
 #   PORT_BASE=18080       Inlet listens on PORT_BASE..PORT_BASE+3, the sink on PORT_BASE+10
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,6 +51,9 @@ cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10s}
 E2E_DURATION=${E2E_DURATION:-60s}
 E2E_BACKENDS=${E2E_BACKENDS-postgres sqlite}
+BUS_DURATION=${BUS_DURATION:-20s}
+BUS_BACKENDS=${BUS_BACKENDS-postgres sqlite}
+NATS_ADDRESS=${NATS_ADDRESS:-127.0.0.1:4222}
 DRAIN_TIMEOUT=${DRAIN_TIMEOUT:-120}
 SINK_DELAY=${SINK_DELAY:-5ms}
 PG_ADMIN=${PG_ADMIN:-postgres://postgres@127.0.0.1:5432/postgres}
@@ -52,7 +62,7 @@ SQLITE_SETTINGS=${SQLITE_SETTINGS-}
 PORT_BASE=${PORT_BASE:-18080}
 SECRET=whsec_bench_secret_for_local_runs
 
-for d in "$DURATION" "$E2E_DURATION"; do
+for d in "$DURATION" "$E2E_DURATION" "$BUS_DURATION"; do
   [[ $d =~ ^[0-9]+s$ ]] || { echo "durations are whole seconds, like 10s (got $d)"; exit 2; }
 done
 seconds=${DURATION%s}
@@ -70,7 +80,8 @@ cleanup() {
   for pid in "$load" "$server" "$sink"; do
     [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
   done
-  for name in "$db" "${db}_e2e"; do
+  [ -n "${stream:-}" ] && python3 bench/nats.py delete "$NATS_ADDRESS" "$stream" 2>/dev/null
+  for name in "$db" "${db}_e2e" "${db}_bus"; do
     psql "$PG_ADMIN" -qc "DROP DATABASE IF EXISTS $name WITH (FORCE)" >/dev/null 2>&1 || true
   done
   rm -rf "$work"
@@ -84,10 +95,10 @@ bin=${CARGO_TARGET_DIR:-target}/release/inlet
 report() { python3 bench/report.py "$@"; }
 json() { "$bin" bench --json "$@"; }
 
-# A configuration: config NAME URL PORT DATABASE_LINES [DESTINATION_URL]. One stripe
-# source with one destination (so every accepted webhook writes its delivery row, as in
-# the ceiling); with a DESTINATION_URL the dispatcher delivers to it, without one the
-# dispatcher is off and the destination a closed port. The sweeper is always off.
+# A configuration: config NAME URL PORT DATABASE_LINES [DESTINATION_URL [DESTINATION_LINES]].
+# One stripe source with one destination (so every accepted webhook writes its delivery
+# row, as in the ceiling); with a DESTINATION_URL the dispatcher delivers to it, without
+# one the dispatcher is off and the destination a closed port. The sweeper is always off.
 config() {
   local destination=${5:-http://127.0.0.1:9/events} enabled=false
   [ -n "${5:-}" ] && enabled=true
@@ -109,6 +120,7 @@ secrets = ["$SECRET"]
 url = "$destination"
 secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 name = "app"
+${6:-}
 TOML
   echo "$work/$1.toml"
 }
@@ -243,31 +255,40 @@ inlet_run sq_c64_dups "inlet SQLite FULL, c64, 30% duplicates" - --config "$sqli
 inlet_run sq_open "inlet SQLite FULL, open loop 1000/s" - --config "$sqlite" --rate 1000 --duration "$DURATION"
 stop
 
-# The backlog of an end-to-end database: "backlog delivered enqueued".
+# backlog BACKEND URL: "backlog delivered enqueued" of a run's database.
 backlog() {
   local query="SELECT coalesce(sum(CASE WHEN status IN ('pending', 'in_progress') THEN 1 ELSE 0 END), 0),
                       coalesce(sum(CASE WHEN status = 'delivered' THEN 1 ELSE 0 END), 0), count(*)
                FROM deliveries"
   case $1 in
-    postgres) psql "${PG_ADMIN%/*}/${db}_e2e" -tA -F ' ' -c "$query" ;;
-    sqlite) sqlite3 -separator ' ' "$work/e2e.db" "$query" ;;
+    postgres) psql "$2" -tA -F ' ' -c "$query" ;;
+    sqlite) sqlite3 -separator ' ' "${2#sqlite://}" "$query" ;;
   esac
 }
+# scratch BACKEND NAME PORT: a fresh database ${db}_NAME (PostgreSQL) or NAME.db (SQLite)
+# for one run; sets the caller's label, url, settings and port (PORT, or PORT + 1 for
+# SQLite).
+scratch() {
+  case $1 in
+    postgres)
+      psql "$PG_ADMIN" -qc "CREATE DATABASE ${db}_$2"
+      label=PostgreSQL url="${PG_ADMIN%/*}/${db}_$2" settings=$PG_SETTINGS port=$3 ;;
+    sqlite)
+      label=SQLite url="sqlite://$work/$2.db" port=$(($3 + 1))
+      settings=$'synchronous = "full"\n'"$SQLITE_SETTINGS" ;;
+    *) echo "unknown backend $1 (E2E_BACKENDS, BUS_BACKENDS: postgres, sqlite)"; exit 2 ;;
+  esac
+}
+
+# Whole seconds since $started.
+elapsed() { python3 -c "import sys,time; print(int(time.time() - float(sys.argv[1])))" "$started"; }
 sink_count() { curl -sf "http://127.0.0.1:$sink_port/count" || echo 0; }
 
 # e2e BACKEND: ingestion and delivery together, unique events at concurrency 64.
 e2e() {
   local backend=$1 url settings port cfg started next=5 b d e enqueued_end delivered_end \
     backlog_end backlog_max=0 drain=null left sink_start sink_end label
-  case $backend in
-    postgres)
-      psql "$PG_ADMIN" -qc "CREATE DATABASE ${db}_e2e"
-      label=PostgreSQL url="${PG_ADMIN%/*}/${db}_e2e" settings=$PG_SETTINGS port=$((PORT_BASE + 2)) ;;
-    sqlite)
-      label=SQLite url="sqlite://$work/e2e.db" port=$((PORT_BASE + 3))
-      settings=$'synchronous = "full"\n'"$SQLITE_SETTINGS" ;;
-    *) echo "E2E_BACKENDS: unknown backend $backend"; exit 2 ;;
-  esac
+  scratch "$backend" e2e $((PORT_BASE + 2))
   echo "== end to end on $label: c64 unique for ${E2E_DURATION}, dispatcher on, sink ${SINK_DELAY}"
   cfg=$(config "e2e-$backend" "$url" "$port" "$settings" "http://127.0.0.1:$sink_port/webhooks")
   "$bin" migrate --config "$cfg" >/dev/null
@@ -276,11 +297,10 @@ e2e() {
   json --config "$cfg" --concurrency 64 --duration "$E2E_DURATION" > "$results/e2e_${backend}_load.json" &
   load=$!
   started=$(date +%s.%N)
-  elapsed() { python3 -c "import sys,time; print(int(time.time() - float(sys.argv[1])))" "$started"; }
   while kill -0 "$load" 2>/dev/null; do
     sleep 0.5
     if [ "$(elapsed)" -ge "$next" ] && kill -0 "$load" 2>/dev/null; then
-      read -r b d e < <(backlog "$backend")
+      read -r b d e < <(backlog "$backend" "$url")
       [ "$b" -gt "$backlog_max" ] && backlog_max=$b
       printf '  t=%3ss  backlog %7s  delivered %7s  enqueued %7s  sink %7s\n' "$next" "$b" "$d" "$e" "$(sink_count)"
       next=$((next + 5))
@@ -288,7 +308,7 @@ e2e() {
   done
   wait "$load"
   load=""
-  read -r backlog_end delivered_end e < <(backlog "$backend")
+  read -r backlog_end delivered_end e < <(backlog "$backend" "$url")
   sink_end=$(sink_count)
   [ "$backlog_end" -gt "$backlog_max" ] && backlog_max=$backlog_end
   enqueued_end=$e
@@ -298,7 +318,7 @@ e2e() {
   left=$backlog_end
   while [ "$left" -gt 0 ] && [ "$(elapsed)" -lt "$DRAIN_TIMEOUT" ]; do
     sleep 1
-    read -r left d e < <(backlog "$backend")
+    read -r left d e < <(backlog "$backend" "$url")
   done
   if [ "$left" -eq 0 ]; then
     drain=$(python3 -c "import sys,time; print(round(time.time() - float(sys.argv[1]), 1))" "$started")
@@ -351,6 +371,39 @@ if [ -n "$E2E_BACKENDS" ]; then
   kill "$sink"; wait "$sink" 2>/dev/null || true; sink=""
   echo "  $(tail -1 "$work/sink.log")"
 fi
+
+# bus BACKEND: ingestion and publishing to JetStream together, unique events at c64, then
+# until the outbox is empty; published facts/s from the load's start to the last ack.
+bus() {
+  local backend=$1 url settings port cfg started left=1 published stored label
+  scratch "$backend" bus $((PORT_BASE + 4))
+  stream="inlet_bench_bus_$$_$backend"
+  python3 bench/nats.py create "$NATS_ADDRESS" "$stream"
+  echo "== onto the bus on $label: c64 unique for ${BUS_DURATION}, publishing to JetStream (stream $stream)"
+  cfg=$(config "bus-$backend" "$url" "$port" "$settings" "nats://$NATS_ADDRESS" \
+    "subject = \"$stream.{source}.{event_type}\"")
+  "$bin" migrate --config "$cfg" >/dev/null
+  serve "$cfg" "$port"
+  started=$(date +%s.%N)
+  json --config "$cfg" --concurrency 64 --duration "$BUS_DURATION" > "$results/bus_${backend}_load.json"
+  while [ "$left" -gt 0 ] && [ "$(elapsed)" -lt "$((${BUS_DURATION%s} + DRAIN_TIMEOUT))" ]; do
+    read -r left published _ < <(backlog "$backend" "$url")
+    [ "$left" -gt 0 ] && sleep 0.2
+  done
+  local took
+  took=$(python3 -c "import sys,time; print(round(time.time() - float(sys.argv[1]), 1))" "$started")
+  stop
+  stored=$(python3 bench/nats.py count "$NATS_ADDRESS" "$stream")
+  python3 bench/nats.py delete "$NATS_ADDRESS" "$stream"; stream=""
+  report bus "$results/bus_${backend}_load.json" "$results/bus_${backend}.json" \
+    "$published" "$left" "$took" "$stored"
+  [ "$backend" = postgres ] && psql "$PG_ADMIN" -qc "DROP DATABASE ${db}_bus WITH (FORCE)"
+  return 0
+}
+
+for backend in $BUS_BACKENDS; do
+  bus "$backend"
+done
 
 echo "== summary (took $((SECONDS / 60)) min $((SECONDS % 60)) s)"
 report summary "$results"

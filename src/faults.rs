@@ -1,6 +1,7 @@
 //! Fault injection for crash-atomicity tests. Without the `fault-injection` feature (every
 //! release build) `Faults` is an empty struct whose checkpoints do nothing; with it, a test
-//! can make the ingest transaction crash at a named instruction.
+//! can make the ingest transaction crash at a named instruction, or a dispatcher abandon a
+//! delivery between sending and settling it.
 
 #[cfg(feature = "fault-injection")]
 use std::collections::HashMap;
@@ -16,6 +17,9 @@ pub struct Faults {
     /// Event id → how many more ingests of it crash.
     crash_after_fact: Mutex<HashMap<String, usize>>,
     #[cfg(feature = "fault-injection")]
+    /// Event id → how many more sends of it the dispatcher "dies" after, before settling.
+    crash_after_send: Mutex<HashMap<String, usize>>,
+    #[cfg(feature = "fault-injection")]
     group_quorum: AtomicUsize,
     #[cfg(feature = "fault-injection")]
     gathered: AtomicUsize,
@@ -27,20 +31,7 @@ impl Faults {
     pub(crate) fn after_fact(&self, _event_id: &str) {
         #[cfg(feature = "fault-injection")]
         {
-            let armed = {
-                let mut crashes = self
-                    .crash_after_fact
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner());
-                match crashes.get_mut(_event_id) {
-                    Some(left) if *left > 1 => {
-                        *left -= 1;
-                        true
-                    }
-                    Some(_) => crashes.remove(_event_id).is_some(),
-                    None => false,
-                }
-            };
+            let armed = take_one(&self.crash_after_fact, _event_id);
             if armed {
                 // A panic mid-transaction is what a crash looks like from the database:
                 // the connection is discarded with the transaction open, never committed.
@@ -68,6 +59,28 @@ impl Faults {
         } else {
             crashes.insert(event_id.to_owned(), times);
         }
+    }
+
+    /// Checkpoint in the dispatcher, after an attempt and before its settlement: `true`
+    /// when a test armed a crash here for `_event_id` (the dispatcher then abandons the
+    /// row, which stays leased until its lease expires).
+    #[inline]
+    pub(crate) fn crash_after_send(&self, _event_id: &str) -> bool {
+        #[cfg(feature = "fault-injection")]
+        return take_one(&self.crash_after_send, _event_id);
+        #[cfg(not(feature = "fault-injection"))]
+        false
+    }
+
+    /// Makes the dispatcher abandon the next `times` sends of `event_id` (one per
+    /// destination) after sending, before recording the outcome: a dispatcher killed
+    /// between publish and settle.
+    #[cfg(feature = "fault-injection")]
+    pub fn crash_after_send_of(&self, event_id: &str, times: usize) {
+        self.crash_after_send
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(event_id.to_owned(), times);
     }
 
     /// Tests only: how many webhooks the next group waits for (0: none), so that a test
@@ -103,5 +116,21 @@ impl Faults {
     #[cfg(feature = "fault-injection")]
     pub fn gathered_group(&self) -> usize {
         self.gathered.load(Ordering::SeqCst)
+    }
+}
+
+/// Takes one armed crash of `key`, if any is left.
+#[cfg(feature = "fault-injection")]
+fn take_one(armed: &Mutex<HashMap<String, usize>>, key: &str) -> bool {
+    let mut armed = armed
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    match armed.get_mut(key) {
+        Some(left) if *left > 1 => {
+            *left -= 1;
+            true
+        }
+        Some(_) => armed.remove(key).is_some(),
+        None => false,
     }
 }

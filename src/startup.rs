@@ -91,15 +91,24 @@ impl Application {
         let (stop_background, stopped) = watch::channel(false);
         let mut background = Vec::new();
         let mut dispatcher_waker = None;
+        let mut brokers = None;
         if settings.delivery.enabled {
-            let dispatcher = Arc::new(Dispatcher::new(
-                &settings.destinations,
-                &settings.delivery,
-                settings.server.shutdown_grace,
-                pool.clone(),
-                hooks.clock.clone(),
-            )?);
+            let dispatcher = Arc::new(
+                Dispatcher::new(
+                    &settings.destinations,
+                    &settings.delivery,
+                    settings.server.shutdown_grace,
+                    pool.clone(),
+                    hooks.clock.clone(),
+                )?
+                .with_faults(hooks.faults.clone()),
+            );
             dispatcher_waker = Some(dispatcher.waker());
+            brokers = Some(dispatcher.broker_health());
+            // In the background: an unreachable broker is logged, never a reason not to
+            // serve webhooks.
+            let probing = dispatcher.clone();
+            tokio::spawn(async move { probing.probe_brokers().await });
             background.push(tokio::spawn(dispatcher.run(stopped.clone())));
         }
         let mut sweeper_health = None;
@@ -125,6 +134,7 @@ impl Application {
             committer,
             checkpointer,
             dispatcher_waker,
+            brokers,
             sweeper: sweeper_health,
             traffic: Default::default(),
             sign_in: Default::default(),

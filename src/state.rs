@@ -3,6 +3,7 @@
 use crate::clock::Clock;
 use crate::config::Settings;
 use crate::db::{Checkpointer, DbPool};
+use crate::delivery::BrokerHealth;
 use crate::faults::Faults;
 use crate::ingest::Committer;
 use crate::retention::SweeperHealth;
@@ -20,6 +21,8 @@ pub struct AppState {
     pub checkpointer: Option<Checkpointer>,
     /// Wakes this instance's dispatcher when a new fact has deliveries.
     pub dispatcher_waker: Option<Arc<tokio::sync::Notify>>,
+    /// Each broker destination's state, for readiness (none without a dispatcher).
+    pub brokers: Option<Arc<BrokerHealth>>,
     /// The in-server sweeper's last success, for readiness.
     pub sweeper: Option<SweeperHealth>,
     /// Webhooks per minute by outcome, for the console.

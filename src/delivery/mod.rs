@@ -1,32 +1,43 @@
 //! Facts to the user's application: the transactional outbox and its dispatcher.
 //!
 //! The ingest transaction writes one `deliveries` row per destination when a fact is new.
-//! The dispatcher leases due rows (bumping the fencing token), POSTs them, and settles
+//! The dispatcher leases due rows (bumping the fencing token), POSTs them — or publishes
+//! them to NATS JetStream or RabbitMQ and waits for the broker's confirmation — and settles
 //! each — delivered, rescheduled with full-jitter backoff, or dead — only while it still
 //! holds the lease. Delivery is at least once to the application, with an
 //! `Idempotency-Key` that is the same on every attempt and replay: exactly once for an
 //! application that honours it.
 
+mod bus;
+mod headers;
 mod outbox;
 mod policy;
 mod sender;
 mod settings;
 mod settler;
+mod target;
 
 pub use settings::{
     validate_destinations, DeliveryFile, DeliverySettings, DestinationFile, DestinationSettings,
     Destinations,
 };
 
+pub use bus::{BrokerHealth, BrokerState};
+pub use headers::delivery_headers;
 pub use outbox::{
     count_by_status, lease_due, settle_all, AttemptLog, Fence, Leased, Message, NewDelivery,
     Settlement, DEAD, DELIVERED, DISCARDED, IN_PROGRESS, PENDING,
 };
 pub use policy::{classify_status, parse_retry_after, RetryBudget, RetryPolicy, Verdict};
-pub use sender::{attempt, client_for, delivery_headers, AttemptResult};
+pub use sender::{attempt, client_for, AttemptResult};
+pub use target::{
+    DestinationKind, Template, DEFAULT_AMQP_EXCHANGE, DEFAULT_AMQP_ROUTING_KEY,
+    DEFAULT_NATS_SUBJECT,
+};
 
 use crate::clock::Clock;
 use crate::db::DbPool;
+use crate::faults::Faults;
 use chrono::{DateTime, Utc};
 use settler::Settler;
 use std::collections::HashMap;
@@ -38,8 +49,41 @@ use tokio::task::JoinSet;
 /// A destination ready to send to.
 struct Destination {
     settings: DestinationSettings,
-    client: reqwest::Client,
+    transport: Transport,
     budget: Mutex<RetryBudget>,
+}
+
+/// How a destination's attempts go out.
+enum Transport {
+    Http(reqwest::Client),
+    /// NATS JetStream or RabbitMQ: one connection per destination.
+    Broker(Box<bus::Link>),
+}
+
+impl Destination {
+    fn new(
+        source: &str,
+        settings: &DestinationSettings,
+        health: &Arc<BrokerHealth>,
+    ) -> reqwest::Result<Self> {
+        let transport = match settings.kind {
+            DestinationKind::Http => Transport::Http(client_for(settings)?),
+            _ => Transport::Broker(Box::new(bus::Link::new(source, settings, health.clone()))),
+        };
+        Ok(Self {
+            transport,
+            budget: Mutex::new(RetryBudget::new(settings.retry_rate, settings.retry_burst)),
+            settings: settings.clone(),
+        })
+    }
+
+    /// One attempt: a POST, or a publish waiting for the broker's confirmation.
+    async fn attempt(&self, delivery: &Leased, now: DateTime<Utc>) -> AttemptResult {
+        match &self.transport {
+            Transport::Http(client) => attempt(client, &self.settings, delivery, now).await,
+            Transport::Broker(link) => link.publish(delivery, now).await,
+        }
+    }
 }
 
 /// How one leased delivery ended, for reports and metrics.
@@ -107,6 +151,8 @@ pub struct Dispatcher {
     /// Rows leased and not yet settled, so that shutdown can give them back.
     in_flight: Mutex<HashMap<i64, Fence>>,
     settler: Arc<Settler>,
+    brokers: Arc<BrokerHealth>,
+    faults: Arc<Faults>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -125,22 +171,18 @@ impl Dispatcher {
         pool: DbPool,
         clock: Arc<dyn Clock>,
     ) -> anyhow::Result<Self> {
+        let brokers = Arc::new(BrokerHealth::default());
         let mut ready = HashMap::new();
         for (source, destination) in destinations.iter() {
             ready.insert(
                 (source.to_owned(), destination.name.clone()),
-                Destination {
-                    client: client_for(destination)?,
-                    budget: Mutex::new(RetryBudget::new(
-                        destination.retry_rate,
-                        destination.retry_burst,
-                    )),
-                    settings: destination.clone(),
-                },
+                Destination::new(source, destination, &brokers)?,
             );
         }
         let destinations = ready;
         Ok(Self {
+            brokers,
+            faults: Arc::new(Faults::default()),
             settler: Settler::new(pool.clone()),
             pool,
             clock,
@@ -154,6 +196,27 @@ impl Dispatcher {
             random: Mutex::new(fastrand::Rng::new()),
             in_flight: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Tests: faults armed on this dispatcher.
+    pub fn with_faults(mut self, faults: Arc<Faults>) -> Self {
+        self.faults = faults;
+        self
+    }
+
+    /// The state of each broker destination, for readiness.
+    pub fn broker_health(&self) -> Arc<BrokerHealth> {
+        self.brokers.clone()
+    }
+
+    /// Connects to every broker destination and logs whether it answered; an unreachable
+    /// broker is reported, never fatal (its deliveries wait in the outbox).
+    pub async fn probe_brokers(&self) {
+        for destination in self.destinations.values() {
+            if let Transport::Broker(link) = &destination.transport {
+                link.probe().await;
+            }
+        }
     }
 
     /// Wakes the dispatcher early (a new fact was committed).
@@ -208,13 +271,12 @@ impl Dispatcher {
             Some(destination) => {
                 let started = self.clock.now();
                 let timer = std::time::Instant::now();
-                let result = attempt(
-                    &destination.client,
-                    &destination.settings,
-                    delivery,
-                    started,
-                )
-                .await;
+                let result = destination.attempt(delivery, started).await;
+                if self.faults.crash_after_send(&delivery.event_id) {
+                    // As if this dispatcher died here: the row stays leased until its
+                    // lease expires, then another lease sends it again.
+                    return Settled::Unrecorded;
+                }
                 let log = AttemptLog {
                     fence: delivery.fence(),
                     started_at: started,

@@ -2,10 +2,10 @@
 //! `Idempotency-Key`, Inlet's headers, and Inlet's own Standard Webhooks signature made
 //! with the destination's secret.
 
+use super::headers::delivery_headers;
 use super::outbox::Leased;
 use super::policy::{classify_status, parse_retry_after, Verdict};
 use super::DestinationSettings;
-use crate::signature::{EventToSign, Scheme, Standard};
 use chrono::{DateTime, Utc};
 
 /// What came back from one attempt.
@@ -27,33 +27,6 @@ pub fn client_for(destination: &DestinationSettings) -> reqwest::Result<reqwest:
         .redirect(reqwest::redirect::Policy::none())
         .user_agent(concat!("inlet/", env!("CARGO_PKG_VERSION")))
         .build()
-}
-
-/// The headers of an attempt.
-pub fn delivery_headers(
-    destination: &DestinationSettings,
-    delivery: &Leased,
-    now: DateTime<Utc>,
-) -> Vec<(String, String)> {
-    let key = delivery.idempotency_key();
-    let message = EventToSign {
-        id: key.clone(),
-        event_type: delivery.event_type.clone().unwrap_or_default(),
-    };
-    let mut headers: Vec<(String, String)> = Standard
-        .sign(&delivery.payload, &destination.secret, now, &message)
-        .into_iter()
-        .filter(|(name, _)| !name.eq_ignore_ascii_case("content-type"))
-        .collect();
-    headers.push(("Content-Type".to_owned(), delivery.content_type.clone()));
-    headers.push(("Idempotency-Key".to_owned(), key));
-    headers.push(("Inlet-Source".to_owned(), delivery.source.clone()));
-    headers.push(("Inlet-Event-Id".to_owned(), delivery.event_id.clone()));
-    if let Some(event_type) = &delivery.event_type {
-        headers.push(("Inlet-Event-Type".to_owned(), event_type.clone()));
-    }
-    headers.push(("Inlet-Attempt".to_owned(), delivery.attempt.to_string()));
-    headers
 }
 
 /// Sends one attempt and classifies the outcome.

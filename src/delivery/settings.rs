@@ -1,6 +1,7 @@
 //! Delivery's settings: the dispatcher (`[delivery]`) and each source's destinations
 //! (`[[sources.destinations]]`), validated here.
 
+use super::target::DestinationKind;
 use super::RetryPolicy;
 use crate::duration::{setting, span, HumanDuration};
 use crate::error::ConfigError;
@@ -49,9 +50,12 @@ pub struct DeliverySettings {
 /// Where a source's new facts are sent, and how.
 #[derive(Debug, Clone)]
 pub struct DestinationSettings {
+    /// HTTP, NATS JetStream or RabbitMQ (from the URL's scheme).
+    pub kind: DestinationKind,
     /// Stable name stored with each delivery and used as a metric label (default: the URL's
     /// host, port and path).
     pub name: String,
+    /// May carry credentials (`amqp://user:password@host`): never logged.
     pub url: String,
     /// `whsec_<base64>`: Inlet signs each delivery with it (Standard Webhooks).
     pub secret: Secret,
@@ -139,17 +143,25 @@ impl DeliveryFile {
 }
 
 impl DeliverySettings {
-    /// Refuses a destination whose attempt could outlive its lease.
+    /// Refuses a destination whose attempt could outlive its lease. A broker attempt may
+    /// first connect, then wait for the confirmation: both timeouts count.
     pub fn check(&self, key: &str, destination: &DestinationSettings) -> Result<(), ConfigError> {
-        if destination.timeout < self.lease {
+        let (longest, what) = match destination.kind {
+            DestinationKind::Http => (destination.timeout, "timeout"),
+            _ => (
+                destination.timeout + destination.connect_timeout,
+                "timeout plus connect_timeout",
+            ),
+        };
+        if longest < self.lease {
             return Ok(());
         }
         Err(ConfigError::new(
             format!("{key}.timeout"),
             format!(
-                "{} is not shorter than delivery.lease ({}): a slow attempt would lose its \
-                 lease while still running",
-                HumanDuration(destination.timeout),
+                "{what} ({}) is not shorter than delivery.lease ({}): a slow attempt would \
+                 lose its lease while still running",
+                HumanDuration(longest),
                 HumanDuration(self.lease)
             ),
         ))
@@ -171,6 +183,9 @@ pub struct DestinationFile {
     deadline: Option<String>,
     retry_rate: Option<f64>,
     retry_burst: Option<u32>,
+    subject: Option<String>,
+    exchange: Option<String>,
+    routing_key: Option<String>,
 }
 
 /// A source's destinations, validated; `prefix` is the source's key (`sources[0]`).
@@ -204,21 +219,20 @@ impl DestinationFile {
         let key = |field: &str| format!("{prefix}.{field}");
         let url = reqwest::Url::parse(&self.url)
             .map_err(|e| ConfigError::new(key("url"), e.to_string()))?;
-        if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-            return Err(ConfigError::new(
-                key("url"),
-                "must be an http:// or https:// URL with a host",
-            ));
-        }
+        let Some(host) = url.host_str() else {
+            return Err(ConfigError::new(key("url"), "must have a host"));
+        };
+        let kind =
+            DestinationKind::from_file(url.scheme(), self.subject, self.exchange, self.routing_key)
+                .map_err(|(field, message)| ConfigError::new(key(field), message))?;
         let name = match self.name {
             Some(name) if !name.is_empty() && name.len() <= 128 => name,
             Some(_) => return Err(ConfigError::new(key("name"), "must be 1 to 128 characters")),
             // Never the query or credentials: they may hold tokens.
             None => format!(
-                "{}{}{}",
-                url.host_str().unwrap_or_default(),
+                "{host}{}{}",
                 url.port().map(|p| format!(":{p}")).unwrap_or_default(),
-                url.path()
+                kind.default_name_path(url.path())
             ),
         };
         let secret =
@@ -244,6 +258,7 @@ impl DestinationFile {
             ));
         }
         Ok(DestinationSettings {
+            kind,
             name,
             url: url.to_string(),
             secret,

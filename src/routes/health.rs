@@ -1,9 +1,10 @@
 //! `GET /healthz` (the process answers; never touches the database), `GET /readyz` (the
 //! database takes a write within a short timeout, its migrations are current, and the
-//! sweeper has succeeded within three intervals), and `GET /metrics`.
+//! sweeper has succeeded within three intervals; broker destinations are listed, each
+//! `ok` or `degraded`, without making the service unready), and `GET /metrics`.
 
 use crate::db::{pending_migrations, write_transaction, DbConnection};
-use crate::delivery::{count_by_status, DEAD, IN_PROGRESS, PENDING};
+use crate::delivery::{count_by_status, BrokerState, DEAD, IN_PROGRESS, PENDING};
 use crate::error::Problem;
 use crate::state::AppState;
 use actix_web::{web, HttpResponse, ResponseError};
@@ -54,11 +55,44 @@ pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
         ));
     }
     if failing.is_empty() {
-        return HttpResponse::Ok().json(serde_json::json!({ "status": "ready", "database": "ok" }));
+        let mut ready = serde_json::json!({ "status": "ready", "database": "ok" });
+        if let Some(brokers) = broker_states(&state) {
+            ready["destinations"] = brokers;
+        }
+        return HttpResponse::Ok().json(ready);
     }
     let detail = failing.join("; ");
     tracing::warn!(%detail, "not ready");
     Problem::unavailable(detail).error_response()
+}
+
+/// Each broker destination (`source/destination`) and its state: `ok`, `not connected
+/// yet`, or `degraded: <why>`. A degraded broker leaves the service ready: webhooks are
+/// still accepted, and that destination's deliveries wait in the outbox.
+fn broker_states(state: &AppState) -> Option<serde_json::Value> {
+    let states = state.brokers.as_ref()?.states();
+    if states.is_empty() {
+        return None;
+    }
+    let mut degraded = 0;
+    let map: serde_json::Map<String, serde_json::Value> = states
+        .into_iter()
+        .map(|(name, broker)| {
+            let text = match broker {
+                BrokerState::Up => "ok".to_owned(),
+                BrokerState::NotConnected => "not connected yet".to_owned(),
+                BrokerState::Degraded(why) => {
+                    degraded += 1;
+                    format!("degraded: {why}")
+                }
+            };
+            (name, serde_json::Value::String(text))
+        })
+        .collect();
+    if degraded > 0 {
+        tracing::warn!(degraded, "readiness: broker destinations degraded");
+    }
+    Some(serde_json::Value::Object(map))
 }
 
 /// Ingest needs to write: on SQLite take (and release) the write lock, which a stuck

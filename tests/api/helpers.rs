@@ -129,7 +129,8 @@ macro_rules! on_both_backends {
     };
 }
 
-fn unique_name() -> String {
+/// A name no other test (or run) uses: a database, a stream, a queue.
+pub fn unique_name() -> String {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
     let nanos = Utc::now().timestamp_subsec_nanos();
     format!(
@@ -236,7 +237,7 @@ pub struct ToggleProxy {
 }
 
 impl ToggleProxy {
-    async fn start(upstream: SocketAddr) -> Self {
+    pub async fn start(upstream: SocketAddr) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind the proxy");

@@ -1,0 +1,36 @@
+//! The headers every delivery carries, whatever the transport: HTTP headers on a POST,
+//! message headers on NATS, the headers table on RabbitMQ. A consumer reads the same
+//! names everywhere: the delivery key, Inlet's source, event id and type, and a Standard
+//! Webhooks signature made with the destination's secret, so it can verify the origin.
+
+use super::outbox::Leased;
+use super::DestinationSettings;
+use crate::signature::{EventToSign, Scheme, Standard};
+use chrono::{DateTime, Utc};
+
+/// The headers of an attempt.
+pub fn delivery_headers(
+    destination: &DestinationSettings,
+    delivery: &Leased,
+    now: DateTime<Utc>,
+) -> Vec<(String, String)> {
+    let key = delivery.idempotency_key();
+    let message = EventToSign {
+        id: key.clone(),
+        event_type: delivery.event_type.clone().unwrap_or_default(),
+    };
+    let mut headers: Vec<(String, String)> = Standard
+        .sign(&delivery.payload, &destination.secret, now, &message)
+        .into_iter()
+        .filter(|(name, _)| !name.eq_ignore_ascii_case("content-type"))
+        .collect();
+    headers.push(("Content-Type".to_owned(), delivery.content_type.clone()));
+    headers.push(("Idempotency-Key".to_owned(), key));
+    headers.push(("Inlet-Source".to_owned(), delivery.source.clone()));
+    headers.push(("Inlet-Event-Id".to_owned(), delivery.event_id.clone()));
+    if let Some(event_type) = &delivery.event_type {
+        headers.push(("Inlet-Event-Type".to_owned(), event_type.clone()));
+    }
+    headers.push(("Inlet-Attempt".to_owned(), delivery.attempt.to_string()));
+    headers
+}
