@@ -1,12 +1,12 @@
 //! The fuzzer's oracle: whether a request carries a matching signature, decided from the
-//! scheme rules in the README with `hmac`, `sha1` and `sha2` directly — never with Inlet's
-//! verification code.
+//! scheme rules in the README with `hmac`, `sha1`, `sha2` and `ed25519-dalek` directly —
+//! never with Inlet's verification code.
 //!
 //! Three answers. `Valid`: the canonical reading of the request (each header once, in
 //! the documented format) matches an active secret, within the tolerance. `Invalid`: no
 //! reading at all matches — however leniently the headers are read (any value of a
 //! repeated header, any hex or base64 run of the rule's tag length (32 bytes; Twilio's
-//! HMAC-SHA1 20) as the tag, any number as the
+//! HMAC-SHA1 20; an Ed25519 signature 64, for Discord in hex) as the tag, any number as the
 //! timestamp, trimmed or not), no tag in the request is the HMAC of what it claims to
 //! sign under an active secret, within the tolerance. `Either`: only a non-canonical
 //! reading matches (a repeated header, whitespace, upper-case hex, a timestamp a second
@@ -17,11 +17,19 @@
 //! throughout; the lenient ones take any plausible order and de-duplication of a repeated
 //! name's values, the bytes as decoded or as lossy UTF-8, either content type, and
 //! HMAC-SHA1 or (when the settings header names it anywhere) HMAC-SHA256.
+//!
+//! Ed25519 (Discord, Standard Webhooks `v1a`) is checked against the public keys with
+//! `verify_strict` for the canonical reading and the permissive `verify` for the lenient
+//! ones. Standard Webhooks entries keep their kind however leniently read: a run after a
+//! `v1` label is only ever an HMAC tag under a `whsec_` secret, a run after `v1a` only an
+//! Ed25519 signature under a `whpk_` key (a run under no label may be either); a
+//! cross-kind match is no match.
 
 use base64::alphabet;
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD};
 use base64::engine::DecodePaddingMode;
 use base64::Engine;
+use ed25519_dalek::{Signature, Verifier, VerifyingKey};
 use hmac::{Hmac, KeyInit, Mac};
 use sha1::Sha1;
 use sha2::{Digest, Sha256};
@@ -79,6 +87,9 @@ pub enum Rule {
     /// with its port toggled. With `X-Twilio-Webhooks-Signature-Settings:
     /// …,algorithm=HMAC_SHA256`, HMAC-SHA256 with the secret (a SharedKey) instead.
     Twilio,
+    /// `X-Signature-Ed25519: <hex>`, the Ed25519 signature over
+    /// `"{X-Signature-Timestamp}{body}"` under the application's public key (hex).
+    Discord,
 }
 
 /// The header of the test's `header_token` source.
@@ -87,6 +98,33 @@ pub const TOKEN_HEADER: &str = "x-webhook-token";
 /// Twilio's signature header, and the one naming a SharedKey signature's algorithm.
 pub const TWILIO_SIGNATURE: &str = "x-twilio-signature";
 pub const TWILIO_SETTINGS: &str = "x-twilio-webhooks-signature-settings";
+
+/// Discord's signature and timestamp headers.
+pub const DISCORD_SIGNATURE: &str = "x-signature-ed25519";
+pub const DISCORD_TIMESTAMP: &str = "x-signature-timestamp";
+
+/// An Ed25519 signature's length in bytes.
+pub const ED25519_LEN: usize = 64;
+
+/// Whether `signature` (64 bytes) is `key`'s (32 bytes) over `message`: strictly (small
+/// order keys and signature points refused, as RFC 8032 verifiers may) or permissively.
+pub fn ed25519_verifies(key: &[u8], message: &[u8], signature: &[u8], strict: bool) -> bool {
+    let (Ok(key), Ok(signature)) = (
+        <&[u8; 32]>::try_from(key),
+        <&[u8; ED25519_LEN]>::try_from(signature),
+    ) else {
+        return false;
+    };
+    let Ok(key) = VerifyingKey::from_bytes(key) else {
+        return false;
+    };
+    let signature = Signature::from_bytes(signature);
+    if strict {
+        key.verify_strict(message, &signature).is_ok()
+    } else {
+        key.verify(message, &signature).is_ok()
+    }
+}
 
 /// The content type whose body Twilio signs as parameters.
 pub const FORM_TYPE: &[u8] = b"application/x-www-form-urlencoded";
@@ -102,6 +140,8 @@ pub struct OracleSource {
     pub rule: Rule,
     pub active: Vec<Vec<u8>>,
     pub tolerance: i64,
+    /// Ed25519 public keys (32 bytes) that must verify: Discord's, Standard's `whpk_`.
+    pub public_keys: Vec<Vec<u8>>,
     /// Square's and Twilio's URL (`public_url`), signed before the body; empty otherwise.
     pub url: Vec<u8>,
 }
@@ -114,6 +154,36 @@ impl Rule {
                 .decode(secret.strip_prefix("whsec_").unwrap_or(secret))
                 .expect("a Standard Webhooks secret is base64"),
             _ => secret.as_bytes().to_vec(),
+        }
+    }
+
+    /// The Ed25519 public key a configured secret is, if it is one: Discord's hex key,
+    /// Standard's base64 after `whpk_`.
+    pub fn public_key(self, secret: &str) -> Option<Vec<u8>> {
+        match self {
+            Rule::Discord => Some(hex::decode(secret).expect("a Discord public key is hex")),
+            Rule::Standard => secret
+                .strip_prefix("whpk_")
+                .map(|encoded| STANDARD.decode(encoded).expect("a whpk_ key is base64")),
+            _ => None,
+        }
+    }
+
+    /// The oracle's source for these configured secrets: HMAC keys and public keys.
+    pub fn source(self, secrets: &[&str], tolerance: i64, url: &[u8]) -> OracleSource {
+        let (mut active, mut public_keys) = (Vec::new(), Vec::new());
+        for secret in secrets {
+            match self.public_key(secret) {
+                Some(key) => public_keys.push(key),
+                None => active.push(self.key(secret)),
+            }
+        }
+        OracleSource {
+            rule: self,
+            active,
+            tolerance,
+            public_keys,
+            url: url.to_vec(),
         }
     }
 
@@ -132,6 +202,7 @@ impl Rule {
             Rule::Twilio => (TWILIO_SIGNATURE, "", false),
             Rule::Basic => ("authorization", "Basic ", false),
             Rule::Token => (TOKEN_HEADER, "", false),
+            Rule::Discord => (DISCORD_SIGNATURE, "", true),
         }
     }
 
@@ -155,6 +226,7 @@ impl Rule {
             Rule::Acme => Some("x-acme-timestamp"),
             Rule::Standard => Some("webhook-timestamp"),
             Rule::Zoom => Some("x-zm-request-timestamp"),
+            Rule::Discord => Some(DISCORD_TIMESTAMP),
             Rule::Stripe
             | Rule::Paddle
             | Rule::Github
@@ -169,7 +241,13 @@ impl Rule {
     pub fn signs_timestamp(self) -> bool {
         matches!(
             self,
-            Rule::Stripe | Rule::Paddle | Rule::Slack | Rule::Zoom | Rule::Standard | Rule::Acme
+            Rule::Stripe
+                | Rule::Paddle
+                | Rule::Slack
+                | Rule::Zoom
+                | Rule::Standard
+                | Rule::Acme
+                | Rule::Discord
         )
     }
 
@@ -177,6 +255,7 @@ impl Rule {
     pub fn tag_lens(self) -> &'static [usize] {
         match self {
             Rule::Twilio => &[20, 32],
+            Rule::Discord => &[ED25519_LEN],
             _ => &[32],
         }
     }
@@ -190,6 +269,7 @@ impl Rule {
         let parts: Vec<&[u8]> = match self {
             Rule::Twilio => unreachable!("above"),
             Rule::Stripe | Rule::Acme => vec![timestamp, b".", body],
+            Rule::Discord => vec![timestamp, body],
             Rule::Paddle => vec![timestamp, b":", body],
             Rule::Github | Rule::Shopify | Rule::Basic | Rule::Token => vec![body],
             Rule::Slack | Rule::Zoom => vec![b"v0:", timestamp, b":", body],
@@ -205,8 +285,13 @@ impl Rule {
             Rule::Stripe => [b"t=", timestamp, b",v1=", hex::encode(tag).as_bytes()].concat(),
             Rule::Paddle => [b"ts=", timestamp, b";h1=", hex::encode(tag).as_bytes()].concat(),
             Rule::Github | Rule::Acme => format!("sha256={}", hex::encode(tag)).into_bytes(),
+            Rule::Discord => hex::encode(tag).into_bytes(),
             Rule::Slack | Rule::Zoom => format!("v0={}", hex::encode(tag)).into_bytes(),
             Rule::Shopify | Rule::Square | Rule::Twilio => STANDARD.encode(tag).into_bytes(),
+            // An Ed25519 signature is a `v1a` entry.
+            Rule::Standard if tag.len() == ED25519_LEN => {
+                format!("v1a,{}", STANDARD.encode(tag)).into_bytes()
+            }
             Rule::Standard => format!("v1,{}", STANDARD.encode(tag)).into_bytes(),
             // The credential itself, as the sender writes it.
             Rule::Basic => format!("Basic {}", STANDARD.encode(tag)).into_bytes(),
@@ -487,7 +572,10 @@ struct Reading {
     timestamp: Vec<u8>,
     value: Option<i64>,
     id: Vec<u8>,
+    /// HMAC tags.
     tags: Vec<Vec<u8>>,
+    /// Ed25519 signatures.
+    signatures: Vec<Vec<u8>>,
 }
 
 impl OracleSource {
@@ -521,7 +609,7 @@ impl OracleSource {
             };
         }
         let verdict = match self.canonical(headers) {
-            Some(reading) if self.matches(&reading, body, now, -EDGE) => Verdict::Valid,
+            Some(reading) if self.matches(&reading, body, now, -EDGE, true) => Verdict::Valid,
             _ => Verdict::Either,
         };
         Judgement {
@@ -705,8 +793,8 @@ impl OracleSource {
     }
 
     /// Whether an active key signs the reading, with its timestamp within the tolerance
-    /// widened by `slack` seconds.
-    fn matches(&self, reading: &Reading, body: &[u8], now: i64, slack: i64) -> bool {
+    /// widened by `slack` seconds; Ed25519 verified strictly or not.
+    fn matches(&self, reading: &Reading, body: &[u8], now: i64, slack: i64, strict: bool) -> bool {
         if self.rule.signs_timestamp() {
             let Some(value) = reading.value else {
                 return false;
@@ -719,6 +807,12 @@ impl OracleSource {
         self.active
             .iter()
             .any(|key| reading.tags.contains(&hmac_sha256(key, &content)))
+            || self.public_keys.iter().any(|key| {
+                reading
+                    .signatures
+                    .iter()
+                    .any(|signature| ed25519_verifies(key, &content, signature, strict))
+            })
     }
 
     /// The request read exactly as documented, or `None` when it is not in that form.
@@ -768,9 +862,16 @@ impl OracleSource {
                     value,
                     id: Vec::new(),
                     tags,
+                    signatures: Vec::new(),
                 })
             }
-            Rule::Github | Rule::Shopify | Rule::Slack | Rule::Acme | Rule::Zoom | Rule::Square => {
+            Rule::Github
+            | Rule::Shopify
+            | Rule::Slack
+            | Rule::Acme
+            | Rule::Zoom
+            | Rule::Square
+            | Rule::Discord => {
                 let signature = single(sig_name)?;
                 let tag = decode(signature.strip_prefix(prefix.as_bytes())?)?;
                 let (timestamp, value) = match self.rule.timestamp_header() {
@@ -781,11 +882,17 @@ impl OracleSource {
                     }
                     None => (Vec::new(), None),
                 };
+                let (tags, signatures) = if self.rule == Rule::Discord {
+                    (Vec::new(), vec![tag])
+                } else {
+                    (vec![tag], Vec::new())
+                };
                 Some(Reading {
                     timestamp,
                     value,
                     id: self.url.clone(),
-                    tags: vec![tag],
+                    tags,
+                    signatures,
                 })
             }
             Rule::Basic | Rule::Token | Rule::Twilio => None,
@@ -806,7 +913,7 @@ impl OracleSource {
                 let timestamp = single(&format!("{family}timestamp"))?;
                 let value = Some(canonical_decimal(&timestamp)?);
                 let list = single(&format!("{family}signature"))?;
-                let mut tags = Vec::new();
+                let (mut tags, mut signatures) = (Vec::new(), Vec::new());
                 for entry in list.split(|b| *b == b' ') {
                     let at = entry.iter().position(|b| *b == b',')?;
                     let (version, text) = (&entry[..at], &entry[at + 1..]);
@@ -818,13 +925,16 @@ impl OracleSource {
                     }
                     if version == b"v1" {
                         tags.push(decode(text)?);
+                    } else if version == b"v1a" {
+                        signatures.push(canonical_base64_tag(text, ED25519_LEN)?);
                     }
                 }
-                (!tags.is_empty()).then_some(Reading {
+                (!tags.is_empty() || !signatures.is_empty()).then_some(Reading {
                     timestamp,
                     value,
                     id,
                     tags,
+                    signatures,
                 })
             }
         }
@@ -856,12 +966,38 @@ impl OracleSource {
         if self.rule.timestamped_items().is_some() {
             timestamp_values = signature_values.clone();
         }
-        let tags: Vec<Vec<u8>> = signature_values
-            .iter()
-            .flat_map(|value| tag_candidates(value, self.rule.tag_lens()))
-            .collect::<HashSet<_>>()
-            .into_iter()
-            .collect();
+        let (tags, signatures) = match self.rule {
+            Rule::Discord => (
+                Vec::new(),
+                distinct(
+                    signature_values
+                        .iter()
+                        .flat_map(|value| hex_candidates(value, ED25519_LEN)),
+                ),
+            ),
+            Rule::Standard => {
+                let (mut tags, mut signatures) = (Vec::new(), Vec::new());
+                for value in &signature_values {
+                    for (kind, text) in standard_segments(value) {
+                        if kind != Some(true) {
+                            tags.extend(tag_candidates(text, &[32]));
+                        }
+                        if kind != Some(false) {
+                            signatures.extend(tag_candidates(text, &[ED25519_LEN]));
+                        }
+                    }
+                }
+                (distinct(tags), distinct(signatures))
+            }
+            _ => (
+                distinct(
+                    signature_values
+                        .iter()
+                        .flat_map(|value| tag_candidates(value, self.rule.tag_lens())),
+                ),
+                Vec::new(),
+            ),
+        };
         let timestamps: Vec<(Vec<u8>, Option<i64>)> = if self.rule.signs_timestamp() {
             timestamp_values
                 .iter()
@@ -880,8 +1016,9 @@ impl OracleSource {
                     value: *value,
                     id: id.clone(),
                     tags: tags.clone(),
+                    signatures: signatures.clone(),
                 };
-                if self.matches(&reading, body, now, EDGE) {
+                if self.matches(&reading, body, now, EDGE, false) {
                     matched.insert(id.clone());
                 }
             }
@@ -912,6 +1049,72 @@ fn canonical_settings(settings: &[u8]) -> Option<TwilioMac> {
         }
     }
     named
+}
+
+/// Each distinct item once.
+fn distinct(items: impl IntoIterator<Item = Vec<u8>>) -> Vec<Vec<u8>> {
+    items
+        .into_iter()
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect()
+}
+
+/// A `webhook-signature` value cut where an entry label starts (`v` and letters or
+/// digits, then `,`, spaces allowed before the comma, at the start or after a space or
+/// comma; base64 has neither), each piece with its kind: `Some(false)` after a `v1`
+/// label (HMAC), `Some(true)` after `v1a` (Ed25519), in any case; `None` before any
+/// label or after another one (either kind).
+fn standard_segments(value: &[u8]) -> Vec<(Option<bool>, &[u8])> {
+    let label_at = |i: usize| -> Option<(usize, Option<bool>)> {
+        if !value[i].eq_ignore_ascii_case(&b'v')
+            || (i > 0 && !matches!(value[i - 1], b' ' | b'\t' | b','))
+        {
+            return None;
+        }
+        let name_end = i + value[i..]
+            .iter()
+            .take_while(|b| b.is_ascii_alphanumeric())
+            .count();
+        let comma = name_end
+            + value[name_end..]
+                .iter()
+                .take_while(|b| matches!(b, b' ' | b'\t'))
+                .count();
+        if value.get(comma) != Some(&b',') {
+            return None;
+        }
+        let kind = match value[i..name_end].to_ascii_lowercase().as_slice() {
+            b"v1" => Some(false),
+            b"v1a" => Some(true),
+            _ => None,
+        };
+        Some((comma + 1, kind))
+    };
+    let mut segments = Vec::new();
+    let (mut start, mut kind) = (0, None);
+    let mut i = 0;
+    while i < value.len() {
+        match label_at(i) {
+            Some((after, label)) => {
+                segments.push((kind, &value[start..i]));
+                (start, kind) = (after, label);
+                i = after;
+            }
+            None => i += 1,
+        }
+    }
+    segments.push((kind, &value[start..]));
+    segments
+}
+
+/// Every `len`-byte value written in hex (any case) anywhere in `value`.
+fn hex_candidates(value: &[u8], len: usize) -> Vec<Vec<u8>> {
+    value
+        .windows(2 * len)
+        .filter(|window| window.iter().all(u8::is_ascii_hexdigit))
+        .filter_map(|window| hex::decode(window).ok())
+        .collect()
 }
 
 /// Every value of one of the `lens` (in bytes) written in hex (any case) or base64
