@@ -28,5 +28,5 @@ pub struct AppState {
     /// Webhooks per minute by outcome, for the console.
     pub traffic: crate::observability::Traffic,
     /// Failed console sign-ins, which make the next attempts wait.
-    pub sign_in: crate::routes::console::SignInGuard,
+    pub sign_in: crate::operator::SignInGuard,
 }

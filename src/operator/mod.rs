@@ -4,9 +4,11 @@
 
 pub mod actions;
 mod settings;
+mod sign_in;
 pub mod views;
 
 pub use settings::{
     ConsoleFile, ConsoleSettings, OperatorFile, OperatorSettings, DEFAULT_MAX_REPLAY,
     DEFAULT_SESSION_TTL,
 };
+pub use sign_in::SignInGuard;

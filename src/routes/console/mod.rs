@@ -23,7 +23,6 @@ use actix_web::http::StatusCode;
 use actix_web::middleware::DefaultHeaders;
 use actix_web::{web, HttpResponse, ResponseError};
 use session::Session;
-pub use session::SignInGuard;
 
 /// The console's Content-Security-Policy: nothing but this origin's stylesheet.
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; img-src 'self' data:; \

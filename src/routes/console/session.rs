@@ -18,17 +18,11 @@ use actix_web::http::header;
 use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
 use std::io::Read;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 /// The session cookie's name.
 pub const COOKIE: &str = "inlet_console";
 /// Where the console lives; the cookie is sent nowhere else.
 pub const PATH: &str = "/console";
-/// Failed sign-ins in a row before the console makes the next attempts wait.
-const FREE_FAILURES: u32 = 3;
-/// The longest wait after repeated failures.
-const MAX_LOCKOUT: Duration = Duration::from_secs(30);
 
 /// A signed-in operator.
 #[derive(Debug, Clone)]
@@ -163,46 +157,6 @@ fn safe_next(next: &str) -> &str {
         next
     } else {
         PATH
-    }
-}
-
-/// Consecutive failed sign-ins on this instance, and when the next attempt may be made.
-#[derive(Debug, Default)]
-pub struct SignInGuard(Mutex<Failures>);
-
-#[derive(Debug, Default)]
-struct Failures {
-    count: u32,
-    wait_until: Option<Instant>,
-}
-
-impl SignInGuard {
-    /// How long until a sign-in may be tried again, when attempts must wait.
-    fn wait_left(&self) -> Option<Duration> {
-        let failures = self.0.lock().ok()?;
-        failures
-            .wait_until
-            .and_then(|until| until.checked_duration_since(Instant::now()))
-            .filter(|left| !left.is_zero())
-    }
-
-    /// Counts a failure; after [`FREE_FAILURES`] each one doubles the wait, up to
-    /// [`MAX_LOCKOUT`].
-    fn failed(&self) {
-        if let Ok(mut failures) = self.0.lock() {
-            failures.count = failures.count.saturating_add(1);
-            if failures.count > FREE_FAILURES {
-                let doublings = (failures.count - FREE_FAILURES - 1).min(5);
-                let wait = Duration::from_secs(1 << doublings).min(MAX_LOCKOUT);
-                failures.wait_until = Some(Instant::now() + wait);
-            }
-        }
-    }
-
-    fn succeeded(&self) {
-        if let Ok(mut failures) = self.0.lock() {
-            *failures = Failures::default();
-        }
     }
 }
 
