@@ -347,7 +347,7 @@ pub fn settle_all(
     }
     let postgres = matches!(conn, DbConnection::Postgres(_));
     let sql = settle_sql(group.len(), postgres);
-    let kept: HashSet<i64> = write_transaction(conn, |conn| {
+    let kept: HashSet<(i64, i32)> = write_transaction(conn, |conn| {
         let kept: Vec<SettledId> = dialect!(conn, c => {
             let mut query = diesel::sql_query(sql).into_boxed();
             for (fence, settlement) in group {
@@ -365,13 +365,14 @@ pub fn settle_all(
             }
             query.load(c)
         })?;
-        let kept: HashSet<i64> = kept.into_iter().map(|row| row.id).collect();
+        // Keyed on the fence: a stale lease of the same row in the group is not kept.
+        let kept: HashSet<(i64, i32)> = kept.into_iter().map(|row| (row.id, row.attempt)).collect();
         record_attempts(conn, group, logs, &kept)?;
         Ok::<_, diesel::result::Error>(kept)
     })?;
     Ok(group
         .iter()
-        .map(|(fence, _)| kept.contains(&fence.id))
+        .map(|(fence, _)| kept.contains(&(fence.id, fence.attempt)))
         .collect())
 }
 
@@ -380,11 +381,11 @@ fn record_attempts(
     conn: &mut DbConnection,
     group: &[(Fence, Settlement)],
     logs: &[AttemptLog],
-    kept: &HashSet<i64>,
+    kept: &HashSet<(i64, i32)>,
 ) -> QueryResult<()> {
     let rows: Vec<NewAttempt<'_>> = logs
         .iter()
-        .filter(|log| kept.contains(&log.fence.id))
+        .filter(|log| kept.contains(&(log.fence.id, log.fence.attempt)))
         .filter_map(|log| {
             let (_, settlement) = group.iter().find(|(fence, _)| *fence == log.fence)?;
             NewAttempt::of(log, settlement)
@@ -494,7 +495,7 @@ fn settle_sql(rows: usize, postgres: bool) -> String {
          FROM settled \
          WHERE deliveries.id = settled.id AND deliveries.attempt = settled.attempt \
            AND deliveries.status = '{IN_PROGRESS}' \
-         RETURNING deliveries.id",
+         RETURNING deliveries.id, deliveries.attempt",
         columns = SETTLED_COLUMNS.join(", "),
         values = values.join(", "),
     )
@@ -505,6 +506,8 @@ fn settle_sql(rows: usize, postgres: bool) -> String {
 struct SettledId {
     #[diesel(sql_type = BigInt)]
     id: i64,
+    #[diesel(sql_type = Integer)]
+    attempt: i32,
 }
 
 /// Deliveries not yet delivered nor dead (for the `inlet_outbox_pending` gauge and tests).

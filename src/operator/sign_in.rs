@@ -1,6 +1,10 @@
-//! Failed console sign-ins: after a few wrong operator tokens in a row, the next
-//! attempts must wait, longer each time.
+//! Failed console sign-ins, per client address: after a few wrong operator tokens in a
+//! row from one address, that address must wait before trying again, longer each time.
+//! Other addresses are not held up (one client cannot lock the operator out), and a
+//! client's failures are forgotten after a quiet [`FORGET_AFTER`].
 
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -8,43 +12,64 @@ use std::time::{Duration, Instant};
 const FREE_FAILURES: u32 = 3;
 /// The longest wait after repeated failures.
 const MAX_LOCKOUT: Duration = Duration::from_secs(30);
+/// A client with no failure for this long starts afresh.
+const FORGET_AFTER: Duration = Duration::from_secs(15 * 60);
+/// Clients remembered at most; the quietest are forgotten first beyond it.
+const MAX_CLIENTS: usize = 10_000;
 
-/// Consecutive failed sign-ins on this instance, and when the next attempt may be made.
+/// Failed sign-ins by client address on this instance.
 #[derive(Debug, Default)]
-pub struct SignInGuard(Mutex<Failures>);
+pub struct SignInGuard(Mutex<HashMap<Option<IpAddr>, Failures>>);
 
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Copy)]
 struct Failures {
     count: u32,
+    last: Instant,
     wait_until: Option<Instant>,
 }
 
 impl SignInGuard {
-    /// How long until a sign-in may be tried again, when attempts must wait.
-    pub fn wait_left(&self) -> Option<Duration> {
-        let failures = self.0.lock().ok()?;
-        failures
-            .wait_until
+    /// How long `client` must wait before trying again, when it must.
+    pub fn wait_left(&self, client: Option<IpAddr>) -> Option<Duration> {
+        let clients = self.0.lock().ok()?;
+        clients
+            .get(&client)
+            .and_then(|failures| failures.wait_until)
             .and_then(|until| until.checked_duration_since(Instant::now()))
             .filter(|left| !left.is_zero())
     }
 
-    /// Counts a failure; after [`FREE_FAILURES`] each one doubles the wait, up to
-    /// [`MAX_LOCKOUT`].
-    pub fn failed(&self) {
-        if let Ok(mut failures) = self.0.lock() {
-            failures.count = failures.count.saturating_add(1);
-            if failures.count > FREE_FAILURES {
-                let doublings = (failures.count - FREE_FAILURES - 1).min(5);
-                let wait = Duration::from_secs(1 << doublings).min(MAX_LOCKOUT);
-                failures.wait_until = Some(Instant::now() + wait);
+    /// Counts a failure of `client`; after [`FREE_FAILURES`] each one doubles its wait,
+    /// up to [`MAX_LOCKOUT`].
+    pub fn failed(&self, client: Option<IpAddr>) {
+        let Ok(mut clients) = self.0.lock() else {
+            return;
+        };
+        let now = Instant::now();
+        clients.retain(|_, f| now.duration_since(f.last) < FORGET_AFTER);
+        if clients.len() >= MAX_CLIENTS && !clients.contains_key(&client) {
+            if let Some(quietest) = clients.iter().min_by_key(|(_, f)| f.last).map(|(k, _)| *k) {
+                clients.remove(&quietest);
             }
+        }
+        let failures = clients.entry(client).or_insert(Failures {
+            count: 0,
+            last: now,
+            wait_until: None,
+        });
+        failures.count = failures.count.saturating_add(1);
+        failures.last = now;
+        if failures.count > FREE_FAILURES {
+            let doublings = (failures.count - FREE_FAILURES - 1).min(5);
+            let wait = Duration::from_secs(1 << doublings).min(MAX_LOCKOUT);
+            failures.wait_until = Some(now + wait);
         }
     }
 
-    pub fn succeeded(&self) {
-        if let Ok(mut failures) = self.0.lock() {
-            *failures = Failures::default();
+    /// `client` signed in: its failures are forgotten.
+    pub fn succeeded(&self, client: Option<IpAddr>) {
+        if let Ok(mut clients) = self.0.lock() {
+            clients.remove(&client);
         }
     }
 }
@@ -54,17 +79,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_wait_starts_after_three_failures_and_ends_with_a_success() {
+    fn a_client_waits_after_three_failures_others_do_not_and_success_forgets() {
         let guard = SignInGuard::default();
+        let (one, other) = (Some([10, 0, 0, 1].into()), Some([10, 0, 0, 2].into()));
         for _ in 0..FREE_FAILURES {
-            guard.failed();
-            assert!(guard.wait_left().is_none());
+            guard.failed(one);
+            assert!(guard.wait_left(one).is_none());
         }
-        guard.failed();
+        guard.failed(one);
         assert!(guard
-            .wait_left()
+            .wait_left(one)
             .is_some_and(|left| left <= Duration::from_secs(1)));
-        guard.succeeded();
-        assert!(guard.wait_left().is_none());
+        assert!(
+            guard.wait_left(other).is_none(),
+            "another client is not held up"
+        );
+        guard.succeeded(one);
+        assert!(guard.wait_left(one).is_none());
     }
 }

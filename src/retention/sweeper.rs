@@ -42,13 +42,23 @@ pub struct SweepReport {
 pub struct SweeperHealth {
     /// Unix seconds of the last successful round (the start time before the first).
     last_success: Arc<AtomicI64>,
+    /// A round has succeeded (here, or skipped because another instance swept).
+    succeeded_once: Arc<std::sync::atomic::AtomicBool>,
     interval: std::time::Duration,
 }
 
 impl SweeperHealth {
-    /// When the last round succeeded (the start time before the first round).
-    pub fn last_success(&self) -> DateTime<Utc> {
-        DateTime::from_timestamp(self.last_success.load(Ordering::Relaxed), 0).unwrap_or_default()
+    /// When the last round succeeded; `None` before the first.
+    pub fn last_success(&self) -> Option<DateTime<Utc>> {
+        if !self.succeeded_once.load(Ordering::Relaxed) {
+            return None;
+        }
+        DateTime::from_timestamp(self.last_success.load(Ordering::Relaxed), 0)
+    }
+
+    fn succeeded(&self, at: i64) {
+        self.last_success.store(at, Ordering::Relaxed);
+        self.succeeded_once.store(true, Ordering::Relaxed);
     }
 
     /// `None` when healthy; otherwise how long it has been since the last success, when
@@ -72,6 +82,7 @@ impl Sweeper {
     pub fn new(pool: DbPool, clock: Arc<dyn Clock>, settings: RetentionSettings) -> Self {
         let health = SweeperHealth {
             last_success: Arc::new(AtomicI64::new(clock.now().timestamp())),
+            succeeded_once: Arc::default(),
             interval: settings.sweep_interval,
         };
         Self {
@@ -156,16 +167,14 @@ impl Sweeper {
             match tokio::task::spawn_blocking(move || this.sweep(false)).await {
                 Ok(Ok(report)) if report.skipped => {
                     // Another instance sweeps: the work is being done.
-                    self.health
-                        .last_success
-                        .store(self.clock.now().timestamp(), Ordering::Relaxed);
+                    self.health.succeeded(self.clock.now().timestamp());
                     metrics::counter!("inlet_sweeper_runs_total", "result" => "skipped")
                         .increment(1);
                     tracing::debug!("another instance is sweeping; skipped this round");
                 }
                 Ok(Ok(report)) => {
                     let now = self.clock.now().timestamp();
-                    self.health.last_success.store(now, Ordering::Relaxed);
+                    self.health.succeeded(now);
                     metrics::counter!("inlet_sweeper_runs_total", "result" => "ok").increment(1);
                     metrics::gauge!("inlet_sweeper_last_success_timestamp_seconds").set(now as f64);
                     tracing::info!(

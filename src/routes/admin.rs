@@ -265,32 +265,37 @@ pub async fn retention(_: Operator, state: web::Data<AppState>) -> Result<HttpRe
     ))
 }
 
-/// The `Idempotency-Key` header of a mutating call, when sent: 1 to 255 printable
-/// characters.
+/// The `Idempotency-Key` header of a mutating call, when sent.
 fn idempotency_key(request: &HttpRequest) -> Result<Option<String>, Problem> {
     let Some(key) = request.headers().get("Idempotency-Key") else {
         return Ok(None);
     };
-    match key.to_str() {
-        Ok(key)
-            if !key.is_empty() && key.len() <= 255 && key.bytes().all(|b| b.is_ascii_graphic()) =>
-        {
-            Ok(Some(key.to_owned()))
-        }
-        _ => Err(invalid(
-            "an Idempotency-Key is 1 to 255 printable characters",
-        )),
-    }
+    let key = key.to_str().map_err(|_| bad_key())?;
+    checked_key(key.to_owned()).map(Some)
 }
 
-/// The key a mutating call cannot do without.
+/// An Idempotency-Key is 1 to 255 printable characters, from the API or a console form.
+fn checked_key(key: String) -> Result<String, Problem> {
+    let printable = key.bytes().all(|b| b.is_ascii_graphic());
+    if key.is_empty() || key.len() > 255 || !printable {
+        return Err(bad_key());
+    }
+    Ok(key)
+}
+
+fn bad_key() -> Problem {
+    invalid("an Idempotency-Key is 1 to 255 printable characters")
+}
+
+/// The key a mutating call cannot do without, checked.
 fn required(key: Option<String>) -> Result<String, Problem> {
-    key.ok_or_else(|| {
+    let key = key.ok_or_else(|| {
         Problem::new(
             Reason::IdempotencyKeyMissing,
             "mutating calls need an Idempotency-Key header",
         )
-    })
+    })?;
+    checked_key(key)
 }
 
 /// What an operator call answered, and whether that is the stored answer of an earlier

@@ -146,24 +146,49 @@ async fn ingest(
 }
 
 /// Headers that carry credentials whatever the source: never stored.
-const CREDENTIAL_HEADERS: [&str; 3] = ["authorization", "proxy-authorization", "cookie"];
+const CREDENTIAL_HEADERS: [&str; 6] = [
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "x-api-key",
+    "api-key",
+    "x-forwarded-client-cert",
+];
+
+/// Parts of a header name that mark a credential (proxies add bearer assertions:
+/// `cf-access-jwt-assertion`, `x-amzn-oidc-data`, session and API tokens).
+const CREDENTIAL_MARKS: [&str; 7] = [
+    "token",
+    "secret",
+    "password",
+    "jwt",
+    "session",
+    "x-amzn-oidc-",
+    "cf-access-",
+];
 
 /// What a credential's value is stored as.
 pub const REDACTED: &str = "[redacted]";
 
+/// Whether the header `name` (lower case) may carry a credential: the names above, any
+/// name with a credential mark, and the source's own token header.
+fn is_credential(name: &str, source_header: Option<&str>) -> bool {
+    CREDENTIAL_HEADERS.contains(&name)
+        || CREDENTIAL_MARKS.iter().any(|mark| name.contains(mark))
+        || source_header.is_some_and(|header| header.eq_ignore_ascii_case(name))
+}
+
 /// The request's headers as received, by name, as JSON `[[name, value], …]` (values as
-/// text, invalid UTF-8 replaced); a credential — the headers above and the source's own
-/// token header — is stored as [`REDACTED`]. Signature headers are kept: they prove
-/// nothing to anyone without the secret.
+/// text, invalid UTF-8 replaced); a credential ([`is_credential`]) is stored as
+/// [`REDACTED`]. Signature headers are kept: they prove nothing to anyone without the
+/// secret.
 fn received_headers(request: &HttpRequest, credential: Option<&str>) -> String {
     let mut rows: Vec<(&str, std::borrow::Cow<'_, str>)> = request
         .headers()
         .iter()
         .map(|(name, value)| {
             let name = name.as_str();
-            let secret = CREDENTIAL_HEADERS.contains(&name)
-                || credential.is_some_and(|c| c.eq_ignore_ascii_case(name));
-            let value = if secret {
+            let value = if is_credential(name, credential) {
                 REDACTED.into()
             } else {
                 String::from_utf8_lossy(value.as_bytes())
@@ -238,4 +263,35 @@ fn answer_response(outcome: Outcome, answer: Answer) -> HttpResponse {
         response.insert_header((REPLAYED_HEADER, "true"));
     }
     response.body(answer.body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_credential;
+
+    #[test]
+    fn credentials_are_recognised_and_signatures_are_not() {
+        for name in [
+            "authorization",
+            "cookie",
+            "x-api-key",
+            "cf-access-jwt-assertion",
+            "x-amzn-oidc-data",
+            "x-auth-token",
+            "x-session-id",
+        ] {
+            assert!(is_credential(name, None), "{name}");
+        }
+        for name in [
+            "stripe-signature",
+            "x-hub-signature-256",
+            "webhook-signature",
+            "x-twilio-signature",
+            "x-signature-ed25519",
+            "content-type",
+        ] {
+            assert!(!is_credential(name, None), "{name}");
+        }
+        assert!(is_credential("x-webhook-key", Some("X-Webhook-Key")));
+    }
 }

@@ -127,33 +127,36 @@ impl Browser {
     }
 
     async fn click(&self, css: &str) {
+        self.element(css).await.click().await.expect("click");
+    }
+
+    async fn element(&self, css: &str) -> fantoccini::elements::Element {
         self.client
             .wait()
             .at_most(Duration::from_secs(10))
             .for_element(Locator::Css(css))
             .await
-            .unwrap_or_else(|e| panic!("no {css} to click ({e})"))
-            .click()
-            .await
-            .expect("click");
+            .unwrap_or_else(|e| panic!("no {css} on the page ({e})"))
     }
 
-    async fn sign_in(&self, token: &str) {
-        let field = self
-            .client
-            .find(Locator::Css("input[name=token]"))
-            .await
-            .expect("the token field");
-        field.send_keys(token).await.expect("type the token");
-        self.click("form.signin button[type=submit]").await;
-        // The answer is a new page: wait until the field typed into is gone.
+    /// Clicks a link or a form's button, and waits for the page it loads (the clicked
+    /// element goes stale).
+    async fn submit(&self, css: &str) {
+        let button = self.element(css).await;
+        button.click().await.expect("click");
         for _ in 0..200 {
-            if field.text().await.is_err() {
+            if button.text().await.is_err() {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        panic!("signing in did not load a page");
+        panic!("submitting {css} loaded no page");
+    }
+
+    async fn sign_in(&self, token: &str) {
+        let field = self.element("input[name=token]").await;
+        field.send_keys(token).await.expect("type the token");
+        self.submit("form.signin button[type=submit]").await;
     }
 
     /// POSTs `body` (form-encoded) to `path` from inside the page, with the browser's own
@@ -302,7 +305,7 @@ async fn an_operator_signs_in_finds_an_event_and_signs_out(backend: Backend) {
 
     browser.visit("/console/events").await;
     browser
-        .click("a[href='/console/events/stripe/evt_console_2']")
+        .submit("a[href='/console/events/stripe/evt_console_2']")
         .await;
     assert_eq!(browser.path().await, "/console/events/stripe/evt_console_2");
     assert!(browser.text("pre.payload").await.contains("\"pi_2\""));
@@ -339,7 +342,7 @@ async fn an_operator_signs_in_finds_an_event_and_signs_out(backend: Backend) {
     assert!(browser.text("main").await.contains("100.0 %"));
     browser.screenshot("sources", backend).await;
 
-    browser.click("form.signout button").await;
+    browser.submit("form.signout button").await;
     assert_eq!(browser.path().await, "/console/login");
     browser.visit("/console").await;
     assert_eq!(browser.path().await, "/console/login?next=%2Fconsole");
@@ -365,7 +368,7 @@ async fn a_payload_with_a_script_renders_as_text_and_runs_nothing(backend: Backe
         .text("table.events")
         .await
         .contains("evt_<b>bold</b>"));
-    browser.click("table.events td.id a").await;
+    browser.submit("table.events td.id a").await;
     let payload = browser.text("pre.payload").await;
     assert!(payload.contains(hostile), "{payload}");
     // Nothing ran: no dialog opened, and the page holds no element the payload named.
@@ -427,7 +430,7 @@ async fn a_dead_letter_is_requeued_once_however_often_the_form_is_sent(backend: 
         )
         .await;
     browser.click("input[name=id]").await;
-    browser.click("button[value=requeue]").await;
+    browser.submit("button[value=requeue]").await;
     assert!(browser.text("p.notice").await.contains("Done"));
     assert!(browser.text("table").await.contains("requeued"));
     // The requeued delivery is tried again, fails for good again: dead once more.
@@ -450,7 +453,7 @@ async fn a_dead_letter_is_requeued_once_however_often_the_form_is_sent(backend: 
     // Dead again: set aside for good from the page.
     browser.visit("/console/deliveries?status=dead").await;
     browser.click("input[name=id]").await;
-    browser.click("button[value=discard]").await;
+    browser.submit("button[value=discard]").await;
     assert!(browser.text("table").await.contains("discarded"));
     browser.visit("/console/deliveries?status=discarded").await;
     assert!(browser
@@ -484,7 +487,7 @@ async fn a_replay_is_previewed_then_confirmed(backend: Backend) {
         .visit("/console/events/stripe/evt_console_replay")
         .await;
     browser
-        .click("form[action='/console/replay/preview'] button")
+        .submit("form[action='/console/replay/preview'] button")
         .await;
     assert_eq!(browser.path().await, "/console/replay/preview");
     let preview = browser.text("table.results").await;
@@ -498,7 +501,9 @@ async fn a_replay_is_previewed_then_confirmed(backend: Backend) {
     let confirm = browser
         .form_body("form[action='/console/replay']", &[])
         .await;
-    browser.click("form[action='/console/replay'] button").await;
+    browser
+        .submit("form[action='/console/replay'] button")
+        .await;
     assert!(browser.text("p.notice").await.contains("Done"));
     eventually("the replayed delivery", || async {
         delivered().await == Some(2)
@@ -545,6 +550,27 @@ async fn forms_without_the_csrf_token_and_pages_without_a_session_are_refused(ba
         )
         .await;
     assert_eq!(status, 403);
+    // With the right token, a form's Idempotency-Key is held to the API's rules.
+    let csrf = browser
+        .client
+        .execute(
+            "return document.querySelector('input[name=csrf]').value;",
+            vec![],
+        )
+        .await
+        .expect("the page's CSRF token");
+    let long_key = "k".repeat(300);
+    let (status, page) = browser
+        .post_from_page(
+            "/console/deliveries",
+            &format!(
+                "action=requeue&id=1&idempotency_key={long_key}&csrf={}",
+                csrf.as_str().unwrap_or_default()
+            ),
+        )
+        .await;
+    assert_eq!(status, 400, "{page}");
+    assert!(page.contains("1 to 255 printable characters"), "{page}");
     // Every console page forbids framing and inline script.
     let reply = app.get("/console/login").await;
     assert_eq!(reply.header("x-frame-options"), Some("DENY"));

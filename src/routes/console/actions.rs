@@ -174,7 +174,10 @@ fn answer_json(answer: &CallAnswer) -> Result<Value, ConsoleError> {
         let detail = value["detail"]
             .as_str()
             .unwrap_or("the operator API refused the request");
-        return Err(ConsoleError::Invalid(detail.to_owned()));
+        return Err(ConsoleError::Refused(
+            answer.answer.status,
+            detail.to_owned(),
+        ));
     }
     Ok(value)
 }

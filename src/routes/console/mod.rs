@@ -88,6 +88,9 @@ pub enum ConsoleError {
     Invalid(String),
     #[error("{0}")]
     Internal(String),
+    /// The operator API refused the action (its status and reason).
+    #[error("{1}")]
+    Refused(u16, String),
     #[error("{}", .0.detail)]
     Problem(Problem),
 }
@@ -106,6 +109,9 @@ impl ResponseError for ConsoleError {
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::Invalid(_) => StatusCode::BAD_REQUEST,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Refused(status, _) => {
+                StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST)
+            }
             Self::Problem(problem) => problem.reason.status(),
         }
     }
@@ -121,11 +127,36 @@ impl ResponseError for ConsoleError {
                 .insert_header((header::LOCATION, location))
                 .finish();
         }
-        if let Self::Internal(detail) = self {
-            tracing::error!(%detail, "console error");
-        }
+        self.log();
         let status = self.status_code();
-        view::page_response(status.as_u16(), view::error_page(status, &self.to_string()))
+        let mut response =
+            view::page_response(status.as_u16(), view::error_page(status, &self.to_string()));
+        if let Self::Problem(problem) = self {
+            if let Some(secs) = problem.reason.retry_after_secs() {
+                if let Ok(value) = header::HeaderValue::from_str(&secs.to_string()) {
+                    response.headers_mut().insert(header::RETRY_AFTER, value);
+                }
+            }
+        }
+        response
+    }
+}
+
+impl ConsoleError {
+    /// Failures of Inlet itself are logged (refusals are the operator's to read).
+    fn log(&self) {
+        match self {
+            Self::Internal(detail) => tracing::error!(%detail, "console error"),
+            Self::Problem(problem) if problem.reason == crate::error::Reason::Internal => {
+                tracing::error!(detail = %problem.detail, "console error")
+            }
+            Self::Problem(problem)
+                if problem.reason == crate::error::Reason::DatabaseUnavailable =>
+            {
+                tracing::warn!(detail = %problem.detail, "console: database unavailable")
+            }
+            _ => {}
+        }
     }
 }
 

@@ -51,7 +51,7 @@ pub async fn overview(
     let body = html! {
         section.card {
             h2 { "Webhooks by outcome" }
-            p.hint { "Answered by this instance, including refusals (which are never stored)." }
+            p.hint { "Answered by this instance since it started (at most the last day), including refusals, which are never stored." }
             (traffic_table(&traffic, now))
             h3 { "Per minute, last hour" }
             (chart::per_minute(&traffic, now.timestamp().div_euclid(60), 60))
@@ -154,7 +154,10 @@ fn retention(state: &AppState, now: DateTime<Utc>) -> Markup {
             "Last sweep: "
             @match &state.sweeper {
                 Some(sweeper) => {
-                    (sweeper.last_success().format("%Y-%m-%d %H:%M:%S UTC").to_string())
+                    @match sweeper.last_success() {
+                        Some(at) => { (at.format("%Y-%m-%d %H:%M:%S UTC").to_string()) }
+                        None => { "none yet since this instance started" }
+                    }
                     " (every " (crate::duration::HumanDuration(retention.sweep_interval)) ")"
                     @if let Some(late) = sweeper.stalled_for(now) { " — " (badge("failed")) " stalled for " (late.num_seconds()) " s" }
                 }
@@ -691,10 +694,31 @@ pub async fn sources(
     ))
 }
 
-/// A destination's URL without what may be secret in it (user info, query).
+/// A destination's URL as the console shows it: scheme, host and port only — user info,
+/// paths and queries often hold tokens (Slack's and Discord's webhook URLs do).
 fn shown_url(url: &str) -> String {
     let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-    let rest = rest.split(['?', '#']).next().unwrap_or_default();
-    let rest = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
-    format!("{scheme}://{rest}")
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    format!("{scheme}://{host}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shown_url;
+
+    #[test]
+    fn a_destination_url_shows_no_credential() {
+        assert_eq!(
+            shown_url("https://discord.com/api/webhooks/1/SECRET?wait=true"),
+            "https://discord.com"
+        );
+        assert_eq!(
+            shown_url("amqp://user:pw@rabbit:5672/%2f"),
+            "amqp://rabbit:5672"
+        );
+        assert_eq!(shown_url("http://app:9000"), "http://app:9000");
+    }
 }

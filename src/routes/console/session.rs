@@ -182,7 +182,8 @@ pub async fn login(
     let token = operator_token(&state)?;
     let fields = form_fields(&body);
     let next = safe_next(super::field(&fields, "next").unwrap_or(PATH)).to_owned();
-    if let Some(left) = state.sign_in.wait_left() {
+    let client = request.peer_addr().map(|peer| peer.ip());
+    if let Some(left) = state.sign_in.wait_left(client) {
         refused_sign_in("waiting", &request);
         let message = format!(
             "Too many wrong tokens in a row. Try again in {} s.",
@@ -192,12 +193,12 @@ pub async fn login(
     }
     let given = super::field(&fields, "token").unwrap_or_default();
     if !secrets_equal(given.trim().as_bytes(), token.expose().as_bytes()) {
-        state.sign_in.failed();
+        state.sign_in.failed(client);
         refused_sign_in("wrong_token", &request);
         let message = "That is not the operator token.";
         return Ok(view::page_response(401, view::login(&next, Some(message))));
     }
-    state.sign_in.succeeded();
+    state.sign_in.succeeded(client);
     metrics::counter!("inlet_console_signins_total", "result" => "success").increment(1);
     tracing::info!(peer = ?request.peer_addr(), "console sign-in");
     let settings = &state.settings.console;
