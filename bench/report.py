@@ -108,7 +108,9 @@ def errors(report):
     return sum(n for s, n in report["statuses"].items() if s != "200")
 
 
-def summary(directory):
+def summary(directory, only=""):
+    """The table of targets; with `only` = "bus" (run.sh's ONLY_BUS), just the bus rows,
+    since the other runs were skipped on purpose."""
     def load(name):
         path = os.path.join(directory, name + ".json")
         return json.load(open(path, encoding="utf-8")) if os.path.exists(path) else None
@@ -222,47 +224,58 @@ def summary(directory):
         )
         row("  its backlog", f"max {e2e['backlog_max']:,}, {e2e['backlog_at_end']:,} at the "
             f"end; {drained}; sink {e2e['sink_per_sec']:,.0f}/s", "", None)
-    for backend in ("postgres", "sqlite"):
-        bus = load("bus_" + backend)
-        if bus is None:
-            continue
-        name = "PostgreSQL" if backend == "postgres" else "SQLite"
-        row(
-            f"Onto the bus (JetStream) on {name}, c64: published facts/s end to end",
-            f"{bus['published_per_sec']:,.0f}/s ({bus['published']:,} in {bus['seconds']:.1f} s; "
-            f"stream holds {bus['stream_messages']:,})",
-            "",
-            bus["left"] == 0 and bus["stream_messages"] == bus["published"],
-        )
+    for kind in ("nats", "amqp"):
+        for backend in ("postgres", "sqlite"):
+            bus = load(f"bus_{kind}_{backend}")
+            if bus is None:
+                continue
+            name = "PostgreSQL" if backend == "postgres" else "SQLite"
+            row(
+                f"Onto the bus ({BROKERS[kind][0]}) on {name}, c64: published facts/s end to end",
+                f"{bus['published_per_sec']:,.0f}/s ({bus['published']:,} in "
+                f"{bus['seconds']:.1f} s; {BROKERS[kind][1]} holds {bus['broker_messages']:,})",
+                "",
+                bus["left"] == 0 and bus["broker_messages"] == bus["published"],
+            )
     memory = load("memory")
     if memory:
         row("Resident memory (PostgreSQL, c16, 30 % duplicates)",
             f"{memory['first_kb'] / 1024:.1f} MB → {memory['last_kb'] / 1024:.1f} MB over "
             f"{memory['requests']:,} requests", "", None)
 
+    if only == "bus":
+        rows = [r for r in rows if r[0].startswith("Onto the bus")] or [
+            ("Onto the bus", "not run", "", "✗")
+        ]
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     print(f"{'target':<{widths[0]}}  {'measured':<{widths[1]}}  {'ratio':<{widths[2]}}")
     for target, measured, ratio, mark in rows:
         print(f"{target:<{widths[0]}}  {measured:<{widths[1]}}  {ratio:<{widths[2]}}  {mark}")
 
 
-def bus(load_path, out_path, published, left, took, stored):
-    """One bus run's figures (bench/run.sh, `bus`): published facts/s end to end."""
+# A bus run's broker kind: its name in the summary, and what holds the published messages.
+BROKERS = {"nats": ("JetStream", "stream"), "amqp": ("RabbitMQ", "queue")}
+
+
+def bus(kind, load_path, out_path, published, left, took, stored):
+    """One bus run's figures (bench/run.sh, `bus`): published facts/s end to end, and how
+    many messages the run's stream (nats) or queue (amqp) holds."""
     load = json.load(open(load_path))
     published, left, took, stored = int(published), int(left), float(took), int(stored)
     result = {
+        "kind": kind,
         "accepted_per_sec": load["accepted_per_sec"],
         "published": published,
         "left": left,
         "seconds": took,
         "published_per_sec": published / max(took, 1e-9),
-        "stream_messages": stored,
+        "broker_messages": stored,
         "load": load,
     }
     json.dump(result, open(out_path, "w"))
     print(f"  published {published:,} facts in {took:.1f} s: {result['published_per_sec']:,.0f}/s "
           f"end to end (accepted {result['accepted_per_sec']:,.0f}/s during the load); the "
-          f"stream holds {stored:,}; {left:,} not published")
+          f"{BROKERS[kind][1]} holds {stored:,}; {left:,} not published")
 
 
 if __name__ == "__main__":

@@ -22,18 +22,20 @@
 #     6. unique events at concurrency 64 for E2E_DURATION, the backlog (pending and
 #        in-progress deliveries) every 5 s, then delivered/s against accepted/s and how
 #        long the rest takes to drain (at most DRAIN_TIMEOUT)
-#   Onto the bus (BUS_BACKENDS, a fresh database each, dispatcher on, publishing to NATS
-#   JetStream at NATS_ADDRESS, into a stream of the run's own):
+#   Onto the bus (BUS_KINDS x BUS_BACKENDS, a fresh database each, dispatcher on,
+#   publishing to NATS JetStream at NATS_ADDRESS, into a stream of the run's own, and to
+#   RabbitMQ at AMQP_ADDRESS as guest/guest, through amq.topic into a queue of the run's
+#   own, bound for the routing keys the run publishes):
 #     7. unique events at concurrency 64 for BUS_DURATION, then until every fact is
-#        published and acked: published facts/s end to end (load start to last ack), and
-#        the stream's message count against the facts accepted
+#        published and confirmed: published facts/s end to end (load start to last ack or
+#        confirm), and the stream's or queue's message count against the facts published
 #
 # Ingestion runs (3, 5) have a destination configured, so every accepted webhook writes its
 # delivery row as in the ceiling, and the dispatcher and sweeper off.
 #
-# Takes about 5 minutes with the defaults when the backlogs drain at once, up to 9 when they
-# do not (each drain waits at most DRAIN_TIMEOUT), plus the release build. Settings
-# (environment):
+# Takes about 6 minutes with the defaults when the backlogs drain at once (the RabbitMQ bus
+# runs add about one), up to 10 when they do not (each drain waits at most DRAIN_TIMEOUT),
+# plus the release build. Settings (environment):
 #   DURATION=10s          each measured run (whole seconds)
 #   E2E_DURATION=60s      each end-to-end run; E2E_BACKENDS="postgres sqlite" (or "" for none)
 #   DRAIN_TIMEOUT=120     seconds to wait for the backlog to drain after an end-to-end run
@@ -43,8 +45,11 @@
 #   PG_SETTINGS, SQLITE_SETTINGS   extra lines for [database] (PG_SETTINGS defaults to
 #                         "pool_size = 32"), e.g. PG_SETTINGS=$'pool_size = 32\nwriters = 3'
 #   BUS_DURATION=20s      each bus run; BUS_BACKENDS="postgres sqlite" (or "" for none)
-#   NATS_ADDRESS=127.0.0.1:4222   NATS with JetStream (RabbitMQ is not measured here yet)
-#   PORT_BASE=18080       Inlet listens on PORT_BASE..PORT_BASE+3, the sink on PORT_BASE+10
+#   BUS_KINDS="nats amqp" the brokers of the bus runs (or "" for none)
+#   NATS_ADDRESS=127.0.0.1:4222   NATS with JetStream
+#   AMQP_ADDRESS=127.0.0.1:5672   RabbitMQ, user guest/guest, vhost /
+#   ONLY_BUS=1            only the bus runs (7): no ingestion (1-5) or end-to-end (6) runs
+#   PORT_BASE=18080       Inlet listens on PORT_BASE..PORT_BASE+5, the sink on PORT_BASE+10
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -53,7 +58,10 @@ E2E_DURATION=${E2E_DURATION:-60s}
 E2E_BACKENDS=${E2E_BACKENDS-postgres sqlite}
 BUS_DURATION=${BUS_DURATION:-20s}
 BUS_BACKENDS=${BUS_BACKENDS-postgres sqlite}
+BUS_KINDS=${BUS_KINDS-nats amqp}
 NATS_ADDRESS=${NATS_ADDRESS:-127.0.0.1:4222}
+AMQP_ADDRESS=${AMQP_ADDRESS:-127.0.0.1:5672}
+ONLY_BUS=${ONLY_BUS:-}
 DRAIN_TIMEOUT=${DRAIN_TIMEOUT:-120}
 SINK_DELAY=${SINK_DELAY:-5ms}
 PG_ADMIN=${PG_ADMIN:-postgres://postgres@127.0.0.1:5432/postgres}
@@ -81,7 +89,8 @@ cleanup() {
     [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
   done
   [ -n "${stream:-}" ] && python3 bench/nats.py delete "$NATS_ADDRESS" "$stream" 2>/dev/null
-  for name in "$db" "${db}_e2e" "${db}_bus"; do
+  [ -n "${queue:-}" ] && python3 bench/amqp.py delete "$AMQP_ADDRESS" "$queue" 2>/dev/null
+  for name in "$db" "${db}_e2e" "${db}_bus_nats" "${db}_bus_amqp"; do
     psql "$PG_ADMIN" -qc "DROP DATABASE IF EXISTS $name WITH (FORCE)" >/dev/null 2>&1 || true
   done
   rm -rf "$work"
@@ -202,58 +211,65 @@ inlet_run() {
 }
 
 echo "== machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, PostgreSQL $(psql "$PG_ADMIN" -tAc 'SHOW server_version')"
-echo "== each run ${DURATION}; end to end ${E2E_DURATION} on: ${E2E_BACKENDS:-none}"
-
-echo "== PostgreSQL"
-psql "$PG_ADMIN" -qc "CREATE DATABASE $db"
-pg=$(config pg "$pg_url" "$PORT_BASE" "$PG_SETTINGS")
-"$bin" migrate --config "$pg" >/dev/null
-psql "$pg_url" -v ON_ERROR_STOP=1 -qf bench/svix-schema.sql
-walinspect=no
-psql "$pg_url" -qc "CREATE EXTENSION IF NOT EXISTS pg_walinspect" >/dev/null 2>&1 && walinspect=yes
-pgbench_run pg_ceiling bench/ceiling.sql 16 "ceiling: pgbench ceiling.sql, 16 clients"
-pgbench_run svix16 bench/svix.sql 16 "Svix-shaped: pgbench svix.sql, 16 clients"
-pgbench_run svix64 bench/svix.sql 64 "Svix-shaped: pgbench svix.sql, 64 clients"
-
-serve "$pg" "$PORT_BASE"
-checkpoint
-inlet_run pg_c16 "inlet PostgreSQL, c16, unique" - --config "$pg" --concurrency 16 --duration "$DURATION"
-checkpoint
-inlet_run pg_c64 "inlet PostgreSQL, c64, unique" wal --config "$pg" --concurrency 64 --duration "$DURATION"
-checkpoint
-inlet_run pg_c64_dups "inlet PostgreSQL, c64, 30% duplicates" - --config "$pg" --concurrency 64 --duration "$DURATION" --duplicates 0.3
-checkpoint
-inlet_run pg_open "inlet PostgreSQL, open loop 1000/s" - --config "$pg" --rate 1000 --duration "$DURATION"
-if [ -n "${MEMORY_REQUESTS:-}" ]; then
-  echo "== resident memory over ${MEMORY_REQUESTS} requests (c16, 30% duplicates)"
-  rss() { awk '/VmRSS/{print $2}' "/proc/$server/status"; }
-  first_kb=$(rss)
-  echo "at start: RSS $first_kb kB"
-  done_requests=0
-  while [ "$done_requests" -lt "$MEMORY_REQUESTS" ]; do
-    round=$(json --config "$pg" --concurrency 16 --duration 30s --duplicates 0.3)
-    done_requests=$((done_requests + $(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["requests"])' "$round")))
-    echo "after $done_requests requests: RSS $(rss) kB"
-  done
-  echo "{\"first_kb\": $first_kb, \"last_kb\": $(rss), \"requests\": $done_requests}" > "$results/memory.json"
+if [ -n "$ONLY_BUS" ]; then
+  E2E_BACKENDS=""
+  echo "== only the bus runs: ${BUS_DURATION} each, ${BUS_KINDS:-no broker} on ${BUS_BACKENDS:-no backend}"
+else
+  echo "== each run ${DURATION}; end to end ${E2E_DURATION} on: ${E2E_BACKENDS:-none}; bus ${BUS_DURATION}: ${BUS_KINDS:-none} on ${BUS_BACKENDS:-none}"
 fi
-stop
 
-echo "== SQLite"
-# PostgreSQL's own checkpoint of the runs above writes to the same disk: let it finish, so
-# that SQLite's fsyncs do not queue behind it.
-checkpoint
-sqlite_file="$work/bench.db"
-sqlite_normal=$(config sqlite-normal "sqlite://$sqlite_file" $((PORT_BASE + 1)) $'synchronous = "normal"\n'"$SQLITE_SETTINGS")
-sqlite=$(config sqlite "sqlite://$sqlite_file" $((PORT_BASE + 1)) $'synchronous = "full"\n'"$SQLITE_SETTINGS")
-"$bin" migrate --config "$sqlite" >/dev/null
-inlet_run sq_ceiling "ceiling: SQLite NORMAL, one connection" - --config "$sqlite_normal" --ceiling --concurrency 1 --duration "$DURATION"
-serve "$sqlite" $((PORT_BASE + 1))
-inlet_run sq_c16 "inlet SQLite FULL, c16, unique" - --config "$sqlite" --concurrency 16 --duration "$DURATION"
-inlet_run sq_c64 "inlet SQLite FULL, c64, unique" - --config "$sqlite" --concurrency 64 --duration "$DURATION"
-inlet_run sq_c64_dups "inlet SQLite FULL, c64, 30% duplicates" - --config "$sqlite" --concurrency 64 --duration "$DURATION" --duplicates 0.3
-inlet_run sq_open "inlet SQLite FULL, open loop 1000/s" - --config "$sqlite" --rate 1000 --duration "$DURATION"
-stop
+if [ -z "$ONLY_BUS" ]; then
+  echo "== PostgreSQL"
+  psql "$PG_ADMIN" -qc "CREATE DATABASE $db"
+  pg=$(config pg "$pg_url" "$PORT_BASE" "$PG_SETTINGS")
+  "$bin" migrate --config "$pg" >/dev/null
+  psql "$pg_url" -v ON_ERROR_STOP=1 -qf bench/svix-schema.sql
+  walinspect=no
+  psql "$pg_url" -qc "CREATE EXTENSION IF NOT EXISTS pg_walinspect" >/dev/null 2>&1 && walinspect=yes
+  pgbench_run pg_ceiling bench/ceiling.sql 16 "ceiling: pgbench ceiling.sql, 16 clients"
+  pgbench_run svix16 bench/svix.sql 16 "Svix-shaped: pgbench svix.sql, 16 clients"
+  pgbench_run svix64 bench/svix.sql 64 "Svix-shaped: pgbench svix.sql, 64 clients"
+
+  serve "$pg" "$PORT_BASE"
+  checkpoint
+  inlet_run pg_c16 "inlet PostgreSQL, c16, unique" - --config "$pg" --concurrency 16 --duration "$DURATION"
+  checkpoint
+  inlet_run pg_c64 "inlet PostgreSQL, c64, unique" wal --config "$pg" --concurrency 64 --duration "$DURATION"
+  checkpoint
+  inlet_run pg_c64_dups "inlet PostgreSQL, c64, 30% duplicates" - --config "$pg" --concurrency 64 --duration "$DURATION" --duplicates 0.3
+  checkpoint
+  inlet_run pg_open "inlet PostgreSQL, open loop 1000/s" - --config "$pg" --rate 1000 --duration "$DURATION"
+  if [ -n "${MEMORY_REQUESTS:-}" ]; then
+    echo "== resident memory over ${MEMORY_REQUESTS} requests (c16, 30% duplicates)"
+    rss() { awk '/VmRSS/{print $2}' "/proc/$server/status"; }
+    first_kb=$(rss)
+    echo "at start: RSS $first_kb kB"
+    done_requests=0
+    while [ "$done_requests" -lt "$MEMORY_REQUESTS" ]; do
+      round=$(json --config "$pg" --concurrency 16 --duration 30s --duplicates 0.3)
+      done_requests=$((done_requests + $(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["requests"])' "$round")))
+      echo "after $done_requests requests: RSS $(rss) kB"
+    done
+    echo "{\"first_kb\": $first_kb, \"last_kb\": $(rss), \"requests\": $done_requests}" > "$results/memory.json"
+  fi
+  stop
+
+  echo "== SQLite"
+  # PostgreSQL's own checkpoint of the runs above writes to the same disk: let it finish, so
+  # that SQLite's fsyncs do not queue behind it.
+  checkpoint
+  sqlite_file="$work/bench.db"
+  sqlite_normal=$(config sqlite-normal "sqlite://$sqlite_file" $((PORT_BASE + 1)) $'synchronous = "normal"\n'"$SQLITE_SETTINGS")
+  sqlite=$(config sqlite "sqlite://$sqlite_file" $((PORT_BASE + 1)) $'synchronous = "full"\n'"$SQLITE_SETTINGS")
+  "$bin" migrate --config "$sqlite" >/dev/null
+  inlet_run sq_ceiling "ceiling: SQLite NORMAL, one connection" - --config "$sqlite_normal" --ceiling --concurrency 1 --duration "$DURATION"
+  serve "$sqlite" $((PORT_BASE + 1))
+  inlet_run sq_c16 "inlet SQLite FULL, c16, unique" - --config "$sqlite" --concurrency 16 --duration "$DURATION"
+  inlet_run sq_c64 "inlet SQLite FULL, c64, unique" - --config "$sqlite" --concurrency 64 --duration "$DURATION"
+  inlet_run sq_c64_dups "inlet SQLite FULL, c64, 30% duplicates" - --config "$sqlite" --concurrency 64 --duration "$DURATION" --duplicates 0.3
+  inlet_run sq_open "inlet SQLite FULL, open loop 1000/s" - --config "$sqlite" --rate 1000 --duration "$DURATION"
+  stop
+fi
 
 # backlog BACKEND URL: "backlog delivered enqueued" of a run's database.
 backlog() {
@@ -372,20 +388,36 @@ if [ -n "$E2E_BACKENDS" ]; then
   echo "  $(tail -1 "$work/sink.log")"
 fi
 
-# bus BACKEND: ingestion and publishing to JetStream together, unique events at c64, then
-# until the outbox is empty; published facts/s from the load's start to the last ack.
+# bus KIND BACKEND: ingestion and publishing to the broker together (KIND nats: JetStream,
+# into a stream of the run's own; amqp: RabbitMQ, through amq.topic into a durable queue of
+# the run's own), unique events at c64, then until the outbox is empty; published facts/s
+# from the load's start to the last ack or confirm.
 bus() {
-  local backend=$1 url settings port cfg started left=1 published stored label
-  scratch "$backend" bus $((PORT_BASE + 4))
-  stream="inlet_bench_bus_$$_$backend"
-  python3 bench/nats.py create "$NATS_ADDRESS" "$stream"
-  echo "== onto the bus on $label: c64 unique for ${BUS_DURATION}, publishing to JetStream (stream $stream)"
-  cfg=$(config "bus-$backend" "$url" "$port" "$settings" "nats://$NATS_ADDRESS" \
-    "subject = \"$stream.{source}.{event_type}\"")
+  local kind=$1 backend=$2 url settings port cfg started left=1 published stored label \
+    name broker destination
+  scratch "$backend" "bus_$kind" $((PORT_BASE + 4))
+  name="inlet_bench_bus_$$_${kind}_$backend"
+  case $kind in
+    nats)
+      stream=$name
+      python3 bench/nats.py create "$NATS_ADDRESS" "$stream"
+      broker="JetStream (stream $stream)"
+      destination=("nats://$NATS_ADDRESS" "subject = \"$stream.{source}.{event_type}\"") ;;
+    amqp)
+      queue=$name
+      python3 bench/amqp.py create "$AMQP_ADDRESS" "$queue"
+      broker="RabbitMQ (amq.topic, queue $queue)"
+      # A routing key of the run's own (the queue is bound to "$queue.#"), so nothing else
+      # publishing on the shared broker lands in the queue.
+      destination=("amqp://guest:guest@$AMQP_ADDRESS/%2f" "routing_key = \"$queue.{source}.{event_type}\"") ;;
+    *) echo "unknown broker $kind (BUS_KINDS: nats, amqp)"; exit 2 ;;
+  esac
+  echo "== onto the bus on $label: c64 unique for ${BUS_DURATION}, publishing to $broker"
+  cfg=$(config "bus-$kind-$backend" "$url" "$port" "$settings" "${destination[@]}")
   "$bin" migrate --config "$cfg" >/dev/null
   serve "$cfg" "$port"
   started=$(date +%s.%N)
-  json --config "$cfg" --concurrency 64 --duration "$BUS_DURATION" > "$results/bus_${backend}_load.json"
+  json --config "$cfg" --concurrency 64 --duration "$BUS_DURATION" > "$results/bus_${kind}_${backend}_load.json"
   while [ "$left" -gt 0 ] && [ "$(elapsed)" -lt "$((${BUS_DURATION%s} + DRAIN_TIMEOUT))" ]; do
     read -r left published _ < <(backlog "$backend" "$url")
     [ "$left" -gt 0 ] && sleep 0.2
@@ -393,17 +425,25 @@ bus() {
   local took
   took=$(python3 -c "import sys,time; print(round(time.time() - float(sys.argv[1]), 1))" "$started")
   stop
-  stored=$(python3 bench/nats.py count "$NATS_ADDRESS" "$stream")
-  python3 bench/nats.py delete "$NATS_ADDRESS" "$stream"; stream=""
-  report bus "$results/bus_${backend}_load.json" "$results/bus_${backend}.json" \
+  case $kind in
+    nats)
+      stored=$(python3 bench/nats.py count "$NATS_ADDRESS" "$stream")
+      python3 bench/nats.py delete "$NATS_ADDRESS" "$stream"; stream="" ;;
+    amqp)
+      stored=$(python3 bench/amqp.py count "$AMQP_ADDRESS" "$queue")
+      python3 bench/amqp.py delete "$AMQP_ADDRESS" "$queue"; queue="" ;;
+  esac
+  report bus "$kind" "$results/bus_${kind}_${backend}_load.json" "$results/bus_${kind}_${backend}.json" \
     "$published" "$left" "$took" "$stored"
-  [ "$backend" = postgres ] && psql "$PG_ADMIN" -qc "DROP DATABASE ${db}_bus WITH (FORCE)"
+  [ "$backend" = postgres ] && psql "$PG_ADMIN" -qc "DROP DATABASE ${db}_bus_$kind WITH (FORCE)"
   return 0
 }
 
-for backend in $BUS_BACKENDS; do
-  bus "$backend"
+for kind in $BUS_KINDS; do
+  for backend in $BUS_BACKENDS; do
+    bus "$kind" "$backend"
+  done
 done
 
 echo "== summary (took $((SECONDS / 60)) min $((SECONDS % 60)) s)"
-report summary "$results"
+report summary "$results" ${ONLY_BUS:+bus}
