@@ -6,11 +6,13 @@
 //!
 //! `PROPTEST_CASES` sets how many cases each property runs (CI raises it).
 
-use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue};
+#[path = "support/headers.rs"]
+mod headers;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 use chrono::{DateTime, Utc};
 use ed25519_dalek::SigningKey;
+use headers::header_map;
 use inlet::config::Settings;
 use inlet::provider::SourceSettings;
 use inlet::secret::Secret;
@@ -32,17 +34,6 @@ fn try_source(scheme: &str, secrets: &[&str]) -> Result<SourceSettings, String> 
     Settings::from_toml(&toml)
         .map(|mut settings| settings.sources.remove(0))
         .map_err(|e| e.to_string())
-}
-
-fn header_map(headers: &[(String, String)]) -> HeaderMap {
-    let mut map = HeaderMap::new();
-    for (name, value) in headers {
-        map.append(
-            HeaderName::from_bytes(name.as_bytes()).expect("header name"),
-            HeaderValue::from_bytes(value.as_bytes()).expect("header value"),
-        );
-    }
-    map
 }
 
 fn verify(

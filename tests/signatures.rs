@@ -4,10 +4,13 @@
 //!
 //! `PROPTEST_CASES` sets how many cases each property runs (CI raises it).
 
+#[path = "support/headers.rs"]
+mod headers;
 use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 use chrono::{DateTime, Utc};
+use headers::header_map;
 use inlet::config::Settings;
 use inlet::provider::SourceSettings;
 use inlet::signature::{EventToSign, Keys, SignatureError, Unverified};
@@ -62,17 +65,6 @@ fn source_at(scheme: &str, secrets: &[&str], public_url: Option<&str>) -> Source
         .unwrap_or_else(|e| panic!("{scheme}: {e}"))
         .sources
         .remove(0)
-}
-
-fn header_map(headers: &[(String, String)]) -> HeaderMap {
-    let mut map = HeaderMap::new();
-    for (name, value) in headers {
-        map.append(
-            HeaderName::from_bytes(name.as_bytes()).expect("header name"),
-            HeaderValue::from_bytes(value.as_bytes()).expect("header value"),
-        );
-    }
-    map
 }
 
 fn verify(
