@@ -54,9 +54,11 @@ impl Clock for SystemClock {
 
 /// The wall clock shifted by an adjustable offset: time keeps flowing (retries and leases
 /// come due), and tests can jump to a signing time or past a lease or retention window.
+/// A stopped clock reads the same instant until a test moves it.
 #[derive(Debug, Default)]
 pub struct AdjustableClock {
     offset: Mutex<chrono::Duration>,
+    stopped: Option<DateTime<Utc>>,
 }
 
 impl AdjustableClock {
@@ -65,6 +67,14 @@ impl AdjustableClock {
         let clock = Self::default();
         clock.set(at);
         clock
+    }
+
+    /// A clock that reads `at` until moved with [`AdjustableClock::advance`].
+    pub fn stopped_at(at: DateTime<Utc>) -> Self {
+        Self {
+            offset: Mutex::default(),
+            stopped: Some(at),
+        }
     }
 
     /// From now on, read `at` plus the time elapsed since.
@@ -86,7 +96,7 @@ impl AdjustableClock {
 
 impl Clock for AdjustableClock {
     fn now(&self) -> DateTime<Utc> {
-        Utc::now()
+        self.stopped.unwrap_or_else(Utc::now)
             + *self
                 .offset
                 .lock()
@@ -106,5 +116,15 @@ mod tests {
         assert!(read >= at && read - at < chrono::Duration::seconds(5));
         clock.advance(chrono::Duration::hours(1));
         assert!(clock.now() - at >= chrono::Duration::hours(1));
+    }
+
+    #[test]
+    fn a_stopped_clock_moves_only_when_advanced() {
+        let at = DateTime::from_timestamp(1_492_774_577, 0).expect("valid");
+        let clock = AdjustableClock::stopped_at(at);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert_eq!(clock.now(), at);
+        clock.advance(chrono::Duration::seconds(1));
+        assert_eq!(clock.now(), at + chrono::Duration::seconds(1));
     }
 }

@@ -86,10 +86,25 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    /// Each destination's circuit breaker and rate-limit bucket, shared by every instance.
+    destination_gates (source, destination) {
+        source -> Text,
+        destination -> Text,
+        failures -> Integer,
+        open_until -> Nullable<Timestamp>,
+        cooldown_ms -> BigInt,
+        opened_at -> Nullable<Timestamp>,
+        tokens -> Double,
+        tokens_at -> Nullable<Timestamp>,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     events,
     facts,
     deliveries,
     operator_requests,
-    delivery_attempts
+    delivery_attempts,
+    destination_gates
 );

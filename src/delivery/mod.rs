@@ -9,6 +9,7 @@
 //! application that honours it.
 
 mod bus;
+mod gates;
 mod headers;
 mod outbox;
 mod policy;
@@ -23,10 +24,14 @@ pub use settings::{
 };
 
 pub use bus::{BrokerHealth, BrokerState};
+pub use gates::{
+    gate_views, BreakerSettings, BreakerState, GateSettings, GateView, RateLimit,
+    DEFAULT_BREAKER_COOLDOWN, DEFAULT_BREAKER_COOLDOWN_CAP, DEFAULT_BREAKER_FAILURES,
+};
 pub use headers::delivery_headers;
 pub use outbox::{
-    count_by_status, lease_due, settle_all, AttemptLog, Fence, Leased, Message, NewDelivery,
-    Settlement, DEAD, DELIVERED, DISCARDED, IN_PROGRESS, PENDING,
+    count_by_status, lease_due, settle_all, settle_observed, AttemptLog, Fence, Leased, Message,
+    NewDelivery, Settlement, DEAD, DELIVERED, DISCARDED, IN_PROGRESS, PENDING,
 };
 pub use policy::{classify_status, parse_retry_after, RetryBudget, RetryPolicy, Verdict};
 pub use sender::{attempt, client_for, AttemptResult};
@@ -39,6 +44,7 @@ use crate::clock::Clock;
 use crate::db::DbPool;
 use crate::faults::Faults;
 use chrono::{DateTime, Utc};
+use gates::{Health, Observation};
 use settler::Settler;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -155,6 +161,36 @@ pub struct Dispatcher {
     faults: Arc<Faults>,
 }
 
+/// How an attempt bears on its destination's breaker: an answer (delivered, or refused
+/// for good) shows it up; no answer, a timeout, 408, 429 and 5xx count as failures. A 409
+/// (an earlier attempt with the same key still running) and a request that could not be
+/// built say nothing of its health.
+fn health_of(result: &AttemptResult) -> Option<Health> {
+    match (result.verdict, result.status) {
+        (Verdict::Delivered, _) | (Verdict::Dead, Some(_)) => Some(Health::Answered),
+        (Verdict::Dead, None) | (Verdict::Retry { .. }, Some(409)) => None,
+        (Verdict::Retry { .. }, _) => Some(Health::Failed),
+    }
+}
+
+/// The gates a lease round saw: `inlet_breaker_state`, probes (the half-open transition)
+/// and limited destinations' deliveries in flight across every instance.
+fn report_gates(round: &gates::Round) {
+    for ((source, destination), state) in &round.breakers {
+        metrics::gauge!("inlet_breaker_state", "source" => source.clone(), "destination" => destination.clone())
+            .set(state.gauge());
+    }
+    for (source, destination) in &round.probes {
+        metrics::counter!("inlet_breaker_transitions_total", "source" => source.clone(), "destination" => destination.clone(), "to" => BreakerState::HalfOpen.as_str())
+            .increment(1);
+        tracing::info!(%source, %destination, "circuit breaker half-open: one probe delivery decides");
+    }
+    for ((source, destination), n) in &round.in_flight {
+        metrics::gauge!("inlet_destination_in_flight", "source" => source.clone(), "destination" => destination.clone())
+            .set(*n as f64);
+    }
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
@@ -183,7 +219,7 @@ impl Dispatcher {
         Ok(Self {
             brokers,
             faults: Arc::new(Faults::default()),
-            settler: Settler::new(pool.clone()),
+            settler: Settler::new(pool.clone(), clock.clone()),
             pool,
             clock,
             destinations,
@@ -234,17 +270,29 @@ impl Dispatcher {
         .await
     }
 
-    async fn lease(&self, limit: u32) -> anyhow::Result<Vec<Leased>> {
+    /// Leases up to `limit` due rows as the destinations' gates allow, and reports the
+    /// gates; when a gate holds rows back, how long until it may let one through.
+    async fn lease(&self, limit: u32) -> anyhow::Result<(Vec<Leased>, Option<Duration>)> {
         let now = self.clock.now();
         let lease = self.lease;
-        let leased = self
-            .with_conn(move |conn| lease_due(conn, now, lease, i64::from(limit)))
+        let gated = self.gated();
+        let round = self
+            .with_conn(move |conn| gates::lease_round(conn, now, lease, i64::from(limit), &gated))
             .await?;
+        report_gates(&round);
         let mut in_flight = lock(&self.in_flight);
-        for row in &leased {
+        for row in &round.leased {
             in_flight.insert(row.id, row.fence());
         }
-        Ok(leased)
+        Ok((round.leased, round.ready_in))
+    }
+
+    /// Every destination's gate settings.
+    fn gated(&self) -> Vec<gates::Gated> {
+        self.destinations
+            .iter()
+            .map(|((source, name), d)| ((source.clone(), name.clone()), d.settings.gate))
+            .collect()
     }
 
     /// Sends one leased delivery and records the outcome under its fence.
@@ -258,7 +306,7 @@ impl Dispatcher {
 
     async fn send_and_settle(&self, delivery: &Leased) -> Settled {
         let key = (delivery.source.clone(), delivery.destination.clone());
-        let (outcome, settlement, log) = match self.destinations.get(&key) {
+        let (outcome, settlement, log, observed) = match self.destinations.get(&key) {
             None => (
                 Settled::Dead,
                 Settlement::Dead {
@@ -266,6 +314,7 @@ impl Dispatcher {
                     status: None,
                     error: "the destination is no longer configured".to_owned(),
                 },
+                None,
                 None,
             ),
             Some(destination) => {
@@ -282,11 +331,19 @@ impl Dispatcher {
                     started_at: started,
                     duration_ms: i64::try_from(timer.elapsed().as_millis()).unwrap_or(i64::MAX),
                 };
+                let observed = health_of(&result).map(|health| Observation {
+                    key: key.clone(),
+                    breaker: destination.settings.gate.breaker,
+                    health,
+                });
                 let (outcome, settlement) = self.decide(destination, delivery, result);
-                (outcome, settlement, Some(log))
+                (outcome, settlement, Some(log), observed)
             }
         };
-        match self.record(delivery, settlement.clone(), log).await {
+        match self
+            .record(delivery, settlement.clone(), log, observed)
+            .await
+        {
             Some(true) => {
                 if let Settlement::Dead { error, .. } = &settlement {
                     tracing::warn!(delivery = delivery.id, destination = %delivery.destination, event_id = %delivery.event_id, %error, "delivery dead-lettered");
@@ -380,8 +437,11 @@ impl Dispatcher {
         delivery: &Leased,
         settlement: Settlement,
         log: Option<AttemptLog>,
+        observed: Option<Observation>,
     ) -> Option<bool> {
-        self.settler.settle(delivery.fence(), settlement, log).await
+        self.settler
+            .settle(delivery.fence(), settlement, log, observed)
+            .await
     }
 
     /// Delivers everything due now, once (`inlet deliver --once`): rows rescheduled for
@@ -421,9 +481,13 @@ impl Dispatcher {
             }
             let free = semaphore.available_permits().min(self.batch as usize);
             let mut leased = 0;
+            let mut pause = self.poll_interval;
             if free > 0 {
                 match self.lease(u32::try_from(free).unwrap_or(self.batch)).await {
-                    Ok(rows) => leased = self.start(rows, &semaphore, tasks),
+                    Ok((rows, ready)) => {
+                        leased = self.start(rows, &semaphore, tasks);
+                        pause = self.pause(ready);
+                    }
                     Err(error) if once => return Err(error),
                     Err(error) => tracing::warn!(%error, "cannot lease deliveries"),
                 }
@@ -435,7 +499,7 @@ impl Dispatcher {
                 continue;
             }
             tokio::select! {
-                _ = tokio::time::sleep(self.poll_interval) => {}
+                _ = tokio::time::sleep(pause) => {}
                 _ = self.wake.notified() => {}
                 // A dropped sender (the application that owned it is gone) is a stop too.
                 changed = shutdown.changed() => if changed.is_err() { break },
@@ -443,6 +507,14 @@ impl Dispatcher {
             }
         }
         Ok(report)
+    }
+
+    /// How long to wait for work: the poll interval, or less when a gate that holds rows
+    /// back lets one through sooner (never under 10 ms).
+    fn pause(&self, ready: Option<Duration>) -> Duration {
+        ready.map_or(self.poll_interval, |ready| {
+            ready.clamp(Duration::from_millis(10), self.poll_interval)
+        })
     }
 
     /// Starts a delivery task per leased row, each holding one of `semaphore`'s permits

@@ -6,6 +6,7 @@
 //! after this lease expired, and the stale holder's result is discarded. Dispatchers
 //! settle in groups: one statement records many rows, each still fenced on its own.
 
+use super::gates::{record_observations, BreakerChange, Observed};
 use crate::db::schema::{deliveries, delivery_attempts};
 use crate::db::{dialect, write_transaction, DbConnection};
 use chrono::{DateTime, NaiveDateTime, Utc};
@@ -165,12 +166,48 @@ impl Leased {
 
 diesel::alias!(const QUEUED: Alias<Queued> = deliveries as queued);
 
+/// Between a source and a destination name in [`lease_key`] (source names never hold it).
+const KEY_SEPARATOR: &str = "\u{1f}";
+
+/// One destination's key as a lease round filters on it.
+pub fn lease_key(source: &str, destination: &str) -> String {
+    format!("{source}{KEY_SEPARATOR}{destination}")
+}
+
+/// Which due rows one lease statement may take: at most `limit`, of the one destination
+/// `only` names (a [`lease_key`]), or of every destination but those in `except`.
+#[derive(Debug, Clone)]
+pub struct Take {
+    pub limit: i64,
+    pub only: Option<String>,
+    pub except: Vec<String>,
+}
+
+impl Take {
+    /// Any destination's rows but those of `except`.
+    pub fn all_but(limit: i64, except: Vec<String>) -> Self {
+        Self {
+            limit,
+            only: None,
+            except,
+        }
+    }
+
+    /// One destination's rows.
+    pub fn only(limit: i64, key: String) -> Self {
+        Self {
+            limit,
+            only: Some(key),
+            except: Vec::new(),
+        }
+    }
+}
+
 /// Leases, in one statement, the rows the subquery `$due` (over [`QUEUED`]: diesel wants
 /// the table under another name there) selects. PostgreSQL: `UPDATE … WHERE id IN (SELECT
-/// … FOR UPDATE SKIP LOCKED) RETURNING`, autocommitted, skipping rows another dispatcher
-/// is leasing; idle or not, one round trip (an `UPDATE` that matches nothing writes
-/// nothing). SQLite: an indexed read first, so that an idle poll never takes the write
-/// lock, then the same `UPDATE` under it.
+/// … FOR UPDATE SKIP LOCKED) RETURNING`, skipping rows another dispatcher is leasing (an
+/// `UPDATE` that matches nothing writes nothing). SQLite: the same `UPDATE`, under the
+/// write lock its caller holds.
 macro_rules! lease_selected {
     ($conn:expr, $due:expr, $leasing:expr) => {
         match $conn {
@@ -179,54 +216,108 @@ macro_rules! lease_selected {
                 .set($leasing)
                 .returning(Leased::as_returning())
                 .get_results(c),
-            conn @ DbConnection::Sqlite(_) => {
-                let any: Option<i64> = $due.limit(1).first(conn).optional()?;
-                if any.is_none() {
-                    return Ok(Vec::new());
-                }
-                write_transaction(conn, |conn| {
-                    dialect!(conn, c => diesel::update(deliveries::table)
-                        .filter(deliveries::id.eq_any($due))
-                        .set($leasing)
-                        .returning(Leased::as_returning())
-                        .get_results(c))
-                })
-            }
+            DbConnection::Sqlite(c) => diesel::update(deliveries::table)
+                .filter(deliveries::id.eq_any($due))
+                .set($leasing)
+                .returning(Leased::as_returning())
+                .get_results(c),
         }
     };
 }
 
-/// Leases up to `limit` due deliveries until `now + lease`, oldest first: in-progress rows
-/// whose lease expired (their holder died), then pending rows whose time has come. Each
-/// kind is one ordered range of the `(status, next_attempt_at)` index, leased by its own
-/// statement: asked for together, with an `OR`, PostgreSQL read and sorted the whole
-/// backlog on every lease.
+/// Leases up to `limit` due deliveries until `now + lease`, oldest first, whatever their
+/// destination.
 pub fn lease_due(
     conn: &mut DbConnection,
     now: DateTime<Utc>,
     lease: std::time::Duration,
     limit: i64,
 ) -> QueryResult<Vec<Leased>> {
-    let now = now.naive_utc();
     let until = now + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::MAX);
-    let mut leased = lease_kind(conn, IN_PROGRESS, now, until, limit)?;
-    let rest = limit - i64::try_from(leased.len()).unwrap_or(limit);
-    if rest > 0 {
-        leased.extend(lease_kind(conn, PENDING, now, until, rest)?);
+    lease_takes(conn, now, until, vec![Take::all_but(limit, Vec::new())])
+}
+
+/// Leases the rows of each take in turn, until `until`. PostgreSQL: autocommitted
+/// statements. SQLite: an indexed read first, so that an idle poll never takes the write
+/// lock, then one write transaction.
+pub fn lease_takes(
+    conn: &mut DbConnection,
+    now: DateTime<Utc>,
+    until: DateTime<Utc>,
+    takes: Vec<Take>,
+) -> QueryResult<Vec<Leased>> {
+    let (now, until) = (now.naive_utc(), until.naive_utc());
+    match conn {
+        DbConnection::Postgres(_) => take_each(conn, now, until, takes),
+        DbConnection::Sqlite(_) => {
+            if !any_due_at(conn, now)? {
+                return Ok(Vec::new());
+            }
+            write_transaction(conn, |conn| take_each(conn, now, until, takes))
+        }
+    }
+}
+
+/// Whether any delivery is due at `now`: an expired lease or a pending row whose time
+/// has come.
+pub fn any_due(conn: &mut DbConnection, now: DateTime<Utc>) -> QueryResult<bool> {
+    any_due_at(conn, now.naive_utc())
+}
+
+fn any_due_at(conn: &mut DbConnection, now: NaiveDateTime) -> QueryResult<bool> {
+    let expired = deliveries::table
+        .filter(deliveries::status.eq(IN_PROGRESS))
+        .filter(deliveries::locked_until.le(now))
+        .select(deliveries::id)
+        .first::<i64>(conn)
+        .optional()?;
+    if expired.is_some() {
+        return Ok(true);
+    }
+    let pending = deliveries::table
+        .filter(deliveries::status.eq(PENDING))
+        .filter(deliveries::next_attempt_at.le(now))
+        .select(deliveries::id)
+        .first::<i64>(conn)
+        .optional()?;
+    Ok(pending.is_some())
+}
+
+/// Leases each take's rows: in-progress rows whose lease expired (their holder died),
+/// then pending rows whose time has come, oldest first. Each kind is one ordered range of
+/// the `(status, next_attempt_at)` index, leased by its own statement: asked for together,
+/// with an `OR`, PostgreSQL read and sorted the whole backlog on every lease.
+pub fn take_each(
+    conn: &mut DbConnection,
+    now: NaiveDateTime,
+    until: NaiveDateTime,
+    takes: Vec<Take>,
+) -> QueryResult<Vec<Leased>> {
+    let mut leased = Vec::new();
+    for take in takes {
+        let mut rows = lease_kind(conn, IN_PROGRESS, (now, until), &take, take.limit)?;
+        let rest = take.limit - i64::try_from(rows.len()).unwrap_or(take.limit);
+        if rest > 0 {
+            rows.extend(lease_kind(conn, PENDING, (now, until), &take, rest)?);
+        }
+        leased.extend(rows);
     }
     leased.sort_by_key(|row| row.id);
     Ok(leased)
 }
 
-/// Leases up to `limit` due rows of one status: `in_progress` rows whose lease expired at
-/// `now`, or `pending` rows due at `now`.
+/// Leases up to `limit` due rows of one status within `take`: `in_progress` rows whose
+/// lease expired at `now`, or `pending` rows due at `now`.
 fn lease_kind(
     conn: &mut DbConnection,
     status: &'static str,
-    now: NaiveDateTime,
-    until: NaiveDateTime,
+    (now, until): (NaiveDateTime, NaiveDateTime),
+    take: &Take,
     limit: i64,
 ) -> QueryResult<Vec<Leased>> {
+    if limit <= 0 {
+        return Ok(Vec::new());
+    }
     let leasing = (
         deliveries::status.eq(IN_PROGRESS),
         deliveries::attempt.eq(deliveries::attempt + 1),
@@ -238,22 +329,32 @@ fn lease_kind(
     );
     let id = QUEUED.field(deliveries::id);
     let of_status = QUEUED.field(deliveries::status).eq(status);
-    if status == IN_PROGRESS {
-        let expired = QUEUED.field(deliveries::locked_until).le(now);
-        let due = QUEUED
-            .filter(of_status.and(expired))
-            .order(oldest)
-            .limit(limit)
-            .select(id);
-        lease_selected!(conn, due, leasing)
-    } else {
-        let due_now = QUEUED.field(deliveries::next_attempt_at).le(now);
-        let due = QUEUED
-            .filter(of_status.and(due_now))
-            .order(oldest)
-            .limit(limit)
-            .select(id);
-        lease_selected!(conn, due, leasing)
+    let key = || {
+        QUEUED
+            .field(deliveries::source)
+            .concat(KEY_SEPARATOR)
+            .concat(QUEUED.field(deliveries::destination))
+    };
+    let only: Vec<String> = take.only.iter().cloned().collect();
+    let in_take = key().ne_all(take.except.clone()).and(
+        key()
+            .eq_any(only)
+            .or(take.only.is_none().into_sql::<Bool>()),
+    );
+    // The two kinds differ in the column compared with `now`: one statement each.
+    macro_rules! lease_where {
+        ($due_now:expr) => {{
+            let due = QUEUED
+                .filter(of_status.and($due_now).and(in_take))
+                .order(oldest)
+                .limit(limit)
+                .select(id);
+            lease_selected!(conn, due, leasing)
+        }};
+    }
+    match status {
+        IN_PROGRESS => lease_where!(QUEUED.field(deliveries::locked_until).le(now)),
+        _ => lease_where!(QUEUED.field(deliveries::next_attempt_at).le(now)),
     }
 }
 
@@ -342,38 +443,64 @@ pub fn settle_all(
     group: &[(Fence, Settlement)],
     logs: &[AttemptLog],
 ) -> QueryResult<Vec<bool>> {
-    if group.is_empty() {
-        return Ok(Vec::new());
+    Ok(settle_observed(conn, group, logs, &[], Utc::now())?.0)
+}
+
+/// [`settle_all`], applying in the same transaction the attempts' bearing on their
+/// destinations' breakers (`observed`, at `now`): also the breakers' transitions.
+pub fn settle_observed(
+    conn: &mut DbConnection,
+    group: &[(Fence, Settlement)],
+    logs: &[AttemptLog],
+    observed: &[Observed],
+    now: DateTime<Utc>,
+) -> QueryResult<(Vec<bool>, Vec<BreakerChange>)> {
+    if group.is_empty() && observed.is_empty() {
+        return Ok((Vec::new(), Vec::new()));
     }
     let postgres = matches!(conn, DbConnection::Postgres(_));
-    let sql = settle_sql(group.len(), postgres);
-    let kept: HashSet<(i64, i32)> = write_transaction(conn, |conn| {
-        let kept: Vec<SettledId> = dialect!(conn, c => {
-            let mut query = diesel::sql_query(sql).into_boxed();
-            for (fence, settlement) in group {
-                let row = SettledRow::of(settlement);
-                query = query
-                    .bind::<BigInt, _>(fence.id)
-                    .bind::<Integer, _>(fence.attempt)
-                    .bind::<Text, _>(row.status)
-                    .bind::<Nullable<Timestamp>, _>(row.next_attempt_at)
-                    .bind::<Nullable<Timestamp>, _>(row.delivered_at)
-                    .bind::<Nullable<Timestamp>, _>(row.settled_at)
-                    .bind::<Nullable<Integer>, _>(row.last_status)
-                    .bind::<Nullable<Text>, _>(row.last_error)
-                    .bind::<Bool, _>(row.keeps_last);
-            }
-            query.load(c)
-        })?;
-        // Keyed on the fence: a stale lease of the same row in the group is not kept.
-        let kept: HashSet<(i64, i32)> = kept.into_iter().map(|row| (row.id, row.attempt)).collect();
+    let (kept, transitions) = write_transaction(conn, |conn| {
+        let kept = match group.is_empty() {
+            true => HashSet::new(),
+            false => settle_rows(conn, group, postgres)?,
+        };
         record_attempts(conn, group, logs, &kept)?;
-        Ok::<_, diesel::result::Error>(kept)
+        let transitions = record_observations(conn, observed, now)?;
+        Ok::<_, diesel::result::Error>((kept, transitions))
     })?;
-    Ok(group
+    let kept = group
         .iter()
         .map(|(fence, _)| kept.contains(&(fence.id, fence.attempt)))
-        .collect())
+        .collect();
+    Ok((kept, transitions))
+}
+
+/// The settling statement: the `(id, attempt)` of every row it settled. Keyed on the
+/// fence: a stale lease of the same row in the group is not kept.
+fn settle_rows(
+    conn: &mut DbConnection,
+    group: &[(Fence, Settlement)],
+    postgres: bool,
+) -> QueryResult<HashSet<(i64, i32)>> {
+    let sql = settle_sql(group.len(), postgres);
+    let kept: Vec<SettledId> = dialect!(conn, c => {
+        let mut query = diesel::sql_query(sql).into_boxed();
+        for (fence, settlement) in group {
+            let row = SettledRow::of(settlement);
+            query = query
+                .bind::<BigInt, _>(fence.id)
+                .bind::<Integer, _>(fence.attempt)
+                .bind::<Text, _>(row.status)
+                .bind::<Nullable<Timestamp>, _>(row.next_attempt_at)
+                .bind::<Nullable<Timestamp>, _>(row.delivered_at)
+                .bind::<Nullable<Timestamp>, _>(row.settled_at)
+                .bind::<Nullable<Integer>, _>(row.last_status)
+                .bind::<Nullable<Text>, _>(row.last_error)
+                .bind::<Bool, _>(row.keeps_last);
+        }
+        query.load(c)
+    })?;
+    Ok(kept.into_iter().map(|row| (row.id, row.attempt)).collect())
 }
 
 /// Inserts the attempts whose settlement was recorded (one statement).

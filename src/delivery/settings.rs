@@ -1,6 +1,7 @@
 //! Delivery's settings: the dispatcher (`[delivery]`) and each source's destinations
 //! (`[[sources.destinations]]`), validated here.
 
+use super::gates::{BreakerFile, GateSettings};
 use super::target::DestinationKind;
 use super::RetryPolicy;
 use crate::duration::{setting, span, HumanDuration};
@@ -65,6 +66,8 @@ pub struct DestinationSettings {
     /// Retries per second a destination may receive once `retry_burst` is spent.
     pub retry_rate: f64,
     pub retry_burst: u32,
+    /// The circuit breaker and the limits, shared by every instance.
+    pub gate: GateSettings,
 }
 
 /// Every configured source's destinations, in configuration order (an empty list for a
@@ -101,6 +104,13 @@ impl Destinations {
         self.of(source)
             .iter()
             .map(|d| (d.name.clone(), now + d.policy.deadline))
+            .collect()
+    }
+
+    /// Every destination's key and gate settings.
+    pub fn gated(&self) -> Vec<super::gates::Gated> {
+        self.iter()
+            .map(|(source, d)| ((source.to_owned(), d.name.clone()), d.gate))
             .collect()
     }
 
@@ -186,6 +196,10 @@ pub struct DestinationFile {
     subject: Option<String>,
     exchange: Option<String>,
     routing_key: Option<String>,
+    breaker: Option<BreakerFile>,
+    max_in_flight: Option<u32>,
+    rate: Option<f64>,
+    rate_burst: Option<u32>,
 }
 
 /// A source's destinations, validated; `prefix` is the source's key (`sources[0]`).
@@ -257,7 +271,15 @@ impl DestinationFile {
                 "must be a positive number of retries per second",
             ));
         }
+        let gate = GateSettings::validate(
+            &key,
+            self.breaker,
+            self.max_in_flight,
+            self.rate,
+            self.rate_burst,
+        )?;
         Ok(DestinationSettings {
+            gate,
             kind,
             name,
             url: url.to_string(),

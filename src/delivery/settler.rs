@@ -4,7 +4,9 @@
 //! a lone settlement is written at once, and under load a group is whatever finished
 //! while the previous write was in flight.
 
-use super::outbox::{settle_all, AttemptLog, Fence, Settlement};
+use super::gates::{by_destination, BreakerChange, Observation};
+use super::outbox::{settle_observed, AttemptLog, Fence, Settlement};
+use crate::clock::Clock;
 use crate::db::{on_connection, DbPool};
 use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
@@ -18,6 +20,8 @@ struct Queued {
     settlement: Settlement,
     /// The attempt that led to it, recorded with it.
     log: Option<AttemptLog>,
+    /// The attempt's bearing on its destination's breaker, applied with it.
+    observed: Option<Observation>,
     answer: oneshot::Sender<Option<bool>>,
 }
 
@@ -31,19 +35,21 @@ struct Queue {
 /// The group writer of one dispatcher.
 pub(super) struct Settler {
     pool: DbPool,
+    clock: Arc<dyn Clock>,
     queue: Mutex<Queue>,
 }
 
 impl Settler {
-    pub(super) fn new(pool: DbPool) -> Arc<Self> {
+    pub(super) fn new(pool: DbPool, clock: Arc<dyn Clock>) -> Arc<Self> {
         Arc::new(Self {
             pool,
+            clock,
             queue: Mutex::new(Queue::default()),
         })
     }
 
-    /// Records `settlement` under `fence` (and the attempt `log`, when one was made) with
-    /// whatever else is waiting: `Some(true)` when it was recorded, `Some(false)` when the
+    /// Records `settlement` under `fence` (and the attempt `log`, when one was made, and
+    /// its bearing on the breaker) with whatever else is waiting: `Some(true)` when it was recorded, `Some(false)` when the
     /// lease was lost, `None` when the database could not record the group (the lease will
     /// expire).
     pub(super) async fn settle(
@@ -51,6 +57,7 @@ impl Settler {
         fence: Fence,
         settlement: Settlement,
         log: Option<AttemptLog>,
+        observed: Option<Observation>,
     ) -> Option<bool> {
         let (answer, answered) = oneshot::channel();
         let start_writer = {
@@ -59,6 +66,7 @@ impl Settler {
                 fence,
                 settlement,
                 log,
+                observed,
                 answer,
             });
             !std::mem::replace(&mut queue.writing, true)
@@ -85,19 +93,24 @@ impl Settler {
         }
     }
 
-    async fn write(&self, group: Vec<Queued>) {
+    async fn write(&self, mut group: Vec<Queued>) {
         let logs: Vec<AttemptLog> = group.iter().filter_map(|queued| queued.log).collect();
+        let observed = by_destination(group.iter_mut().filter_map(|q| q.observed.take()));
         let (rows, answers): (Vec<(Fence, Settlement)>, Vec<_>) = group
             .into_iter()
             .map(|queued| ((queued.fence, queued.settlement), queued.answer))
             .unzip();
         let size = rows.len();
-        let written = on_connection(&self.pool, move |conn| -> anyhow::Result<Vec<bool>> {
-            Ok(settle_all(conn, &rows, &logs)?)
+        let now = self.clock.now();
+        let written = on_connection(&self.pool, move |conn| {
+            settle_observed(conn, &rows, &logs, &observed, now).map_err(anyhow::Error::from)
         })
         .await;
         let kept = match written {
-            Ok(kept) => kept.into_iter().map(Some).collect(),
+            Ok((kept, transitions)) => {
+                report_transitions(&transitions);
+                kept.into_iter().map(Some).collect()
+            }
             Err(error) => {
                 tracing::warn!(deliveries = size, %error, "cannot record the delivery outcomes; their leases will expire and they will be sent again");
                 vec![None; size]
@@ -106,6 +119,23 @@ impl Settler {
         for (answer, kept) in answers.into_iter().zip(kept) {
             // A sender that stopped waiting (shutdown) needs no answer.
             let _ = answer.send(kept);
+        }
+    }
+}
+
+/// Counts and logs the breakers a group opened or closed.
+fn report_transitions(transitions: &[BreakerChange]) {
+    for ((source, destination), transition) in transitions {
+        let to = transition.to();
+        metrics::counter!("inlet_breaker_transitions_total", "source" => source.clone(), "destination" => destination.clone(), "to" => to.as_str())
+            .increment(1);
+        metrics::gauge!("inlet_breaker_state", "source" => source.clone(), "destination" => destination.clone())
+            .set(to.gauge());
+        match to {
+            super::BreakerState::Open => {
+                tracing::warn!(%source, %destination, "circuit breaker opened: its deliveries wait for the cool-down")
+            }
+            _ => tracing::info!(%source, %destination, "circuit breaker closed"),
         }
     }
 }

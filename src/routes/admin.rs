@@ -241,6 +241,24 @@ pub async fn list_deliveries(
     .await
 }
 
+/// `GET /admin/destinations`: every destination's circuit breaker and limits, as every
+/// instance shares them.
+pub async fn destinations(
+    _: Operator,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, Problem> {
+    let gated = state.settings.destinations.gated();
+    let now = state.clock.now();
+    let views = on_connection(&state, move |c| {
+        Ok(crate::delivery::gate_views(c, &gated, now)?)
+    })
+    .await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({ "destinations": views }),
+    ))
+}
+
 /// `GET /admin/retention`: the audit's numbers.
 pub async fn retention(_: Operator, state: web::Data<AppState>) -> Result<HttpResponse, Problem> {
     let retention = &state.settings.retention;

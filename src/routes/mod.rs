@@ -40,6 +40,7 @@ routes! {
     post "/admin/deliveries/requeue" => admin::requeue;
     post "/admin/deliveries/discard" => admin::discard;
     get "/admin/retention" => admin::retention;
+    get "/admin/destinations" => admin::destinations;
 }
 
 /// The OpenAPI 3.1 document of these routes (`openapi.json` in the repository).

@@ -159,8 +159,10 @@ async fn app_publishing_to(backend: Backend, destinations: String) -> TestApp {
 }
 
 /// Fast retries, and enough attempts to outlast an outage in a test.
-const FAST_RETRIES: &str =
-    "retry_base = \"20ms\"\nretry_cap = \"200ms\"\nmax_attempts = 1000\ntimeout = \"2s\"\nconnect_timeout = \"1s\"";
+/// Quick retries, and a breaker that probes a broker that is away every 200 ms at most.
+const FAST_RETRIES: &str = "retry_base = \"20ms\"\nretry_cap = \"200ms\"\nmax_attempts = 1000\n\
+     timeout = \"2s\"\nconnect_timeout = \"1s\"\n\
+     breaker = { cooldown = \"100ms\", cooldown_cap = \"200ms\" }";
 
 #[derive(Debug, Clone, Queryable)]
 struct Row {

@@ -296,6 +296,8 @@ pub struct TestOptions {
     pub proxy: bool,
     /// Start the clock here instead of now.
     pub clock_at: Option<DateTime<Utc>>,
+    /// Stop the clock: it moves only when the test advances it.
+    pub clock_stopped: bool,
     /// PostgreSQL `lock_timeout` (default 5s).
     pub lock_timeout: Option<&'static str>,
     /// `database.max_group` (default: Inlet's).
@@ -317,6 +319,7 @@ impl Default for TestOptions {
         Self {
             proxy: false,
             clock_at: None,
+            clock_stopped: false,
             lock_timeout: None,
             max_group: None,
             destination: None,
@@ -441,9 +444,10 @@ async fn start_instance(
         sources = sources_toml(&destination) + &options.extra_sources,
     ))
     .expect("valid test configuration");
-    let clock = Arc::new(match options.clock_at {
-        Some(at) => AdjustableClock::at(at),
-        None => AdjustableClock::default(),
+    let clock = Arc::new(match (options.clock_at, options.clock_stopped) {
+        (at, true) => AdjustableClock::stopped_at(at.unwrap_or_else(Utc::now)),
+        (Some(at), false) => AdjustableClock::at(at),
+        (None, false) => AdjustableClock::default(),
     });
     let faults = Arc::new(Faults::default());
     let hooks = Hooks {

@@ -7,6 +7,7 @@ mod cli;
 mod console;
 mod delivery;
 mod ed25519;
+mod gates;
 mod groups;
 mod helpers;
 mod hostile;

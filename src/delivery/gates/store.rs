@@ -1,0 +1,373 @@
+//! The `destination_gates` rows: read before each lease round, locked while a round leases
+//! for a limited or probing destination, and updated when attempts settle.
+
+use super::{
+    allowance, observe, ready_in, spend, Allowance, BreakerState, Gate, GateSettings, Health,
+};
+use crate::db::schema::{deliveries, destination_gates};
+use crate::db::{dialect, write_transaction, DbConnection};
+use crate::delivery::outbox::{
+    any_due, lease_key, lease_takes, take_each, Leased, Take, IN_PROGRESS,
+};
+use chrono::{DateTime, NaiveDateTime, Utc};
+use diesel::prelude::*;
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// `(source, destination)`.
+type Key = (String, String);
+
+/// A `destination_gates` row.
+#[derive(Debug, Clone, Queryable, Selectable, Insertable, AsChangeset)]
+#[diesel(table_name = destination_gates, treat_none_as_null = true)]
+struct GateRow {
+    source: String,
+    destination: String,
+    failures: i32,
+    open_until: Option<NaiveDateTime>,
+    cooldown_ms: i64,
+    opened_at: Option<NaiveDateTime>,
+    tokens: f64,
+    tokens_at: Option<NaiveDateTime>,
+}
+
+impl GateRow {
+    fn fresh((source, destination): &Key) -> Self {
+        Self {
+            source: source.clone(),
+            destination: destination.clone(),
+            failures: 0,
+            open_until: None,
+            cooldown_ms: 0,
+            opened_at: None,
+            tokens: 0.0,
+            tokens_at: None,
+        }
+    }
+
+    fn key(&self) -> Key {
+        (self.source.clone(), self.destination.clone())
+    }
+
+    fn gate(&self) -> Gate {
+        Gate {
+            failures: self.failures,
+            open_until: self.open_until,
+            cooldown_ms: self.cooldown_ms,
+            opened_at: self.opened_at,
+            tokens: self.tokens,
+            tokens_at: self.tokens_at,
+        }
+    }
+
+    fn with(mut self, gate: Gate) -> Self {
+        self.failures = gate.failures;
+        self.open_until = gate.open_until;
+        self.cooldown_ms = gate.cooldown_ms;
+        self.opened_at = gate.opened_at;
+        self.tokens = gate.tokens;
+        self.tokens_at = gate.tokens_at;
+        self
+    }
+}
+
+/// Every gate row, inserting those of `keys` that are missing.
+fn load_all(conn: &mut DbConnection, keys: &[&Key]) -> QueryResult<HashMap<Key, GateRow>> {
+    let mut rows = read_all(conn)?;
+    let missing: Vec<GateRow> = keys
+        .iter()
+        .filter(|key| !rows.contains_key(**key))
+        .map(|key| GateRow::fresh(key))
+        .collect();
+    if !missing.is_empty() {
+        // Another instance may insert the same rows at the same moment.
+        for row in &missing {
+            dialect!(conn, c => diesel::insert_into(destination_gates::table)
+                .values(row)
+                .on_conflict_do_nothing()
+                .execute(c))?;
+        }
+        rows = read_all(conn)?;
+    }
+    Ok(rows)
+}
+
+fn read_all(conn: &mut DbConnection) -> QueryResult<HashMap<Key, GateRow>> {
+    let rows: Vec<GateRow> = destination_gates::table
+        .select(GateRow::as_select())
+        .load(conn)?;
+    Ok(rows.into_iter().map(|row| (row.key(), row)).collect())
+}
+
+/// The rows of `keys`, locked until the transaction ends (PostgreSQL `FOR UPDATE`; SQLite
+/// holds its write lock already).
+fn lock(conn: &mut DbConnection, keys: &[&Key]) -> QueryResult<HashMap<Key, GateRow>> {
+    let mut rows = HashMap::new();
+    for (source, destination) in keys {
+        let query = || destination_gates::table.find((source.as_str(), destination.as_str()));
+        let row: Option<GateRow> = match conn {
+            DbConnection::Postgres(c) => query()
+                .select(GateRow::as_select())
+                .for_update()
+                .first(c)
+                .optional()?,
+            DbConnection::Sqlite(c) => query().select(GateRow::as_select()).first(c).optional()?,
+        };
+        if let Some(row) = row {
+            rows.insert(row.key(), row);
+        }
+    }
+    Ok(rows)
+}
+
+fn save(conn: &mut DbConnection, row: &GateRow) -> QueryResult<()> {
+    diesel::update(destination_gates::table.find((row.source.as_str(), row.destination.as_str())))
+        .set(row)
+        .execute(conn)?;
+    Ok(())
+}
+
+/// Each destination's deliveries leased and not yet settled, across every instance.
+fn in_flight(conn: &mut DbConnection, now: NaiveDateTime) -> QueryResult<HashMap<Key, i64>> {
+    let counts: Vec<(String, String, i64)> = deliveries::table
+        .filter(deliveries::status.eq(IN_PROGRESS))
+        .filter(deliveries::locked_until.gt(now))
+        .group_by((deliveries::source, deliveries::destination))
+        .select((
+            deliveries::source,
+            deliveries::destination,
+            diesel::dsl::count_star(),
+        ))
+        .load(conn)?;
+    Ok(counts
+        .into_iter()
+        .map(|(source, destination, n)| ((source, destination), n))
+        .collect())
+}
+
+/// What one lease round took and saw.
+#[derive(Debug, Default)]
+pub struct Round {
+    pub leased: Vec<Leased>,
+    /// Each gated destination's breaker as the round found it.
+    pub breakers: Vec<(Key, BreakerState)>,
+    /// Destinations whose probe this round leased.
+    pub probes: Vec<Key>,
+    /// Limited destinations' deliveries in flight across every instance.
+    pub in_flight: Vec<(Key, i64)>,
+    /// When a held destination may let something through again (the earliest).
+    pub ready_in: Option<Duration>,
+}
+
+/// A destination and its gate settings, as the dispatcher has them.
+pub type Gated = (Key, GateSettings);
+
+/// Leases up to `limit` due deliveries at `now` until `now + lease`, as the destinations'
+/// gates allow: nothing of an open breaker's destination, one probe at a time of a
+/// half-open one, and no more than a limited destination's `max_in_flight` and bucket.
+/// Unlimited destinations are leased together, oldest first, without locking any gate.
+pub fn lease_round(
+    conn: &mut DbConnection,
+    now: DateTime<Utc>,
+    lease: Duration,
+    limit: i64,
+    gated: &[Gated],
+) -> QueryResult<Round> {
+    let gated: Vec<&Gated> = gated.iter().filter(|(_, s)| s.any()).collect();
+    let keys: Vec<&Key> = gated.iter().map(|(key, _)| key).collect();
+    let rows = match keys.is_empty() {
+        true => HashMap::new(),
+        false => load_all(conn, &keys)?,
+    };
+    let mut round = Round::default();
+    let (mut held, mut limited) = (Vec::new(), Vec::new());
+    for gate_of in &gated {
+        let (key, settings) = gate_of;
+        let gate = rows
+            .get(key)
+            .map_or_else(|| GateRow::fresh(key).gate(), GateRow::gate);
+        let breaker = match settings.breaker.failures {
+            0 => BreakerState::Closed,
+            _ => gate.breaker(now),
+        };
+        round.breakers.push((key.clone(), breaker));
+        match breaker {
+            BreakerState::Open => held.push(lease_key(&key.0, &key.1)),
+            BreakerState::HalfOpen => limited.push(*gate_of),
+            BreakerState::Closed if settings.limits() => limited.push(*gate_of),
+            BreakerState::Closed => {}
+        }
+        round.ready_in = earliest(round.ready_in, ready_in(&gate, settings, now));
+    }
+    let until = now + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::MAX);
+    if limited.is_empty() {
+        let take = Take::all_but(limit, held);
+        round.leased = lease_takes(conn, now, until, vec![take])?;
+        return Ok(round);
+    }
+    if matches!(conn, DbConnection::Sqlite(_)) && !any_due(conn, now)? {
+        return Ok(round);
+    }
+    write_transaction(conn, |conn| {
+        lease_limited(conn, now, until, limit, (&limited, held), &mut round)
+    })?;
+    Ok(round)
+}
+
+/// Inside the round's transaction: locks the limited destinations' gates, leases each
+/// its allowance, then the rest together, and spends the buckets.
+fn lease_limited(
+    conn: &mut DbConnection,
+    now: DateTime<Utc>,
+    until: DateTime<Utc>,
+    limit: i64,
+    (limited, mut held): (&[&Gated], Vec<String>),
+    round: &mut Round,
+) -> QueryResult<()> {
+    let keys: Vec<&Key> = limited.iter().map(|(key, _)| key).collect();
+    let rows = lock(conn, &keys)?;
+    let flights = in_flight(conn, now.naive_utc())?;
+    let mut takes = Vec::new();
+    let mut left = limit;
+    for (key, settings) in limited {
+        let gate = rows
+            .get(key)
+            .map_or_else(|| GateRow::fresh(key).gate(), GateRow::gate);
+        let flying = flights.get(key).copied().unwrap_or(0);
+        if settings.max_in_flight.is_some() {
+            round.in_flight.push((key.clone(), flying));
+        }
+        held.push(lease_key(&key.0, &key.1));
+        let n = match allowance(&gate, settings, flying, now) {
+            Allowance::Any => left,
+            Allowance::UpTo(n) => i64::from(n).min(left),
+        };
+        if n > 0 {
+            takes.push(Take::only(n, lease_key(&key.0, &key.1)));
+            left -= n;
+        }
+    }
+    takes.push(Take::all_but(left, held));
+    round.leased = take_each(conn, now.naive_utc(), until.naive_utc(), takes)?;
+    for (key, settings) in limited {
+        let taken = round
+            .leased
+            .iter()
+            .filter(|row| row.source == key.0 && row.destination == key.1)
+            .count();
+        if taken > 0 && settings.breaker.failures > 0 {
+            if let Some(row) = rows.get(key) {
+                if row.gate().breaker(now) == BreakerState::HalfOpen {
+                    round.probes.push(key.clone());
+                }
+            }
+        }
+        if let (Some(rate), Some(row)) = (&settings.rate, rows.get(key)) {
+            let mut gate = row.gate();
+            spend(&mut gate, rate, taken, now);
+            save(conn, &row.clone().with(gate))?;
+        }
+    }
+    Ok(())
+}
+
+fn earliest(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Finished attempts for one destination's breaker, in the order they finished.
+#[derive(Debug, Clone)]
+pub struct Observed {
+    pub key: Key,
+    pub settings: super::BreakerSettings,
+    pub healths: Vec<Health>,
+}
+
+/// Applies finished attempts to their breakers, inside the settling transaction. A
+/// healthy destination whose breaker is closed is not written; any other is locked,
+/// decided and written. The transitions made, by destination.
+pub(in crate::delivery) fn record_observations(
+    conn: &mut DbConnection,
+    observed: &[Observed],
+    now: DateTime<Utc>,
+) -> QueryResult<Vec<super::BreakerChange>> {
+    if observed.is_empty() {
+        return Ok(Vec::new());
+    }
+    let keys: Vec<&Key> = observed.iter().map(|o| &o.key).collect();
+    let current = load_all(conn, &keys)?;
+    let mut transitions = Vec::new();
+    for o in observed {
+        let calm = current.get(&o.key).is_some_and(|row| {
+            row.failures == 0
+                && row.open_until.is_none()
+                && o.healths.iter().all(|h| *h == Health::Answered)
+        });
+        if calm {
+            continue;
+        }
+        let Some(row) = lock(conn, &[&o.key])?.remove(&o.key) else {
+            continue;
+        };
+        let mut gate = row.gate();
+        for transition in observe(&mut gate, &o.healths, &o.settings, now) {
+            transitions.push((o.key.clone(), transition));
+        }
+        save(conn, &row.with(gate))?;
+    }
+    Ok(transitions)
+}
+
+/// A destination's gate as the admin API and the console show it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct GateView {
+    pub source: String,
+    pub destination: String,
+    pub breaker: &'static str,
+    pub consecutive_failures: i32,
+    pub open_until: Option<DateTime<Utc>>,
+    pub opened_at: Option<DateTime<Utc>>,
+    pub cooldown_ms: i64,
+    pub in_flight: i64,
+    pub max_in_flight: Option<u32>,
+    pub rate: Option<f64>,
+    pub rate_burst: Option<u32>,
+}
+
+/// The gates of `gated` at `now` (a destination never leased for shows a fresh gate).
+pub fn gate_views(
+    conn: &mut DbConnection,
+    gated: &[Gated],
+    now: DateTime<Utc>,
+) -> QueryResult<Vec<GateView>> {
+    let rows = read_all(conn)?;
+    let flights = in_flight(conn, now.naive_utc())?;
+    Ok(gated
+        .iter()
+        .map(|(key, settings)| {
+            let gate = rows
+                .get(key)
+                .map_or_else(|| GateRow::fresh(key).gate(), GateRow::gate);
+            let breaker = match settings.breaker.failures {
+                0 => BreakerState::Closed,
+                _ => gate.breaker(now),
+            };
+            GateView {
+                source: key.0.clone(),
+                destination: key.1.clone(),
+                breaker: breaker.as_str(),
+                consecutive_failures: gate.failures,
+                open_until: gate.open_until.map(|t| t.and_utc()),
+                opened_at: gate.opened_at.map(|t| t.and_utc()),
+                cooldown_ms: gate.cooldown_ms,
+                in_flight: flights.get(key).copied().unwrap_or(0),
+                max_in_flight: settings.max_in_flight,
+                rate: settings.rate.map(|r| r.per_second),
+                rate_burst: settings.rate.map(|r| r.burst),
+            }
+        })
+        .collect())
+}

@@ -1,0 +1,342 @@
+//! What protects a destination, shared through the database by every Inlet instance: the
+//! circuit breaker, `max_in_flight` and `rate`. The test clock is frozen unless a test
+//! moves it, so retries and cool-downs come due only when the test says so.
+
+use crate::helpers::{eventually, spawn_app_with, stripe_event, Backend, TestApp, TestOptions};
+use crate::on_both_backends;
+use diesel::prelude::*;
+use inlet::db::schema::deliveries;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use wiremock::matchers::method;
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+on_both_backends!(
+    a_failing_destination_opens_stops_receiving_is_probed_and_closes,
+    two_instances_share_the_breaker_and_never_pass_max_in_flight,
+    a_backlog_drains_at_the_configured_rate,
+);
+
+const APP_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+/// A destination table for `url` named `name`, with quick retries and `extra` lines.
+fn destination(url: &str, name: &str, extra: &str) -> String {
+    format!(
+        "url = \"{url}/events\"\nsecret = \"{APP_SECRET}\"\nname = \"{name}\"\n\
+         retry_base = \"20ms\"\nretry_cap = \"100ms\"\n{extra}"
+    )
+}
+
+/// A destination name no other test uses: the metrics are shared by every test.
+fn name(what: &str, backend: Backend) -> String {
+    format!("{what}-{backend:?}").to_lowercase()
+}
+
+async fn answering(server: &MockServer, status: u16) {
+    server.reset().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(status))
+        .mount(server)
+        .await;
+}
+
+async fn received(server: &MockServer) -> usize {
+    server.received_requests().await.map_or(0, |r| r.len())
+}
+
+/// Posts `count` new facts, 20 at a time.
+async fn post_facts(app: &Arc<TestApp>, prefix: &str, count: usize) {
+    let mut sent = 0;
+    while sent < count {
+        let tasks: Vec<_> = (sent..count.min(sent + 20))
+            .map(|n| {
+                let app = app.clone();
+                let body = stripe_event(
+                    &format!("evt_{prefix}_{n}"),
+                    "charge.succeeded",
+                    &format!("ch_{prefix}_{n}"),
+                );
+                tokio::spawn(async move { app.post_stripe(&body).await })
+            })
+            .collect();
+        sent += tasks.len();
+        for task in tasks {
+            task.await.expect("request task").assert_status(200);
+        }
+    }
+}
+
+/// The destination's gate as `GET /admin/destinations` shows it.
+async fn gate(app: &TestApp, destination: &str) -> serde_json::Value {
+    let reply = app.admin("/admin/destinations", None, None).await;
+    reply.assert_status(200);
+    reply.json()["destinations"]
+        .as_array()
+        .and_then(|all| all.iter().find(|d| d["destination"] == destination))
+        .cloned()
+        .unwrap_or_else(|| panic!("no destination {destination} in {}", reply.text()))
+}
+
+async fn breaker(app: &TestApp, destination: &str) -> String {
+    gate(app, destination).await["breaker"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+async fn delivered(app: &TestApp) -> i64 {
+    app.with_conn(|c| {
+        deliveries::table
+            .filter(deliveries::status.eq("delivered"))
+            .count()
+            .get_result(c)
+    })
+    .await
+}
+
+/// Gives the dispatcher (polling every 50 ms) time to do what it should not.
+async fn let_it_poll() {
+    tokio::time::sleep(Duration::from_millis(400)).await;
+}
+
+/// `inlet_breaker_transitions_total` for `destination`, by state reached.
+async fn transitions(app: &TestApp, destination: &str) -> HashMap<String, f64> {
+    let text = app.get("/metrics").await.text();
+    let lines = text.lines().map(|l| Ok(l.to_owned()));
+    let scrape = prometheus_parse::Scrape::parse(lines).expect("the metrics parse");
+    scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == "inlet_breaker_transitions_total")
+        .filter(|s| s.labels.get("destination") == Some(destination))
+        .filter_map(|s| match s.value {
+            prometheus_parse::Value::Counter(n) => Some((s.labels.get("to")?.to_owned(), n)),
+            _ => None,
+        })
+        .collect()
+}
+
+async fn a_failing_destination_opens_stops_receiving_is_probed_and_closes(backend: Backend) {
+    let server = MockServer::start().await;
+    answering(&server, 500).await;
+    let app_name = name("breaker", backend);
+    let breaker_lines = "breaker = { failures = 3, cooldown = \"30s\", cooldown_cap = \"45s\" }";
+    let options = TestOptions {
+        destination: Some(destination(&server.uri(), &app_name, breaker_lines)),
+        clock_stopped: true,
+        ..Default::default()
+    };
+    let app = Arc::new(spawn_app_with(backend, options).await);
+    post_facts(&app, "first", 3).await;
+    eventually("the breaker to open", || async {
+        breaker(&app, &app_name).await == "open"
+    })
+    .await;
+    assert_eq!(received(&server).await, 3, "three failures open it");
+    let open = gate(&app, &app_name).await;
+    assert_eq!(open["consecutive_failures"], 3);
+    assert_eq!(open["cooldown_ms"], 30_000);
+
+    // While open, nothing is sent: neither the retries nor new facts.
+    post_facts(&app, "while_open", 2).await;
+    app.clock.advance(chrono::Duration::seconds(29));
+    let_it_poll().await;
+    assert_eq!(received(&server).await, 3, "nothing is sent while open");
+
+    // The cool-down has passed: one probe, which fails and reopens for twice as long,
+    // capped at 45 s.
+    app.clock.advance(chrono::Duration::seconds(1));
+    eventually("one probe", || async { received(&server).await == 4 }).await;
+    eventually("the failed probe to reopen it", || async {
+        gate(&app, &app_name).await["cooldown_ms"] == 45_000
+    })
+    .await;
+    let_it_poll().await;
+    assert_eq!(received(&server).await, 4, "a single probe at a time");
+    assert_eq!(breaker(&app, &app_name).await, "open");
+
+    // The application recovers: the next probe closes it and the backlog drains.
+    answering(&server, 200).await;
+    app.clock.advance(chrono::Duration::seconds(45));
+    eventually("every fact to be delivered", || async {
+        delivered(&app).await == 5
+    })
+    .await;
+    let closed = gate(&app, &app_name).await;
+    assert_eq!(closed["breaker"], "closed");
+    assert_eq!(closed["consecutive_failures"], 0);
+    let counted = transitions(&app, &app_name).await;
+    assert_eq!(counted.get("open"), Some(&2.0), "{counted:?}");
+    assert_eq!(counted.get("half_open"), Some(&2.0), "{counted:?}");
+    assert_eq!(counted.get("closed"), Some(&1.0), "{counted:?}");
+}
+
+/// An application that answers every delivery after `delay`, with a status the test
+/// sets, and counts how many it holds at once and how often each key arrives.
+struct SlowApp {
+    url: String,
+    state: Arc<Slow>,
+    _server: actix_web::dev::ServerHandle,
+}
+
+#[derive(Default)]
+struct Slow {
+    status: AtomicU16,
+    seen: Mutex<Seen>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct Seen {
+    in_flight: usize,
+    most_in_flight: usize,
+    per_key: HashMap<String, usize>,
+}
+
+impl SlowApp {
+    async fn start() -> Self {
+        use actix_web::{web, App, HttpServer};
+        let state = Arc::new(Slow::default());
+        state.status.store(200, Ordering::SeqCst);
+        let data = web::Data::from(state.clone());
+        let server = HttpServer::new(move || {
+            App::new()
+                .app_data(data.clone())
+                .default_service(web::to(answer_slowly))
+        })
+        .workers(2)
+        .bind(("127.0.0.1", 0))
+        .expect("bind the application");
+        let url = format!("http://{}", server.addrs()[0]);
+        let server = server.run();
+        let handle = server.handle();
+        tokio::spawn(server);
+        Self {
+            url,
+            state,
+            _server: handle,
+        }
+    }
+
+    fn seen(&self) -> Seen {
+        self.state.seen.lock().expect("seen").clone()
+    }
+
+    fn answer_with(&self, status: u16) {
+        self.state.status.store(status, Ordering::SeqCst);
+    }
+}
+
+async fn answer_slowly(
+    request: actix_web::HttpRequest,
+    state: actix_web::web::Data<Slow>,
+) -> actix_web::HttpResponse {
+    let key = request
+        .headers()
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    {
+        let mut seen = state.seen.lock().expect("seen");
+        *seen.per_key.entry(key).or_default() += 1;
+        seen.in_flight += 1;
+        seen.most_in_flight = seen.most_in_flight.max(seen.in_flight);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    state.seen.lock().expect("seen").in_flight -= 1;
+    let status = state.status.load(Ordering::SeqCst);
+    actix_web::HttpResponse::build(actix_web::http::StatusCode::from_u16(status).expect("a status"))
+        .finish()
+}
+
+async fn two_instances_share_the_breaker_and_never_pass_max_in_flight(backend: Backend) {
+    let application = SlowApp::start().await;
+    let app_name = name("shared", backend);
+    let lines = "max_in_flight = 3\nbreaker = { failures = 2, cooldown = \"10m\" }";
+    let options = || TestOptions {
+        destination: Some(destination(&application.url, &app_name, lines)),
+        clock_stopped: true,
+        ..Default::default()
+    };
+    let first = Arc::new(spawn_app_with(backend, options()).await);
+    let second = Arc::new(first.another_instance(options()).await);
+
+    // 40 facts, half through each instance; both dispatch.
+    tokio::join!(
+        post_facts(&first, "one", 20),
+        post_facts(&second, "two", 20)
+    );
+    eventually("all 40 to be delivered", || async {
+        delivered(&first).await == 40
+    })
+    .await;
+    let seen = application.seen();
+    assert!(
+        seen.most_in_flight <= 3,
+        "two instances together held {} deliveries in flight, over max_in_flight = 3",
+        seen.most_in_flight
+    );
+    assert!(
+        seen.most_in_flight >= 2,
+        "deliveries never overlapped: {seen:?}"
+    );
+    assert_eq!(seen.per_key.len(), 40);
+    assert!(seen.per_key.values().all(|n| *n == 1), "{seen:?}");
+
+    // Two failures through the first instance open the breaker for both.
+    application.answer_with(503);
+    post_facts(&first, "failing", 2).await;
+    eventually("the second instance to see the breaker open", || async {
+        breaker(&second, &app_name).await == "open"
+    })
+    .await;
+    assert_eq!(breaker(&first, &app_name).await, "open");
+    let before = application.seen().per_key.len();
+    post_facts(&second, "held", 3).await;
+    let_it_poll().await;
+    assert_eq!(
+        application.seen().per_key.len(),
+        before,
+        "neither instance sends while the breaker is open"
+    );
+}
+
+/// `rate = 50`: with the clock frozen, the full bucket lets 50 through at once; each
+/// second the test moves the clock lets exactly 50 more through, never more.
+async fn a_backlog_drains_at_the_configured_rate(backend: Backend) {
+    let server = MockServer::start().await;
+    answering(&server, 200).await;
+    let app_name = name("paced", backend);
+    let options = TestOptions {
+        destination: Some(destination(&server.uri(), &app_name, "rate = 50")),
+        clock_stopped: true,
+        ..Default::default()
+    };
+    let app = Arc::new(spawn_app_with(backend, options).await);
+    post_facts(&app, "backlog", 1_000).await;
+    let mut seconds = 0;
+    loop {
+        let expected = (50 * (seconds + 1)).min(1_000);
+        eventually(
+            &format!("{expected} deliveries after {seconds} s"),
+            || async { delivered(&app).await >= expected },
+        )
+        .await;
+        let_it_poll().await;
+        assert_eq!(
+            delivered(&app).await,
+            expected,
+            "no more than rate × elapsed + burst after {seconds} s"
+        );
+        if expected == 1_000 {
+            break;
+        }
+        app.clock.advance(chrono::Duration::seconds(1));
+        seconds += 1;
+    }
+    // 1,000 deliveries: 50 at once, then 50 a second for 19 seconds of the clock.
+    assert_eq!(seconds, 19);
+    assert_eq!(received(&server).await, 1_000);
+}
