@@ -113,10 +113,15 @@ impl Destinations {
             .filter(move |d| d.events.matches(event_type))
     }
 
-    /// Each destination of `source` with the deadline of a delivery enqueued at `now`.
-    pub fn deadlines(&self, source: &str, now: DateTime<Utc>) -> Vec<(String, DateTime<Utc>)> {
-        self.of(source)
-            .iter()
+    /// Each destination of `source` that receives an event of `event_type`, with the
+    /// deadline of a delivery enqueued at `now`: the outbox rows of a new fact.
+    pub fn deadlines(
+        &self,
+        source: &str,
+        event_type: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Vec<(String, DateTime<Utc>)> {
+        self.routed(source, event_type)
             .map(|d| (d.name.clone(), now + d.policy.deadline))
             .collect()
     }

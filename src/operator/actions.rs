@@ -565,10 +565,11 @@ fn deadlines(
     result: &RedeliveryResult,
     now: DateTime<Utc>,
 ) -> Vec<(String, DateTime<Utc>)> {
-    destinations
-        .deadlines(&result.source, now)
-        .into_iter()
-        .filter(|(name, _)| result.destinations.contains(name))
+    result
+        .destinations
+        .iter()
+        .filter_map(|name| destinations.find(&result.source, name))
+        .map(|d| (d.name.clone(), now + d.policy.deadline))
         .collect()
 }
 
