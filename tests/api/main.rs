@@ -17,5 +17,6 @@ mod operator;
 mod providers;
 mod replay;
 mod retention;
+mod routing;
 mod schemes;
 mod twilio;
