@@ -672,7 +672,7 @@ pub async fn sources(
                                 tr {
                                     td { (destination.name) }
                                     td.id { (shown_url(&destination.url)) }
-                                    td { code { (destination.events) } }
+                                    td { @if destination.events.is_filtered() { code { (destination.events) } } @else { (destination.events) } }
                                     td.num { @match record.success_rate() {
                                         Some(rate) => { (format!("{rate:.1} %")) " of " (record.delivered + record.dead) }
                                         None => { "—" }
