@@ -272,7 +272,8 @@ fn validate_sources(
             ));
         }
         let prefix = format!("sources[{index}]");
-        let list = validate_destinations(&prefix, destination_files)?;
+        let typed = source.locators.event_type.is_some();
+        let list = validate_destinations(&prefix, destination_files, typed)?;
         for (d, destination) in list.iter().enumerate() {
             delivery.check(&format!("{prefix}.destinations[{d}]"), destination)?;
         }
@@ -391,6 +392,65 @@ fact_key = "json:/after"
             .unwrap_err();
         assert_eq!(err.key, "retention.events");
         assert!(err.message.contains("3d") && err.message.contains("30d"));
+    }
+
+    /// Two destinations on a source `scheme` (with `extra` source lines), the second with
+    /// `events = [events]`.
+    fn routed_config(scheme: &str, extra: &str, events: &str) -> String {
+        format!(
+            r#"
+[[sources]]
+name = "src"
+scheme = "{scheme}"
+secrets = ["s"]
+{extra}
+[[sources.destinations]]
+url = "http://127.0.0.1:9000/all"
+secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+[[sources.destinations]]
+url = "http://127.0.0.1:9000/some"
+secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+events = [{events}]
+"#
+        )
+    }
+
+    #[test]
+    fn event_filters_are_checked_against_their_source() {
+        let settings = Settings::from_toml(&routed_config(
+            "stripe",
+            "",
+            r#""payment_intent.*", "invoice.paid""#,
+        ))
+        .unwrap();
+        let routed = |kind: Option<&str>| -> Vec<String> {
+            settings
+                .destinations
+                .routed("src", kind)
+                .map(|d| d.name.clone())
+                .collect()
+        };
+        assert_eq!(
+            routed(Some("payment_intent.created")),
+            ["127.0.0.1:9000/all", "127.0.0.1:9000/some"]
+        );
+        assert_eq!(routed(Some("charge.refunded")), ["127.0.0.1:9000/all"]);
+        assert_eq!(routed(None), ["127.0.0.1:9000/all"]);
+
+        let err =
+            Settings::from_toml(&routed_config("stripe", "", r#""a", "b", "a.*.b""#)).unwrap_err();
+        assert_eq!(err.key, "sources[0].destinations[1].events[2]");
+        let err = Settings::from_toml(&routed_config("stripe", "", "")).unwrap_err();
+        assert_eq!(err.key, "sources[0].destinations[1].events");
+        assert!(err.message.contains("remove `events`"), "{err}");
+
+        // A generic scheme reads no type unless the source says where it is.
+        let hmac = "event_id = \"header:X-Id\"\nreplay_horizon = \"1d\"\n[sources.hmac]\nheader = \"X-Sig\"";
+        let err = Settings::from_toml(&routed_config("hmac", hmac, r#""*""#)).unwrap_err();
+        assert_eq!(err.key, "sources[0].destinations[1].events");
+        assert!(err.message.contains("no type"), "{err}");
+        let typed = format!("event_type = \"header:X-Type\"\n{hmac}");
+        assert!(Settings::from_toml(&routed_config("hmac", &typed, r#""*""#)).is_ok());
     }
 
     #[test]

@@ -455,6 +455,14 @@ async fn run_locally(command: Command, config: &std::path::Path) -> anyhow::Resu
         Command::CheckConfig => {
             println!("configuration {} is valid", config.display());
             println!("{}", settings.retention.audit);
+            for (source, destination) in settings.destinations.iter() {
+                println!(
+                    "destination {source}/{} ({}) receives {}",
+                    destination.name,
+                    destination.kind.label(),
+                    destination.events
+                );
+            }
             for source in &settings.sources {
                 if let Some(meaning) = source.scheme.authenticates_sender_only() {
                     println!(

@@ -1,5 +1,7 @@
 //! Delivery's settings: the dispatcher (`[delivery]`) and each source's destinations
-//! (`[[sources.destinations]]`), validated here.
+//! (`[[sources.destinations]]`), validated here, with the event types each one receives.
+
+mod routing;
 
 use super::gates::{BreakerFile, GateSettings};
 use super::target::DestinationKind;
@@ -9,6 +11,7 @@ use crate::error::ConfigError;
 use crate::secret::Secret;
 use crate::signature::standard_signing_key;
 use chrono::{DateTime, Utc};
+use routing::EventTypeFilter;
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -60,6 +63,8 @@ pub struct DestinationSettings {
     pub url: String,
     /// `whsec_<base64>`: Inlet signs each delivery with it (Standard Webhooks).
     pub secret: Secret,
+    /// The event types it receives (`events`; every event when not set).
+    pub events: EventTypeFilter,
     pub timeout: Duration,
     pub connect_timeout: Duration,
     pub policy: RetryPolicy,
@@ -99,10 +104,27 @@ impl Destinations {
         self.of(source).iter().find(|d| d.name == name)
     }
 
-    /// Each destination of `source` with the deadline of a delivery enqueued at `now`.
-    pub fn deadlines(&self, source: &str, now: DateTime<Utc>) -> Vec<(String, DateTime<Utc>)> {
+    /// The destinations of `source` whose filter takes an event of `event_type`, in
+    /// configuration order.
+    pub fn routed<'a>(
+        &'a self,
+        source: &str,
+        event_type: Option<&'a str>,
+    ) -> impl Iterator<Item = &'a DestinationSettings> {
         self.of(source)
             .iter()
+            .filter(move |d| d.events.matches(event_type))
+    }
+
+    /// Each destination of `source` that receives an event of `event_type`, with the
+    /// deadline of a delivery enqueued at `now`: the outbox rows of a new fact.
+    pub fn deadlines(
+        &self,
+        source: &str,
+        event_type: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Vec<(String, DateTime<Utc>)> {
+        self.routed(source, event_type)
             .map(|d| (d.name.clone(), now + d.policy.deadline))
             .collect()
     }
@@ -200,17 +222,20 @@ pub struct DestinationFile {
     max_in_flight: Option<u32>,
     rate: Option<f64>,
     rate_burst: Option<u32>,
+    events: Option<Vec<String>>,
 }
 
-/// A source's destinations, validated; `prefix` is the source's key (`sources[0]`).
+/// A source's destinations, validated; `prefix` is the source's key (`sources[0]`), and
+/// `typed` says whether its events can carry a type (an `events` filter needs one).
 pub fn validate_destinations(
     prefix: &str,
     files: Vec<DestinationFile>,
+    typed: bool,
 ) -> Result<Vec<DestinationSettings>, ConfigError> {
     let mut destinations: Vec<DestinationSettings> = Vec::with_capacity(files.len());
     for (d, file) in files.into_iter().enumerate() {
         let key = format!("{prefix}.destinations[{d}]");
-        let destination = file.validate(&key)?;
+        let destination = file.validate(&key, typed)?;
         if destinations
             .iter()
             .any(|other| other.name == destination.name)
@@ -229,8 +254,9 @@ pub fn validate_destinations(
 }
 
 impl DestinationFile {
-    fn validate(self, prefix: &str) -> Result<DestinationSettings, ConfigError> {
+    fn validate(self, prefix: &str, typed: bool) -> Result<DestinationSettings, ConfigError> {
         let key = |field: &str| format!("{prefix}.{field}");
+        let events = EventTypeFilter::parse(&key("events"), self.events, typed)?;
         let url = reqwest::Url::parse(&self.url)
             .map_err(|e| ConfigError::new(key("url"), e.to_string()))?;
         let Some(host) = url.host_str() else {
@@ -284,6 +310,7 @@ impl DestinationFile {
             name,
             url: url.to_string(),
             secret,
+            events,
             timeout: get(
                 "timeout",
                 self.timeout.as_deref(),

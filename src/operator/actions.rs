@@ -346,16 +346,17 @@ pub fn events_matching(
 pub struct RedeliveryResult {
     pub source: String,
     pub event_id: String,
-    /// `requeued`, `duplicate_fact`, `already_pending` (every destination still has it
-    /// pending or in flight), `no_destinations`, `expired`, `not_found` or
-    /// `unknown_source`.
+    /// `requeued`, `duplicate_fact`, `already_pending` (every destination it is routed to
+    /// still has it pending or in flight), `no_destinations` (no destination's `events`
+    /// filter takes its type), `expired`, `not_found` or `unknown_source`.
     pub result: &'static str,
     /// For `duplicate_fact`: the event that first recorded this event's fact, and so the
     /// one whose replay delivers it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_event_id: Option<String>,
     pub deliveries: usize,
-    /// The destinations that get a delivery.
+    /// The destinations that get a delivery: those whose `events` filter takes the event's
+    /// stored type, as at ingest.
     pub destinations: Vec<String>,
 }
 
@@ -391,7 +392,9 @@ struct Redelivery {
     content_type: Option<String>,
 }
 
-/// Decides, reading only, what replaying each event does. A delivery belongs to its fact:
+/// Decides, reading only, what replaying each event does. A replay is routed like the
+/// webhook was: to the destinations whose `events` filter takes the event's stored type
+/// (with today's configuration). A delivery belongs to its fact:
 /// only the event that first recorded the fact is delivered again — under that event's
 /// Idempotency-Key, the one the application has already seen — and replaying a later event
 /// of the same fact delivers nothing and names the first one (`duplicate_fact`).
@@ -431,16 +434,19 @@ fn plan_redelivery(
             planned.push((outcome("duplicate_fact", Some(first), Vec::new()), None));
             continue;
         }
-        let configured = destinations.of(source);
-        if configured.is_empty() {
+        let routed: Vec<&str> = destinations
+            .routed(source, redelivery.event_type.as_deref())
+            .map(|d| d.name.as_str())
+            .collect();
+        if routed.is_empty() {
             planned.push((outcome("no_destinations", None, Vec::new()), None));
             continue;
         }
         // A destination that still has this fact pending or in flight gets it anyway.
-        let mut names = Vec::with_capacity(configured.len());
-        for destination in configured {
-            if !outstanding(conn, source, event_id, &destination.name)? {
-                names.push(destination.name.clone());
+        let mut names = Vec::with_capacity(routed.len());
+        for name in routed {
+            if !outstanding(conn, source, event_id, name)? {
+                names.push(name.to_owned());
             }
         }
         if names.is_empty() {
@@ -559,16 +565,17 @@ pub fn redeliver(
     Ok(results)
 }
 
-/// The deadlines of the destinations a redelivery goes to.
+/// The deadlines of the destinations a redelivery goes to (routed when it was planned).
 fn deadlines(
     destinations: &Destinations,
     result: &RedeliveryResult,
     now: DateTime<Utc>,
 ) -> Vec<(String, DateTime<Utc>)> {
-    destinations
-        .deadlines(&result.source, now)
-        .into_iter()
-        .filter(|(name, _)| result.destinations.contains(name))
+    result
+        .destinations
+        .iter()
+        .filter_map(|name| destinations.find(&result.source, name))
+        .map(|d| (d.name.clone(), now + d.policy.deadline))
         .collect()
 }
 
@@ -576,7 +583,8 @@ fn deadlines(
 #[derive(Debug, Clone, Serialize)]
 pub struct DeadLetterResult {
     pub id: i64,
-    /// `requeued` or `discarded`; `not_dead`, `not_found` or `unknown_destination`.
+    /// `requeued` or `discarded`; `not_dead`, `not_found`, `unknown_destination`, or
+    /// `not_routed` (the destination's `events` filter no longer takes the event's type).
     pub result: &'static str,
 }
 
@@ -601,6 +609,7 @@ pub struct DeadLetter {
     pub id: i64,
     pub source: String,
     pub destination: String,
+    pub event_type: Option<String>,
 }
 
 /// Runs `act` on each of `ids` that is a dead delivery; answers `not_found` or `not_dead`
@@ -618,18 +627,20 @@ fn on_dead_letters(
                 deliveries::source,
                 deliveries::destination,
                 deliveries::status,
+                deliveries::event_type,
             ))
-            .first::<(String, String, String)>(conn)
+            .first::<(String, String, String, Option<String>)>(conn)
             .optional()?;
         let result = match row {
             None => "not_found",
-            Some((_, _, status)) if status != DEAD => "not_dead",
-            Some((source, destination, _)) => act(
+            Some((_, _, status, _)) if status != DEAD => "not_dead",
+            Some((source, destination, _, event_type)) => act(
                 conn,
                 DeadLetter {
                     id,
                     source,
                     destination,
+                    event_type,
                 },
             )?,
         };
@@ -651,7 +662,9 @@ fn still_dead(
 }
 
 /// Gives dead deliveries a fresh start: pending, due now, a new deadline. `attempt` keeps
-/// growing (it is the fencing token).
+/// growing (it is the fencing token). A destination whose `events` filter was changed
+/// since to leave out the delivery's type is not sent it (`not_routed`), as a replay would
+/// not.
 pub fn requeue(
     conn: &mut DbConnection,
     destinations: &Destinations,
@@ -659,12 +672,13 @@ pub fn requeue(
     now: DateTime<Utc>,
 ) -> QueryResult<Vec<DeadLetterResult>> {
     on_dead_letters(conn, ids, |conn, dead| {
-        let deadline = destinations
-            .find(&dead.source, &dead.destination)
-            .map(|d| now + d.policy.deadline);
-        let Some(deadline) = deadline else {
+        let Some(destination) = destinations.find(&dead.source, &dead.destination) else {
             return Ok("unknown_destination");
         };
+        if !destination.events.matches(dead.event_type.as_deref()) {
+            return Ok("not_routed");
+        }
+        let deadline = now + destination.policy.deadline;
         let changed = diesel::update(still_dead(dead.id))
             .set((
                 deliveries::status.eq(PENDING),

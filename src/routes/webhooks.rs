@@ -104,6 +104,13 @@ async fn ingest(
         .unwrap_or("application/json")
         .to_owned();
     let fingerprint = fingerprint(&body);
+    // Only the destinations whose `events` filter takes this type get a row.
+    let destinations = state.settings.destinations.deadlines(
+        source.name.as_str(),
+        identity.event_type.as_deref(),
+        now,
+    );
+    let routed = !destinations.is_empty();
     let headers = received_headers(request, source.scheme.credential_header());
     let body_fact = (source.keys_body_fact && fact.kind != BODY_KIND).then(|| FactIdentity {
         kind: BODY_KIND.to_owned(),
@@ -119,10 +126,7 @@ async fn ingest(
         headers,
         received_at: now,
         expires_at: now + state.settings.retention.events.0,
-        destinations: state
-            .settings
-            .destinations
-            .deadlines(source.name.as_str(), now),
+        destinations,
         answer: source.scheme.event_answer(&verified),
         payload: body,
     };
@@ -131,13 +135,7 @@ async fn ingest(
     metrics::histogram!("inlet_ingest_duration_seconds", "source" => source.name.as_str().to_owned())
         .record(seen.elapsed().as_secs_f64());
     let (outcome, answer) = verdict?;
-    if outcome == Outcome::Accepted
-        && !state
-            .settings
-            .destinations
-            .of(source.name.as_str())
-            .is_empty()
-    {
+    if outcome == Outcome::Accepted && routed {
         if let Some(waker) = &state.dispatcher_waker {
             waker.notify_one();
         }

@@ -89,6 +89,44 @@ fn check_config_says_token_sources_prove_only_the_sender() {
     assert!(!stdout.contains("not-printed"), "{stdout}");
 }
 
+/// `check-config` shows which event types each destination receives, and refuses a
+/// pattern no event type could match, naming its key.
+#[test]
+fn check_config_prints_each_destinations_events_and_names_a_bad_pattern() {
+    let destination = |name: &str, events: &str| {
+        format!(
+            "[[sources.destinations]]\nname = \"{name}\"\nurl = \"http://127.0.0.1:9000/{name}\"\n\
+             secret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\n{events}\n"
+        )
+    };
+    let toml = format!(
+        "{STRIPE}{}{}",
+        destination("all", ""),
+        destination("pay", "events = [\"payment_intent.*\", \"invoice.paid\"]")
+    );
+    let output = inlet(&toml, &["check-config"]);
+    let stdout = text(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", text(&output.stderr));
+    for expected in [
+        "destination stripe/all (http) receives every event",
+        "destination stripe/pay (http) receives payment_intent.*, invoice.paid",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "{expected} missing from:\n{stdout}"
+        );
+    }
+
+    let bad = toml.replace("\"invoice.paid\"]", "\"invoice.paid\", \"*.created\"]");
+    let output = inlet(&bad, &["check-config"]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("sources[0].destinations[1].events[2]") && stderr.contains("*.created"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn serve_refuses_a_window_not_longer_than_the_horizon_and_names_the_numbers() {
     let toml = format!("{STRIPE}[retention]\nevents = \"30d\"\nreplay_horizon = \"7d\"\n");

@@ -339,7 +339,12 @@ async fn an_operator_signs_in_finds_an_event_and_signs_out(backend: Backend) {
     assert!((2..=3).contains(&bars.len()), "{} bars", bars.len());
     browser.screenshot("overview", backend).await;
     browser.visit("/console/sources").await;
-    assert!(browser.text("main").await.contains("100.0 %"));
+    let sources = browser.text("main").await;
+    assert!(sources.contains("100.0 %"), "{sources}");
+    assert!(
+        sources.contains("every event"),
+        "the events filter: {sources}"
+    );
     browser.screenshot("sources", backend).await;
 
     browser.submit("form.signout button").await;

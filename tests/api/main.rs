@@ -18,5 +18,6 @@ mod operator;
 mod providers;
 mod replay;
 mod retention;
+mod routing;
 mod schemes;
 mod twilio;

@@ -620,7 +620,8 @@ fn delivery_filters(q: &HashMap<String, String>, state: &AppState) -> Markup {
 }
 
 /// `GET /console/sources`: each source's scheme, active secrets (a count, never a value),
-/// resend horizon, fact rules and destinations with their recent record.
+/// resend horizon, fact rules and destinations with the event types they receive and
+/// their recent record.
 pub async fn sources(
     session: Session,
     state: web::Data<AppState>,
@@ -664,13 +665,14 @@ pub async fn sources(
                     p.empty { "None: facts are recorded, not forwarded." }
                 } @else {
                     table {
-                        thead { tr { th { "Name" } th { "URL" } th.num { "Recent success" } th { "Last delivered" } th { "Last error" } } }
+                        thead { tr { th { "Name" } th { "URL" } th { "Events" } th.num { "Recent success" } th { "Last delivered" } th { "Last error" } } }
                         tbody {
                             @for destination in destinations {
                                 @let record = records.get(&(name.to_owned(), destination.name.clone())).cloned().unwrap_or_default();
                                 tr {
                                     td { (destination.name) }
                                     td.id { (shown_url(&destination.url)) }
+                                    td { @if destination.events.is_filtered() { code { (destination.events) } } @else { (destination.events) } }
                                     td.num { @match record.success_rate() {
                                         Some(rate) => { (format!("{rate:.1} %")) " of " (record.delivered + record.dead) }
                                         None => { "—" }
