@@ -41,7 +41,7 @@ use crate::faults::Faults;
 use chrono::{DateTime, Utc};
 use settler::Settler;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use tokio::sync::{watch, Notify, Semaphore};
 use tokio::task::JoinSet;
@@ -82,6 +82,39 @@ impl Destination {
         match &self.transport {
             Transport::Http(client) => attempt(client, &self.settings, delivery, now).await,
             Transport::Broker(link) => link.publish(delivery, now).await,
+        }
+    }
+}
+
+/// Every destination of `wanted`, reusing those of `current` whose settings are the
+/// same; also the ones built anew.
+fn prepare(
+    wanted: &Destinations,
+    current: &DestinationMap,
+    brokers: &Arc<BrokerHealth>,
+) -> anyhow::Result<(DestinationMap, Vec<Arc<Destination>>)> {
+    let mut ready = HashMap::new();
+    let mut built = Vec::new();
+    for (source, settings) in wanted.iter() {
+        let key = (source.to_owned(), settings.name.clone());
+        let destination = match current.get(&key) {
+            Some(kept) if same_destination(&kept.settings, settings) => kept.clone(),
+            _ => {
+                let fresh = Arc::new(Destination::new(source, settings, brokers)?);
+                built.push(fresh.clone());
+                fresh
+            }
+        };
+        ready.insert(key, destination);
+    }
+    Ok((ready, built))
+}
+
+/// Connects to each broker destination and logs whether it answered.
+async fn probe(destinations: &[Arc<Destination>]) {
+    for destination in destinations {
+        if let Transport::Broker(link) = &destination.transport {
+            link.probe().await;
         }
     }
 }
@@ -136,11 +169,21 @@ impl Report {
     }
 }
 
+/// The destinations ready to send to, by (source, name).
+type DestinationMap = HashMap<(String, String), Arc<Destination>>;
+
+/// Whether two destination settings send alike (a reload keeps the one it has). `Debug`
+/// shows every field but the signing secret, which is compared itself.
+pub fn same_destination(a: &DestinationSettings, b: &DestinationSettings) -> bool {
+    a.secret == b.secret && format!("{a:?}") == format!("{b:?}")
+}
+
 /// Sends outbox rows to their destinations.
 pub struct Dispatcher {
     pool: DbPool,
     clock: Arc<dyn Clock>,
-    destinations: HashMap<(String, String), Destination>,
+    /// By (source, name). A reload swaps the map; a delivery in flight holds its own `Arc`.
+    destinations: RwLock<DestinationMap>,
     lease: Duration,
     batch: u32,
     concurrency: u32,
@@ -172,14 +215,8 @@ impl Dispatcher {
         clock: Arc<dyn Clock>,
     ) -> anyhow::Result<Self> {
         let brokers = Arc::new(BrokerHealth::default());
-        let mut ready = HashMap::new();
-        for (source, destination) in destinations.iter() {
-            ready.insert(
-                (source.to_owned(), destination.name.clone()),
-                Destination::new(source, destination, &brokers)?,
-            );
-        }
-        let destinations = ready;
+        let (ready, _) = prepare(destinations, &HashMap::new(), &brokers)?;
+        let destinations = RwLock::new(ready);
         Ok(Self {
             brokers,
             faults: Arc::new(Faults::default()),
@@ -212,11 +249,34 @@ impl Dispatcher {
     /// Connects to every broker destination and logs whether it answered; an unreachable
     /// broker is reported, never fatal (its deliveries wait in the outbox).
     pub async fn probe_brokers(&self) {
-        for destination in self.destinations.values() {
-            if let Transport::Broker(link) = &destination.transport {
-                link.probe().await;
-            }
-        }
+        let destinations: Vec<Arc<Destination>> = self.destinations().values().cloned().collect();
+        probe(&destinations).await;
+    }
+
+    /// Puts `destinations` in force (a configuration reload): a destination whose settings
+    /// are unchanged keeps its HTTP client or broker connection and its retry budget, a new
+    /// or changed one is built, a removed one is dropped once its deliveries in flight
+    /// finish. If one cannot be built, nothing changes. New brokers are probed in the
+    /// background.
+    pub fn replace_destinations(&self, destinations: &Destinations) -> anyhow::Result<()> {
+        let current = self.destinations().clone();
+        let (next, built) = prepare(destinations, &current, &self.brokers)?;
+        *self
+            .destinations
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = next;
+        tokio::spawn(async move { probe(&built).await });
+        Ok(())
+    }
+
+    fn destinations(&self) -> std::sync::RwLockReadGuard<'_, DestinationMap> {
+        self.destinations
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn destination(&self, key: &(String, String)) -> Option<Arc<Destination>> {
+        self.destinations().get(key).cloned()
     }
 
     /// Wakes the dispatcher early (a new fact was committed).
@@ -258,7 +318,7 @@ impl Dispatcher {
 
     async fn send_and_settle(&self, delivery: &Leased) -> Settled {
         let key = (delivery.source.clone(), delivery.destination.clone());
-        let (outcome, settlement, log) = match self.destinations.get(&key) {
+        let (outcome, settlement, log) = match self.destination(&key) {
             None => (
                 Settled::Dead,
                 Settlement::Dead {
@@ -282,7 +342,7 @@ impl Dispatcher {
                     started_at: started,
                     duration_ms: i64::try_from(timer.elapsed().as_millis()).unwrap_or(i64::MAX),
                 };
-                let (outcome, settlement) = self.decide(destination, delivery, result);
+                let (outcome, settlement) = self.decide(&destination, delivery, result);
                 (outcome, settlement, Some(log))
             }
         };
