@@ -447,3 +447,93 @@ async fn sighup_reloads_the_file_of_a_running_process() {
     assert_eq!(post("evt_hup_4", STRIPE_SECRET).await, 200);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `inlet deliver` alone: SIGHUP after the file moves a destination to another URL sends
+/// the next facts there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_moves_the_destinations_of_a_running_dispatcher() {
+    let (before, after) = (
+        application_answering(200).await,
+        application_answering(200).await,
+    );
+    let destination = |server: &wiremock::MockServer| {
+        format!(
+            "name = \"app\"\nurl = \"{}/events\"\nsecret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\n",
+            server.uri()
+        )
+    };
+    // This instance only ingests; the process under test dispatches.
+    let app = spawn_app_with(
+        Backend::Sqlite,
+        TestOptions {
+            dispatch: false,
+            destination: Some(destination(&before)),
+            ..Default::default()
+        },
+    )
+    .await;
+    let dir = std::env::temp_dir().join(format!("inlet-reload-deliver-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("inlet.toml");
+    let config = |server: &wiremock::MockServer| {
+        format!(
+            "[database]\nurl = \"{}\"\n[delivery]\npoll_interval = \"50ms\"\nlease = \"15s\"\n\
+             [retention]\nsweeper = false\n\
+             [[sources]]\nname = \"stripe\"\nscheme = \"stripe\"\nsecrets = [\"{STRIPE_SECRET}\"]\n\
+             [[sources.destinations]]\n{}",
+            app.database_url(),
+            destination(server)
+        )
+    };
+    std::fs::write(&path, config(&before)).expect("write config");
+    let mut dispatcher = std::process::Command::new(env!("CARGO_BIN_EXE_inlet"))
+        .args(["deliver", "--config"])
+        .arg(&path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start inlet deliver");
+
+    app.post_stripe(&stripe_event("evt_deliver_1", "charge.captured", "ch_1"))
+        .await
+        .assert_status(200);
+    eventually("the first fact at the first URL", || async {
+        crate::helpers::requests_per_key(&before)
+            .await
+            .contains_key("stripe:evt_deliver_1")
+    })
+    .await;
+
+    std::fs::write(&path, config(&after)).expect("edit config");
+    let hup = std::process::Command::new("kill")
+        .args(["-HUP", &dispatcher.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(hup.success());
+    // Until the reload is applied a fact may still go to the first URL: post until one
+    // reaches the second.
+    let mut moved = false;
+    for i in 0..40 {
+        let id = format!("evt_deliver_moved_{i}");
+        app.post_stripe(&stripe_event(&id, "charge.captured", &id))
+            .await
+            .assert_status(200);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        if crate::helpers::requests_per_key(&after)
+            .await
+            .contains_key(&format!("stripe:{id}"))
+        {
+            moved = true;
+            break;
+        }
+    }
+    let alive = dispatcher.try_wait().expect("wait").is_none();
+    let _ = dispatcher.kill();
+    let _ = dispatcher.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(alive, "inlet deliver exited on SIGHUP");
+    assert!(
+        moved,
+        "no fact reached the destination's new URL after SIGHUP"
+    );
+}
