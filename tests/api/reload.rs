@@ -330,6 +330,14 @@ async fn a_refused_reload_names_the_key_and_changes_nothing(backend: Backend) {
     assert!(text.contains("inlet_config_last_reload_success"));
     assert!(text.contains("inlet_config_last_reload_timestamp_seconds"));
 
+    // `inlet reload` says the same, and exits 1 on a refusal.
+    let (code, out, _) = app.run_cli(&["reload"]).await;
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("delivery.poll_interval changes only on restart"),
+        "{out}"
+    );
+
     // Fixed, the same file applies.
     apply(
         &app,
@@ -340,6 +348,9 @@ async fn a_refused_reload_names_the_key_and_changes_nothing(backend: Backend) {
         post_signed_stripe(&app, "evt_after_fix", new_secret).await,
         200
     );
+    let (code, out, _) = app.run_cli(&["reload"]).await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("\"applied\""), "{out}");
 }
 
 /// A webhook whose body is still arriving when a reload removes its secret is verified
