@@ -25,9 +25,11 @@ use crate::operator::{ConsoleFile, ConsoleSettings, OperatorFile, OperatorSettin
 use crate::provider::{FactRuleFile, HmacFile, SourceFile, SourceSettings};
 use crate::retention::{AuditLine, RetentionFile, RetentionSettings};
 use figment::providers::{Env, Format, Toml};
+use figment::value::{Dict, Value};
 use figment::Figment;
 use serde::Deserialize;
 use std::path::Path;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 pub use crate::error::ConfigError;
@@ -41,6 +43,11 @@ pub const DEFAULT_SHUTDOWN_GRACE: &str = "30s";
 pub const DEFAULT_BODY_TIMEOUT: &str = "5s";
 /// Connections each worker holds open at once; more wait in the kernel's backlog.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+
+/// The sections only a restart applies: the listener, the pool, the dispatcher's and the
+/// sweeper's loops and the console are built from them once. A reload that changes one
+/// is refused. (`[[sources]]` with their destinations, and `[operator]`, reload live.)
+pub const RESTART_ONLY: [&str; 5] = ["server", "database", "delivery", "console", "retention"];
 
 /// The file as written by the operator.
 #[derive(Debug, Deserialize)]
@@ -128,6 +135,58 @@ pub struct Settings {
     pub delivery: DeliverySettings,
     pub operator: OperatorSettings,
     pub console: ConsoleSettings,
+    /// The restart-only sections as read, so a reload can tell which key it would change.
+    restart_only: RestartOnlySections,
+}
+
+/// The [`RESTART_ONLY`] sections as read (file and environment overrides together). They
+/// may hold credentials (`database.url`): never printed.
+#[derive(Clone, Default)]
+struct RestartOnlySections(Dict);
+
+impl std::fmt::Debug for RestartOnlySections {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RestartOnlySections(..)")
+    }
+}
+
+impl RestartOnlySections {
+    fn of(figment: &Figment) -> Self {
+        let sections = RESTART_ONLY
+            .iter()
+            .filter_map(|name| Some((name.to_string(), figment.find_value(name).ok()?)))
+            .collect();
+        Self(sections)
+    }
+}
+
+/// The settings in force, replaceable while serving. Each request takes one snapshot with
+/// [`LiveSettings::current`] and finishes on it, whatever a reload does meanwhile. A read
+/// is an `Arc` clone under a lock only a reload writes, once: cheap enough that no
+/// lock-free crate is needed.
+#[derive(Clone)]
+pub struct LiveSettings(Arc<RwLock<Arc<Settings>>>);
+
+impl LiveSettings {
+    pub fn new(settings: Settings) -> Self {
+        Self(Arc::new(RwLock::new(Arc::new(settings))))
+    }
+
+    /// A snapshot of the settings in force now.
+    pub fn current(&self) -> Arc<Settings> {
+        self.0
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Puts `next` in force for the requests that start from now on.
+    pub fn replace(&self, next: Arc<Settings>) {
+        *self
+            .0
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = next;
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -210,6 +269,7 @@ impl Settings {
     }
 
     fn from_figment(figment: Figment) -> Result<Self, ConfigError> {
+        let restart_only = RestartOnlySections::of(&figment);
         let raw: RawSettings = figment.extract().map_err(|e| {
             let key = e.path.join(".");
             let key = if key.is_empty() {
@@ -219,7 +279,9 @@ impl Settings {
             };
             ConfigError::new(key, e.kind.to_string())
         })?;
-        Self::validate(raw)
+        let mut settings = Self::validate(raw)?;
+        settings.restart_only = restart_only;
+        Ok(settings)
     }
 
     /// Each section by its owner, then what spans sections: the retention audit over
@@ -247,11 +309,45 @@ impl Settings {
             delivery,
             console: raw.console.validate(&operator)?,
             operator,
+            restart_only: RestartOnlySections::default(),
         })
     }
 
     pub fn source(&self, name: &str) -> Option<&SourceSettings> {
         self.sources.iter().find(|s| s.name.as_str() == name)
+    }
+
+    /// The first key of a [`RESTART_ONLY`] section that `next` sets otherwise than these
+    /// settings were read with (`server.bind`), if any. Compared as written, so removing a
+    /// key that held its default counts as a change.
+    pub fn restart_only_change(&self, next: &Settings) -> Option<String> {
+        RESTART_ONLY.iter().find_map(|section| {
+            first_difference(
+                section,
+                self.restart_only.0.get(*section),
+                next.restart_only.0.get(*section),
+            )
+        })
+    }
+}
+
+/// `value`'s table, `empty` when it is absent; `None` when it is not a table.
+fn table<'a>(value: Option<&'a Value>, empty: &'a Dict) -> Option<&'a Dict> {
+    match value {
+        None => Some(empty),
+        Some(value) => value.as_dict(),
+    }
+}
+
+/// The first key under `key` whose value differs (an absent table is an empty one).
+fn first_difference(key: &str, old: Option<&Value>, new: Option<&Value>) -> Option<String> {
+    let empty = Dict::new();
+    match (table(old, &empty), table(new, &empty)) {
+        (Some(old), Some(new)) => old.keys().chain(new.keys()).find_map(|name| {
+            first_difference(&format!("{key}.{name}"), old.get(name), new.get(name))
+        }),
+        _ if old == new => None,
+        _ => Some(key.to_owned()),
     }
 }
 
@@ -451,6 +547,30 @@ events = [{events}]
         assert!(err.message.contains("no type"), "{err}");
         let typed = format!("event_type = \"header:X-Type\"\n{hmac}");
         assert!(Settings::from_toml(&routed_config("hmac", &typed, r#""*""#)).is_ok());
+    }
+
+    #[test]
+    fn a_reload_names_the_first_restart_only_key_it_would_change() {
+        let base = "[server]\nbind = \"127.0.0.1:0\"\n[[sources]]\nname = \"gh\"\nscheme = \"github\"\nsecrets = [\"s\"]\n";
+        let running = Settings::from_toml(base).unwrap();
+        let change = |text: &str| running.restart_only_change(&Settings::from_toml(text).unwrap());
+        // Sources reload live; an absent table is the same as an empty one.
+        assert_eq!(change(&base.replace("[\"s\"]", "[\"s\", \"t\"]")), None);
+        assert_eq!(change(&format!("{base}[console]\n")), None);
+        assert_eq!(
+            change(&base.replace("127.0.0.1:0", "127.0.0.1:1")),
+            Some("server.bind".to_owned())
+        );
+        assert_eq!(
+            change(&format!("{base}[delivery]\nlease = \"30s\"\n")),
+            Some("delivery.lease".to_owned())
+        );
+        assert_eq!(
+            change(&base.replace("bind = \"127.0.0.1:0\"\n", "")),
+            Some("server.bind".to_owned())
+        );
+        let debug = format!("{running:?}");
+        assert!(debug.contains("RestartOnlySections(..)"), "{debug}");
     }
 
     #[test]

@@ -3,13 +3,14 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use inlet::cli::{AdminClient, ReplaySelection};
-use inlet::config::Settings;
+use inlet::config::{LiveSettings, Settings};
 use inlet::delivery::{Dispatcher, Settled};
 use inlet::observability::LogFormat;
+use inlet::reload::{reload_on_hangup, Reloader};
 use inlet::retention::Sweeper;
 use inlet::secret::Secret;
 use inlet::signature::EventToSign;
-use inlet::startup::{open_database, Application};
+use inlet::startup::{open_database, Application, Hooks};
 use std::path::PathBuf;
 
 #[derive(Parser)]
@@ -42,7 +43,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Apply migrations, then serve until SIGTERM or Ctrl-C.
+    /// Apply migrations, then serve until SIGTERM or Ctrl-C; SIGHUP reloads the
+    /// configuration file (sources, secrets, destinations, operator token).
     Serve,
     /// Apply pending database migrations and exit.
     Migrate,
@@ -96,11 +98,18 @@ enum Command {
     /// Load Inlet with signed webhooks (or, with --ceiling, the database alone) and report
     /// throughput and latency.
     Bench(BenchArgs),
-    /// Send due deliveries to their destinations (what `serve` does continuously).
+    /// Send due deliveries to their destinations (what `serve` does continuously); SIGHUP
+    /// reloads the destinations from the configuration file.
     Deliver {
         /// Deliver what is due now, once, and exit.
         #[arg(long)]
         once: bool,
+    },
+    /// Make a running Inlet read its configuration file again (POST /admin/reload): prints
+    /// what changed, or why nothing did (exit 1).
+    Reload {
+        #[command(flatten)]
+        admin: AdminArgs,
     },
     /// Print the headers a source's provider would send for a body, signed now.
     Sign {
@@ -430,6 +439,11 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Deadletters { action, admin } => deadletters(action, admin.client(&config)?).await,
+        Command::Reload { admin } => {
+            let client = admin.client(&config)?;
+            print_answer(client.post("/admin/reload", &serde_json::json!({})).await?);
+            Ok(())
+        }
         command => run_locally(command, &config).await,
     }
 }
@@ -446,7 +460,7 @@ fn load_settings(config: &std::path::Path) -> Settings {
 async fn run_locally(command: Command, config: &std::path::Path) -> anyhow::Result<()> {
     let settings = load_settings(config);
     match command {
-        Command::Serve => serve(settings).await,
+        Command::Serve => serve(settings, config).await,
         Command::Migrate => {
             open_database(&settings).await?;
             println!("migrations are current");
@@ -475,7 +489,7 @@ async fn run_locally(command: Command, config: &std::path::Path) -> anyhow::Resu
             Ok(())
         }
         Command::Sweep { dry_run } => sweep(settings, dry_run).await,
-        Command::Deliver { once } => deliver(settings, once).await,
+        Command::Deliver { once } => deliver(settings, config, once).await,
         Command::Bench(options) => bench(settings, options).await,
         Command::Sign {
             source,
@@ -490,14 +504,19 @@ async fn run_locally(command: Command, config: &std::path::Path) -> anyhow::Resu
             event,
             key,
         } => send(&settings, &source, &body, url, event, key.resolve()?).await,
-        Command::Events { .. } | Command::Replay { .. } | Command::Deadletters { .. } => {
+        Command::Events { .. }
+        | Command::Replay { .. }
+        | Command::Deadletters { .. }
+        | Command::Reload { .. } => {
             unreachable!("operator commands are dispatched before the configuration is read")
         }
     }
 }
 
-async fn serve(settings: Settings) -> anyhow::Result<()> {
-    let app = Application::build(settings).await?;
+async fn serve(settings: Settings, config: &std::path::Path) -> anyhow::Result<()> {
+    let app =
+        Application::build_reloadable(settings, Hooks::default(), Some(config.to_owned())).await?;
+    tokio::spawn(reload_on_hangup(app.reloader()));
     tracing::info!(port = app.port(), "inlet is listening");
     app.run_until_stopped().await?;
     tracing::info!("inlet stopped");
@@ -521,7 +540,7 @@ async fn sweep(settings: Settings, dry_run: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn deliver(settings: Settings, once: bool) -> anyhow::Result<()> {
+async fn deliver(settings: Settings, config: &std::path::Path, once: bool) -> anyhow::Result<()> {
     let pool = open_database(&settings).await?;
     let clock = std::sync::Arc::new(inlet::clock::SystemClock);
     let dispatcher = std::sync::Arc::new(Dispatcher::new(
@@ -532,6 +551,13 @@ async fn deliver(settings: Settings, once: bool) -> anyhow::Result<()> {
         clock,
     )?);
     if !once {
+        let reloader = Reloader::new(
+            Some(config.to_owned()),
+            LiveSettings::new(settings),
+            Some(dispatcher.clone()),
+            &[],
+        );
+        tokio::spawn(reload_on_hangup(std::sync::Arc::new(reloader)));
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let run = tokio::spawn(dispatcher.run(stopped));
         tokio::signal::ctrl_c().await?;

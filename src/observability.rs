@@ -187,6 +187,18 @@ fn describe() {
         "inlet_sweeper_enabled",
         "1 when this instance runs the sweeper (retention.sweeper), else 0"
     );
+    describe_counter!(
+        "inlet_config_reloads_total",
+        "Configuration reloads (SIGHUP, POST /admin/reload) by result (applied, refused)"
+    );
+    describe_gauge!(
+        "inlet_config_last_reload_success",
+        "1 when the last configuration load or reload was applied, 0 when it was refused"
+    );
+    describe_gauge!(
+        "inlet_config_last_reload_timestamp_seconds",
+        "Unix time of the last configuration load or reload attempt"
+    );
     describe_gauge!(
         "inlet_build_info",
         "Always 1; the version label says which build runs"
@@ -214,6 +226,27 @@ pub fn start_webhook_counters(sources: &[&str], outcomes: &[&'static str]) {
             .increment(0);
         }
     }
+}
+
+/// Exports the reload metrics from startup: both results at 0 (so `increase()` sees the
+/// first refusal) and the configuration loaded at `at` as the last success.
+pub fn start_config_reload_metrics(at: i64) {
+    for result in ["applied", "refused"] {
+        metrics::counter!("inlet_config_reloads_total", "result" => result).increment(0);
+    }
+    set_last_reload(true, at);
+}
+
+/// Counts a configuration reload attempted at `at` (Unix seconds) and its result.
+pub fn record_config_reload(applied: bool, at: i64) {
+    let result = if applied { "applied" } else { "refused" };
+    metrics::counter!("inlet_config_reloads_total", "result" => result).increment(1);
+    set_last_reload(applied, at);
+}
+
+fn set_last_reload(applied: bool, at: i64) {
+    metrics::gauge!("inlet_config_last_reload_success").set(if applied { 1.0 } else { 0.0 });
+    metrics::gauge!("inlet_config_last_reload_timestamp_seconds").set(at as f64);
 }
 
 /// Exports whether this instance runs the sweeper, so the stalled-sweeper alert can tell

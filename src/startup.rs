@@ -1,13 +1,14 @@
 //! Builds the application on its own listener (port 0 in tests) and runs it until stopped.
 
 use crate::clock::{Clock, SystemClock};
-use crate::config::Settings;
+use crate::config::{LiveSettings, Settings};
 use crate::db::{self, DbPool};
 use crate::delivery::Dispatcher;
 use crate::error::Reason;
 use crate::faults::Faults;
 use crate::ingest::{Committer, Outcome};
 use crate::observability::observe;
+use crate::reload::{warn_about_schemes, Reloader};
 use crate::retention::Sweeper;
 use crate::routes::register_routes;
 use crate::state::AppState;
@@ -15,6 +16,7 @@ use actix_web::dev::{Server, ServerHandle};
 use actix_web::{web, App, HttpServer};
 use anyhow::Context;
 use std::net::TcpListener;
+use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -44,6 +46,7 @@ pub struct Application {
     /// Stops the background tasks (dispatcher, sweeper); dropping it stops them too.
     stop_background: watch::Sender<bool>,
     background: Vec<JoinHandle<()>>,
+    reloader: Arc<Reloader>,
 }
 
 /// Opens the pool and applies pending migrations (blocking work, off the executor).
@@ -70,15 +73,22 @@ impl Application {
     }
 
     pub async fn build_with(settings: Settings, hooks: Hooks) -> anyhow::Result<Self> {
+        Self::build_reloadable(settings, hooks, None).await
+    }
+
+    /// [`Application::build_with`], able to reload `reload_from` (the configuration file
+    /// `settings` were read from) on `POST /admin/reload` or through [`Self::reloader`].
+    pub async fn build_reloadable(
+        settings: Settings,
+        hooks: Hooks,
+        reload_from: Option<PathBuf>,
+    ) -> anyhow::Result<Self> {
         crate::observability::prometheus();
         let sources: Vec<&str> = settings.sources.iter().map(|s| s.name.as_str()).collect();
         crate::observability::start_webhook_counters(&sources, &alerted_outcomes());
         crate::observability::record_sweeper_enabled(settings.retention.sweeper);
-        for source in &settings.sources {
-            if let Some(meaning) = source.scheme.authenticates_sender_only() {
-                tracing::warn!(source = %source.name, scheme = source.scheme.name(), "{meaning}");
-            }
-        }
+        crate::observability::start_config_reload_metrics(hooks.clock.now().timestamp());
+        warn_about_schemes(&settings, &sources);
         let pool = open_database(&settings).await?;
         let listener = TcpListener::bind(&settings.server.bind)
             .with_context(|| format!("cannot listen on {} (server.bind)", settings.server.bind))?;
@@ -92,6 +102,7 @@ impl Application {
         let mut background = Vec::new();
         let mut dispatcher_waker = None;
         let mut brokers = None;
+        let mut reloaded_dispatcher = None;
         if settings.delivery.enabled {
             let dispatcher = Arc::new(
                 Dispatcher::new(
@@ -109,6 +120,7 @@ impl Application {
             // serve webhooks.
             let probing = dispatcher.clone();
             tokio::spawn(async move { probing.probe_brokers().await });
+            reloaded_dispatcher = Some(dispatcher.clone());
             background.push(tokio::spawn(dispatcher.run(stopped.clone())));
         }
         let mut sweeper_health = None;
@@ -126,8 +138,17 @@ impl Application {
             .context("cannot start the checkpoint thread")?;
         let committer = Committer::start(pool.clone(), hooks.faults.clone(), &settings.database)
             .context("cannot start the group-commit writers")?;
+        let console = settings.console.clone();
+        let live = LiveSettings::new(settings);
+        let reloader = Arc::new(Reloader::new(
+            reload_from,
+            live.clone(),
+            reloaded_dispatcher,
+            &alerted_outcomes(),
+        ));
         let state = web::Data::new(AppState {
-            settings: Arc::new(settings),
+            settings: live,
+            reloader: reloader.clone(),
             pool,
             clock: hooks.clock,
             faults: hooks.faults,
@@ -139,7 +160,6 @@ impl Application {
             traffic: Default::default(),
             sign_in: Default::default(),
         });
-        let console = &state.settings.console;
         // The console is on the main listener unless it has a listener of its own.
         let console_on_main = console.enabled && console.bind.is_none();
         let main_state = state.clone();
@@ -175,7 +195,13 @@ impl Application {
             server: server.run(),
             stop_background,
             background,
+            reloader,
         })
+    }
+
+    /// Reloads this instance's configuration file (what SIGHUP does in `inlet serve`).
+    pub fn reloader(&self) -> Arc<Reloader> {
+        self.reloader.clone()
     }
 
     /// The port actually bound (the configured one, or the one chosen for port 0).

@@ -1,17 +1,22 @@
 //! What every HTTP handler shares.
 
 use crate::clock::Clock;
-use crate::config::Settings;
+use crate::config::LiveSettings;
 use crate::db::{Checkpointer, DbPool};
 use crate::delivery::BrokerHealth;
 use crate::faults::Faults;
 use crate::ingest::Committer;
+use crate::reload::Reloader;
 use crate::retention::SweeperHealth;
 use std::sync::Arc;
 
 /// What every handler shares.
 pub struct AppState {
-    pub settings: Arc<Settings>,
+    /// The settings in force: a request takes one snapshot (`settings.current()`) at its
+    /// start and uses it throughout.
+    pub settings: LiveSettings,
+    /// Reads the configuration file again (`POST /admin/reload`, SIGHUP).
+    pub reloader: Arc<Reloader>,
     pub pool: DbPool,
     pub clock: Arc<dyn Clock>,
     pub faults: Arc<Faults>,

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 /// Top to bottom. A module may import its own layer and every layer below it.
 const LAYERS: &[&[&str]] = &[
     &["main", "cli", "bench"],
-    &["startup", "routes", "state"],
+    &["startup", "routes", "state", "reload"],
     &["config"],
     &["operator", "ingest", "delivery", "retention"],
     &["provider"],

@@ -47,7 +47,7 @@ use chrono::{DateTime, Utc};
 use gates::{Health, Observation};
 use settler::Settler;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use tokio::sync::{watch, Notify, Semaphore};
 use tokio::task::JoinSet;
@@ -91,6 +91,42 @@ impl Destination {
         }
     }
 }
+
+/// Every destination of `wanted`, reusing those of `current` whose settings are the
+/// same; also the ones built anew.
+fn prepare(
+    wanted: &Destinations,
+    current: &DestinationMap,
+    brokers: &Arc<BrokerHealth>,
+) -> anyhow::Result<(DestinationMap, Vec<Arc<Destination>>)> {
+    let mut ready = HashMap::new();
+    let mut built = Vec::new();
+    for (source, settings) in wanted.iter() {
+        let key = (source.to_owned(), settings.name.clone());
+        let destination = match current.get(&key) {
+            Some(kept) if same_destination(&kept.settings, settings) => kept.clone(),
+            _ => {
+                let fresh = Arc::new(Destination::new(source, settings, brokers)?);
+                built.push(fresh.clone());
+                fresh
+            }
+        };
+        ready.insert(key, destination);
+    }
+    Ok((ready, built))
+}
+
+/// Connects to each broker destination and logs whether it answered.
+async fn probe(destinations: &[Arc<Destination>]) {
+    for destination in destinations {
+        if let Transport::Broker(link) = &destination.transport {
+            link.probe().await;
+        }
+    }
+}
+
+/// Leases of a row whose destination this instance does not know before it is dead.
+const UNKNOWN_DESTINATION_TRIES: i32 = 10;
 
 /// How one leased delivery ended, for reports and metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -142,11 +178,21 @@ impl Report {
     }
 }
 
+/// The destinations ready to send to, by (source, name).
+type DestinationMap = HashMap<(String, String), Arc<Destination>>;
+
+/// Whether two destination settings send alike (a reload keeps the one it has). `Debug`
+/// shows every field but the signing secret, which is compared itself.
+pub fn same_destination(a: &DestinationSettings, b: &DestinationSettings) -> bool {
+    a.secret == b.secret && format!("{a:?}") == format!("{b:?}")
+}
+
 /// Sends outbox rows to their destinations.
 pub struct Dispatcher {
     pool: DbPool,
     clock: Arc<dyn Clock>,
-    destinations: HashMap<(String, String), Destination>,
+    /// By (source, name). A reload swaps the map; a delivery in flight holds its own `Arc`.
+    destinations: RwLock<DestinationMap>,
     lease: Duration,
     batch: u32,
     concurrency: u32,
@@ -208,14 +254,8 @@ impl Dispatcher {
         clock: Arc<dyn Clock>,
     ) -> anyhow::Result<Self> {
         let brokers = Arc::new(BrokerHealth::default());
-        let mut ready = HashMap::new();
-        for (source, destination) in destinations.iter() {
-            ready.insert(
-                (source.to_owned(), destination.name.clone()),
-                Destination::new(source, destination, &brokers)?,
-            );
-        }
-        let destinations = ready;
+        let (ready, _) = prepare(destinations, &HashMap::new(), &brokers)?;
+        let destinations = RwLock::new(ready);
         Ok(Self {
             brokers,
             faults: Arc::new(Faults::default()),
@@ -248,11 +288,34 @@ impl Dispatcher {
     /// Connects to every broker destination and logs whether it answered; an unreachable
     /// broker is reported, never fatal (its deliveries wait in the outbox).
     pub async fn probe_brokers(&self) {
-        for destination in self.destinations.values() {
-            if let Transport::Broker(link) = &destination.transport {
-                link.probe().await;
-            }
-        }
+        let destinations: Vec<Arc<Destination>> = self.destinations().values().cloned().collect();
+        probe(&destinations).await;
+    }
+
+    /// Puts `destinations` in force (a configuration reload): a destination whose settings
+    /// are unchanged keeps its HTTP client or broker connection and its retry budget, a new
+    /// or changed one is built, a removed one is dropped once its deliveries in flight
+    /// finish. If one cannot be built, nothing changes. New brokers are probed in the
+    /// background.
+    pub fn replace_destinations(&self, destinations: &Destinations) -> anyhow::Result<()> {
+        let current = self.destinations().clone();
+        let (next, built) = prepare(destinations, &current, &self.brokers)?;
+        *self
+            .destinations
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = next;
+        tokio::spawn(async move { probe(&built).await });
+        Ok(())
+    }
+
+    fn destinations(&self) -> std::sync::RwLockReadGuard<'_, DestinationMap> {
+        self.destinations
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn destination(&self, key: &(String, String)) -> Option<Arc<Destination>> {
+        self.destinations().get(key).cloned()
     }
 
     /// Wakes the dispatcher early (a new fact was committed).
@@ -289,7 +352,7 @@ impl Dispatcher {
 
     /// Every destination's gate settings.
     fn gated(&self) -> Vec<gates::Gated> {
-        self.destinations
+        self.destinations()
             .iter()
             .map(|((source, name), d)| ((source.clone(), name.clone()), d.settings.gate))
             .collect()
@@ -306,17 +369,11 @@ impl Dispatcher {
 
     async fn send_and_settle(&self, delivery: &Leased) -> Settled {
         let key = (delivery.source.clone(), delivery.destination.clone());
-        let (outcome, settlement, log, observed) = match self.destinations.get(&key) {
-            None => (
-                Settled::Dead,
-                Settlement::Dead {
-                    at: self.clock.now(),
-                    status: None,
-                    error: "the destination is no longer configured".to_owned(),
-                },
-                None,
-                None,
-            ),
+        let (outcome, settlement, log, observed) = match self.destination(&key) {
+            None => {
+                let (outcome, settlement) = self.unknown_destination(delivery);
+                (outcome, settlement, None, None)
+            }
             Some(destination) => {
                 let started = self.clock.now();
                 let timer = std::time::Instant::now();
@@ -336,7 +393,7 @@ impl Dispatcher {
                     breaker: destination.settings.gate.breaker,
                     health,
                 });
-                let (outcome, settlement) = self.decide(destination, delivery, result);
+                let (outcome, settlement) = self.decide(&destination, delivery, result);
                 (outcome, settlement, Some(log), observed)
             }
         };
@@ -360,6 +417,32 @@ impl Dispatcher {
             }
             None => Settled::Unrecorded,
         }
+    }
+
+    /// A row for a destination this instance does not know: another instance may have
+    /// reloaded a configuration that adds it before this one did, so it waits a minute at
+    /// a time, and is dead-lettered only after [`UNKNOWN_DESTINATION_TRIES`] leases.
+    fn unknown_destination(&self, delivery: &Leased) -> (Settled, Settlement) {
+        let now = self.clock.now();
+        if delivery.attempt >= UNKNOWN_DESTINATION_TRIES {
+            let error = "the destination is no longer configured".to_owned();
+            return (
+                Settled::Dead,
+                Settlement::Dead {
+                    at: now,
+                    status: None,
+                    error,
+                },
+            );
+        }
+        let error = "the destination is not configured on this instance (yet?)".to_owned();
+        let at = now + chrono::Duration::minutes(1);
+        let retry = Settlement::Retry {
+            at,
+            status: None,
+            error,
+        };
+        (Settled::Retrying, retry)
     }
 
     /// What an attempt's result means for the row.

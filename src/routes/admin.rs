@@ -20,6 +20,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
+use std::sync::Arc;
 
 /// Rows per page by default, and at most.
 pub const DEFAULT_PAGE: i64 = 100;
@@ -65,8 +66,9 @@ fn authorize(request: &HttpRequest, settings: &Settings) -> Result<Caller, Probl
 }
 
 /// An authenticated operator: extracting it refuses (401) a request without the right
-/// bearer token, before anything else about the request is looked at.
-pub struct Operator(Caller);
+/// bearer token, before anything else about the request is looked at. It carries the
+/// request's one settings snapshot, the one the token was checked against.
+pub struct Operator(Caller, Arc<Settings>);
 
 impl FromRequest for Operator {
     type Error = Problem;
@@ -74,7 +76,10 @@ impl FromRequest for Operator {
 
     fn from_request(request: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
         let authorized = match request.app_data::<web::Data<AppState>>() {
-            Some(state) => authorize(request, &state.settings).map(Operator),
+            Some(state) => {
+                let settings = state.settings.current();
+                authorize(request, &settings).map(|caller| Operator(caller, settings))
+            }
             None => Err(Problem::internal("the application state is missing")),
         };
         std::future::ready(authorized)
@@ -181,14 +186,14 @@ pub async fn list_events(
 
 /// `GET /admin/events/{source}/{event_id}`.
 pub async fn show_event(
-    _: Operator,
+    Operator(_, settings): Operator,
     path: web::Path<(String, String)>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, Problem> {
     let (source, event_id) = path.into_inner();
     actions::check_text("source", Some(&source))?;
     actions::check_text("event_id", Some(&event_id))?;
-    let window = state.settings.retention.events;
+    let window = settings.retention.events;
     let (s, e) = (source.clone(), event_id.clone());
     match on_connection(&state, move |c| Ok(actions::show_event(c, &s, &e)?)).await? {
         Some(Ok(event)) => Ok(json_response(StatusCode::OK, &event)),
@@ -244,10 +249,10 @@ pub async fn list_deliveries(
 /// `GET /admin/destinations`: every destination's circuit breaker and limits, as every
 /// instance shares them.
 pub async fn destinations(
-    _: Operator,
+    Operator(_, settings): Operator,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, Problem> {
-    let gated = state.settings.destinations.gated();
+    let gated = settings.destinations.gated();
     let now = state.clock.now();
     let views = on_connection(&state, move |c| {
         Ok(crate::delivery::gate_views(c, &gated, now)?)
@@ -260,8 +265,8 @@ pub async fn destinations(
 }
 
 /// `GET /admin/retention`: the audit's numbers.
-pub async fn retention(_: Operator, state: web::Data<AppState>) -> Result<HttpResponse, Problem> {
-    let retention = &state.settings.retention;
+pub async fn retention(Operator(_, settings): Operator) -> Result<HttpResponse, Problem> {
+    let retention = &settings.retention;
     let audit = &retention.audit;
     let horizons: Vec<Value> = audit
         .horizons
@@ -359,6 +364,7 @@ impl CallAnswer {
 /// cannot be reused for another call.
 async fn run_idempotent(
     state: &AppState,
+    settings: &Arc<Settings>,
     route: &str,
     caller: Caller,
     key: String,
@@ -368,7 +374,7 @@ async fn run_idempotent(
         + 'static,
 ) -> Result<CallAnswer, Problem> {
     let fingerprint = hex::encode(Sha256::digest([route.as_bytes(), b"\n", body].concat()));
-    let settings = state.settings.clone();
+    let settings = settings.clone();
     let now = state.clock.now();
     let expires_at = now + settings.retention.operator_keys.0;
     let (answer, replayed) = on_connection(state, move |conn| {
@@ -520,21 +526,22 @@ pub const REPLAY_ROUTE: &str = "POST /admin/replay";
 /// `POST /admin/replay`; with `"dry_run": true` a preview that changes nothing (and so
 /// needs no Idempotency-Key).
 pub async fn replay(
-    operator: Operator,
+    Operator(caller, settings): Operator,
     request: HttpRequest,
     payload: web::Payload,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, Problem> {
     let key = idempotency_key(&request)?;
-    let body = read_body(&request, payload, &state.settings.server).await?;
-    let answer = replay_call(&state, operator.0, key, &body).await?;
+    let body = read_body(&request, payload, &settings.server).await?;
+    let answer = replay_call(&state, &settings, caller, key, &body).await?;
     Ok(answer.into_response())
 }
 
-/// A replay request (JSON, as the API takes it) run for `caller`: the API's and the
-/// console's one code path.
+/// A replay request (JSON, as the API takes it) run for `caller` with the request's
+/// `settings` snapshot: the API's and the console's one code path.
 pub async fn replay_call(
     state: &AppState,
+    settings: &Arc<Settings>,
     caller: Caller,
     key: Option<String>,
     body: &[u8],
@@ -542,9 +549,9 @@ pub async fn replay_call(
     let parsed: ReplayRequest = serde_json::from_slice(body)
         .map_err(|e| invalid(format!("invalid replay request: {e}")))?;
     let dry_run = parsed.dry_run;
-    let target = ReplayTarget::parse(parsed, state.settings.operator.max_replay)?;
+    let target = ReplayTarget::parse(parsed, settings.operator.max_replay)?;
     if dry_run {
-        let settings = state.settings.clone();
+        let settings = settings.clone();
         let (status, body) = on_connection(state, move |conn| {
             let (items, truncated) = target.items(conn)?;
             let results = actions::preview_redelivery(conn, &settings.destinations, &items)?;
@@ -555,6 +562,7 @@ pub async fn replay_call(
     }
     run_idempotent(
         state,
+        settings,
         REPLAY_ROUTE,
         caller,
         required(key)?,
@@ -610,9 +618,10 @@ impl DeadLetterAction {
 
 /// A requeue or discard request (JSON, as the API takes it) run for `caller`: ids or a
 /// filter over dead deliveries, under the caller's Idempotency-Key — the API's and the
-/// console's one code path.
+/// console's one code path, with the request's `settings` snapshot.
 pub async fn dead_letter_call(
     state: &AppState,
+    settings: &Arc<Settings>,
     caller: Caller,
     key: Option<String>,
     body: &[u8],
@@ -621,7 +630,7 @@ pub async fn dead_letter_call(
     let key = required(key)?;
     let parsed: DeadLetterRequest =
         serde_json::from_slice(body).map_err(|e| invalid(format!("invalid request: {e}")))?;
-    let max = state.settings.operator.max_replay;
+    let max = settings.operator.max_replay;
     let limit = i64::from(parsed.limit.unwrap_or(max).min(max));
     let selection = match (parsed.ids, parsed.filter) {
         (Some(ids), None) if !ids.is_empty() && ids.len() as u32 <= max => Ok(ids),
@@ -637,6 +646,7 @@ pub async fn dead_letter_call(
     };
     run_idempotent(
         state,
+        settings,
         action.route(),
         caller,
         key,
@@ -655,15 +665,15 @@ pub async fn dead_letter_call(
 
 /// The API's requeue and discard: the key is checked before the body is read.
 async fn on_dead_letters(
-    operator: Operator,
+    Operator(caller, settings): Operator,
     request: HttpRequest,
     payload: web::Payload,
     state: web::Data<AppState>,
     action: DeadLetterAction,
 ) -> Result<HttpResponse, Problem> {
     let key = Some(required(idempotency_key(&request)?)?);
-    let body = read_body(&request, payload, &state.settings.server).await?;
-    let answer = dead_letter_call(&state, operator.0, key, &body, action).await?;
+    let body = read_body(&request, payload, &settings.server).await?;
+    let answer = dead_letter_call(&state, &settings, caller, key, &body, action).await?;
     Ok(answer.into_response())
 }
 
@@ -685,4 +695,33 @@ pub async fn discard(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, Problem> {
     on_dead_letters(operator, request, payload, state, DeadLetterAction::Discard).await
+}
+
+/// `POST /admin/reload`: reads the configuration file again. 200 with what changed (names
+/// only); 422 naming the key when the file is refused, and then nothing changed. No
+/// Idempotency-Key: a reload applies the file as it is now, so repeating one converges
+/// (the second finds nothing to change) and a stored answer would be stale.
+pub async fn reload(_: Operator, state: web::Data<AppState>) -> HttpResponse {
+    match state.reloader.reload("api").await {
+        Ok(changes) => json_response(
+            StatusCode::OK,
+            &json!({ "result": "applied", "changes": changes }),
+        ),
+        Err(refused) => HttpResponse::build(StatusCode::UNPROCESSABLE_ENTITY)
+            .insert_header((
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/problem+json"),
+            ))
+            .body(
+                json!({
+                    "type": "urn:inlet:problem:config_refused",
+                    "title": "Configuration reload refused",
+                    "status": 422,
+                    "reason": "config_refused",
+                    "key": refused.key,
+                    "detail": refused.to_string(),
+                })
+                .to_string(),
+            ),
+    }
 }

@@ -41,6 +41,7 @@ routes! {
     post "/admin/deliveries/discard" => admin::discard;
     get "/admin/retention" => admin::retention;
     get "/admin/destinations" => admin::destinations;
+    post "/admin/reload" => admin::reload;
 }
 
 /// The OpenAPI 3.1 document of these routes (`openapi.json` in the repository).
@@ -82,10 +83,11 @@ pub async fn no_route(request: HttpRequest, state: web::Data<AppState>) -> HttpR
         // No route matched, so the path was not captured: the pattern matched, so the
         // name is the one segment after the prefix. As in the webhook handler, a name that
         // is not configured is never a label as sent.
+        let settings = state.settings.current();
         let source = request
             .path()
             .strip_prefix("/webhooks/")
-            .and_then(|name| state.settings.source(name))
+            .and_then(|name| settings.source(name))
             .map_or("unknown", |source| source.name.as_str());
         let reason = problem.reason.code();
         let span = tracing::Span::current();

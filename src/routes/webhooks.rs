@@ -2,7 +2,7 @@
 //! identity and fact → the ingest transaction on a blocking thread → the answer.
 //! Every outcome and every rejection is logged and counted here, in one place.
 
-use crate::config::ServerSettings;
+use crate::config::{ServerSettings, Settings};
 use crate::error::{Problem, Reason};
 use crate::idempotency::{Answer, REPLAYED_HEADER};
 use crate::identity::Identity;
@@ -23,14 +23,17 @@ pub async fn receive_webhook(
     state: web::Data<AppState>,
 ) -> HttpResponse {
     let name = source.into_inner();
+    // One snapshot for the whole request: a reload meanwhile does not change its secrets,
+    // its destinations or its answer.
+    let settings = state.settings.current();
     // Unknown names come from the network: never a label or a log field as sent.
-    let source_label = match state.settings.source(&name) {
+    let source_label = match settings.source(&name) {
         Some(source) => source.name.as_str().to_owned(),
         None => "unknown".to_owned(),
     };
     let span = tracing::Span::current();
     span.record("source", source_label.as_str());
-    let result = ingest(&request, &name, payload, &state).await;
+    let result = ingest(&request, &name, payload, &state, &settings).await;
     let outcome = match &result {
         Ok((outcome, _, _)) => outcome.as_str(),
         Err(problem) => problem.reason.code(),
@@ -68,14 +71,15 @@ async fn ingest(
     name: &str,
     payload: web::Payload,
     state: &AppState,
+    settings: &Settings,
 ) -> Result<(Outcome, String, Answer), Problem> {
-    let source = state.settings.source(name).ok_or_else(|| {
+    let source = settings.source(name).ok_or_else(|| {
         Problem::new(
             Reason::UnknownSource,
             "no source of that name is configured",
         )
     })?;
-    let body = read_body(request, payload, &state.settings.server).await?;
+    let body = read_body(request, payload, &settings.server).await?;
     let seen = Instant::now();
 
     let now = state.clock.now();
@@ -105,7 +109,7 @@ async fn ingest(
         .to_owned();
     let fingerprint = fingerprint(&body);
     // Only the destinations whose `events` filter takes this type get a row.
-    let destinations = state.settings.destinations.deadlines(
+    let destinations = settings.destinations.deadlines(
         source.name.as_str(),
         identity.event_type.as_deref(),
         now,
@@ -125,7 +129,7 @@ async fn ingest(
         content_type,
         headers,
         received_at: now,
-        expires_at: now + state.settings.retention.events.0,
+        expires_at: now + settings.retention.events.0,
         destinations,
         answer: source.scheme.event_answer(&verified),
         payload: body,

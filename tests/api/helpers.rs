@@ -312,6 +312,9 @@ pub struct TestOptions {
     pub extra_sources: String,
     /// Run the sweeper in this instance every this often (default: no sweeper).
     pub sweep_interval: Option<&'static str>,
+    /// Write the configuration to a file of the test's and start from it, so the test
+    /// can edit it ([`TestApp::write_config`]) and reload ([`TestApp::reload`]).
+    pub config_file: bool,
 }
 
 impl Default for TestOptions {
@@ -327,6 +330,7 @@ impl Default for TestOptions {
             shutdown_grace: "2s",
             extra_sources: String::new(),
             sweep_interval: None,
+            config_file: false,
         }
     }
 }
@@ -343,6 +347,8 @@ pub struct TestApp {
     pub proxy: Option<Arc<ToggleProxy>>,
     /// A pool of the test's own, for looking at rows (never through the proxy).
     pub pool: DbPool,
+    /// The configuration file, with `TestOptions::config_file`.
+    pub config_path: Option<PathBuf>,
     handle: ServerHandle,
     server: Option<JoinHandle<std::io::Result<()>>>,
     // Shared with other instances on the same database; dropped with the last one.
@@ -397,7 +403,7 @@ async fn start_instance(
         .as_deref()
         .map(|body| format!("[[sources.destinations]]\n{body}\n"))
         .unwrap_or_default();
-    let settings = Settings::from_toml(&format!(
+    let toml = format!(
         r#"
         [server]
         bind = "127.0.0.1:0"
@@ -442,7 +448,16 @@ async fn start_instance(
         sweeper = options.sweep_interval.is_some(),
         sweep_interval = options.sweep_interval.unwrap_or("10m"),
         sources = sources_toml(&destination) + &options.extra_sources,
-    ))
+    );
+    let config_path = options.config_file.then(|| {
+        let path = std::env::temp_dir().join(format!("inlet-{}.toml", unique_name()));
+        std::fs::write(&path, &toml).expect("write the test configuration");
+        path
+    });
+    let settings = match &config_path {
+        Some(path) => Settings::load(path),
+        None => Settings::from_toml(&toml),
+    }
     .expect("valid test configuration");
     let clock = Arc::new(match (options.clock_at, options.clock_stopped) {
         (at, true) => AdjustableClock::stopped_at(at.unwrap_or_else(Utc::now)),
@@ -454,7 +469,7 @@ async fn start_instance(
         clock: clock.clone(),
         faults: faults.clone(),
     };
-    let application = Application::build_with(settings.clone(), hooks)
+    let application = Application::build_reloadable(settings.clone(), hooks, config_path.clone())
         .await
         .expect("Inlet starts");
     let address = format!("http://127.0.0.1:{}", application.port());
@@ -481,6 +496,7 @@ async fn start_instance(
         faults,
         proxy,
         pool,
+        config_path,
         handle,
         server: Some(server),
         database,
@@ -516,6 +532,9 @@ impl TestApp {
 
 impl Drop for TestApp {
     fn drop(&mut self) {
+        if let Some(path) = &self.config_path {
+            let _ = std::fs::remove_file(path);
+        }
         if let Some(server) = self.server.take() {
             server.abort();
         }
@@ -742,6 +761,25 @@ impl TestApp {
             request = request.header("Idempotency-Key", key);
         }
         read(request.send().await.expect("the request reaches Inlet")).await
+    }
+
+    /// The configuration file as it is now (`TestOptions::config_file`).
+    pub fn config_text(&self) -> String {
+        let path = self.config_path.as_ref().expect("started with config_file");
+        std::fs::read_to_string(path).expect("read the configuration file")
+    }
+
+    /// Replaces the configuration file (`TestOptions::config_file`); nothing changes until
+    /// a reload.
+    pub fn write_config(&self, text: &str) {
+        let path = self.config_path.as_ref().expect("started with config_file");
+        std::fs::write(path, text).expect("write the configuration file");
+    }
+
+    /// `POST /admin/reload`.
+    pub async fn reload(&self) -> Reply {
+        self.admin("/admin/reload", Some(&serde_json::json!({})), None)
+            .await
     }
 
     /// Runs the `inlet` binary's operator commands against this instance (no local

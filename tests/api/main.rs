@@ -16,6 +16,7 @@ mod lifecycle;
 mod observability;
 mod operator;
 mod providers;
+mod reload;
 mod replay;
 mod retention;
 mod routing;

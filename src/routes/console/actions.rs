@@ -78,8 +78,9 @@ async fn call_replay(
         "events": [{ "source": source, "event_id": event_id }],
         "dry_run": key.is_none(),
     });
-    let caller = Session::caller(state)?;
-    Ok(admin::replay_call(state, caller, key, &encode(&request)?).await?)
+    let settings = state.settings.current();
+    let caller = Session::caller(&settings)?;
+    Ok(admin::replay_call(state, &settings, caller, key, &encode(&request)?).await?)
 }
 
 fn encode(request: &Value) -> Result<Vec<u8>, ConsoleError> {
@@ -125,8 +126,10 @@ pub async fn dead_letters(
     }
     let key = form_key_of(&fields)?;
     let request = encode(&json!({ "ids": ids }))?;
-    let caller = Session::caller(&state)?;
-    let answer = admin::dead_letter_call(&state, caller, Some(key), &request, action).await?;
+    let settings = state.settings.current();
+    let caller = Session::caller(&settings)?;
+    let answer =
+        admin::dead_letter_call(&state, &settings, caller, Some(key), &request, action).await?;
     let result = answer_json(&answer)?;
     let title = match action {
         DeadLetterAction::Requeue => "Requeued",

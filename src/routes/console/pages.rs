@@ -4,6 +4,7 @@ use super::chart;
 use super::session::{Session, PATH};
 use super::view::{self, badge, csrf_field, event_link, layout, page_response, time};
 use super::ConsoleError;
+use crate::config::Settings;
 use crate::db::DbConnection;
 use crate::delivery::{DEAD, DELIVERED, DISCARDED, IN_PROGRESS, PENDING};
 use crate::observability::TrafficCounts;
@@ -138,7 +139,8 @@ fn backlog_table(backlog: &[(String, String, String, i64)]) -> Markup {
 }
 
 fn retention(state: &AppState, now: DateTime<Utc>) -> Markup {
-    let retention = &state.settings.retention;
+    let settings = state.settings.current();
+    let retention = &settings.retention;
     let audit = &retention.audit;
     html! {
         p {
@@ -266,6 +268,7 @@ fn event_search(
         text,
         sources: state
             .settings
+            .current()
             .sources
             .iter()
             .map(|s| s.name.as_str().to_owned())
@@ -275,9 +278,10 @@ fn event_search(
 
 fn event_filters(q: &HashMap<String, String>, state: &AppState) -> Markup {
     let value = |name: &str| q.get(name).cloned().unwrap_or_default();
+    let settings = state.settings.current();
     html! {
         form.filters method="get" action={ (PATH) "/events" } {
-            (choice("Source", "source", &value("source"), &source_names(state)))
+            (choice("Source", "source", &value("source"), &source_names(&settings)))
             label { "Type" input type="text" name="type" value=(value("type")) placeholder="invoice.paid"; }
             (choice("Outcome", "outcome", &value("outcome"), &["accepted", "duplicate_fact"]))
             label { "Since (UTC)" input type="datetime-local" name="since" value=(value("since")); }
@@ -303,13 +307,8 @@ fn choice(label: &str, name: &str, current: &str, options: &[&str]) -> Markup {
 }
 
 /// The configured sources' names.
-fn source_names(state: &AppState) -> Vec<&str> {
-    state
-        .settings
-        .sources
-        .iter()
-        .map(|s| s.name.as_str())
-        .collect()
+fn source_names(settings: &Settings) -> Vec<&str> {
+    settings.sources.iter().map(|s| s.name.as_str()).collect()
 }
 
 /// The link to the next (older) page, keeping the filters.
@@ -601,8 +600,8 @@ pub async fn deliveries(
 
 fn delivery_filters(q: &HashMap<String, String>, state: &AppState) -> Markup {
     let value = |name: &str| q.get(name).cloned().unwrap_or_default();
-    let mut destinations: Vec<&str> = state
-        .settings
+    let settings = state.settings.current();
+    let mut destinations: Vec<&str> = settings
         .destinations
         .iter()
         .map(|(_, d)| d.name.as_str())
@@ -611,7 +610,7 @@ fn delivery_filters(q: &HashMap<String, String>, state: &AppState) -> Markup {
     destinations.dedup();
     html! {
         form.filters method="get" action={ (PATH) "/deliveries" } {
-            (choice("Source", "source", &value("source"), &source_names(state)))
+            (choice("Source", "source", &value("source"), &source_names(&settings)))
             (choice("Destination", "destination", &value("destination"), &destinations))
             (choice("Status", "status", &value("status"), &[PENDING, IN_PROGRESS, DELIVERED, DEAD, DISCARDED]))
             button type="submit" { "Filter" }
@@ -626,8 +625,8 @@ pub async fn sources(
     session: Session,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ConsoleError> {
-    let pairs: Vec<(String, String)> = state
-        .settings
+    let settings = state.settings.current();
+    let pairs: Vec<(String, String)> = settings
         .destinations
         .iter()
         .map(|(source, d)| (source.to_owned(), d.name.clone()))
@@ -643,7 +642,7 @@ pub async fn sources(
     })
     .await?;
     let body = html! {
-        @for source in &state.settings.sources {
+        @for source in &settings.sources {
             @let name = source.name.as_str();
             section.card {
                 h2 { (name) }
@@ -660,7 +659,7 @@ pub async fn sources(
                     } }
                 }
                 h3 { "Destinations" }
-                @let destinations = state.settings.destinations.of(name);
+                @let destinations = settings.destinations.of(name);
                 @if destinations.is_empty() {
                     p.empty { "None: facts are recorded, not forwarded." }
                 } @else {

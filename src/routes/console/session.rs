@@ -11,6 +11,7 @@
 
 use super::view;
 use super::{form_fields, ConsoleError};
+use crate::config::Settings;
 use crate::routes::admin::Caller;
 use crate::secret::{hmac_sha256, secrets_equal, Secret};
 use crate::state::AppState;
@@ -38,16 +39,16 @@ impl Session {
         given.is_some_and(|given| secrets_equal(given.as_bytes(), self.csrf.as_bytes()))
     }
 
-    /// The caller the session acts as: the operator token's, as in the API.
-    pub fn caller(state: &AppState) -> Result<Caller, ConsoleError> {
-        operator_token(state).map(Caller::of_token)
+    /// The caller the session acts as under the request's `settings`: the operator
+    /// token's, as in the API.
+    pub fn caller(settings: &Settings) -> Result<Caller, ConsoleError> {
+        operator_token(settings).map(Caller::of_token)
     }
 }
 
 /// The operator token: what signs in, and what sessions are signed with.
-fn operator_token(state: &AppState) -> Result<&Secret, ConsoleError> {
-    state
-        .settings
+fn operator_token(settings: &Settings) -> Result<&Secret, ConsoleError> {
+    settings
         .operator
         .token
         .as_ref()
@@ -119,7 +120,8 @@ fn session_of(request: &HttpRequest) -> Result<Session, ConsoleError> {
     let state = request
         .app_data::<web::Data<AppState>>()
         .ok_or_else(|| ConsoleError::Internal("the application state is missing".to_owned()))?;
-    let token = operator_token(state)?;
+    let settings = state.settings.current();
+    let token = operator_token(&settings)?;
     cookie_value(request)
         .and_then(|value| verify(token, value, state.clock.now()))
         .ok_or_else(|| ConsoleError::SignIn(next_of(request)))
@@ -179,7 +181,8 @@ pub async fn login(
     body: web::Bytes,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ConsoleError> {
-    let token = operator_token(&state)?;
+    let settings = state.settings.current();
+    let token = operator_token(&settings)?;
     let fields = form_fields(&body);
     let next = safe_next(super::field(&fields, "next").unwrap_or(PATH)).to_owned();
     let client = request.peer_addr().map(|peer| peer.ip());
@@ -201,7 +204,7 @@ pub async fn login(
     state.sign_in.succeeded(client);
     metrics::counter!("inlet_console_signins_total", "result" => "success").increment(1);
     tracing::info!(peer = ?request.peer_addr(), "console sign-in");
-    let settings = &state.settings.console;
+    let settings = &settings.console;
     let ttl = chrono::Duration::from_std(settings.session_ttl)
         .map_err(|e| ConsoleError::Internal(format!("session_ttl: {e}")))?;
     let value = issue(token, state.clock.now() + ttl)?;

@@ -1,0 +1,215 @@
+//! Live configuration reload (`SIGHUP`, `POST /admin/reload`, `inlet reload`): reads the
+//! configuration file again, validates it as startup does, refuses a change that only a
+//! restart applies, and otherwise puts the new sources, secrets, destinations and operator
+//! token in force at once.
+//!
+//! Nothing is dropped on the way: a request in flight finishes on the settings snapshot
+//! it started with, a delivery in flight on the destination it started with. A refused
+//! reload changes nothing; every outcome is logged and counted the same way whatever
+//! triggered it.
+
+use crate::config::{ConfigError, LiveSettings, Settings};
+use crate::delivery::{same_destination, DestinationSettings, Dispatcher};
+use crate::observability::{record_config_reload, start_webhook_counters};
+use crate::provider::SourceSettings;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Reloads one instance's configuration; one reload at a time.
+pub struct Reloader {
+    /// The file the instance was started from; `None` when it was built from settings
+    /// alone (then every reload is refused).
+    path: Option<PathBuf>,
+    settings: LiveSettings,
+    /// This instance's dispatcher, whose destinations follow the configuration.
+    dispatcher: Option<Arc<Dispatcher>>,
+    /// Webhook outcomes exported at 0 for each new source, as at startup.
+    outcomes: Vec<&'static str>,
+    serial: tokio::sync::Mutex<()>,
+}
+
+/// What a reload changed, by name only (never a secret or a URL, which may carry
+/// credentials).
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
+pub struct Changes {
+    pub sources: Names,
+    /// `source/destination` names.
+    pub destinations: Names,
+    pub operator_token_changed: bool,
+}
+
+/// Names added, removed and changed, each list sorted.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
+pub struct Names {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    pub changed: Vec<String>,
+}
+
+impl Names {
+    /// Compares two `(name, settings)` lists with `same`.
+    fn between<T>(old: &[(String, &T)], new: &[(String, &T)], same: fn(&T, &T) -> bool) -> Self {
+        fn find<'a, T>(list: &[(String, &'a T)], name: &str) -> Option<&'a T> {
+            list.iter().find(|(n, _)| n == name).map(|(_, item)| *item)
+        }
+        let mut names = Names::default();
+        for (name, item) in new {
+            match find(old, name) {
+                None => names.added.push(name.clone()),
+                Some(before) if !same(before, item) => names.changed.push(name.clone()),
+                Some(_) => {}
+            }
+        }
+        for (name, _) in old {
+            if find(new, name).is_none() {
+                names.removed.push(name.clone());
+            }
+        }
+        for list in [&mut names.added, &mut names.removed, &mut names.changed] {
+            list.sort();
+        }
+        names
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
+    }
+}
+
+impl Changes {
+    /// What putting `new` in force instead of `old` changes.
+    pub fn between(old: &Settings, new: &Settings) -> Self {
+        fn sources(s: &Settings) -> Vec<(String, &SourceSettings)> {
+            s.sources.iter().map(|x| (x.name.to_string(), x)).collect()
+        }
+        fn destinations(s: &Settings) -> Vec<(String, &DestinationSettings)> {
+            s.destinations
+                .iter()
+                .map(|(source, d)| (format!("{source}/{}", d.name), d))
+                .collect()
+        }
+        Self {
+            sources: Names::between(&sources(old), &sources(new), same_source),
+            destinations: Names::between(&destinations(old), &destinations(new), same_destination),
+            operator_token_changed: old.operator.token != new.operator.token,
+        }
+    }
+}
+
+/// Whether a source verifies and identifies alike. `Debug` shows every field but the
+/// secrets, which are compared themselves.
+fn same_source(a: &SourceSettings, b: &SourceSettings) -> bool {
+    a.secrets == b.secrets && format!("{a:?}") == format!("{b:?}")
+}
+
+impl Reloader {
+    /// Reloads `path` (if any) into `settings`, and `dispatcher`'s destinations with it.
+    pub fn new(
+        path: Option<PathBuf>,
+        settings: LiveSettings,
+        dispatcher: Option<Arc<Dispatcher>>,
+        outcomes: &[&'static str],
+    ) -> Self {
+        Self {
+            path,
+            settings,
+            dispatcher,
+            outcomes: outcomes.to_vec(),
+            serial: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Reads, validates and applies the configuration file; `trigger` (`sighup`, `api`)
+    /// goes into the log line. On refusal nothing has changed; the error names the key.
+    pub async fn reload(&self, trigger: &'static str) -> Result<Changes, ConfigError> {
+        let _one_at_a_time = self.serial.lock().await;
+        let outcome = self.apply().await;
+        record_config_reload(outcome.is_ok(), chrono::Utc::now().timestamp());
+        match &outcome {
+            Ok(changes) => tracing::info!(
+                trigger,
+                sources_added = ?changes.sources.added,
+                sources_removed = ?changes.sources.removed,
+                sources_changed = ?changes.sources.changed,
+                destinations_added = ?changes.destinations.added,
+                destinations_removed = ?changes.destinations.removed,
+                destinations_changed = ?changes.destinations.changed,
+                operator_token_changed = changes.operator_token_changed,
+                "configuration reloaded"
+            ),
+            Err(error) => tracing::warn!(
+                trigger,
+                key = %error.key,
+                reason = %error.message,
+                "configuration reload refused; the running configuration is unchanged"
+            ),
+        }
+        outcome
+    }
+
+    async fn apply(&self) -> Result<Changes, ConfigError> {
+        let next = self.read().await?;
+        let current = self.settings.current();
+        if let Some(key) = current.restart_only_change(&next) {
+            return Err(ConfigError::new(
+                key.clone(),
+                format!("{key} changes only on restart"),
+            ));
+        }
+        let changes = Changes::between(&current, &next);
+        if let Some(dispatcher) = &self.dispatcher {
+            // First the dispatcher, then the settings: a delivery enqueued under the new
+            // settings always finds its destination.
+            dispatcher
+                .replace_destinations(&next.destinations)
+                .map_err(|e| ConfigError::new("sources", format!("{e:#}")))?;
+        }
+        let added: Vec<&str> = changes.sources.added.iter().map(String::as_str).collect();
+        start_webhook_counters(&added, &self.outcomes);
+        warn_about_schemes(&next, &added);
+        self.settings.replace(Arc::new(next));
+        Ok(changes)
+    }
+
+    /// The file, read and validated off the executor (secrets may be `file:` references).
+    async fn read(&self) -> Result<Settings, ConfigError> {
+        let path = self.path.clone().ok_or_else(|| {
+            ConfigError::new(
+                "config",
+                "this instance was not started from a configuration file",
+            )
+        })?;
+        tokio::task::spawn_blocking(move || Settings::load(&path))
+            .await
+            .map_err(|e| ConfigError::new("config", format!("the reload was interrupted: {e}")))?
+    }
+}
+
+/// As at startup: a new source whose scheme authenticates only the sender is logged.
+pub fn warn_about_schemes(settings: &Settings, names: &[&str]) {
+    for name in names {
+        if let Some(source) = settings.source(name) {
+            if let Some(meaning) = source.scheme.authenticates_sender_only() {
+                tracing::warn!(source = %source.name, scheme = source.scheme.name(), "{meaning}");
+            }
+        }
+    }
+}
+
+/// Reloads on every `SIGHUP` until the process ends (`inlet serve`, `inlet deliver`);
+/// the outcome is logged by [`Reloader::reload`], as for the API.
+pub async fn reload_on_hangup(reloader: Arc<Reloader>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hangups = match signal(SignalKind::hangup()) {
+        Ok(hangups) => hangups,
+        Err(error) => {
+            tracing::warn!(%error, "cannot listen for SIGHUP: reload through POST /admin/reload");
+            return;
+        }
+    };
+    while hangups.recv().await.is_some() {
+        // Refusals are logged and counted inside; the process keeps running either way.
+        let _ = reloader.reload("sighup").await;
+    }
+}

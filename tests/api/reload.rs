@@ -1,0 +1,550 @@
+//! Live configuration reload (`POST /admin/reload`, SIGHUP): secrets rotate under load
+//! without a failed or lost request, new sources and destinations take effect, and a
+//! refused reload changes nothing and says which key is to blame.
+
+use crate::helpers::{
+    application_answering, eventually, spawn_app_with, spawn_database_holder, start_process,
+    stripe_event, stripe_signature, Backend, TestApp, TestOptions, STRIPE_OLD_SECRET,
+    STRIPE_SECRET,
+};
+use crate::on_both_backends;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+on_both_backends!(
+    secrets_rotate_under_load_without_a_failed_or_lost_request,
+    a_reload_adds_and_removes_a_source_and_its_destination,
+    a_refused_reload_names_the_key_and_changes_nothing,
+    a_request_in_flight_finishes_on_the_configuration_it_started_with,
+);
+
+const SENDERS: usize = 20;
+
+async fn reloadable(backend: Backend) -> TestApp {
+    spawn_app_with(
+        backend,
+        TestOptions {
+            config_file: true,
+            ..Default::default()
+        },
+    )
+    .await
+}
+
+/// The configuration with the stripe source's secrets replaced by `secrets`.
+fn with_stripe_secrets(config: &str, secrets: &[&str]) -> String {
+    let at = config.find("name = \"stripe\"").expect("the stripe source");
+    let line_start = at + config[at..].find("secrets = [").expect("its secrets");
+    let line_end = line_start + config[line_start..].find('\n').expect("a line");
+    let list: Vec<String> = secrets.iter().map(|s| format!("\"{s}\"")).collect();
+    format!(
+        "{}secrets = [{}]{}",
+        &config[..line_start],
+        list.join(", "),
+        &config[line_end..]
+    )
+}
+
+/// Writes `config` and reloads; the reload must be applied.
+async fn apply(app: &TestApp, config: &str) -> serde_json::Value {
+    app.write_config(config);
+    let reply = app.reload().await;
+    reply.assert_status(200);
+    reply.json()
+}
+
+/// Posts a Stripe event signed with `secret` now.
+async fn post_signed_stripe(app: &TestApp, id: &str, secret: &str) -> u16 {
+    let body = stripe_event(id, "charge.captured", id);
+    let signature = stripe_signature(secret, &body, app.now().timestamp());
+    app.post_webhook("stripe", &body, &[("Stripe-Signature", signature)])
+        .await
+        .status
+}
+
+/// The value of one sample line of `/metrics` (`name{labels}`), 0 when absent.
+async fn metric(app: &TestApp, series: &str) -> f64 {
+    let text = app.get("/metrics").await.text();
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// What the senders share: the secret to sign with (and its generation), each sender's
+/// generation of its latest request, and every answer.
+#[derive(Default)]
+struct Load {
+    signing: RwLock<(u32, String)>,
+    started: Vec<AtomicU32>,
+    answers: Mutex<Vec<(String, Result<u16, String>)>>,
+    stop: AtomicBool,
+}
+
+impl Load {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            signing: RwLock::new((0, STRIPE_SECRET.to_owned())),
+            started: (0..SENDERS).map(|_| AtomicU32::new(0)).collect(),
+            ..Default::default()
+        })
+    }
+
+    /// Signs from now on with `secret`, then waits until every sender's requests signed
+    /// with the previous one have been answered (a sender's requests are sequential).
+    async fn switch_to(&self, secret: &str) {
+        let generation = {
+            let mut signing = self.signing.write().expect("signing");
+            *signing = (signing.0 + 1, secret.to_owned());
+            signing.0
+        };
+        eventually("every sender on the new secret", || async {
+            self.started
+                .iter()
+                .all(|g| g.load(Ordering::SeqCst) >= generation)
+        })
+        .await;
+    }
+}
+
+/// One sender: fresh event ids, each signed with the current secret, until stopped.
+async fn send(
+    load: Arc<Load>,
+    sender: usize,
+    address: String,
+    clock: Arc<dyn inlet::clock::Clock>,
+) {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .expect("client");
+    for i in 0.. {
+        if load.stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let (generation, secret) = load.signing.read().expect("signing").clone();
+        load.started[sender].store(generation, Ordering::SeqCst);
+        let id = format!("evt_reload_{sender}_{i}");
+        let body = stripe_event(&id, "charge.captured", &id);
+        let signature = stripe_signature(&secret, &body, clock.now().timestamp());
+        let answer = client
+            .post(format!("{address}/webhooks/stripe"))
+            .header("Stripe-Signature", signature)
+            .body(body)
+            .send()
+            .await
+            .map(|r| r.status().as_u16())
+            .map_err(|e| e.to_string());
+        load.answers.lock().expect("answers").push((id, answer));
+    }
+}
+
+/// Twenty senders post without pause while the stripe secret rotates twice (add the new
+/// one, reload, sign with it, remove the old one, reload). Each request is signed with a
+/// secret valid in every configuration it can meet, so every answer must be 200, and the
+/// database must hold exactly the accepted events.
+async fn secrets_rotate_under_load_without_a_failed_or_lost_request(backend: Backend) {
+    let app = reloadable(backend).await;
+    let original = app.config_text();
+    let load = Load::new();
+    let mut senders = tokio::task::JoinSet::new();
+    for sender in 0..SENDERS {
+        let clock: Arc<dyn inlet::clock::Clock> = app.clock.clone();
+        senders.spawn(send(load.clone(), sender, app.address.clone(), clock));
+    }
+    let pause = || tokio::time::sleep(Duration::from_millis(300));
+    let mut current = STRIPE_SECRET.to_owned();
+    for next in ["whsec_rotated_in_1", "whsec_rotated_in_2"] {
+        pause().await;
+        let added = apply(&app, &with_stripe_secrets(&original, &[&current, next])).await;
+        assert_eq!(added["changes"]["sources"]["changed"][0], "stripe");
+        load.switch_to(next).await;
+        pause().await;
+        apply(&app, &with_stripe_secrets(&original, &[next])).await;
+        // Removed means refused, for a request that starts after the reload.
+        let status = post_signed_stripe(&app, &format!("evt_removed_{next}"), &current).await;
+        assert_eq!(
+            status, 401,
+            "the removed secret {current} is still accepted"
+        );
+        current = next.to_owned();
+    }
+    pause().await;
+    load.stop.store(true, Ordering::SeqCst);
+    while let Some(done) = senders.join_next().await {
+        done.expect("a sender");
+    }
+
+    let answers = load.answers.lock().expect("answers").clone();
+    assert!(
+        answers.len() > 100,
+        "only {} requests were sent",
+        answers.len()
+    );
+    let failed: Vec<_> = answers.iter().filter(|(_, a)| a != &Ok(200)).collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {} requests failed: {:?}",
+        failed.len(),
+        answers.len(),
+        &failed[..failed.len().min(5)]
+    );
+    let accepted = answers.len() as i64;
+    assert_eq!(
+        app.count_events().await,
+        accepted,
+        "the database holds other events than the accepted ones"
+    );
+}
+
+/// A source with a destination added by a reload accepts webhooks and delivers their
+/// facts; removed again, it is unknown. The answer names what changed, never a secret
+/// or a URL.
+async fn a_reload_adds_and_removes_a_source_and_its_destination(backend: Backend) {
+    let app = reloadable(backend).await;
+    let application = application_answering(200).await;
+    let original = app.config_text();
+    let billing_secret = "whsec_billing_secret";
+    let added = format!(
+        "{original}\n[[sources]]\nname = \"billing\"\nscheme = \"stripe\"\nsecrets = [\"{billing_secret}\"]\n\
+         [[sources.destinations]]\nname = \"billing-app\"\nurl = \"{}/events\"\n\
+         secret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\n",
+        application.uri()
+    );
+    let body = stripe_event("evt_billing_1", "invoice.paid", "in_1");
+    let signed = |body: &[u8]| {
+        let signature = stripe_signature(billing_secret, body, app.now().timestamp());
+        [("Stripe-Signature", signature)]
+    };
+    app.post_webhook("billing", &body, &signed(&body))
+        .await
+        .assert_problem(404, "unknown_source");
+
+    app.write_config(&added);
+    let reply = app.reload().await;
+    reply.assert_status(200);
+    let text = reply.text();
+    assert!(
+        !text.contains(billing_secret) && !text.contains(&application.uri()),
+        "{text}"
+    );
+    let changes = &reply.json()["changes"];
+    assert_eq!(changes["sources"]["added"], serde_json::json!(["billing"]));
+    assert_eq!(
+        changes["destinations"]["added"],
+        serde_json::json!(["billing/billing-app"])
+    );
+    assert_eq!(changes["sources"]["changed"], serde_json::json!([]));
+    let metrics = app.get("/metrics").await.text();
+    assert!(
+        metrics.contains(
+            "inlet_webhooks_total{source=\"billing\",outcome=\"fingerprint_mismatch\"} 0"
+        ),
+        "the new source's counters start at 0"
+    );
+
+    app.post_webhook("billing", &body, &signed(&body))
+        .await
+        .assert_status(200);
+    eventually("the new destination receives the new fact", || async {
+        crate::helpers::requests_per_key(&application)
+            .await
+            .contains_key("billing:evt_billing_1")
+    })
+    .await;
+
+    let removed = apply(&app, &original).await;
+    assert_eq!(
+        removed["changes"]["sources"]["removed"],
+        serde_json::json!(["billing"])
+    );
+    assert_eq!(
+        removed["changes"]["destinations"]["removed"],
+        serde_json::json!(["billing/billing-app"])
+    );
+    let body = stripe_event("evt_billing_2", "invoice.paid", "in_2");
+    app.post_webhook("billing", &body, &signed(&body))
+        .await
+        .assert_problem(404, "unknown_source");
+}
+
+/// Invalid TOML, an invalid secret, a restart-only change: each answers 422 naming the
+/// key, counts a refusal, and the running configuration keeps serving unchanged.
+async fn a_refused_reload_names_the_key_and_changes_nothing(backend: Backend) {
+    let app = reloadable(backend).await;
+    let original = app.config_text();
+    let new_secret = "whsec_never_applied";
+    let refusals = [
+        ("[[sources]\nname = ".to_owned(), None),
+        (
+            with_stripe_secrets(&original, &[new_secret, "env:INLET_TEST_RELOAD_UNSET"]),
+            Some("sources[0].secrets[1]"),
+        ),
+        (
+            with_stripe_secrets(&original, &[STRIPE_SECRET, new_secret])
+                .replace("bind = \"127.0.0.1:0\"", "bind = \"127.0.0.1:1\""),
+            Some("server.bind"),
+        ),
+        (
+            original.replace("poll_interval = \"50ms\"", "poll_interval = \"1s\""),
+            Some("delivery.poll_interval"),
+        ),
+    ];
+    for (config, key) in refusals {
+        let before = metric(&app, "inlet_config_reloads_total{result=\"refused\"}").await;
+        app.write_config(&config);
+        let reply = app.reload().await;
+        reply.assert_problem(422, "config_refused");
+        let problem = reply.json();
+        if let Some(key) = key {
+            assert_eq!(problem["key"], key, "{problem}");
+            assert!(
+                problem["detail"].as_str().unwrap_or_default().contains(key),
+                "{problem}"
+            );
+        }
+        if key.is_some_and(|k| k.starts_with("server") || k.starts_with("delivery")) {
+            assert!(problem["detail"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("only on restart"));
+        }
+        let after = metric(&app, "inlet_config_reloads_total{result=\"refused\"}").await;
+        assert!(
+            after >= before + 1.0,
+            "refusals counted: {before} then {after}"
+        );
+        // The old configuration still serves: its secrets, not the refused one.
+        let id = format!("evt_refused_{}", after);
+        assert_eq!(post_signed_stripe(&app, &id, STRIPE_SECRET).await, 200);
+        assert_eq!(
+            post_signed_stripe(&app, &format!("{id}_old"), STRIPE_OLD_SECRET).await,
+            200
+        );
+        assert_eq!(
+            post_signed_stripe(&app, &format!("{id}_new"), new_secret).await,
+            401
+        );
+    }
+    let text = app.get("/metrics").await.text();
+    assert!(text.contains("inlet_config_last_reload_success"));
+    assert!(text.contains("inlet_config_last_reload_timestamp_seconds"));
+
+    // `inlet reload` says the same, and exits 1 on a refusal.
+    let (code, out, _) = app.run_cli(&["reload"]).await;
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("delivery.poll_interval changes only on restart"),
+        "{out}"
+    );
+
+    // Fixed, the same file applies.
+    apply(
+        &app,
+        &with_stripe_secrets(&original, &[STRIPE_SECRET, new_secret]),
+    )
+    .await;
+    assert_eq!(
+        post_signed_stripe(&app, "evt_after_fix", new_secret).await,
+        200
+    );
+    let (code, out, _) = app.run_cli(&["reload"]).await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("\"applied\""), "{out}");
+}
+
+/// A webhook whose body is still arriving when a reload removes its secret is verified
+/// against the configuration it started with, and accepted; the next one is refused.
+async fn a_request_in_flight_finishes_on_the_configuration_it_started_with(backend: Backend) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = reloadable(backend).await;
+    let original = app.config_text();
+    let body = stripe_event("evt_in_flight", "charge.captured", "ch_in_flight");
+    let signature = stripe_signature(STRIPE_SECRET, &body, app.now().timestamp());
+    let address = app.address.trim_start_matches("http://").to_owned();
+    let mut stream = tokio::net::TcpStream::connect(&address)
+        .await
+        .expect("connect");
+    let head = format!(
+        "POST /webhooks/stripe HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
+         Stripe-Signature: {signature}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let (first, rest) = body.split_at(body.len() / 2);
+    stream.write_all(head.as_bytes()).await.expect("head");
+    stream.write_all(first).await.expect("first half");
+    stream.flush().await.expect("flush");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    apply(&app, &with_stripe_secrets(&original, &["whsec_only_new"])).await;
+    stream.write_all(rest).await.expect("second half");
+    let mut answer = String::new();
+    stream
+        .read_to_string(&mut answer)
+        .await
+        .expect("the answer");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(
+        post_signed_stripe(&app, "evt_after_removal", STRIPE_SECRET).await,
+        401
+    );
+    assert_eq!(app.count_events().await, 1);
+}
+
+/// The real binary: SIGHUP after editing the file puts a new secret in force, and the
+/// process keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_the_file_of_a_running_process() {
+    let holder = spawn_database_holder(Backend::Sqlite).await;
+    let dir = std::env::temp_dir().join(format!("inlet-reload-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("inlet.toml");
+    let config = |secrets: &str| {
+        format!(
+            "[server]\nbind = \"127.0.0.1:0\"\nworkers = 1\n\
+             [database]\nurl = \"{}\"\n\
+             [retention]\nsweeper = false\n\
+             [[sources]]\nname = \"stripe\"\nscheme = \"stripe\"\nsecrets = [{secrets}]\n",
+            holder.database_url()
+        )
+    };
+    std::fs::write(&path, config(&format!("\"{STRIPE_SECRET}\""))).expect("write config");
+    let process = tokio::task::spawn_blocking({
+        let path = path.clone();
+        move || start_process(&path)
+    })
+    .await
+    .expect("start");
+    let client = reqwest::Client::new();
+    let url = format!("http://127.0.0.1:{}/webhooks/stripe", process.port);
+    let post = |id: &'static str, secret: &'static str| {
+        let (client, url) = (client.clone(), url.clone());
+        async move {
+            let body = stripe_event(id, "charge.captured", id);
+            let signature = stripe_signature(secret, &body, chrono::Utc::now().timestamp());
+            client
+                .post(url)
+                .header("Stripe-Signature", signature)
+                .body(body)
+                .send()
+                .await
+                .expect("inlet answers")
+                .status()
+                .as_u16()
+        }
+    };
+    let rotated = "whsec_rotated_by_sighup";
+    assert_eq!(post("evt_hup_1", rotated).await, 401);
+
+    std::fs::write(
+        &path,
+        config(&format!("\"{STRIPE_SECRET}\", \"{rotated}\"")),
+    )
+    .expect("edit");
+    let status = std::process::Command::new("kill")
+        .args(["-HUP", &process.child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let mut accepted = false;
+    for attempt in 0..100 {
+        if post(["evt_hup_2", "evt_hup_3"][attempt % 2], rotated).await == 200 {
+            accepted = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(accepted, "the secret added before SIGHUP is not accepted");
+    assert_eq!(post("evt_hup_4", STRIPE_SECRET).await, 200);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `inlet deliver` alone: SIGHUP after the file moves a destination to another URL sends
+/// the next facts there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_moves_the_destinations_of_a_running_dispatcher() {
+    let (before, after) = (
+        application_answering(200).await,
+        application_answering(200).await,
+    );
+    let destination = |server: &wiremock::MockServer| {
+        format!(
+            "name = \"app\"\nurl = \"{}/events\"\nsecret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\n",
+            server.uri()
+        )
+    };
+    // This instance only ingests; the process under test dispatches.
+    let app = spawn_app_with(
+        Backend::Sqlite,
+        TestOptions {
+            dispatch: false,
+            destination: Some(destination(&before)),
+            ..Default::default()
+        },
+    )
+    .await;
+    let dir = std::env::temp_dir().join(format!("inlet-reload-deliver-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("inlet.toml");
+    let config = |server: &wiremock::MockServer| {
+        format!(
+            "[database]\nurl = \"{}\"\n[delivery]\npoll_interval = \"50ms\"\nlease = \"15s\"\n\
+             [retention]\nsweeper = false\n\
+             [[sources]]\nname = \"stripe\"\nscheme = \"stripe\"\nsecrets = [\"{STRIPE_SECRET}\"]\n\
+             [[sources.destinations]]\n{}",
+            app.database_url(),
+            destination(server)
+        )
+    };
+    std::fs::write(&path, config(&before)).expect("write config");
+    let mut dispatcher = std::process::Command::new(env!("CARGO_BIN_EXE_inlet"))
+        .args(["deliver", "--config"])
+        .arg(&path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start inlet deliver");
+
+    app.post_stripe(&stripe_event("evt_deliver_1", "charge.captured", "ch_1"))
+        .await
+        .assert_status(200);
+    eventually("the first fact at the first URL", || async {
+        crate::helpers::requests_per_key(&before)
+            .await
+            .contains_key("stripe:evt_deliver_1")
+    })
+    .await;
+
+    std::fs::write(&path, config(&after)).expect("edit config");
+    let hup = std::process::Command::new("kill")
+        .args(["-HUP", &dispatcher.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(hup.success());
+    // Until the reload is applied a fact may still go to the first URL: post until one
+    // reaches the second.
+    let mut moved = false;
+    for i in 0..40 {
+        let id = format!("evt_deliver_moved_{i}");
+        app.post_stripe(&stripe_event(&id, "charge.captured", &id))
+            .await
+            .assert_status(200);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        if crate::helpers::requests_per_key(&after)
+            .await
+            .contains_key(&format!("stripe:{id}"))
+        {
+            moved = true;
+            break;
+        }
+    }
+    let alive = dispatcher.try_wait().expect("wait").is_none();
+    let _ = dispatcher.kill();
+    let _ = dispatcher.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(alive, "inlet deliver exited on SIGHUP");
+    assert!(
+        moved,
+        "no fact reached the destination's new URL after SIGHUP"
+    );
+}
