@@ -109,11 +109,10 @@ async fn ingest(
         .to_owned();
     let fingerprint = fingerprint(&body);
     // Only the destinations whose `events` filter takes this type get a row.
-    let destinations = settings.destinations.deadlines(
-        source.name.as_str(),
-        identity.event_type.as_deref(),
-        now,
-    );
+    let destinations =
+        settings
+            .destinations
+            .deadlines(source.name.as_str(), identity.event_type.as_deref(), now);
     let routed = !destinations.is_empty();
     let headers = received_headers(request, source.scheme.credential_header());
     let body_fact = (source.keys_body_fact && fact.kind != BODY_KIND).then(|| FactIdentity {

@@ -17,6 +17,7 @@ on_both_backends!(
     a_reload_adds_and_removes_a_source_and_its_destination,
     a_refused_reload_names_the_key_and_changes_nothing,
     a_request_in_flight_finishes_on_the_configuration_it_started_with,
+    a_dispatcher_that_does_not_know_a_destination_yet_puts_its_rows_back,
 );
 
 const SENDERS: usize = 20;
@@ -547,4 +548,45 @@ async fn sighup_moves_the_destinations_of_a_running_dispatcher() {
         moved,
         "no fact reached the destination's new URL after SIGHUP"
     );
+}
+
+/// Mid-rollout, an instance that has not reloaded yet leases a row queued for a
+/// destination it does not know: it puts the row back for later instead of
+/// dead-lettering it, and sends nothing.
+async fn a_dispatcher_that_does_not_know_a_destination_yet_puts_its_rows_back(backend: Backend) {
+    let application = application_answering(200).await;
+    let knows = spawn_app_with(
+        backend,
+        TestOptions {
+            destination: Some(format!(
+                "url = \"{}/events\"\nsecret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\nname = \"added\"",
+                application.uri()
+            )),
+            dispatch: false,
+            ..Default::default()
+        },
+    )
+    .await;
+    let unaware = knows.another_instance(TestOptions::default()).await;
+    knows
+        .post_stripe(&stripe_event(
+            "evt_rollout",
+            "charge.succeeded",
+            "ch_rollout",
+        ))
+        .await
+        .assert_status(200);
+    eventually("the unaware dispatcher to put the row back", || async {
+        let pending = unaware
+            .admin("/admin/deliveries?status=pending", None, None)
+            .await
+            .json();
+        pending["deliveries"][0]["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("not configured on this instance"))
+    })
+    .await;
+    assert_eq!(unaware.deliveries_with_status("dead").await, 0);
+    let received = application.received_requests().await.map_or(0, |r| r.len());
+    assert_eq!(received, 0, "nothing was sent");
 }
