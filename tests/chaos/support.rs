@@ -85,7 +85,8 @@ fn write_config(dir: &Path, database_url: &str, destination: &str) -> PathBuf {
          [[sources.destinations]]\nname = \"app\"\nurl = \"{destination}/events\"\n\
          secret = \"{DESTINATION_SECRET}\"\ntimeout = \"1s\"\nconnect_timeout = \"500ms\"\n\
          max_attempts = 100\nretry_base = \"50ms\"\nretry_cap = \"500ms\"\ndeadline = \"1h\"\n\
-         retry_rate = 1000.0\nretry_burst = 1000\n"
+         retry_rate = 1000.0\nretry_burst = 1000\n\
+         breaker = {{ cooldown = \"1s\", cooldown_cap = \"5s\" }}\n"
     );
     std::fs::write(&path, toml).expect("write the configuration");
     path

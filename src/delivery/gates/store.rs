@@ -100,10 +100,14 @@ fn read_all(conn: &mut DbConnection) -> QueryResult<HashMap<Key, GateRow>> {
 }
 
 /// The rows of `keys`, locked until the transaction ends (PostgreSQL `FOR UPDATE`; SQLite
-/// holds its write lock already).
+/// holds its write lock already). Always in key order, whoever locks: two transactions
+/// locking the same rows wait for each other instead of deadlocking.
 fn lock(conn: &mut DbConnection, keys: &[&Key]) -> QueryResult<HashMap<Key, GateRow>> {
+    let mut ordered = keys.to_vec();
+    ordered.sort();
+    ordered.dedup();
     let mut rows = HashMap::new();
-    for (source, destination) in keys {
+    for (source, destination) in ordered {
         let query = || destination_gates::table.find((source.as_str(), destination.as_str()));
         let row: Option<GateRow> = match conn {
             DbConnection::Postgres(c) => query()
@@ -299,17 +303,23 @@ pub(in crate::delivery) fn record_observations(
     }
     let keys: Vec<&Key> = observed.iter().map(|o| &o.key).collect();
     let current = load_all(conn, &keys)?;
+    let stirred: Vec<&Observed> = observed
+        .iter()
+        .filter(|o| {
+            !current.get(&o.key).is_some_and(|row| {
+                row.failures == 0
+                    && row.open_until.is_none()
+                    && o.healths.iter().all(|h| *h == Health::Answered)
+            })
+        })
+        .collect();
+    if stirred.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut locked = lock(conn, &stirred.iter().map(|o| &o.key).collect::<Vec<_>>())?;
     let mut transitions = Vec::new();
-    for o in observed {
-        let calm = current.get(&o.key).is_some_and(|row| {
-            row.failures == 0
-                && row.open_until.is_none()
-                && o.healths.iter().all(|h| *h == Health::Answered)
-        });
-        if calm {
-            continue;
-        }
-        let Some(row) = lock(conn, &[&o.key])?.remove(&o.key) else {
+    for o in stirred {
+        let Some(row) = locked.remove(&o.key) else {
             continue;
         };
         let mut gate = row.gate();
