@@ -246,6 +246,17 @@ impl RawServer {
     }
 }
 
+/// A parse error without the value found: that value may be a secret written in the
+/// wrong shape (`secrets = "whsec_…"`), and the message goes to logs and API answers.
+fn without_values(kind: &figment::error::Kind) -> String {
+    use figment::error::Kind;
+    match kind {
+        Kind::InvalidType(_, expected) => format!("invalid type: expected {expected}"),
+        Kind::InvalidValue(_, expected) => format!("invalid value: expected {expected}"),
+        other => other.to_string(),
+    }
+}
+
 impl Settings {
     /// Loads `path` (which must exist) with environment overrides.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
@@ -277,7 +288,7 @@ impl Settings {
             } else {
                 key
             };
-            ConfigError::new(key, e.kind.to_string())
+            ConfigError::new(key, without_values(&e.kind))
         })?;
         let mut settings = Self::validate(raw)?;
         settings.restart_only = restart_only;
@@ -571,6 +582,16 @@ events = [{events}]
         );
         let debug = format!("{running:?}");
         assert!(debug.contains("RestartOnlySections(..)"), "{debug}");
+    }
+
+    #[test]
+    fn a_secret_written_in_the_wrong_shape_is_not_echoed() {
+        let err = Settings::from_toml(
+            "[[sources]]\nname = \"s\"\nscheme = \"stripe\"\nsecrets = \"whsec_do_not_echo\"\n",
+        )
+        .unwrap_err();
+        assert!(err.key.starts_with("sources"), "{err}");
+        assert!(!err.to_string().contains("do_not_echo"), "{err}");
     }
 
     #[test]

@@ -186,12 +186,21 @@ impl Reloader {
     }
 }
 
-/// As at startup: a new source whose scheme authenticates only the sender is logged.
+/// As at startup: a new source whose scheme authenticates only the sender is logged, and
+/// one that keys its facts on the body while some destination filters by type.
 pub fn warn_about_schemes(settings: &Settings, names: &[&str]) {
     for name in names {
         if let Some(source) = settings.source(name) {
             if let Some(meaning) = source.scheme.authenticates_sender_only() {
                 tracing::warn!(source = %source.name, scheme = source.scheme.name(), "{meaning}");
+            }
+            let filtered = settings
+                .destinations
+                .of(name)
+                .iter()
+                .any(|d| d.events.is_filtered());
+            if source.keys_body_fact && filtered {
+                tracing::warn!(source = %source.name, "this source's event type is not signed, so its facts are keyed on the body: an event whose exact body an event of another type already brought is a known fact, and reaches no destination, even one filtered to its own type");
             }
         }
     }

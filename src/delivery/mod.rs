@@ -125,9 +125,6 @@ async fn probe(destinations: &[Arc<Destination>]) {
     }
 }
 
-/// Leases of a row whose destination this instance does not know before it is dead.
-const UNKNOWN_DESTINATION_TRIES: i32 = 10;
-
 /// How one leased delivery ended, for reports and metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Settled {
@@ -202,6 +199,8 @@ pub struct Dispatcher {
     random: Mutex<fastrand::Rng>,
     /// Rows leased and not yet settled, so that shutdown can give them back.
     in_flight: Mutex<HashMap<i64, Fence>>,
+    /// Lease rounds so far: which destination goes first when they are leased one by one.
+    turns: std::sync::atomic::AtomicUsize,
     settler: Arc<Settler>,
     brokers: Arc<BrokerHealth>,
     faults: Arc<Faults>,
@@ -271,6 +270,7 @@ impl Dispatcher {
             wake: Arc::new(Notify::new()),
             random: Mutex::new(fastrand::Rng::new()),
             in_flight: Mutex::new(HashMap::new()),
+            turns: Default::default(),
         })
     }
 
@@ -300,6 +300,14 @@ impl Dispatcher {
     pub fn replace_destinations(&self, destinations: &Destinations) -> anyhow::Result<()> {
         let current = self.destinations().clone();
         let (next, built) = prepare(destinations, &current, &self.brokers)?;
+        for (source, destination) in current.keys().filter(|key| !next.contains_key(*key)) {
+            // A removed destination's gauges would otherwise keep their last value (an
+            // open breaker would keep alerting).
+            for gauge in ["inlet_breaker_state", "inlet_destination_in_flight"] {
+                metrics::gauge!(gauge, "source" => source.clone(), "destination" => destination.clone())
+                    .set(0.0);
+            }
+        }
         *self
             .destinations
             .write()
@@ -339,8 +347,13 @@ impl Dispatcher {
         let now = self.clock.now();
         let lease = self.lease;
         let gated = self.gated();
+        let turn = self
+            .turns
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let round = self
-            .with_conn(move |conn| gates::lease_round(conn, now, lease, i64::from(limit), &gated))
+            .with_conn(move |conn| {
+                gates::lease_round(conn, now, lease, i64::from(limit), &gated, turn)
+            })
             .await?;
         report_gates(&round);
         let mut in_flight = lock(&self.in_flight);
@@ -388,11 +401,14 @@ impl Dispatcher {
                     started_at: started,
                     duration_ms: i64::try_from(timer.elapsed().as_millis()).unwrap_or(i64::MAX),
                 };
-                let observed = health_of(&result).map(|health| Observation {
-                    key: key.clone(),
-                    breaker: destination.settings.gate.breaker,
-                    health,
-                });
+                let breaker = destination.settings.gate.breaker;
+                let observed = health_of(&result)
+                    .filter(|_| breaker.failures > 0)
+                    .map(|health| Observation {
+                        key: key.clone(),
+                        breaker,
+                        health,
+                    });
                 let (outcome, settlement) = self.decide(&destination, delivery, result);
                 (outcome, settlement, Some(log), observed)
             }
@@ -420,23 +436,24 @@ impl Dispatcher {
     }
 
     /// A row for a destination this instance does not know: another instance may have
-    /// reloaded a configuration that adds it before this one did, so it waits a minute at
-    /// a time, and is dead-lettered only after [`UNKNOWN_DESTINATION_TRIES`] leases.
+    /// reloaded a configuration that adds it before this one did. It is put back — for a
+    /// minute, doubling with each lease up to an hour — until its deadline, then
+    /// dead-lettered. (Each lease counts as an attempt, as any lease does.)
     fn unknown_destination(&self, delivery: &Leased) -> (Settled, Settlement) {
         let now = self.clock.now();
-        if delivery.attempt >= UNKNOWN_DESTINATION_TRIES {
+        let doublings = u32::try_from(delivery.attempt.clamp(1, 7) - 1).unwrap_or(0);
+        let wait = chrono::Duration::minutes(1 << doublings);
+        let at = now + wait;
+        if at > delivery.deadline_at.and_utc() {
             let error = "the destination is no longer configured".to_owned();
-            return (
-                Settled::Dead,
-                Settlement::Dead {
-                    at: now,
-                    status: None,
-                    error,
-                },
-            );
+            let dead = Settlement::Dead {
+                at: now,
+                status: None,
+                error,
+            };
+            return (Settled::Dead, dead);
         }
         let error = "the destination is not configured on this instance (yet?)".to_owned();
-        let at = now + chrono::Duration::minutes(1);
         let retry = Settlement::Retry {
             at,
             status: None,

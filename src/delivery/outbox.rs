@@ -6,7 +6,7 @@
 //! after this lease expired, and the stale holder's result is discarded. Dispatchers
 //! settle in groups: one statement records many rows, each still fenced on its own.
 
-use super::gates::{record_observations, BreakerChange, Observed};
+use super::gates::{read_committed, record_observations, BreakerChange, Observed};
 use crate::db::schema::{deliveries, delivery_attempts};
 use crate::db::{dialect, write_transaction, DbConnection};
 use chrono::{DateTime, NaiveDateTime, Utc};
@@ -166,41 +166,14 @@ impl Leased {
 
 diesel::alias!(const QUEUED: Alias<Queued> = deliveries as queued);
 
-/// Between a source and a destination name in [`lease_key`] (source names never hold it).
-const KEY_SEPARATOR: &str = "\u{1f}";
-
-/// One destination's key as a lease round filters on it.
-pub fn lease_key(source: &str, destination: &str) -> String {
-    format!("{source}{KEY_SEPARATOR}{destination}")
-}
-
-/// Which due rows one lease statement may take: at most `limit`, of the one destination
-/// `only` names (a [`lease_key`]), or of every destination but those in `except`.
-#[derive(Debug, Clone)]
-pub struct Take {
-    pub limit: i64,
-    pub only: Option<String>,
-    pub except: Vec<String>,
-}
-
-impl Take {
-    /// Any destination's rows but those of `except`.
-    pub fn all_but(limit: i64, except: Vec<String>) -> Self {
-        Self {
-            limit,
-            only: None,
-            except,
-        }
-    }
-
-    /// One destination's rows.
-    pub fn only(limit: i64, key: String) -> Self {
-        Self {
-            limit,
-            only: Some(key),
-            except: Vec::new(),
-        }
-    }
+/// Which due rows a lease statement may take.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// Any destination's, oldest first: one ordered range of `(status, next_attempt_at)`.
+    All,
+    /// One destination's `(source, name)`: a range of `(source, destination, status,
+    /// next_attempt_at)`, so rows of other destinations are never read.
+    One(String, String),
 }
 
 /// Leases, in one statement, the rows the subquery `$due` (over [`QUEUED`]: diesel wants
@@ -234,85 +207,84 @@ pub fn lease_due(
     limit: i64,
 ) -> QueryResult<Vec<Leased>> {
     let until = now + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::MAX);
-    lease_takes(conn, now, until, vec![Take::all_but(limit, Vec::new())])
+    lease_scope(conn, now, until, &Scope::All, limit)
 }
 
-/// Leases the rows of each take in turn, until `until`. PostgreSQL: autocommitted
-/// statements. SQLite: an indexed read first, so that an idle poll never takes the write
-/// lock, then one write transaction.
-pub fn lease_takes(
+/// Leases up to `limit` rows of `scope` due at `now`, until `until`. PostgreSQL:
+/// autocommitted statements. SQLite: an indexed read first, so that an idle poll never
+/// takes the write lock, then one write transaction.
+pub fn lease_scope(
     conn: &mut DbConnection,
     now: DateTime<Utc>,
     until: DateTime<Utc>,
-    takes: Vec<Take>,
+    scope: &Scope,
+    limit: i64,
 ) -> QueryResult<Vec<Leased>> {
     let (now, until) = (now.naive_utc(), until.naive_utc());
     match conn {
-        DbConnection::Postgres(_) => take_each(conn, now, until, takes),
+        DbConnection::Postgres(_) => take(conn, (now, until), scope, limit),
         DbConnection::Sqlite(_) => {
-            if !any_due_at(conn, now)? {
+            if !any_due(conn, now, scope)? {
                 return Ok(Vec::new());
             }
-            write_transaction(conn, |conn| take_each(conn, now, until, takes))
+            write_transaction(conn, |conn| take(conn, (now, until), scope, limit))
         }
     }
 }
 
-/// Whether any delivery is due at `now`: an expired lease or a pending row whose time
-/// has come.
-pub fn any_due(conn: &mut DbConnection, now: DateTime<Utc>) -> QueryResult<bool> {
-    any_due_at(conn, now.naive_utc())
-}
-
-fn any_due_at(conn: &mut DbConnection, now: NaiveDateTime) -> QueryResult<bool> {
-    let expired = deliveries::table
+/// Whether any delivery of `scope` is due at `now`: an expired lease or a pending row
+/// whose time has come.
+pub fn any_due(conn: &mut DbConnection, now: NaiveDateTime, scope: &Scope) -> QueryResult<bool> {
+    let mut expired = deliveries::table
         .filter(deliveries::status.eq(IN_PROGRESS))
         .filter(deliveries::locked_until.le(now))
         .select(deliveries::id)
-        .first::<i64>(conn)
-        .optional()?;
-    if expired.is_some() {
-        return Ok(true);
-    }
-    let pending = deliveries::table
+        .into_boxed();
+    let mut pending = deliveries::table
         .filter(deliveries::status.eq(PENDING))
         .filter(deliveries::next_attempt_at.le(now))
         .select(deliveries::id)
-        .first::<i64>(conn)
-        .optional()?;
-    Ok(pending.is_some())
-}
-
-/// Leases each take's rows: in-progress rows whose lease expired (their holder died),
-/// then pending rows whose time has come, oldest first. Each kind is one ordered range of
-/// the `(status, next_attempt_at)` index, leased by its own statement: asked for together,
-/// with an `OR`, PostgreSQL read and sorted the whole backlog on every lease.
-pub fn take_each(
-    conn: &mut DbConnection,
-    now: NaiveDateTime,
-    until: NaiveDateTime,
-    takes: Vec<Take>,
-) -> QueryResult<Vec<Leased>> {
-    let mut leased = Vec::new();
-    for take in takes {
-        let mut rows = lease_kind(conn, IN_PROGRESS, (now, until), &take, take.limit)?;
-        let rest = take.limit - i64::try_from(rows.len()).unwrap_or(take.limit);
-        if rest > 0 {
-            rows.extend(lease_kind(conn, PENDING, (now, until), &take, rest)?);
-        }
-        leased.extend(rows);
+        .into_boxed();
+    if let Scope::One(source, destination) = scope {
+        expired = expired
+            .filter(deliveries::source.eq(source.clone()))
+            .filter(deliveries::destination.eq(destination.clone()));
+        pending = pending
+            .filter(deliveries::source.eq(source.clone()))
+            .filter(deliveries::destination.eq(destination.clone()));
     }
-    leased.sort_by_key(|row| row.id);
-    Ok(leased)
+    if expired.first::<i64>(conn).optional()?.is_some() {
+        return Ok(true);
+    }
+    Ok(pending.first::<i64>(conn).optional()?.is_some())
 }
 
-/// Leases up to `limit` due rows of one status within `take`: `in_progress` rows whose
+/// Leases up to `limit` rows of `scope` (no transaction of its own): in-progress rows
+/// whose lease expired (their holder died), then pending rows whose time has come, oldest
+/// first. Each kind is one ordered index range, leased by its own statement: asked for
+/// together, with an `OR`, PostgreSQL read and sorted the whole backlog on every lease.
+pub fn take(
+    conn: &mut DbConnection,
+    (now, until): (NaiveDateTime, NaiveDateTime),
+    scope: &Scope,
+    limit: i64,
+) -> QueryResult<Vec<Leased>> {
+    let mut rows = lease_kind(conn, IN_PROGRESS, (now, until), scope, limit)?;
+    let rest = limit - i64::try_from(rows.len()).unwrap_or(limit);
+    if rest > 0 {
+        rows.extend(lease_kind(conn, PENDING, (now, until), scope, rest)?);
+    }
+    rows.sort_by_key(|row| row.id);
+    Ok(rows)
+}
+
+/// Leases up to `limit` due rows of one status within `scope`: `in_progress` rows whose
 /// lease expired at `now`, or `pending` rows due at `now`.
 fn lease_kind(
     conn: &mut DbConnection,
     status: &'static str,
     (now, until): (NaiveDateTime, NaiveDateTime),
-    take: &Take,
+    scope: &Scope,
     limit: i64,
 ) -> QueryResult<Vec<Leased>> {
     if limit <= 0 {
@@ -329,28 +301,30 @@ fn lease_kind(
     );
     let id = QUEUED.field(deliveries::id);
     let of_status = QUEUED.field(deliveries::status).eq(status);
-    let key = || {
-        QUEUED
-            .field(deliveries::source)
-            .concat(KEY_SEPARATOR)
-            .concat(QUEUED.field(deliveries::destination))
-    };
-    let only: Vec<String> = take.only.iter().cloned().collect();
-    let in_take = key().ne_all(take.except.clone()).and(
-        key()
-            .eq_any(only)
-            .or(take.only.is_none().into_sql::<Bool>()),
-    );
-    // The two kinds differ in the column compared with `now`: one statement each.
+    // Two kinds (the column compared with `now`) by two scopes: one statement each.
     macro_rules! lease_where {
-        ($due_now:expr) => {{
-            let due = QUEUED
-                .filter(of_status.and($due_now).and(in_take))
-                .order(oldest)
-                .limit(limit)
-                .select(id);
-            lease_selected!(conn, due, leasing)
-        }};
+        ($due_now:expr) => {
+            match scope {
+                Scope::All => {
+                    let due = QUEUED
+                        .filter(of_status.and($due_now))
+                        .order(oldest)
+                        .limit(limit)
+                        .select(id);
+                    lease_selected!(conn, due, leasing)
+                }
+                Scope::One(source, destination) => {
+                    let due = QUEUED
+                        .filter(QUEUED.field(deliveries::source).eq(source))
+                        .filter(QUEUED.field(deliveries::destination).eq(destination))
+                        .filter(of_status.and($due_now))
+                        .order(oldest)
+                        .limit(limit)
+                        .select(id);
+                    lease_selected!(conn, due, leasing)
+                }
+            }
+        };
     }
     match status {
         IN_PROGRESS => lease_where!(QUEUED.field(deliveries::locked_until).le(now)),
@@ -460,6 +434,9 @@ pub fn settle_observed(
     }
     let postgres = matches!(conn, DbConnection::Postgres(_));
     let (kept, transitions) = write_transaction(conn, |conn| {
+        if !observed.is_empty() {
+            read_committed(conn)?;
+        }
         let kept = match group.is_empty() {
             true => HashSet::new(),
             false => settle_rows(conn, group, postgres)?,

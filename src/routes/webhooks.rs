@@ -138,6 +138,10 @@ async fn ingest(
     metrics::histogram!("inlet_ingest_duration_seconds", "source" => source.name.as_str().to_owned())
         .record(seen.elapsed().as_secs_f64());
     let (outcome, answer) = verdict?;
+    if outcome == Outcome::Accepted && !routed {
+        metrics::counter!("inlet_unrouted_facts_total", "source" => source.name.as_str().to_owned())
+            .increment(1);
+    }
     if outcome == Outcome::Accepted && routed {
         if let Some(waker) = &state.dispatcher_waker {
             waker.notify_one();

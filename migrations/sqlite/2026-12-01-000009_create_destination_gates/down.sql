@@ -1,1 +1,2 @@
+DROP INDEX deliveries_destination_due_idx;
 DROP TABLE destination_gates;

@@ -12,3 +12,8 @@ CREATE TABLE destination_gates (
     tokens_at TIMESTAMP,                    -- when the bucket was last counted (NULL: full)
     PRIMARY KEY (source, destination)
 );
+
+-- While a breaker or a limit holds a destination back, the others are leased one by one,
+-- each on its own range: a held backlog is never read.
+CREATE INDEX deliveries_destination_due_idx
+    ON deliveries (source, destination, status, next_attempt_at);

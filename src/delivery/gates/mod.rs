@@ -16,8 +16,8 @@
 
 mod store;
 
-pub(super) use store::record_observations;
 pub use store::{gate_views, lease_round, GateView, Gated, Observed, Round};
+pub(super) use store::{read_committed, record_observations};
 
 /// A breaker's transition, by `(source, destination)`.
 pub type BreakerChange = ((String, String), Transition);

@@ -6,12 +6,10 @@ use super::{
 };
 use crate::db::schema::{deliveries, destination_gates};
 use crate::db::{dialect, write_transaction, DbConnection};
-use crate::delivery::outbox::{
-    any_due, lease_key, lease_takes, take_each, Leased, Take, IN_PROGRESS,
-};
+use crate::delivery::outbox::{any_due, lease_scope, take, Leased, Scope, IN_PROGRESS};
 use chrono::{DateTime, NaiveDateTime, Utc};
 use diesel::prelude::*;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 /// `(source, destination)`.
@@ -74,11 +72,15 @@ impl GateRow {
 /// Every gate row, inserting those of `keys` that are missing.
 fn load_all(conn: &mut DbConnection, keys: &[&Key]) -> QueryResult<HashMap<Key, GateRow>> {
     let mut rows = read_all(conn)?;
-    let missing: Vec<GateRow> = keys
+    // In key order, like every lock on these rows: two instances inserting the same rows
+    // wait for each other instead of deadlocking.
+    let mut missing: Vec<GateRow> = keys
         .iter()
         .filter(|key| !rows.contains_key(**key))
         .map(|key| GateRow::fresh(key))
         .collect();
+    missing.sort_by_key(GateRow::key);
+    missing.dedup_by_key(|row| row.key());
     if !missing.is_empty() {
         // Another instance may insert the same rows at the same moment.
         for row in &missing {
@@ -169,24 +171,71 @@ pub type Gated = (Key, GateSettings);
 /// Leases up to `limit` due deliveries at `now` until `now + lease`, as the destinations'
 /// gates allow: nothing of an open breaker's destination, one probe at a time of a
 /// half-open one, and no more than a limited destination's `max_in_flight` and bucket.
-/// Unlimited destinations are leased together, oldest first, without locking any gate.
+///
+/// While nothing is held back, every destination is leased together, oldest first, as
+/// if there were no gates. Otherwise each destination that may send is leased on its own
+/// range of the `(source, destination, status, next_attempt_at)` index — so a held
+/// backlog is never read — taking turns at the head of the round (`turn`), and a limited
+/// one in a transaction of its own that locks its gate row.
 pub fn lease_round(
     conn: &mut DbConnection,
     now: DateTime<Utc>,
     lease: Duration,
     limit: i64,
     gated: &[Gated],
+    turn: usize,
 ) -> QueryResult<Round> {
-    let gated: Vec<&Gated> = gated.iter().filter(|(_, s)| s.any()).collect();
-    let keys: Vec<&Key> = gated.iter().map(|(key, _)| key).collect();
-    let rows = match keys.is_empty() {
-        true => HashMap::new(),
-        false => load_all(conn, &keys)?,
-    };
+    let until = now + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::MAX);
     let mut round = Round::default();
-    let (mut held, mut limited) = (Vec::new(), Vec::new());
-    for gate_of in &gated {
-        let (key, settings) = gate_of;
+    let (held, limited) = classify(conn, now, gated, &mut round)?;
+    if held.is_empty() && limited.is_empty() {
+        round.leased = lease_scope(conn, now, until, &Scope::All, limit)?;
+        return Ok(round);
+    }
+    let mut order: Vec<&Gated> = gated
+        .iter()
+        .filter(|(key, _)| !held.contains(key))
+        .collect();
+    order.sort_by(|a, b| a.0.cmp(&b.0));
+    if !order.is_empty() {
+        let start = turn % order.len();
+        order.rotate_left(start);
+    }
+    let mut left = limit;
+    for gate_of in order {
+        if left <= 0 {
+            break;
+        }
+        let key = &gate_of.0;
+        let leased = match limited.contains(key) {
+            true => lease_limited(conn, (now, until), gate_of, left, &mut round)?,
+            false => {
+                let scope = Scope::One(key.0.clone(), key.1.clone());
+                lease_scope(conn, now, until, &scope, left)?
+            }
+        };
+        left -= i64::try_from(leased.len()).unwrap_or(left);
+        round.leased.extend(leased);
+    }
+    Ok(round)
+}
+
+/// Reads the gates (unlocked) and sorts the destinations: those an open breaker holds,
+/// and those leased within an allowance (limits, or a half-open breaker's probe).
+fn classify(
+    conn: &mut DbConnection,
+    now: DateTime<Utc>,
+    gated: &[Gated],
+    round: &mut Round,
+) -> QueryResult<(HashSet<Key>, HashSet<Key>)> {
+    let gates: Vec<&Gated> = gated.iter().filter(|(_, s)| s.any()).collect();
+    let (mut held, mut limited) = (HashSet::new(), HashSet::new());
+    if gates.is_empty() {
+        return Ok((held, limited));
+    }
+    let keys: Vec<&Key> = gates.iter().map(|(key, _)| key).collect();
+    let rows = load_all(conn, &keys)?;
+    for (key, settings) in gates {
         let gate = rows
             .get(key)
             .map_or_else(|| GateRow::fresh(key).gate(), GateRow::gate);
@@ -195,84 +244,86 @@ pub fn lease_round(
             _ => gate.breaker(now),
         };
         round.breakers.push((key.clone(), breaker));
-        match breaker {
-            BreakerState::Open => held.push(lease_key(&key.0, &key.1)),
-            BreakerState::HalfOpen => limited.push(*gate_of),
-            BreakerState::Closed if settings.limits() => limited.push(*gate_of),
-            BreakerState::Closed => {}
-        }
         round.ready_in = earliest(round.ready_in, ready_in(&gate, settings, now));
-    }
-    let until = now + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::MAX);
-    if limited.is_empty() {
-        let take = Take::all_but(limit, held);
-        round.leased = lease_takes(conn, now, until, vec![take])?;
-        return Ok(round);
-    }
-    if matches!(conn, DbConnection::Sqlite(_)) && !any_due(conn, now)? {
-        return Ok(round);
-    }
-    write_transaction(conn, |conn| {
-        lease_limited(conn, now, until, limit, (&limited, held), &mut round)
-    })?;
-    Ok(round)
-}
-
-/// Inside the round's transaction: locks the limited destinations' gates, leases each
-/// its allowance, then the rest together, and spends the buckets.
-fn lease_limited(
-    conn: &mut DbConnection,
-    now: DateTime<Utc>,
-    until: DateTime<Utc>,
-    limit: i64,
-    (limited, mut held): (&[&Gated], Vec<String>),
-    round: &mut Round,
-) -> QueryResult<()> {
-    let keys: Vec<&Key> = limited.iter().map(|(key, _)| key).collect();
-    let rows = lock(conn, &keys)?;
-    let flights = in_flight(conn, now.naive_utc())?;
-    let mut takes = Vec::new();
-    let mut left = limit;
-    for (key, settings) in limited {
-        let gate = rows
-            .get(key)
-            .map_or_else(|| GateRow::fresh(key).gate(), GateRow::gate);
-        let flying = flights.get(key).copied().unwrap_or(0);
+        match breaker {
+            BreakerState::Open => held.insert(key.clone()),
+            BreakerState::HalfOpen => limited.insert(key.clone()),
+            BreakerState::Closed if settings.limits() => limited.insert(key.clone()),
+            BreakerState::Closed => false,
+        };
         if settings.max_in_flight.is_some() {
+            let flying = in_flight_of(conn, key, now.naive_utc())?;
             round.in_flight.push((key.clone(), flying));
         }
-        held.push(lease_key(&key.0, &key.1));
+    }
+    Ok((held, limited))
+}
+
+/// Leases up to `left` of one limited destination's due rows, in a transaction that
+/// locks its gate row while it counts what is in flight, takes its allowance and spends
+/// its bucket. Nothing due: no transaction, no lock.
+fn lease_limited(
+    conn: &mut DbConnection,
+    (now, until): (DateTime<Utc>, DateTime<Utc>),
+    (key, settings): &Gated,
+    left: i64,
+    round: &mut Round,
+) -> QueryResult<Vec<Leased>> {
+    let scope = Scope::One(key.0.clone(), key.1.clone());
+    let span = (now.naive_utc(), until.naive_utc());
+    if !any_due(conn, span.0, &scope)? {
+        return Ok(Vec::new());
+    }
+    write_transaction(conn, |conn| {
+        read_committed(conn)?;
+        let Some(row) = lock(conn, &[key])?.remove(key) else {
+            return Ok(Vec::new());
+        };
+        let gate = row.gate();
+        let flying = in_flight_of(conn, key, span.0)?;
         let n = match allowance(&gate, settings, flying, now) {
             Allowance::Any => left,
             Allowance::UpTo(n) => i64::from(n).min(left),
         };
-        if n > 0 {
-            takes.push(Take::only(n, lease_key(&key.0, &key.1)));
-            left -= n;
+        let leased = take(conn, span, &scope, n)?;
+        if leased.is_empty() {
+            return Ok(leased);
         }
-    }
-    takes.push(Take::all_but(left, held));
-    round.leased = take_each(conn, now.naive_utc(), until.naive_utc(), takes)?;
-    for (key, settings) in limited {
-        let taken = round
-            .leased
-            .iter()
-            .filter(|row| row.source == key.0 && row.destination == key.1)
-            .count();
-        if taken > 0 && settings.breaker.failures > 0 {
-            if let Some(row) = rows.get(key) {
-                if row.gate().breaker(now) == BreakerState::HalfOpen {
-                    round.probes.push(key.clone());
-                }
-            }
+        if settings.breaker.failures > 0 && gate.breaker(now) == BreakerState::HalfOpen {
+            round.probes.push(key.clone());
         }
-        if let (Some(rate), Some(row)) = (&settings.rate, rows.get(key)) {
-            let mut gate = row.gate();
-            spend(&mut gate, rate, taken, now);
-            save(conn, &row.clone().with(gate))?;
+        if let Some(rate) = &settings.rate {
+            let mut spent = gate;
+            spend(&mut spent, rate, leased.len(), now);
+            save(conn, &row.with(spent))?;
         }
+        Ok(leased)
+    })
+}
+
+/// PostgreSQL: the gates count on each statement seeing what committed before it (the
+/// in-flight count after waiting for a gate's lock), whatever the server's default
+/// isolation. Must be a transaction's first statement.
+pub(in crate::delivery) fn read_committed(conn: &mut DbConnection) -> QueryResult<()> {
+    if let DbConnection::Postgres(c) = conn {
+        diesel::sql_query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED").execute(c)?;
     }
     Ok(())
+}
+
+/// One destination's deliveries leased and not yet settled, across every instance.
+fn in_flight_of(
+    conn: &mut DbConnection,
+    (source, destination): &Key,
+    now: NaiveDateTime,
+) -> QueryResult<i64> {
+    deliveries::table
+        .filter(deliveries::source.eq(source))
+        .filter(deliveries::destination.eq(destination))
+        .filter(deliveries::status.eq(IN_PROGRESS))
+        .filter(deliveries::locked_until.gt(now))
+        .count()
+        .get_result(conn)
 }
 
 fn earliest(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
