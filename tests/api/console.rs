@@ -4,8 +4,8 @@
 //! `target/console-screenshots/`.
 
 use crate::helpers::{
-    application_answering, eventually, requests_per_key, spawn_app_with, stripe_event, Backend,
-    TestApp, TestOptions, OPERATOR_TOKEN,
+    application_answering, eventually, gate, requests_per_key, spawn_app_with, stripe_event,
+    Backend, TestApp, TestOptions, OPERATOR_TOKEN,
 };
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
@@ -19,6 +19,7 @@ crate::on_both_backends!(
     a_dead_letter_is_requeued_once_however_often_the_form_is_sent,
     a_replay_is_previewed_then_confirmed,
     forms_without_the_csrf_token_and_pages_without_a_session_are_refused,
+    an_open_breaker_stands_out_on_the_sources_page_and_the_overview,
 );
 
 /// A chromedriver of this test's own, on a free port; killed when dropped.
@@ -224,10 +225,15 @@ impl Browser {
 
 /// An Inlet whose stripe source delivers to `server`, failing for good after one attempt.
 async fn app_delivering_to(backend: Backend, server: &MockServer) -> TestApp {
+    app_delivering_with(backend, server, "").await
+}
+
+/// [`app_delivering_to`] with `extra` lines in the destination's table.
+async fn app_delivering_with(backend: Backend, server: &MockServer, extra: &str) -> TestApp {
     let options = TestOptions {
         destination: Some(format!(
             "url = \"{}/events\"\nsecret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\nname = \"app\"\n\
-             retry_base = \"20ms\"\nretry_cap = \"100ms\"",
+             retry_base = \"20ms\"\nretry_cap = \"100ms\"\n{extra}",
             server.uri()
         )),
         ..Default::default()
@@ -585,6 +591,56 @@ async fn forms_without_the_csrf_token_and_pages_without_a_session_are_refused(ba
             .is_some_and(
                 |csp| csp.contains("default-src 'self'") && csp.contains("script-src 'none'")
             )
+    );
+    browser.close().await;
+}
+
+async fn an_open_breaker_stands_out_on_the_sources_page_and_the_overview(backend: Backend) {
+    let server = application_answering(503).await;
+    let limits = "breaker = { failures = 2, cooldown = \"10m\" }\nmax_in_flight = 4\nrate = 50";
+    let app = app_delivering_with(backend, &server, limits).await;
+    for (id, object) in [
+        ("evt_breaker_1", "ch_breaker_1"),
+        ("evt_breaker_2", "ch_breaker_2"),
+    ] {
+        app.post_stripe(&stripe_event(id, "charge.succeeded", object))
+            .await
+            .assert_status(200);
+    }
+    eventually("the breaker open", || async {
+        gate(&app, "app").await["breaker"] == "open"
+    })
+    .await;
+    let failures = gate(&app, "app").await["consecutive_failures"]
+        .as_i64()
+        .expect("consecutive_failures");
+    assert!(failures >= 2, "{failures}");
+    let browser = Browser::open(&app).await;
+    browser
+        .visit("/console/login?next=%2Fconsole%2Fsources")
+        .await;
+    browser.sign_in(OPERATOR_TOKEN).await;
+    assert_eq!(browser.path().await, "/console/sources");
+    let row = browser.text("table.destinations tr.breaker-open").await;
+    assert!(row.starts_with("app"), "{row}");
+    assert_eq!(browser.text("tr.breaker-open .badge.open").await, "open");
+    for shown in [
+        "open until ".to_owned(),
+        format!("· {failures} failures"),
+        "/ 4".to_owned(),
+        "50/s, burst 50".to_owned(),
+    ] {
+        assert!(row.contains(&shown), "{shown} in {row}");
+    }
+    browser.screenshot("sources-breaker", backend).await;
+
+    browser.visit("/console").await;
+    let backlog = browser.text("tr.breaker-open").await;
+    let backlog = backlog.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(backlog.starts_with("stripe app"), "{backlog}");
+    assert!(
+        backlog.contains("open until") && backlog.contains(&format!("{failures} failures")),
+        "{backlog}"
     );
     browser.close().await;
 }

@@ -2,7 +2,9 @@
 //! circuit breaker, `max_in_flight` and `rate`. The test clock is frozen unless a test
 //! moves it, so retries and cool-downs come due only when the test says so.
 
-use crate::helpers::{eventually, spawn_app_with, stripe_event, Backend, TestApp, TestOptions};
+use crate::helpers::{
+    eventually, gate, spawn_app_with, stripe_event, Backend, TestApp, TestOptions,
+};
 use crate::on_both_backends;
 use diesel::prelude::*;
 use inlet::db::schema::deliveries;
@@ -66,17 +68,6 @@ async fn post_facts(app: &Arc<TestApp>, prefix: &str, count: usize) {
             task.await.expect("request task").assert_status(200);
         }
     }
-}
-
-/// The destination's gate as `GET /admin/destinations` shows it.
-async fn gate(app: &TestApp, destination: &str) -> serde_json::Value {
-    let reply = app.admin("/admin/destinations", None, None).await;
-    reply.assert_status(200);
-    reply.json()["destinations"]
-        .as_array()
-        .and_then(|all| all.iter().find(|d| d["destination"] == destination))
-        .cloned()
-        .unwrap_or_else(|| panic!("no destination {destination} in {}", reply.text()))
 }
 
 async fn breaker(app: &TestApp, destination: &str) -> String {

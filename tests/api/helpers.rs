@@ -1005,6 +1005,17 @@ pub async fn requests_per_key(
     per_key
 }
 
+/// The destination's gate as `GET /admin/destinations` shows it.
+pub async fn gate(app: &TestApp, destination: &str) -> serde_json::Value {
+    let reply = app.admin("/admin/destinations", None, None).await;
+    reply.assert_status(200);
+    reply.json()["destinations"]
+        .as_array()
+        .and_then(|all| all.iter().find(|d| d["destination"] == destination))
+        .cloned()
+        .unwrap_or_else(|| panic!("no destination {destination} in {}", reply.text()))
+}
+
 /// Waits (up to 15 s) until `check` holds.
 pub async fn eventually<F, Fut>(what: &str, mut check: F)
 where

@@ -6,7 +6,10 @@ use super::view::{self, badge, csrf_field, event_link, layout, page_response, ti
 use super::ConsoleError;
 use crate::config::Settings;
 use crate::db::DbConnection;
-use crate::delivery::{DEAD, DELIVERED, DISCARDED, IN_PROGRESS, PENDING};
+use crate::delivery::{
+    gate_views, BreakerState, DestinationSettings, GateView, DEAD, DELIVERED, DISCARDED,
+    IN_PROGRESS, PENDING,
+};
 use crate::observability::TrafficCounts;
 use crate::operator::actions::{self, DeliveryFilter, EventFilter};
 use crate::operator::views::{self, EventSearch, StoredOutcome};
@@ -21,6 +24,20 @@ use std::collections::{BTreeMap, HashMap};
 const PAGE: i64 = 50;
 /// Deliveries a destination's record looks at.
 const RECORD_SAMPLE: i64 = 200;
+
+/// Destinations' gates by (source, destination).
+type Gates = HashMap<(String, String), GateView>;
+
+fn by_destination(views: Vec<GateView>) -> Gates {
+    views
+        .into_iter()
+        .map(|g| ((g.source.clone(), g.destination.clone()), g))
+        .collect()
+}
+
+fn gate_of<'a>(gates: &'a Gates, source: &str, destination: &str) -> Option<&'a GateView> {
+    gates.get(&(source.to_owned(), destination.to_owned()))
+}
 
 async fn read<T: Send + 'static>(
     state: &AppState,
@@ -48,7 +65,14 @@ pub async fn overview(
 ) -> Result<HttpResponse, ConsoleError> {
     let now = state.clock.now();
     let traffic = state.traffic.since(now.timestamp() - 86_400);
-    let backlog = read(&state, views::backlog).await?;
+    let gated = state.settings.current().destinations.gated();
+    let (backlog, gates) = read(&state, move |c| {
+        Ok((
+            views::backlog(c)?,
+            by_destination(gate_views(c, &gated, now)?),
+        ))
+    })
+    .await?;
     let body = html! {
         section.card {
             h2 { "Webhooks by outcome" }
@@ -62,7 +86,7 @@ pub async fn overview(
         }
         section.card {
             h2 { "Delivery backlog" }
-            (backlog_table(&backlog))
+            (backlog_table(&backlog, &gates))
         }
         section.card {
             h2 { "Retention" }
@@ -104,8 +128,15 @@ fn traffic_table(traffic: &[(i64, TrafficCounts)], now: DateTime<Utc>) -> Markup
     }
 }
 
-fn backlog_table(backlog: &[(String, String, String, i64)]) -> Markup {
+/// Per destination: pending, in flight and dead deliveries, and the breaker. A destination
+/// whose breaker is not closed has a row even with nothing waiting.
+fn backlog_table(backlog: &[(String, String, String, i64)], gates: &Gates) -> Markup {
     let mut rows: BTreeMap<(&str, &str), [i64; 3]> = BTreeMap::new();
+    for ((source, destination), gate) in gates {
+        if gate.breaker != BreakerState::Closed.as_str() {
+            rows.entry((source, destination)).or_default();
+        }
+    }
     for (source, destination, status, count) in backlog {
         let row = rows.entry((source, destination)).or_default();
         match status.as_str() {
@@ -119,10 +150,11 @@ fn backlog_table(backlog: &[(String, String, String, i64)]) -> Markup {
             p.empty { "Nothing waiting: every delivery is delivered or set aside." }
         } @else {
             table {
-                thead { tr { th { "Source" } th { "Destination" } th.num { "Pending" } th.num { "In flight" } th.num { "Dead letters" } } }
+                thead { tr { th { "Source" } th { "Destination" } th.num { "Pending" } th.num { "In flight" } th.num { "Dead letters" } th { "Breaker" } } }
                 tbody {
                     @for ((source, destination), [pending, flight, dead]) in &rows {
-                        tr {
+                        @let gate = gate_of(gates, source, destination);
+                        tr class=[view::breaker_row(gate)] {
                             td { (source) } td { (destination) }
                             td.num { (pending) } td.num { (flight) }
                             td.num {
@@ -130,6 +162,7 @@ fn backlog_table(backlog: &[(String, String, String, i64)]) -> Markup {
                                     a href={ (PATH) "/deliveries?status=dead&destination=" (view::query_value(destination)) "&source=" (view::query_value(source)) } { (dead) }
                                 } @else { "0" }
                             }
+                            td.breaker { @match gate { Some(gate) => { (view::breaker(gate)) } None => { "—" } } }
                         }
                     }
                 }
@@ -619,8 +652,8 @@ fn delivery_filters(q: &HashMap<String, String>, state: &AppState) -> Markup {
 }
 
 /// `GET /console/sources`: each source's scheme, active secrets (a count, never a value),
-/// resend horizon, fact rules and destinations with the event types they receive and
-/// their recent record.
+/// resend horizon, fact rules and destinations with the event types they receive, their
+/// circuit breaker and limits, and their recent record.
 pub async fn sources(
     session: Session,
     state: web::Data<AppState>,
@@ -631,14 +664,17 @@ pub async fn sources(
         .iter()
         .map(|(source, d)| (source.to_owned(), d.name.clone()))
         .collect();
-    let records = read(&state, move |c| {
-        pairs
+    let gated = settings.destinations.gated();
+    let now = state.clock.now();
+    let (records, gates) = read(&state, move |c| {
+        let records = pairs
             .into_iter()
             .map(|(source, name)| {
                 let record = views::destination_record(c, &source, &name, RECORD_SAMPLE)?;
                 Ok(((source, name), record))
             })
-            .collect::<diesel::QueryResult<HashMap<_, _>>>()
+            .collect::<diesel::QueryResult<Records>>()?;
+        Ok((records, by_destination(gate_views(c, &gated, now)?)))
     })
     .await?;
     let body = html! {
@@ -659,33 +695,7 @@ pub async fn sources(
                     } }
                 }
                 h3 { "Destinations" }
-                @let destinations = settings.destinations.of(name);
-                @if destinations.is_empty() {
-                    p.empty { "None: facts are recorded, not forwarded." }
-                } @else {
-                    table {
-                        thead { tr { th { "Name" } th { "URL" } th { "Events" } th.num { "Recent success" } th { "Last delivered" } th { "Last error" } } }
-                        tbody {
-                            @for destination in destinations {
-                                @let record = records.get(&(name.to_owned(), destination.name.clone())).cloned().unwrap_or_default();
-                                tr {
-                                    td { (destination.name) }
-                                    td.id { (shown_url(&destination.url)) }
-                                    td { @if destination.events.is_filtered() { code { (destination.events) } } @else { (destination.events) } }
-                                    td.num { @match record.success_rate() {
-                                        Some(rate) => { (format!("{rate:.1} %")) " of " (record.delivered + record.dead) }
-                                        None => { "—" }
-                                    } }
-                                    td.time { (record.last_delivered_at.map_or("—".to_owned(), time)) }
-                                    td.error { @match &record.last_error {
-                                        Some((error, at)) => { (error) " (" (time(*at)) ")" }
-                                        None => { "—" }
-                                    } }
-                                }
-                            }
-                        }
-                    }
-                }
+                (destinations_table(name, settings.destinations.of(name), &records, &gates))
             }
         }
     };
@@ -693,6 +703,72 @@ pub async fn sources(
         200,
         layout(Some(&session), "/sources", "Sources", body),
     ))
+}
+
+/// Recent records by (source, destination).
+type Records = HashMap<(String, String), views::DestinationRecord>;
+
+/// A source's destinations: what they receive, their breaker and limits, their record.
+fn destinations_table(
+    source: &str,
+    destinations: &[DestinationSettings],
+    records: &Records,
+    gates: &Gates,
+) -> Markup {
+    html! {
+        @if destinations.is_empty() {
+            p.empty { "None: facts are recorded, not forwarded." }
+        } @else {
+            table.destinations {
+                thead { tr {
+                    th { "Name" } th { "URL" } th { "Events" } th { "Breaker" } th.num { "In flight" } th { "Rate" }
+                    th.num { "Recent success" } th { "Last delivered" } th { "Last error" }
+                } }
+                tbody {
+                    @for destination in destinations {
+                        @let record = records.get(&(source.to_owned(), destination.name.clone())).cloned().unwrap_or_default();
+                        @let gate = gate_of(gates, source, &destination.name);
+                        tr class=[view::breaker_row(gate)] {
+                            td { (destination.name) }
+                            td.id { (shown_url(&destination.url)) }
+                            td { @if destination.events.is_filtered() { code { (destination.events) } } @else { (destination.events) } }
+                            (gate_cells(gate))
+                            td.num { @match record.success_rate() {
+                                Some(rate) => { (format!("{rate:.1} %")) " of " (record.delivered + record.dead) }
+                                None => { "—" }
+                            } }
+                            td.time { (record.last_delivered_at.map_or("—".to_owned(), time)) }
+                            td.error { @match &record.last_error {
+                                Some((error, at)) => { (error) " (" (time(*at)) ")" }
+                                None => { "—" }
+                            } }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The breaker, in flight (of `max_in_flight`) and rate cells of a destination's row.
+fn gate_cells(gate: Option<&GateView>) -> Markup {
+    let Some(gate) = gate else {
+        return html! { td { "—" } td.num { "—" } td { "—" } };
+    };
+    html! {
+        td.breaker { (view::breaker(gate)) }
+        td.num.limit {
+            (gate.in_flight)
+            @match gate.max_in_flight { Some(max) => { " / " (max) } None => { " (no limit)" } }
+        }
+        td.limit {
+            @match (gate.rate, gate.rate_burst) {
+                (Some(rate), Some(burst)) => { (rate) "/s, burst " (burst) }
+                (Some(rate), None) => { (rate) "/s" }
+                _ => { "no limit" }
+            }
+        }
+    }
 }
 
 /// A destination's URL as the console shows it: scheme, host and port only — user info,

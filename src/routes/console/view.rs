@@ -2,6 +2,7 @@
 //! from the network (ids, headers, payloads) goes through maud's escaping.
 
 use super::session::{Session, PATH};
+use crate::delivery::{BreakerState, GateView};
 use actix_web::http::StatusCode;
 use actix_web::HttpResponse;
 use chrono::NaiveDateTime;
@@ -110,6 +111,33 @@ pub fn badge(text: &str) -> Markup {
     html! { span class={ "badge " (tone) } { (text) } }
 }
 
+/// A destination's circuit breaker: its state as a badge, until when an open one holds
+/// deliveries back, and its consecutive failures. An open breaker says "open" as well as
+/// being red.
+pub fn breaker(gate: &GateView) -> Markup {
+    let failures = gate.consecutive_failures;
+    let open = gate.breaker == BreakerState::Open.as_str();
+    html! {
+        @if open {
+            span.badge.bad.open { "open" }
+            @if let Some(until) = gate.open_until { " until " (time(until.naive_utc())) }
+        } @else if gate.breaker == BreakerState::HalfOpen.as_str() {
+            span.badge.calm { "half-open" } " probe due"
+        } @else {
+            span.badge.good { "closed" }
+        }
+        @if failures > 0 {
+            " · " (failures) @if failures == 1 { " failure" } @else { " failures" }
+        }
+    }
+}
+
+/// The class of a table row for a destination whose breaker is open, so it stands out.
+pub fn breaker_row(gate: Option<&GateView>) -> Option<&'static str> {
+    gate.filter(|g| g.breaker == BreakerState::Open.as_str())
+        .map(|_| "breaker-open")
+}
+
 /// A payload or answer body: pretty JSON when it is JSON, the text when it is text, and a
 /// size and hex preview otherwise. Always escaped.
 pub fn payload(bytes: &[u8]) -> Markup {
@@ -186,5 +214,39 @@ mod tests {
         );
         let binary = payload(&[0xff, 0xfe, 0x00]).into_string();
         assert!(binary.contains("3 bytes, not text"));
+    }
+
+    fn gate(breaker: &'static str, failures: i32) -> GateView {
+        GateView {
+            source: "stripe".to_owned(),
+            destination: "app".to_owned(),
+            breaker,
+            consecutive_failures: failures,
+            open_until: chrono::DateTime::from_timestamp(1_800_000_000, 0),
+            opened_at: None,
+            cooldown_ms: 600_000,
+            in_flight: 0,
+            max_in_flight: None,
+            rate: None,
+            rate_burst: None,
+        }
+    }
+
+    #[test]
+    fn an_open_breaker_says_open_until_when_and_stands_out() {
+        let open = breaker(&gate("open", 2)).into_string();
+        assert!(open.contains(r#"class="badge bad open">open<"#), "{open}");
+        assert!(
+            open.contains("until 2027-01-15 08:00:00 UTC · 2 failures"),
+            "{open}"
+        );
+        assert_eq!(breaker_row(Some(&gate("open", 2))), Some("breaker-open"));
+        assert_eq!(
+            breaker(&gate("half_open", 1)).into_string(),
+            r#"<span class="badge calm">half-open</span> probe due · 1 failure"#
+        );
+        assert_eq!(breaker_row(Some(&gate("half_open", 1))), None);
+        let closed = breaker(&gate("closed", 0)).into_string();
+        assert_eq!(closed, r#"<span class="badge good">closed</span>"#);
     }
 }
