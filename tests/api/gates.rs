@@ -19,6 +19,7 @@ on_both_backends!(
     a_failing_destination_opens_stops_receiving_is_probed_and_closes,
     two_instances_share_the_breaker_and_never_pass_max_in_flight,
     a_backlog_drains_at_the_configured_rate,
+    a_held_or_limited_destination_does_not_hold_up_the_others,
 );
 
 const APP_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -330,4 +331,60 @@ async fn a_backlog_drains_at_the_configured_rate(backend: Backend) {
     // 1,000 deliveries: 50 at once, then 50 a second for 19 seconds of the clock.
     assert_eq!(seconds, 19);
     assert_eq!(received(&server).await, 1_000);
+}
+
+/// Three destinations of one source: one paced (`rate = 200`, more than a lease round
+/// takes), one whose breaker opens at its first failure, one without gates. The paced
+/// one's allowance and the open one's backlog take nothing from the free one: each fact
+/// reaches the free and the paced application once.
+async fn a_held_or_limited_destination_does_not_hold_up_the_others(backend: Backend) {
+    let (paced, down, free) = (
+        MockServer::start().await,
+        MockServer::start().await,
+        MockServer::start().await,
+    );
+    answering(&paced, 200).await;
+    answering(&down, 503).await;
+    answering(&free, 200).await;
+    let names = [
+        name("paced-of-three", backend),
+        name("down-of-three", backend),
+        name("free-of-three", backend),
+    ];
+    let tables = [
+        destination(&paced.uri(), &names[0], "rate = 200"),
+        destination(&down.uri(), &names[1], "breaker = { failures = 1 }"),
+        destination(&free.uri(), &names[2], ""),
+    ];
+    let options = TestOptions {
+        destination: Some(tables.join("\n[[sources.destinations]]\n")),
+        clock_stopped: true,
+        ..Default::default()
+    };
+    let app = Arc::new(spawn_app_with(backend, options).await);
+    post_facts(&app, "three_first", 10).await;
+    eventually("the failing destination's breaker to open", || async {
+        breaker(&app, &names[1]).await == "open"
+    })
+    .await;
+    // The first ten were out at once before the first failure came back.
+    eventually("the first ten to be settled", || async {
+        delivered(&app).await >= 20
+    })
+    .await;
+    let let_through = received(&down).await;
+    post_facts(&app, "three_then", 40).await;
+    eventually(
+        "the paced and the free application to get all 50",
+        || async { received(&paced).await == 50 && received(&free).await == 50 },
+    )
+    .await;
+    let_it_poll().await;
+    assert_eq!(received(&free).await, 50, "once each");
+    assert_eq!(received(&paced).await, 50, "once each");
+    assert_eq!(
+        received(&down).await,
+        let_through,
+        "the open breaker let nothing more through"
+    );
 }
