@@ -136,11 +136,18 @@ drain() {
   "$bin" deliver --once --config "$cfg" >"$work/deliver-$1-$2.log" 2>&1
   seconds=$(python3 -c "import sys,time; print(time.time() - float(sys.argv[1]))" "$started")
   delivered=$(sql "$1" "$url" "SELECT count(*) FROM deliveries WHERE status = 'delivered'")
+  if [ "$delivered" = 0 ]; then
+    tail -5 "$work/deliver-$1-$2.log" >&2; echo "nothing was delivered ($1, $2)" >&2; exit 1
+  fi
   python3 -c "import sys; d, s = int(sys.argv[1]), float(sys.argv[2]); print(f'{d} {s:.2f} {d / s:.0f}')" "$delivered" "$seconds"
 }
 
-"$bin" bench --sink "127.0.0.1:$((PORT_BASE + 10))" --sink-delay "$SINK_DELAY" >/dev/null 2>&1 &
+sink_cfg=$(config sink "sqlite://$work/sink.db" false "")
+INLET_LOG=warn "$bin" bench --config "$sink_cfg" --sink "127.0.0.1:$((PORT_BASE + 10))" \
+  --sink-delay "$SINK_DELAY" >"$work/sink.log" 2>&1 &
 sink=$!
+for _ in $(seq 50); do curl -sf "http://127.0.0.1:$((PORT_BASE + 10))/count" >/dev/null && break; sleep 0.1; done
+curl -sf "http://127.0.0.1:$((PORT_BASE + 10))/count" >/dev/null || { cat "$work/sink.log"; echo "the sink did not start"; exit 1; }
 echo "== machine: $(nproc) cores; sink delay $SINK_DELAY; fill $FILL at c64"
 for backend in $BACKENDS; do
   case $backend in
