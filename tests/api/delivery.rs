@@ -2,7 +2,8 @@
 //! the application.
 
 use crate::helpers::{
-    eventually, requests_per_key, spawn_app_with, stripe_event, Backend, TestApp, TestOptions,
+    eventually, requests_per_key, serve_application, spawn_app_with, stripe_event, Backend,
+    TestApp, TestOptions,
 };
 use crate::on_both_backends;
 use chrono::{DateTime, NaiveDateTime, SubsecRound, Utc};
@@ -722,24 +723,12 @@ struct Crowd {
 
 impl CrowdedApp {
     async fn start() -> Self {
-        use actix_web::{web, App, HttpServer};
         let seen = Arc::new(Mutex::new(Seen::default()));
-        let crowd = web::Data::new(Crowd {
+        let crowd = actix_web::web::Data::new(Crowd {
             seen: seen.clone(),
             full: tokio::sync::watch::channel(false).0,
         });
-        let server = HttpServer::new(move || {
-            App::new()
-                .app_data(crowd.clone())
-                .default_service(web::to(hold_until_crowded))
-        })
-        .workers(1)
-        .bind(("127.0.0.1", 0))
-        .expect("bind the application");
-        let url = format!("http://{}", server.addrs()[0]);
-        let server = server.run();
-        let handle = server.handle();
-        tokio::spawn(server);
+        let (url, handle) = serve_application(crowd, hold_until_crowded);
         Self {
             url,
             seen,

@@ -3,7 +3,8 @@
 //! moves it, so retries and cool-downs come due only when the test says so.
 
 use crate::helpers::{
-    eventually, gate, spawn_app_with, stripe_event, Backend, TestApp, TestOptions,
+    eventually, gate, serve_application, spawn_app_with, stripe_event, Backend, TestApp,
+    TestOptions,
 };
 use crate::on_both_backends;
 use diesel::prelude::*;
@@ -188,22 +189,10 @@ struct Seen {
 
 impl SlowApp {
     async fn start() -> Self {
-        use actix_web::{web, App, HttpServer};
         let state = Arc::new(Slow::default());
         state.status.store(200, Ordering::SeqCst);
-        let data = web::Data::from(state.clone());
-        let server = HttpServer::new(move || {
-            App::new()
-                .app_data(data.clone())
-                .default_service(web::to(answer_slowly))
-        })
-        .workers(2)
-        .bind(("127.0.0.1", 0))
-        .expect("bind the application");
-        let url = format!("http://{}", server.addrs()[0]);
-        let server = server.run();
-        let handle = server.handle();
-        tokio::spawn(server);
+        let data = actix_web::web::Data::from(state.clone());
+        let (url, handle) = serve_application(data, answer_slowly);
         Self {
             url,
             state,

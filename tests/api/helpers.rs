@@ -1040,3 +1040,31 @@ pub async fn application_answering(status: u16) -> wiremock::MockServer {
         .await;
     server
 }
+
+/// Serves `handler` for every request on a port of its own, with `data` (a stand-in for
+/// the user's application that a test watches): its URL and its server's handle.
+pub fn serve_application<T, F, Args>(
+    data: actix_web::web::Data<T>,
+    handler: F,
+) -> (String, ServerHandle)
+where
+    T: Send + Sync + 'static,
+    F: actix_web::Handler<Args> + Clone + Send + 'static,
+    Args: actix_web::FromRequest + 'static,
+    F::Output: actix_web::Responder + 'static,
+{
+    use actix_web::{web, App, HttpServer};
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(data.clone())
+            .default_service(web::to(handler.clone()))
+    })
+    .workers(2)
+    .bind(("127.0.0.1", 0))
+    .expect("bind the application");
+    let url = format!("http://{}", server.addrs()[0]);
+    let server = server.run();
+    let handle = server.handle();
+    tokio::spawn(server);
+    (url, handle)
+}

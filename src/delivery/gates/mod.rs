@@ -104,6 +104,15 @@ impl GateSettings {
         })
     }
 
+    /// Where `gate`'s breaker stands at `now` (closed while the breaker is turned off,
+    /// whatever the row says).
+    pub fn breaker_of(&self, gate: &Gate, now: DateTime<Utc>) -> BreakerState {
+        match self.breaker.failures {
+            0 => BreakerState::Closed,
+            _ => gate.breaker(now),
+        }
+    }
+
     /// Whether the gate may hold deliveries back at all.
     pub fn any(&self) -> bool {
         self.breaker.failures > 0 || self.limits()
@@ -357,12 +366,10 @@ pub fn allowance(
 ) -> Allowance {
     let free = |limit: i64| u32::try_from((limit - in_flight).max(0)).unwrap_or(u32::MAX);
     let mut allowed = Allowance::Any;
-    if settings.breaker.failures > 0 {
-        match gate.breaker(now) {
-            BreakerState::Open => return Allowance::UpTo(0),
-            BreakerState::HalfOpen => allowed = allowed.min(free(1)),
-            BreakerState::Closed => {}
-        }
+    match settings.breaker_of(gate, now) {
+        BreakerState::Open => return Allowance::UpTo(0),
+        BreakerState::HalfOpen => allowed = allowed.min(free(1)),
+        BreakerState::Closed => {}
     }
     if let Some(max) = settings.max_in_flight {
         allowed = allowed.min(free(i64::from(max)));
@@ -376,7 +383,7 @@ pub fn allowance(
 
 /// How long until `gate` may let something through again, when it holds everything now.
 pub fn ready_in(gate: &Gate, settings: &GateSettings, now: DateTime<Utc>) -> Option<Duration> {
-    if settings.breaker.failures > 0 && gate.breaker(now) == BreakerState::Open {
+    if settings.breaker_of(gate, now) == BreakerState::Open {
         let until = gate.open_until?.and_utc();
         return (until - now).to_std().ok();
     }

@@ -69,6 +69,12 @@ impl GateRow {
     }
 }
 
+/// `key`'s gate in `rows`, or a fresh one when it has no row yet.
+fn gate_in(rows: &HashMap<Key, GateRow>, key: &Key) -> Gate {
+    rows.get(key)
+        .map_or_else(|| GateRow::fresh(key).gate(), GateRow::gate)
+}
+
 /// Every gate row, inserting those of `keys` that are missing.
 fn load_all(conn: &mut DbConnection, keys: &[&Key]) -> QueryResult<HashMap<Key, GateRow>> {
     let mut rows = read_all(conn)?;
@@ -236,13 +242,8 @@ fn classify(
     let keys: Vec<&Key> = gates.iter().map(|(key, _)| key).collect();
     let rows = load_all(conn, &keys)?;
     for (key, settings) in gates {
-        let gate = rows
-            .get(key)
-            .map_or_else(|| GateRow::fresh(key).gate(), GateRow::gate);
-        let breaker = match settings.breaker.failures {
-            0 => BreakerState::Closed,
-            _ => gate.breaker(now),
-        };
+        let gate = gate_in(&rows, key);
+        let breaker = settings.breaker_of(&gate, now);
         round.breakers.push((key.clone(), breaker));
         round.ready_in = earliest(round.ready_in, ready_in(&gate, settings, now));
         match breaker {
@@ -289,7 +290,7 @@ fn lease_limited(
         if leased.is_empty() {
             return Ok(leased);
         }
-        if settings.breaker.failures > 0 && gate.breaker(now) == BreakerState::HalfOpen {
+        if settings.breaker_of(&gate, now) == BreakerState::HalfOpen {
             round.probes.push(key.clone());
         }
         if let Some(rate) = &settings.rate {
@@ -409,13 +410,8 @@ pub fn gate_views(
     Ok(gated
         .iter()
         .map(|(key, settings)| {
-            let gate = rows
-                .get(key)
-                .map_or_else(|| GateRow::fresh(key).gate(), GateRow::gate);
-            let breaker = match settings.breaker.failures {
-                0 => BreakerState::Closed,
-                _ => gate.breaker(now),
-            };
+            let gate = gate_in(&rows, key);
+            let breaker = settings.breaker_of(&gate, now);
             GateView {
                 source: key.0.clone(),
                 destination: key.1.clone(),
