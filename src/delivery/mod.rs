@@ -199,6 +199,9 @@ pub struct Dispatcher {
     random: Mutex<fastrand::Rng>,
     /// Rows leased and not yet settled, so that shutdown can give them back.
     in_flight: Mutex<HashMap<i64, Fence>>,
+    /// Destinations the last lease round found calm (breaker closed, no failure counted):
+    /// their answers are not recorded, so a healthy destination's settlements read no gate.
+    calm: Mutex<std::collections::HashSet<(String, String)>>,
     /// Lease rounds so far: which destination goes first when they are leased one by one.
     turns: std::sync::atomic::AtomicUsize,
     settler: Arc<Settler>,
@@ -271,6 +274,7 @@ impl Dispatcher {
             random: Mutex::new(fastrand::Rng::new()),
             in_flight: Mutex::new(HashMap::new()),
             turns: Default::default(),
+            calm: Mutex::default(),
         })
     }
 
@@ -356,6 +360,7 @@ impl Dispatcher {
             })
             .await?;
         report_gates(&round);
+        *lock(&self.calm) = round.calm;
         let mut in_flight = lock(&self.in_flight);
         for row in &round.leased {
             in_flight.insert(row.id, row.fence());
@@ -404,6 +409,9 @@ impl Dispatcher {
                 let breaker = destination.settings.gate.breaker;
                 let observed = health_of(&result)
                     .filter(|_| breaker.failures > 0)
+                    .filter(|health| {
+                        !(*health == Health::Answered && lock(&self.calm).contains(&key))
+                    })
                     .map(|health| Observation {
                         key: key.clone(),
                         breaker,

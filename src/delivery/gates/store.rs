@@ -163,6 +163,9 @@ pub struct Round {
     pub leased: Vec<Leased>,
     /// Each gated destination's breaker as the round found it.
     pub breakers: Vec<(Key, BreakerState)>,
+    /// Destinations whose breaker was closed with no failure counted: an answer from
+    /// them changes nothing, so it need not be recorded.
+    pub calm: HashSet<Key>,
     /// Destinations whose probe this round leased.
     pub probes: Vec<Key>,
     /// Limited destinations' deliveries in flight across every instance.
@@ -245,6 +248,9 @@ fn classify(
         let gate = gate_in(&rows, key);
         let breaker = settings.breaker_of(&gate, now);
         round.breakers.push((key.clone(), breaker));
+        if gate.failures == 0 && gate.open_until.is_none() {
+            round.calm.insert(key.clone());
+        }
         round.ready_in = earliest(round.ready_in, ready_in(&gate, settings, now));
         match breaker {
             BreakerState::Open => held.insert(key.clone()),
