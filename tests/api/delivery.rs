@@ -2,7 +2,7 @@
 //! the application.
 
 use crate::helpers::{
-    eventually, requests_per_key, serve_application, spawn_app_with, stripe_event, Backend,
+    eventually, requests_per_key, serve_application, spawn_app_with, stripe_event, Backend, Seen,
     TestApp, TestOptions,
 };
 use crate::on_both_backends;
@@ -10,7 +10,6 @@ use chrono::{DateTime, NaiveDateTime, SubsecRound, Utc};
 use diesel::prelude::*;
 use inlet::db::schema::deliveries;
 use inlet::delivery::{client_for, lease_due, settle_all, Dispatcher, Settled, Settlement};
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use wiremock::matchers::{method, path};
@@ -708,14 +707,6 @@ struct CrowdedApp {
     _server: actix_web::dev::ServerHandle,
 }
 
-#[derive(Debug, Default, Clone)]
-struct Seen {
-    in_flight: usize,
-    most_in_flight: usize,
-    /// Idempotency-Key → deliveries received under it.
-    per_key: HashMap<String, usize>,
-}
-
 struct Crowd {
     seen: Arc<Mutex<Seen>>,
     full: tokio::sync::watch::Sender<bool>,
@@ -745,18 +736,9 @@ async fn hold_until_crowded(
     request: actix_web::HttpRequest,
     crowd: actix_web::web::Data<Crowd>,
 ) -> actix_web::HttpResponse {
-    let key = request
-        .headers()
-        .get("idempotency-key")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
     {
         let mut seen = crowd.seen.lock().expect("seen");
-        *seen.per_key.entry(key).or_default() += 1;
-        seen.in_flight += 1;
-        seen.most_in_flight = seen.most_in_flight.max(seen.in_flight);
-        if seen.in_flight >= CROWD {
+        if seen.arrive(&request) >= CROWD {
             crowd.full.send_replace(true);
         }
     }

@@ -3,7 +3,7 @@
 //! moves it, so retries and cool-downs come due only when the test says so.
 
 use crate::helpers::{
-    eventually, gate, serve_application, spawn_app_with, stripe_event, Backend, TestApp,
+    eventually, gate, serve_application, spawn_app_with, stripe_event, Backend, Seen, TestApp,
     TestOptions,
 };
 use crate::on_both_backends;
@@ -180,13 +180,6 @@ struct Slow {
     seen: Mutex<Seen>,
 }
 
-#[derive(Debug, Default, Clone)]
-struct Seen {
-    in_flight: usize,
-    most_in_flight: usize,
-    per_key: HashMap<String, usize>,
-}
-
 impl SlowApp {
     async fn start() -> Self {
         let state = Arc::new(Slow::default());
@@ -213,18 +206,7 @@ async fn answer_slowly(
     request: actix_web::HttpRequest,
     state: actix_web::web::Data<Slow>,
 ) -> actix_web::HttpResponse {
-    let key = request
-        .headers()
-        .get("idempotency-key")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
-    {
-        let mut seen = state.seen.lock().expect("seen");
-        *seen.per_key.entry(key).or_default() += 1;
-        seen.in_flight += 1;
-        seen.most_in_flight = seen.most_in_flight.max(seen.in_flight);
-    }
+    state.seen.lock().expect("seen").arrive(&request);
     tokio::time::sleep(Duration::from_millis(100)).await;
     state.seen.lock().expect("seen").in_flight -= 1;
     let status = state.status.load(Ordering::SeqCst);

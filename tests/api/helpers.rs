@@ -1068,3 +1068,28 @@ where
     tokio::spawn(server);
     (url, handle)
 }
+
+/// What a watching application saw: deliveries out at once, and per Idempotency-Key.
+#[derive(Debug, Default, Clone)]
+pub struct Seen {
+    pub in_flight: usize,
+    pub most_in_flight: usize,
+    /// Idempotency-Key → deliveries received under it.
+    pub per_key: std::collections::HashMap<String, usize>,
+}
+
+impl Seen {
+    /// A delivery arrives: counted under its key and as in flight; how many are out now.
+    pub fn arrive(&mut self, request: &actix_web::HttpRequest) -> usize {
+        let key = request
+            .headers()
+            .get("idempotency-key")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        *self.per_key.entry(key).or_default() += 1;
+        self.in_flight += 1;
+        self.most_in_flight = self.most_in_flight.max(self.in_flight);
+        self.in_flight
+    }
+}
