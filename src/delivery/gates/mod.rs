@@ -204,8 +204,9 @@ impl BreakerState {
     }
 }
 
-/// One destination's row of `destination_gates`, as the decisions see it.
-#[derive(Debug, Clone, PartialEq)]
+/// One destination's row of `destination_gates`, as the decisions see it (the default: a
+/// closed breaker, no failure, a full bucket).
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Gate {
     /// Consecutive transient failures.
     pub failures: i32,

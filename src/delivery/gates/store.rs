@@ -30,10 +30,10 @@ struct GateRow {
 }
 
 impl GateRow {
-    fn fresh((source, destination): &Key) -> Self {
+    fn fresh(key: &Key) -> Self {
         Self {
-            source: source.clone(),
-            destination: destination.clone(),
+            source: key.0.clone(),
+            destination: key.1.clone(),
             failures: 0,
             open_until: None,
             cooldown_ms: 0,
@@ -71,8 +71,7 @@ impl GateRow {
 
 /// `key`'s gate in `rows`, or a fresh one when it has no row yet.
 fn gate_in(rows: &HashMap<Key, GateRow>, key: &Key) -> Gate {
-    rows.get(key)
-        .map_or_else(|| GateRow::fresh(key).gate(), GateRow::gate)
+    rows.get(key).map_or_else(Gate::default, GateRow::gate)
 }
 
 /// Every gate row, inserting those of `keys` that are missing.
@@ -137,24 +136,6 @@ fn save(conn: &mut DbConnection, row: &GateRow) -> QueryResult<()> {
         .set(row)
         .execute(conn)?;
     Ok(())
-}
-
-/// Each destination's deliveries leased and not yet settled, across every instance.
-fn in_flight(conn: &mut DbConnection, now: NaiveDateTime) -> QueryResult<HashMap<Key, i64>> {
-    let counts: Vec<(String, String, i64)> = deliveries::table
-        .filter(deliveries::status.eq(IN_PROGRESS))
-        .filter(deliveries::locked_until.gt(now))
-        .group_by((deliveries::source, deliveries::destination))
-        .select((
-            deliveries::source,
-            deliveries::destination,
-            diesel::dsl::count_star(),
-        ))
-        .load(conn)?;
-    Ok(counts
-        .into_iter()
-        .map(|(source, destination, n)| ((source, destination), n))
-        .collect())
 }
 
 /// What one lease round took and saw.
@@ -412,25 +393,24 @@ pub fn gate_views(
     now: DateTime<Utc>,
 ) -> QueryResult<Vec<GateView>> {
     let rows = read_all(conn)?;
-    let flights = in_flight(conn, now.naive_utc())?;
-    Ok(gated
-        .iter()
-        .map(|(key, settings)| {
-            let gate = gate_in(&rows, key);
-            let breaker = settings.breaker_of(&gate, now);
-            GateView {
-                source: key.0.clone(),
-                destination: key.1.clone(),
-                breaker: breaker.as_str(),
-                consecutive_failures: gate.failures,
-                open_until: gate.open_until.map(|t| t.and_utc()),
-                opened_at: gate.opened_at.map(|t| t.and_utc()),
-                cooldown_ms: gate.cooldown_ms,
-                in_flight: flights.get(key).copied().unwrap_or(0),
-                max_in_flight: settings.max_in_flight,
-                rate: settings.rate.map(|r| r.per_second),
-                rate_burst: settings.rate.map(|r| r.burst),
-            }
-        })
-        .collect())
+    let mut views = Vec::with_capacity(gated.len());
+    for (key, settings) in gated {
+        let gate = gate_in(&rows, key);
+        let breaker = settings.breaker_of(&gate, now);
+        let in_flight = in_flight_of(conn, key, now.naive_utc())?;
+        views.push(GateView {
+            source: key.0.clone(),
+            destination: key.1.clone(),
+            breaker: breaker.as_str(),
+            consecutive_failures: gate.failures,
+            open_until: gate.open_until.map(|t| t.and_utc()),
+            opened_at: gate.opened_at.map(|t| t.and_utc()),
+            cooldown_ms: gate.cooldown_ms,
+            in_flight,
+            max_in_flight: settings.max_in_flight,
+            rate: settings.rate.map(|r| r.per_second),
+            rate_burst: settings.rate.map(|r| r.burst),
+        });
+    }
+    Ok(views)
 }

@@ -13,14 +13,7 @@ fn breaker(failures: u32) -> BreakerSettings {
 }
 
 fn closed() -> Gate {
-    Gate {
-        failures: 0,
-        open_until: None,
-        cooldown_ms: 0,
-        opened_at: None,
-        tokens: 0.0,
-        tokens_at: None,
-    }
+    Gate::default()
 }
 
 fn settings(breaker_failures: u32) -> GateSettings {
