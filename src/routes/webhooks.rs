@@ -138,7 +138,8 @@ async fn ingest(
     metrics::histogram!("inlet_ingest_duration_seconds", "source" => source.name.as_str().to_owned())
         .record(seen.elapsed().as_secs_f64());
     let (outcome, answer) = verdict?;
-    if outcome == Outcome::Accepted && !routed {
+    let has_destinations = !settings.destinations.of(source.name.as_str()).is_empty();
+    if outcome == Outcome::Accepted && !routed && has_destinations {
         metrics::counter!("inlet_unrouted_facts_total", "source" => source.name.as_str().to_owned())
             .increment(1);
     }

@@ -1093,3 +1093,11 @@ impl Seen {
         self.in_flight
     }
 }
+
+/// The value of one exposed series (`name{labels}` as Prometheus prints it), 0 when absent.
+pub async fn metric(app: &TestApp, series: &str) -> f64 {
+    let text = app.get("/metrics").await.text();
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}

@@ -3,9 +3,9 @@
 //! refused reload changes nothing and says which key is to blame.
 
 use crate::helpers::{
-    application_answering, eventually, spawn_app_with, spawn_database_holder, start_process,
-    stripe_event, stripe_signature, Backend, TestApp, TestOptions, STRIPE_OLD_SECRET,
-    STRIPE_SECRET,
+    application_answering, eventually, metric, spawn_app_with, spawn_database_holder,
+    start_process, stripe_event, stripe_signature, Backend, TestApp, TestOptions,
+    STRIPE_OLD_SECRET, STRIPE_SECRET,
 };
 use crate::on_both_backends;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -65,13 +65,6 @@ async fn post_signed_stripe(app: &TestApp, id: &str, secret: &str) -> u16 {
 }
 
 /// The value of one sample line of `/metrics` (`name{labels}`), 0 when absent.
-async fn metric(app: &TestApp, series: &str) -> f64 {
-    let text = app.get("/metrics").await.text();
-    text.lines()
-        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
-        .unwrap_or(0.0)
-}
-
 /// What the senders share: the secret to sign with (and its generation), each sender's
 /// generation of its latest request, and every answer.
 #[derive(Default)]

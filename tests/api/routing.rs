@@ -3,7 +3,8 @@
 //! the outbox holds exactly those rows.
 
 use crate::helpers::{
-    application_answering, eventually, spawn_app_with, stripe_event, Backend, TestApp, TestOptions,
+    application_answering, eventually, metric, spawn_app_with, stripe_event, Backend, TestApp,
+    TestOptions,
 };
 use crate::on_both_backends;
 use diesel::prelude::*;
@@ -223,11 +224,14 @@ async fn an_event_no_filter_takes_is_recorded_and_delivered_nowhere(backend: Bac
         ],
     )
     .await;
+    let unrouted = "inlet_unrouted_facts_total{source=\"stripe\"}";
+    let before = metric(&app, unrouted).await;
     accepted(
         &app,
         &stripe_event("evt_nobody", "charge.refunded", "ch_nobody"),
     )
     .await;
+    assert!(metric(&app, unrouted).await > before, "counted as unrouted");
     assert_eq!(app.count_facts().await, 1, "the fact is recorded");
     assert_eq!(app.count_deliveries().await, 0, "and goes nowhere");
 
