@@ -8,8 +8,6 @@ pub const DEFAULT_NATS_SUBJECT: &str = "inlet.{source}.{event_type}";
 pub const DEFAULT_AMQP_EXCHANGE: &str = "amq.topic";
 /// The RabbitMQ routing key when none is configured.
 pub const DEFAULT_AMQP_ROUTING_KEY: &str = "inlet.{source}.{event_type}";
-/// The token used for a fact without an event type.
-const NO_EVENT_TYPE: &str = "none";
 /// AMQP limits routing keys to a short string.
 const MAX_ROUTING_KEY_BYTES: usize = 255;
 
@@ -99,84 +97,121 @@ impl DestinationKind {
 }
 
 /// A subject or routing key with `{source}` and `{event_type}` placeholders.
+///
+/// What a sender controls (the event type) must never choose where on the broker a
+/// message lands beyond the one token it fills: a template starts with a fixed token of
+/// the configuration, and every value is encoded into exactly one token that can be
+/// neither a wildcard nor a system (`$…`) token ([`encode_token`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Template(String);
 
+/// The token of a fact without an event type: no encoded value is `~` alone (a `~` in a
+/// value is encoded).
+pub const NO_EVENT_TYPE_TOKEN: &str = "~";
+
+/// The placeholders a template may hold.
+const PLACEHOLDERS: [&str; 2] = ["{source}", "{event_type}"];
+
 impl Template {
     /// A NATS subject template: it must render to a subject JetStream accepts for a
-    /// publish (dot-separated non-empty tokens, no spaces, no wildcards).
+    /// publish (dot-separated non-empty tokens, no spaces, no wildcards), outside the
+    /// system subjects.
     pub fn subject(text: &str) -> Result<Self, String> {
-        let template = Self::parse(text)?;
-        let sample = template.render("source", Some("event.type"));
-        if !is_publish_subject(&sample) {
-            return Err(format!(
-                "'{text}' is not a NATS subject to publish on: dot-separated non-empty \
-                 tokens without spaces or wildcards (* >)"
-            ));
-        }
-        Ok(template)
+        Self::parse(text, "NATS subject")
     }
 
-    /// An AMQP routing key template (at most 255 bytes once rendered).
+    /// An AMQP routing key template (at most 255 bytes once rendered, with the same
+    /// rules for its tokens as a subject).
     pub fn routing_key(text: &str) -> Result<Self, String> {
-        let template = Self::parse(text)?;
+        let template = Self::parse(text, "routing key")?;
         if template.render("", None).len() > MAX_ROUTING_KEY_BYTES {
             return Err("must be at most 255 bytes".to_owned());
         }
         Ok(template)
     }
 
-    /// Refuses unknown placeholders and stray braces.
-    fn parse(text: &str) -> Result<Self, String> {
-        let bare = text.replace("{source}", "").replace("{event_type}", "");
+    /// Refuses unknown placeholders and stray braces, and any fixed part a sender could
+    /// use to leave the template's namespace: the first token must be fixed by the
+    /// configuration (text and `{source}`, never `{event_type}`), and no fixed token may
+    /// be empty, a wildcard, hold a space or start with `$` (NATS' system subjects:
+    /// `$JS.API…`, `$SYS…`), nor may the subject start with `_INBOX` (request replies).
+    fn parse(text: &str, what: &str) -> Result<Self, String> {
+        if text.is_empty() {
+            return Err("must not be empty".to_owned());
+        }
+        let bare = PLACEHOLDERS
+            .iter()
+            .fold(text.to_owned(), |t, p| t.replace(p, ""));
         if bare.contains(['{', '}']) {
             return Err(format!(
                 "'{text}': the only placeholders are {{source}} and {{event_type}}"
             ));
         }
-        if text.is_empty() {
-            return Err("must not be empty".to_owned());
+        let first = text.split('.').next().unwrap_or_default();
+        if first.contains("{event_type}") {
+            return Err(format!(
+                "'{text}' must start with a fixed {what} token (such as 'inlet.'), not one \
+                 the event chooses: {{event_type}} may only fill a later token"
+            ));
         }
-        Ok(Self(text.to_owned()))
+        if first.starts_with('$') || first == "_INBOX" {
+            return Err(format!(
+                "'{text}' names a system {what} ('$…' or '_INBOX'): publish under a \
+                 prefix of your own"
+            ));
+        }
+        let template = Self(text.to_owned());
+        if !is_publish_subject(&template.render("source", Some("type"))) {
+            return Err(format!(
+                "'{text}' is not a {what} to publish on: dot-separated non-empty tokens \
+                 without spaces, wildcards (* > #) or a leading '$'"
+            ));
+        }
+        Ok(template)
     }
 
-    /// The subject or key of one fact. Values are made safe for a subject: spaces,
-    /// wildcards and control characters become `_`, and an empty token `_` (event types
-    /// keep their dots, so `payment_intent.succeeded` stays two tokens to filter on).
+    /// The subject or key of one fact: each placeholder becomes one token's worth of
+    /// [`encode_token`]; a fact without a type is [`NO_EVENT_TYPE_TOKEN`].
     pub fn render(&self, source: &str, event_type: Option<&str>) -> String {
-        self.0.replace("{source}", &token_safe(source)).replace(
-            "{event_type}",
-            &token_safe(event_type.unwrap_or(NO_EVENT_TYPE)),
-        )
+        let event_type = event_type.map_or_else(|| NO_EVENT_TYPE_TOKEN.to_owned(), encode_token);
+        self.0
+            .replace("{source}", &encode_token(source))
+            .replace("{event_type}", &event_type)
     }
 }
 
-fn token_safe(value: &str) -> String {
-    let cleaned: String = value
-        .chars()
-        .map(|c| {
-            if c.is_whitespace() || c.is_control() || c == '*' || c == '>' {
-                '_'
-            } else {
-                c
-            }
-        })
-        .collect();
-    cleaned
-        .split('.')
-        .map(|token| if token.is_empty() { "_" } else { token })
-        .collect::<Vec<_>>()
-        .join(".")
+/// A value as part of one subject or routing-key token, injectively: ASCII letters,
+/// digits, `-` and `_` stay; every other byte of its UTF-8 — `.`, `*`, `>`, `#`, `$`,
+/// `%`, `~`, spaces, control characters, non-ASCII — becomes `%XX` (upper-case hex). So
+/// a value adds no token, no wildcard and no `$`-prefixed token, and two values never
+/// share an encoding (`a.*` is `a%2E%2A`, `a.>` is `a%2E%3E`). An empty value (none
+/// reaches here: types are non-empty) would be `%`, which no other value encodes to.
+pub fn encode_token(value: &str) -> String {
+    if value.is_empty() {
+        return "%".to_owned();
+    }
+    let mut token = String::with_capacity(value.len());
+    for byte in value.bytes() {
+        if byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_' {
+            token.push(char::from(byte));
+        } else {
+            token.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    token
 }
 
-/// Whether JetStream accepts `subject` for a publish.
+/// Whether a broker accepts `subject` for a publish, and it is outside what a sender
+/// must never reach: non-empty dot-separated tokens, none with a space, a control
+/// character or a wildcard (`*`, `>`, `#`), none starting with `$`.
 pub fn is_publish_subject(subject: &str) -> bool {
     !subject.is_empty()
         && subject.split('.').all(|token| {
             !token.is_empty()
-                && !token
-                    .chars()
-                    .any(|c| c.is_whitespace() || c.is_control() || c == '*' || c == '>')
+                && !token.starts_with('$')
+                && !token.chars().any(|c| {
+                    c.is_whitespace() || c.is_control() || c == '*' || c == '>' || c == '#'
+                })
         })
 }
 
@@ -193,9 +228,32 @@ mod tests {
         };
         assert_eq!(
             subject.render("stripe", Some("invoice.paid")),
-            "inlet.stripe.invoice.paid"
+            "inlet.stripe.invoice%2Epaid"
         );
-        assert_eq!(subject.render("github", None), "inlet.github.none");
+        assert_eq!(subject.render("github", None), "inlet.github.~");
+        assert_eq!(subject.render("github", Some("none")), "inlet.github.none");
+        assert_eq!(
+            subject.render("shopify", Some("orders/create")),
+            "inlet.shopify.orders%2Fcreate"
+        );
+    }
+
+    #[test]
+    fn event_types_never_reach_a_system_subject_or_another_token() {
+        let subject = Template::subject(DEFAULT_NATS_SUBJECT).expect("valid");
+        let rendered = subject.render("stripe", Some("$JS.API.STREAM.PURGE.orders"));
+        assert_eq!(
+            rendered,
+            "inlet.stripe.%24JS%2EAPI%2ESTREAM%2EPURGE%2Eorders"
+        );
+        assert_eq!(rendered.split('.').count(), 3);
+        // Wildcards land on distinct subjects, neither of them a wildcard.
+        let star = subject.render("a", Some("a.*"));
+        let chevron = subject.render("a", Some("a.>"));
+        assert_ne!(star, chevron);
+        assert!(is_publish_subject(&star) && is_publish_subject(&chevron));
+        let key = Template::routing_key(DEFAULT_AMQP_ROUTING_KEY).expect("valid");
+        assert_eq!(key.render("s", Some("#")), "inlet.s.%23");
     }
 
     #[test]
@@ -217,7 +275,24 @@ mod tests {
         assert!(Template::subject("inlet..{source}").is_err());
         assert!(Template::subject("").is_err());
         assert!(Template::routing_key(&"k".repeat(256)).is_err());
-        assert!(Template::routing_key("{source}#{event_type}").is_ok());
+        assert!(Template::routing_key("{source}.x.{event_type}").is_ok());
+        assert!(Template::routing_key("inlet.#.{event_type}").is_err());
+        // The leading token is the configuration's, never the event's.
+        for text in [
+            "{event_type}",
+            "{event_type}.inlet",
+            "x{event_type}.inlet",
+            "$JS.API.{event_type}",
+            "$SYS.{source}",
+            "_INBOX.{source}.{event_type}",
+            "inlet.$JS.{event_type}",
+            ".inlet.{event_type}",
+        ] {
+            assert!(Template::subject(text).is_err(), "{text}");
+            assert!(Template::routing_key(text).is_err(), "{text}");
+        }
+        assert!(Template::subject("{source}.events.{event_type}").is_ok());
+        assert!(Template::subject("inlet.v1-{event_type}").is_ok());
     }
 
     proptest! {
@@ -226,6 +301,23 @@ mod tests {
             let template = Template::subject(DEFAULT_NATS_SUBJECT).expect("valid");
             let subject = template.render(&source, kind.as_deref());
             prop_assert!(is_publish_subject(&subject), "{subject:?}");
+            prop_assert_eq!(subject.split('.').count(), 3, "{}", subject);
+        }
+
+        #[test]
+        fn the_encoding_is_injective(a in proptest::option::of(".{0,12}"), b in proptest::option::of(".{0,12}")) {
+            let template = Template::subject(DEFAULT_NATS_SUBJECT).expect("valid");
+            let (x, y) = (template.render("s", a.as_deref()), template.render("s", b.as_deref()));
+            prop_assert_eq!(x == y, a == b, "{:?} {:?} → {} {}", a, b, x, y);
+        }
+
+        #[test]
+        fn similar_types_never_share_a_subject(stem in "[a-z.*>#$% ~]{0,6}", tail in "[.*>#$% ~_-]") {
+            let template = Template::subject(DEFAULT_NATS_SUBJECT).expect("valid");
+            let a = format!("{stem}{tail}");
+            let b = format!("{stem}_");
+            prop_assume!(a != b);
+            prop_assert_ne!(template.render("s", Some(&a)), template.render("s", Some(&b)));
         }
     }
 }

@@ -5,8 +5,8 @@
 //! cuts RabbitMQ through a TCP proxy it controls.
 
 use crate::helpers::{
-    eventually, spawn_app_with, stripe_event, unique_name, Backend, TestApp, TestOptions,
-    ToggleProxy,
+    bus_token, eventually, spawn_app_with, stripe_event, unique_name, Backend, TestApp,
+    TestOptions, ToggleProxy,
 };
 use crate::on_both_backends;
 use async_nats::jetstream::{self, stream};
@@ -26,6 +26,7 @@ on_both_backends!(
     a_broker_outage_fails_attempts_then_delivers_everything,
     a_republish_after_a_lost_settlement_is_dropped_by_jetstream_and_keeps_its_message_id,
     an_unreachable_broker_degrades_its_destination_not_the_service,
+    event_types_fill_one_token_under_the_configured_prefix,
 );
 
 const NATS_URL: &str = "nats://127.0.0.1:4222";
@@ -237,7 +238,7 @@ async fn facts_are_published_with_inlet_headers_and_the_delivery_key(backend: Ba
     let message = &published[0];
     assert_eq!(
         message.subject.as_str(),
-        format!("{}.stripe.customer.created", bus.prefix)
+        format!("{}.stripe.customer%2Ecreated", bus.prefix)
     );
     assert_eq!(message.payload.as_ref(), body.as_slice());
     for (name, value) in [
@@ -260,7 +261,7 @@ async fn facts_are_published_with_inlet_headers_and_the_delivery_key(backend: Ba
     assert_eq!(message.delivery.data, body);
     assert_eq!(
         message.delivery.routing_key.as_str(),
-        format!("{}.stripe.customer.created", bus.prefix)
+        format!("{}.stripe.customer%2Ecreated", bus.prefix)
     );
     assert_eq!(
         rabbit_message_id(message).as_deref(),
@@ -284,6 +285,104 @@ async fn facts_are_published_with_inlet_headers_and_the_delivery_key(backend: Ba
     // A duplicate webhook is no new fact: nothing more is published.
     app.post_stripe(&body).await.assert_status(200);
     assert_eq!(rows(&app).await.len(), 2);
+    bus.remove().await;
+}
+
+/// Types a sender chooses, from an attacker's campaign: each fills exactly one token after
+/// the configured prefix, encoded injectively (the README's encoding, rewritten in the
+/// helpers) — never a JetStream API subject, a wildcard, or a token a binding could pick.
+async fn event_types_fill_one_token_under_the_configured_prefix(backend: Backend) {
+    let bus = Bus::new(NATS_URL).await;
+    // Another team's stream, which a type `$JS.API.STREAM.PURGE.<name>` once purged.
+    let victim = unique_prefix();
+    bus.jetstream
+        .create_stream(stream::Config {
+            name: victim.clone(),
+            subjects: vec![format!("{victim}.>")],
+            ..Default::default()
+        })
+        .await
+        .expect("create the other team's stream");
+    bus.jetstream
+        .publish(format!("{victim}.kept"), "kept".into())
+        .await
+        .expect("publish")
+        .await
+        .expect("ack");
+    // A consumer of one type family, which dotted types used to reach.
+    let family = format!("{}-family", bus.prefix);
+    bus.channel
+        .queue_declare(
+            family.as_str().into(),
+            QueueDeclareOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .expect("declare");
+    bus.channel
+        .queue_bind(
+            family.as_str().into(),
+            "amq.topic".into(),
+            format!("{}.stripe.a.*", bus.prefix).into(),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .expect("bind");
+    let app = app_publishing_to(backend, bus.destinations(NATS_URL, AMQP_URL, FAST_RETRIES)).await;
+    let purge = format!("$JS.API.STREAM.PURGE.{victim}");
+    let types = [
+        purge.as_str(),
+        "a.*",
+        "a.>",
+        "a._",
+        "a.#",
+        "a b",
+        "%41",
+        "A",
+        "~",
+        "$SYS.x",
+        "ünï.côdé",
+    ];
+    for (n, event_type) in types.iter().enumerate() {
+        let body = stripe_event(&format!("evt_hostile_{n}"), event_type, &format!("obj_{n}"));
+        app.post_stripe(&body).await.assert_status(200);
+    }
+    all_delivered(&app, 2 * types.len()).await;
+
+    let expected: HashSet<String> = types
+        .iter()
+        .map(|t| format!("{}.stripe.{}", bus.prefix, bus_token(Some(t))))
+        .collect();
+    assert_eq!(expected.len(), types.len(), "one subject per type");
+    let subjects: HashSet<String> = bus
+        .nats_messages()
+        .await
+        .iter()
+        .map(|m| m.subject.to_string())
+        .collect();
+    assert_eq!(subjects, expected);
+    let keys: HashSet<String> = bus
+        .rabbit_messages()
+        .await
+        .iter()
+        .map(|m| m.delivery.routing_key.to_string())
+        .collect();
+    assert_eq!(keys, expected);
+    let mut other = bus
+        .jetstream
+        .get_stream(&victim)
+        .await
+        .expect("still there");
+    assert_eq!(other.info().await.expect("info").state.messages, 1);
+    let options = BasicGetOptions { no_ack: true };
+    let leaked = bus.channel.basic_get(family.as_str().into(), options).await;
+    assert!(matches!(leaked, Ok(None)), "the a.* binding got a message");
+    let _ = bus.jetstream.delete_stream(&victim).await;
+    let _ = bus
+        .channel
+        .queue_delete(family.as_str().into(), QueueDeleteOptions::default())
+        .await;
     bus.remove().await;
 }
 
@@ -591,6 +690,27 @@ fn check_config_validates_broker_destinations() {
         ),
         ("url = \"amqp://127.0.0.1\"\nsubject = \"x\"", "subject"),
         ("url = \"kafka://127.0.0.1:9092\"", "url"),
+        // Leading tokens the event chooses, and system subjects, are refused.
+        (
+            "url = \"nats://127.0.0.1:4222\"\nsubject = \"{event_type}\"",
+            "subject",
+        ),
+        (
+            "url = \"nats://127.0.0.1:4222\"\nsubject = \"$JS.API.{event_type}\"",
+            "subject",
+        ),
+        (
+            "url = \"nats://127.0.0.1:4222\"\nsubject = \"_INBOX.{source}\"",
+            "subject",
+        ),
+        (
+            "url = \"amqp://127.0.0.1\"\nrouting_key = \"{event_type}.{source}\"",
+            "routing_key",
+        ),
+        (
+            "url = \"amqp://127.0.0.1\"\nrouting_key = \"inlet.#.{event_type}\"",
+            "routing_key",
+        ),
         ("url = \"nats:///nohost\"", "url"),
     ] {
         let (ok, printed) = check_config(bad);

@@ -1101,3 +1101,19 @@ pub async fn metric(app: &TestApp, series: &str) -> f64 {
         .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
         .unwrap_or(0.0)
 }
+
+/// The README's bus encoding, written here independently of Inlet's: a value fills one
+/// subject or routing-key token, ASCII letters, digits, `-` and `_` as they are and every
+/// other UTF-8 byte as `%XX` (upper-case hex); a fact without a type is `~`.
+pub fn bus_token(value: Option<&str>) -> String {
+    let Some(value) = value else {
+        return "~".to_owned();
+    };
+    value
+        .bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
