@@ -145,9 +145,10 @@ pub enum Locator {
     Json(JsonPointer),
     /// A field of an `application/x-www-form-urlencoded` body.
     Form(String),
-    /// The sha256 of the raw body (hex): the default fact key of sources whose event id
-    /// the signature does not cover, so a signed body re-sent under a fresh id is the same
-    /// fact.
+    /// The sha256 of the raw body (hex) — or of the canonical content a scheme signs
+    /// instead of the bytes (Twilio's sorted parameters): the default fact key of sources
+    /// whose event id the signature does not cover, so a signed body re-sent under a
+    /// fresh id is the same fact.
     BodyDigest,
 }
 
@@ -196,6 +197,10 @@ pub struct Locators {
     pub event_type: Option<Locator>,
     /// Overrides the default fact key (the event id) when present in the request.
     pub fact_key: Option<Locator>,
+    /// The type and fact key must both be present in a form body: a Twilio status
+    /// callback without them has no fact of its own (its id is what was signed, which a
+    /// re-split parameter reads alike), so it is refused rather than recorded as a new one.
+    pub form_requires_fact: bool,
 }
 
 /// Who the provider says an event is, and the parsed body when it is a JSON object (fact
@@ -214,6 +219,11 @@ pub trait RequestParts {
     /// A header's raw value, when present.
     fn header(&self, name: &str) -> Option<&[u8]>;
     fn body(&self) -> &[u8];
+    /// The sha256 (hex) of what was signed: the body, unless the scheme signs a canonical
+    /// reading of it.
+    fn content_digest(&self) -> String {
+        hex::encode(Sha256::digest(self.body()))
+    }
 }
 
 /// The request's body, parsed at most once per format.
@@ -284,7 +294,7 @@ impl<'r> Body<'r> {
                 )),
                 Err(detail) => Err(Problem::new(Reason::InvalidBody, detail.clone())),
             },
-            Locator::BodyDigest => Ok(Some(hex::encode(Sha256::digest(self.request.body())))),
+            Locator::BodyDigest => Ok(Some(self.request.content_digest())),
             Locator::Form(field) => {
                 let body = self.request.body();
                 let pairs = self.form.get_or_insert_with(|| {
@@ -333,6 +343,9 @@ impl Identity {
                 Some(Locator::BodyDigest) => FactKey::BodyDigest(key),
                 _ => FactKey::Located(key),
             });
+        if locators.form_requires_fact && body.is_form() {
+            require_fact(locators, event_type.is_some(), fact_key.is_some())?;
+        }
         Ok(Self {
             event_id,
             event_type,
@@ -340,6 +353,30 @@ impl Identity {
             document: body.json.ok(),
         })
     }
+}
+
+/// Refuses a form whose type or fact key is absent, naming what its fact is keyed on.
+fn require_fact(locators: &Locators, has_type: bool, has_key: bool) -> Result<(), Problem> {
+    let missing: Vec<String> = [
+        (&locators.event_type, has_type),
+        (&locators.fact_key, has_key),
+    ]
+    .into_iter()
+    .filter_map(|(locator, found)| match (locator, found) {
+        (Some(locator), false) => Some(locator.to_string()),
+        _ => None,
+    })
+    .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(Problem::new(
+        Reason::MissingFactKey,
+        format!(
+            "this source keys its facts on the event type and fact key, and the request lacks {}",
+            missing.join(" and ")
+        ),
+    ))
 }
 
 #[cfg(test)]

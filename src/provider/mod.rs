@@ -90,6 +90,21 @@ fn header(name: &str) -> Locator {
     Locator::Header(vec![name.to_owned()])
 }
 
+/// Twilio sends no event id, and one message's status callbacks (queued, sent,
+/// delivered) share its MessageSid: the event is what was signed — the sorted parameters
+/// of a form, the bytes of a JSON body — (a retry resends the same; the unsigned
+/// I-Twilio-Idempotency-Token is never the id); the fact is one status of one message, so
+/// the same status re-sent in another signed content (a second callback) has no second
+/// effect. A form must carry both.
+fn twilio_locators() -> Locators {
+    Locators {
+        event_id: Locator::BodyDigest,
+        event_type: Some(Locator::Form("MessageStatus".to_owned())),
+        fact_key: Some(Locator::Form("MessageSid".to_owned())),
+        form_requires_fact: true,
+    }
+}
+
 impl SchemeConfig {
     /// The scheme named `name`; `hmac` needs its parameters, `header_token` its header,
     /// `square` and `twilio` the URL they call.
@@ -229,22 +244,14 @@ impl SchemeConfig {
                 Some(Locator::json("/type")),
                 None,
             ),
-            // Twilio sends no event id, and one message's status callbacks (queued, sent,
-            // delivered) share its MessageSid: the event is the body's digest (a retry
-            // resends the same body; the unsigned I-Twilio-Idempotency-Token is never the
-            // id); the fact is one status of one message, so the same status re-sent in
-            // another body (re-encoded, from a second callback) has no second effect.
-            Self::Twilio(_) => (
-                Locator::BodyDigest,
-                Some(Locator::Form("MessageStatus".to_owned())),
-                Some(Locator::Form("MessageSid".to_owned())),
-            ),
+            Self::Twilio(_) => return Some(twilio_locators()),
             Self::Hmac(_) | Self::Basic | Self::HeaderToken(_) => return None,
         };
         Some(Locators {
             event_id,
             event_type,
             fact_key,
+            form_requires_fact: false,
         })
     }
 

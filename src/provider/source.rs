@@ -219,6 +219,7 @@ impl SourceFile {
                 event_id,
                 event_type: None,
                 fact_key: None,
+                form_requires_fact: false,
             },
             (None, None) => {
                 return Err(ConfigError::new(

@@ -6,7 +6,7 @@ use crate::config::{ServerSettings, Settings};
 use crate::error::{Problem, Reason};
 use crate::idempotency::{Answer, REPLAYED_HEADER};
 use crate::identity::Identity;
-use crate::ingest::{fingerprint, Claim, Outcome};
+use crate::ingest::{Claim, Outcome};
 use crate::ledger::{FactIdentity, BODY_KIND};
 use crate::observability::RequestId;
 use crate::signature::{Keys, Unverified};
@@ -107,7 +107,8 @@ async fn ingest(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json")
         .to_owned();
-    let fingerprint = fingerprint(&body);
+    // What was signed: the raw body, or the canonical content a scheme signs instead.
+    let fingerprint = verified.content_digest();
     // Only the destinations whose `events` filter takes this type get a row.
     let destinations =
         settings

@@ -46,7 +46,7 @@ use crate::secret::Secret;
 use ::hmac::{Hmac, KeyInit, Mac};
 use actix_web::http::header::HeaderMap;
 use chrono::{DateTime, Utc};
-use sha2::Sha256;
+use sha2::{Digest, Sha256};
 use std::time::Duration;
 
 /// What a source verifies with: every active secret, and the timestamp tolerance for
@@ -83,7 +83,19 @@ impl<'r> Unverified<'r> {
 
     /// Only this module's schemes can vouch for a request.
     fn into_verified(self) -> Verified<'r> {
-        Verified { request: self }
+        Verified {
+            request: self,
+            signed_digest: None,
+        }
+    }
+
+    /// Verified, for a scheme that signs a canonical form of the body rather than its
+    /// bytes: `digest` is the sha256 of what was signed.
+    fn into_verified_as(self, digest: [u8; 32]) -> Verified<'r> {
+        Verified {
+            request: self,
+            signed_digest: Some(digest),
+        }
     }
 }
 
@@ -91,11 +103,24 @@ impl<'r> Unverified<'r> {
 #[derive(Debug, Clone, Copy)]
 pub struct Verified<'r> {
     request: Unverified<'r>,
+    /// The sha256 of the canonical content the signature covers, for schemes that sign a
+    /// reading of the body (Twilio's sorted form parameters) instead of its bytes.
+    signed_digest: Option<[u8; 32]>,
 }
 
 impl<'r> Verified<'r> {
     pub fn body(&self) -> &'r [u8] {
         self.request.body
+    }
+
+    /// The sha256 (hex) of what the signature covers: the raw body's, or, where a scheme
+    /// signs a canonical reading of it, that reading's — so every body that verifies as
+    /// the same signed content is one event with one fingerprint.
+    pub fn content_digest(&self) -> String {
+        match self.signed_digest {
+            Some(digest) => hex::encode(digest),
+            None => hex::encode(Sha256::digest(self.request.body)),
+        }
     }
 
     /// A header's value as text, when present and valid UTF-8.
@@ -114,6 +139,10 @@ impl RequestParts for Verified<'_> {
 
     fn body(&self) -> &[u8] {
         Verified::body(self)
+    }
+
+    fn content_digest(&self) -> String {
+        Verified::content_digest(self)
     }
 }
 

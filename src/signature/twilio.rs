@@ -16,8 +16,11 @@
 //! match the signature.
 //!
 //! The signature covers the decoded parameters, not the raw bytes: a body re-encoded
-//! (`+` for `%20`, parameters reordered) verifies too. The event identity is chosen with
-//! that in mind (see the provider profile).
+//! (`+` for `%20`, parameters reordered, a trailing `&`), or even re-split
+//! (`MessageStatu=sdelivered` reads as the same concatenation as
+//! `MessageStatus=delivered`), verifies too. So a form's event is keyed on what was signed —
+//! the sha256 of the sorted parameters ([`Verified::content_digest`]) — and every variant
+//! that verifies is one event with one fingerprint; see the provider profile for its fact.
 
 use super::{
     base64_tag, mac_matches, mac_of, EventToSign, Keys, PublicUrl, Scheme, SignatureError,
@@ -186,7 +189,8 @@ impl Scheme for Twilio {
     ) -> Result<Verified<'r>, SignatureError> {
         let algorithm = Algorithm::of(&request)?;
         let tag = base64_tag(&request, HEADER, algorithm.tag_len(), "HMAC")?;
-        let (url, params) = self.signed_parts(request.body, is_form(&request));
+        let form = is_form(&request);
+        let (url, params) = self.signed_parts(request.body, form);
         let urls = without_and_with_port(&url);
         let matched = keys.secrets.iter().any(|secret| {
             urls.iter().any(|url| {
@@ -197,7 +201,13 @@ impl Scheme for Twilio {
         if !matched {
             return Err(SignatureError::Mismatch(HEADER.to_owned()));
         }
-        Ok(request.into_verified())
+        // A form is signed as its sorted parameters, not its bytes: every body that reads
+        // as the same parameters (reordered, re-encoded, `Statu=sdelivered` for
+        // `Status=delivered`) verifies alike, so it is one event, keyed on what was signed.
+        Ok(match form {
+            true => request.into_verified_as(Sha256::digest(params.as_bytes()).into()),
+            false => request.into_verified(),
+        })
     }
 
     /// Signs as Twilio does with an Auth Token: a JSON body with `bodySHA256`, anything

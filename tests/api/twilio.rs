@@ -13,6 +13,7 @@ on_both_backends!(
     twilio_accepts_replays_and_refuses_tampering,
     twilio_each_status_of_a_message_is_one_fact,
     twilio_json_bodies_are_signed_through_their_hash,
+    twilio_every_body_that_reads_as_the_signed_parameters_is_one_event,
 );
 
 const AUTH_TOKEN: &str = "twilio-auth-token-current";
@@ -43,6 +44,15 @@ fn status_callback(message_sid: &str, status: &str) -> Vec<u8> {
         ("From", "+15017122661"),
         ("ApiVersion", "2010-04-01"),
     ])
+}
+
+/// The event id the README promises for a form: the sha256 of Twilio's signed string —
+/// each parameter's name followed by its value, sorted by name (no repeats here).
+fn canonical_id(body: &[u8]) -> String {
+    let mut pairs: Vec<(String, String)> = form_urlencoded::parse(body).into_owned().collect();
+    pairs.sort();
+    let signed: String = pairs.into_iter().map(|(n, v)| n + &v).collect();
+    hex::encode(Sha256::digest(signed.as_bytes()))
 }
 
 fn form(pairs: &[(&str, &str)]) -> Vec<u8> {
@@ -76,8 +86,8 @@ async fn twilio_accepts_replays_and_refuses_tampering(backend: Backend) {
     assert_eq!(first.json()["outcome"], "accepted");
     assert_eq!(
         first.json()["event_id"],
-        hex::encode(Sha256::digest(&body)),
-        "Twilio sends no event id: the event is its body"
+        canonical_id(&body),
+        "Twilio sends no event id: the event is what it signed, the sorted parameters"
     );
     let again = app
         .post_webhook("twilio", &body, &sign(&app, &body, OLD_AUTH_TOKEN))
@@ -106,8 +116,8 @@ async fn twilio_accepts_replays_and_refuses_tampering(backend: Backend) {
     assert_eq!(app.count_events().await, 1);
 }
 
-/// queued, sent and delivered of one message are three facts; the same status in another
-/// body (the parameters re-encoded, which Twilio's signature allows) has no second effect.
+/// queued, sent and delivered of one message are three facts; the same status in other
+/// signed content (a second callback, with a parameter more) has no second effect.
 async fn twilio_each_status_of_a_message_is_one_fact(backend: Backend) {
     let app = spawn_with_twilio(backend).await;
     for status in ["queued", "sent", "delivered"] {
@@ -118,26 +128,59 @@ async fn twilio_each_status_of_a_message_is_one_fact(backend: Backend) {
         assert_eq!(reply.json()["outcome"], "accepted", "{status}");
     }
     let delivered = status_callback("SM0002", "delivered");
-    let first_id = hex::encode(Sha256::digest(&delivered));
-    let reordered = form(&[
-        ("ApiVersion", "2010-04-01"),
-        ("From", "+15017122661"),
-        ("AccountSid", "AC0123456789abcdef0123456789abcdef"),
-        ("MessageSid", "SM0002"),
-        ("To", "+15558675310"),
-        ("MessageStatus", "delivered"),
-        ("SmsStatus", "delivered"),
-        ("SmsSid", "SM0002"),
-    ]);
-    let headers = sign(&app, &delivered, AUTH_TOKEN);
-    let reply = app.post_webhook("twilio", &reordered, &headers).await;
+    let mut second = delivered.clone();
+    second.extend_from_slice(b"&RawDlrDoneDate=2412010930");
+    let reply = app
+        .post_webhook("twilio", &second, &sign(&app, &second, AUTH_TOKEN))
+        .await;
     reply.assert_status(200);
     assert_eq!(reply.json()["outcome"], "duplicate_fact");
     assert_eq!(
         app.facts_of("delivered").await,
-        [("SM0002".to_owned(), first_id)]
+        [("SM0002".to_owned(), canonical_id(&delivered))]
     );
     assert_eq!(app.count_facts().await, 3);
+}
+
+/// One captured callback, re-encoded every way its signature allows (Twilio signs the
+/// sorted parameters run together, and no time): reordered, a trailing `&`, `%41` for
+/// `A` — one event, answered from the store; and `MessageStatu=sdelivered` for
+/// `MessageStatus=delivered`, which verifies too but lacks what the fact is keyed on:
+/// refused, before and after the original, never a fact of its own.
+async fn twilio_every_body_that_reads_as_the_signed_parameters_is_one_event(backend: Backend) {
+    let app = spawn_with_twilio(backend).await;
+    let body = status_callback("SM0005", "delivered");
+    let headers = sign(&app, &body, AUTH_TOKEN);
+    let text = String::from_utf8(body.clone()).expect("a form");
+    let resplit = text.replace("MessageStatus=delivered", "MessageStatu=sdelivered");
+    assert_ne!(resplit, text);
+    app.post_webhook("twilio", resplit.as_bytes(), &headers)
+        .await
+        .assert_problem(400, "missing_fact_key");
+    assert_eq!(app.count_events().await, 0);
+
+    let first = app.post_webhook("twilio", &body, &headers).await;
+    assert_eq!(first.json()["outcome"], "accepted");
+    let mut reordered: Vec<&str> = text.split('&').collect();
+    reordered.reverse();
+    let variants = [
+        reordered.join("&"),
+        format!("{text}&"),
+        text.replace("AccountSid=AC", "AccountSid=%41C"),
+    ];
+    for variant in &variants {
+        let reply = app
+            .post_webhook("twilio", variant.as_bytes(), &headers)
+            .await;
+        reply.assert_status(200);
+        assert!(reply.replayed(), "{variant}: {}", reply.text());
+        assert_eq!(reply.body, first.body, "{variant}");
+    }
+    app.post_webhook("twilio", resplit.as_bytes(), &headers)
+        .await
+        .assert_problem(400, "missing_fact_key");
+    assert_eq!(app.count_events().await, 1);
+    assert_eq!(app.count_facts().await, 1);
 }
 
 async fn twilio_json_bodies_are_signed_through_their_hash(backend: Backend) {
