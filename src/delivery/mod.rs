@@ -16,6 +16,7 @@ mod policy;
 mod sender;
 mod settings;
 mod settler;
+mod shares;
 mod target;
 
 pub use settings::{
@@ -46,6 +47,7 @@ use crate::faults::Faults;
 use chrono::{DateTime, Utc};
 use gates::{Health, Observation};
 use settler::Settler;
+use shares::Shares;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -199,6 +201,8 @@ pub struct Dispatcher {
     random: Mutex<fastrand::Rng>,
     /// Rows leased and not yet settled, so that shutdown can give them back.
     in_flight: Mutex<HashMap<i64, Fence>>,
+    /// Of those, how many each destination has: its part of the slots (see [`Shares`]).
+    flying: Mutex<HashMap<(String, String), u32>>,
     /// Destinations the last lease round found calm (breaker closed, no failure counted):
     /// their answers are not recorded, so a healthy destination's settlements read no gate.
     calm: Mutex<std::collections::HashSet<(String, String)>>,
@@ -273,6 +277,7 @@ impl Dispatcher {
             wake: Arc::new(Notify::new()),
             random: Mutex::new(fastrand::Rng::new()),
             in_flight: Mutex::new(HashMap::new()),
+            flying: Mutex::default(),
             turns: Default::default(),
             calm: Mutex::default(),
         })
@@ -351,21 +356,37 @@ impl Dispatcher {
         let now = self.clock.now();
         let lease = self.lease;
         let gated = self.gated();
+        let shares = Shares::new(self.concurrency, gated.len(), lock(&self.flying).clone());
         let turn = self
             .turns
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let round = self
             .with_conn(move |conn| {
-                gates::lease_round(conn, now, lease, i64::from(limit), &gated, turn)
+                gates::lease_round(conn, now, lease, i64::from(limit), &gated, turn, &shares)
             })
             .await?;
         report_gates(&round);
         *lock(&self.calm) = round.calm;
         let mut in_flight = lock(&self.in_flight);
+        let mut flying = lock(&self.flying);
         for row in &round.leased {
             in_flight.insert(row.id, row.fence());
+            *flying.entry(row.key()).or_default() += 1;
         }
         Ok((round.leased, round.ready_in))
+    }
+
+    /// A delivery is no longer in flight here.
+    fn landed(&self, delivery: &Leased) {
+        lock(&self.in_flight).remove(&delivery.id);
+        let mut flying = lock(&self.flying);
+        let key = delivery.key();
+        if let Some(n) = flying.get_mut(&key) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                flying.remove(&key);
+            }
+        }
     }
 
     /// Every destination's gate settings.
@@ -379,14 +400,14 @@ impl Dispatcher {
     /// Sends one leased delivery and records the outcome under its fence.
     pub async fn deliver(&self, delivery: Leased) -> Settled {
         let settled = self.send_and_settle(&delivery).await;
-        lock(&self.in_flight).remove(&delivery.id);
+        self.landed(&delivery);
         metrics::counter!("inlet_deliveries_total", "destination" => delivery.destination.clone(), "outcome" => settled.as_str())
             .increment(1);
         settled
     }
 
     async fn send_and_settle(&self, delivery: &Leased) -> Settled {
-        let key = (delivery.source.clone(), delivery.destination.clone());
+        let key = delivery.key();
         let (outcome, settlement, log, observed) = match self.destination(&key) {
             None => {
                 let (outcome, settlement) = self.unknown_destination(delivery);

@@ -155,6 +155,11 @@ pub struct Fence {
 }
 
 impl Leased {
+    /// `(source, destination)`.
+    pub fn key(&self) -> (String, String) {
+        (self.source.clone(), self.destination.clone())
+    }
+
     /// This lease's fence.
     pub fn fence(&self) -> Fence {
         Fence {

@@ -10,7 +10,7 @@ use crate::on_both_backends;
 use diesel::prelude::*;
 use inlet::db::schema::deliveries;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use wiremock::matchers::method;
@@ -21,6 +21,7 @@ on_both_backends!(
     two_instances_share_the_breaker_and_never_pass_max_in_flight,
     a_backlog_drains_at_the_configured_rate,
     a_held_or_limited_destination_does_not_hold_up_the_others,
+    a_slow_destination_leaves_slots_for_the_others,
 );
 
 const APP_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -52,6 +53,11 @@ async fn received(server: &MockServer) -> usize {
 
 /// Posts `count` new facts, 20 at a time.
 async fn post_facts(app: &Arc<TestApp>, prefix: &str, count: usize) {
+    post_facts_of_type(app, prefix, count, "charge.succeeded").await;
+}
+
+/// Posts `count` new facts of `event_type`, 20 at a time.
+async fn post_facts_of_type(app: &Arc<TestApp>, prefix: &str, count: usize, event_type: &str) {
     let mut sent = 0;
     while sent < count {
         let tasks: Vec<_> = (sent..count.min(sent + 20))
@@ -59,7 +65,7 @@ async fn post_facts(app: &Arc<TestApp>, prefix: &str, count: usize) {
                 let app = app.clone();
                 let body = stripe_event(
                     &format!("evt_{prefix}_{n}"),
-                    "charge.succeeded",
+                    event_type,
                     &format!("ch_{prefix}_{n}"),
                 );
                 tokio::spawn(async move { app.post_stripe(&body).await })
@@ -358,4 +364,89 @@ async fn a_held_or_limited_destination_does_not_hold_up_the_others(backend: Back
         let_through,
         "the open breaker let nothing more through"
     );
+}
+
+/// A destination that accepts every connection and never answers: each request to it
+/// stays in flight until its attempt times out. Its URL, and how many it has taken.
+async fn never_answering() -> (String, Arc<AtomicUsize>, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("an address"));
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    let task = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            held.push(socket);
+        }
+    });
+    (url, accepted, task)
+}
+
+/// `delivery.concurrency = 16`, and a destination that never answers with 40 deliveries
+/// due: it holds no more than its share of the slots (half, while it is the only one
+/// sending), so a destination of the same source and one of another source get their
+/// first attempt while every request to it still hangs — none of its attempts has ended.
+async fn a_slow_destination_leaves_slots_for_the_others(backend: Backend) {
+    let (slow_url, hanging, slow) = never_answering().await;
+    let (fast, other) = (MockServer::start().await, MockServer::start().await);
+    answering(&fast, 200).await;
+    answering(&other, 200).await;
+    let names = [
+        name("hanging", backend),
+        name("beside-hanging", backend),
+        name("apart-from-hanging", backend),
+    ];
+    let tables = [
+        destination(
+            &slow_url,
+            &names[0],
+            "timeout = \"12s\"\nevents = [\"slow.*\"]",
+        ),
+        destination(&fast.uri(), &names[1], "events = [\"fast.*\"]"),
+    ];
+    let other_source = format!(
+        "\n[[sources]]\nname = \"other\"\nscheme = \"standard\"\nsecrets = [\"{APP_SECRET}\"]\n\
+         [[sources.destinations]]\n{}\n",
+        destination(&other.uri(), &names[2], "")
+    );
+    let options = TestOptions {
+        destination: Some(tables.join("\n[[sources.destinations]]\n")),
+        extra_sources: other_source,
+        delivery_concurrency: Some(16),
+        ..Default::default()
+    };
+    let app = Arc::new(spawn_app_with(backend, options).await);
+    post_facts_of_type(&app, "hanging", 40, "slow.thing").await;
+    eventually("the hanging destination to take its share", || async {
+        hanging.load(Ordering::SeqCst) >= 8
+    })
+    .await;
+    let_it_poll().await;
+
+    post_facts_of_type(&app, "beside", 1, "fast.thing").await;
+    let body = serde_json::json!({"type": "other.thing", "n": 1}).to_string();
+    app.post_signed("other", body.as_bytes(), "msg_apart_1", None)
+        .await
+        .assert_status(200);
+    eventually("both other destinations' first attempts", || async {
+        received(&fast).await == 1 && received(&other).await == 1
+    })
+    .await;
+    assert_eq!(hanging.load(Ordering::SeqCst), 8, "half of the 16 slots");
+    let settled: i64 = app
+        .with_conn(|c| {
+            deliveries::table
+                .filter(deliveries::last_error.is_not_null())
+                .count()
+                .get_result(c)
+        })
+        .await;
+    assert_eq!(
+        settled, 0,
+        "no request to the hanging destination has ended yet"
+    );
+    slow.abort();
 }

@@ -315,6 +315,8 @@ pub struct TestOptions {
     /// Write the configuration to a file of the test's and start from it, so the test
     /// can edit it ([`TestApp::write_config`]) and reload ([`TestApp::reload`]).
     pub config_file: bool,
+    /// `delivery.concurrency` (default: Inlet's).
+    pub delivery_concurrency: Option<u32>,
 }
 
 impl Default for TestOptions {
@@ -331,6 +333,7 @@ impl Default for TestOptions {
             extra_sources: String::new(),
             sweep_interval: None,
             config_file: false,
+            delivery_concurrency: None,
         }
     }
 }
@@ -431,6 +434,7 @@ async fn start_instance(
         enabled = {dispatch}
         poll_interval = "50ms"
         lease = "15s"
+        {concurrency}
         {sources}
         "#,
         grace = options.shutdown_grace,
@@ -445,6 +449,10 @@ async fn start_instance(
             ""
         },
         dispatch = options.dispatch,
+        concurrency = options
+            .delivery_concurrency
+            .map(|n| format!("concurrency = {n}"))
+            .unwrap_or_default(),
         sweeper = options.sweep_interval.is_some(),
         sweep_interval = options.sweep_interval.unwrap_or("10m"),
         sources = sources_toml(&destination) + &options.extra_sources,

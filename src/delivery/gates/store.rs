@@ -7,6 +7,7 @@ use super::{
 use crate::db::schema::{deliveries, destination_gates};
 use crate::db::{dialect, write_transaction, DbConnection};
 use crate::delivery::outbox::{any_due, lease_scope, take, Leased, Scope, IN_PROGRESS};
+use crate::delivery::shares::Shares;
 use chrono::{DateTime, NaiveDateTime, Utc};
 use diesel::prelude::*;
 use std::collections::{HashMap, HashSet};
@@ -159,14 +160,18 @@ pub struct Round {
 pub type Gated = (Key, GateSettings);
 
 /// Leases up to `limit` due deliveries at `now` until `now + lease`, as the destinations'
-/// gates allow: nothing of an open breaker's destination, one probe at a time of a
-/// half-open one, and no more than a limited destination's `max_in_flight` and bucket.
+/// gates and this dispatcher's `shares` of its slots allow: nothing of an open breaker's
+/// destination, one probe at a time of a half-open one, no more than a limited
+/// destination's `max_in_flight` and bucket, and no more than a destination's room in
+/// `shares`.
 ///
-/// While nothing is held back, every destination is leased together, oldest first, as
-/// if there were no gates. Otherwise each destination that may send is leased on its own
-/// range of the `(source, destination, status, next_attempt_at)` index — so a held
-/// backlog is never read — taking turns at the head of the round (`turn`), and a limited
-/// one in a transaction of its own that locks its gate row.
+/// While nothing is held back and every destination has room for the whole round, every
+/// destination is leased together, oldest first, as if there were no gates. Otherwise each
+/// destination that may send is leased on its own range of the
+/// `(source, destination, status, next_attempt_at)` index — so a held backlog is never
+/// read — up to its room, taking turns at the head of the round (`turn`), and a limited
+/// one in a transaction of its own that locks its gate row. (That costs a statement per
+/// destination and round: with thousands of destinations, rounds grow long.)
 pub fn lease_round(
     conn: &mut DbConnection,
     now: DateTime<Utc>,
@@ -174,11 +179,15 @@ pub fn lease_round(
     limit: i64,
     gated: &[Gated],
     turn: usize,
+    shares: &Shares,
 ) -> QueryResult<Round> {
     let until = now + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::MAX);
     let mut round = Round::default();
     let (held, limited) = classify(conn, now, gated, &mut round)?;
-    if held.is_empty() && limited.is_empty() {
+    let room_for_all = shares
+        .common_room()
+        .is_none_or(|room| i64::from(room) >= limit);
+    if held.is_empty() && limited.is_empty() && room_for_all {
         round.leased = lease_scope(conn, now, until, &Scope::All, limit)?;
         return Ok(round);
     }
@@ -197,11 +206,17 @@ pub fn lease_round(
             break;
         }
         let key = &gate_of.0;
+        let allowed = shares
+            .room(key)
+            .map_or(left, |room| left.min(i64::from(room)));
+        if allowed <= 0 {
+            continue;
+        }
         let leased = match limited.contains(key) {
-            true => lease_limited(conn, (now, until), gate_of, left, &mut round)?,
+            true => lease_limited(conn, (now, until), gate_of, allowed, &mut round)?,
             false => {
                 let scope = Scope::One(key.0.clone(), key.1.clone());
-                lease_scope(conn, now, until, &scope, left)?
+                lease_scope(conn, now, until, &scope, allowed)?
             }
         };
         left -= i64::try_from(leased.len()).unwrap_or(left);

@@ -1,0 +1,113 @@
+//! How one dispatcher shares its delivery slots (`delivery.concurrency`) between
+//! destinations, so that one slow destination's backlog cannot hold every slot while the
+//! others wait.
+//!
+//! With more than one destination configured, a destination may hold at most
+//! `concurrency / (n + 2)` slots — at least one — where `n` is the number of *other*
+//! destinations with deliveries in flight here: an equal share with the destinations that
+//! are sending, and one share kept free for a destination that starts to. Alone, a
+//! destination takes half the slots; the other half waits for whoever has work next. A
+//! destination over its share (it took slots while the others were quiet) keeps the
+//! deliveries it has in flight and is leased nothing more until it is back under. The
+//! explicit cap across instances stays `max_in_flight`; this is per instance, by default.
+
+use std::collections::HashMap;
+
+/// `(source, destination)`.
+type Key = (String, String);
+
+/// One lease round's view of the slots: how many are in flight per destination.
+#[derive(Debug, Clone, Default)]
+pub struct Shares {
+    /// `None`: at most one destination is configured, there is nothing to share.
+    concurrency: Option<u32>,
+    flying: HashMap<Key, u32>,
+}
+
+impl Shares {
+    /// Shares of `concurrency` slots between `destinations` configured destinations, with
+    /// `flying` deliveries in flight per destination now.
+    pub fn new(concurrency: u32, destinations: usize, flying: HashMap<Key, u32>) -> Self {
+        let flying: HashMap<Key, u32> = flying.into_iter().filter(|(_, n)| *n > 0).collect();
+        Self {
+            concurrency: (destinations > 1).then_some(concurrency.max(1)),
+            flying,
+        }
+    }
+
+    /// The slots `key` may hold now (`None`: no limit).
+    pub fn share_of(&self, key: &Key) -> Option<u32> {
+        let concurrency = self.concurrency?;
+        let others = self.flying.keys().filter(|k| *k != key).count();
+        let others = u32::try_from(others).unwrap_or(u32::MAX);
+        Some((concurrency / others.saturating_add(2)).max(1))
+    }
+
+    /// How many more deliveries `key` may be leased now (`None`: no limit).
+    pub fn room(&self, key: &Key) -> Option<u32> {
+        let share = self.share_of(key)?;
+        let flying = self.flying.get(key).copied().unwrap_or(0);
+        Some(share.saturating_sub(flying))
+    }
+
+    /// The most that can be leased in one statement for every destination at once
+    /// without any passing its share: the smallest room of a destination in flight and
+    /// of one that is not (`None`: no limit).
+    pub fn common_room(&self) -> Option<u32> {
+        let concurrency = self.concurrency?;
+        let active = u32::try_from(self.flying.len()).unwrap_or(u32::MAX);
+        let newcomer = (concurrency / active.saturating_add(2)).max(1);
+        let busiest = self.flying.keys().filter_map(|key| self.room(key)).min();
+        Some(busiest.map_or(newcomer, |room| room.min(newcomer)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(name: &str) -> Key {
+        ("source".to_owned(), name.to_owned())
+    }
+
+    fn flying(pairs: &[(&str, u32)]) -> HashMap<Key, u32> {
+        pairs.iter().map(|(name, n)| (key(name), *n)).collect()
+    }
+
+    #[test]
+    fn one_destination_takes_every_slot() {
+        let shares = Shares::new(16, 1, flying(&[("a", 16)]));
+        assert_eq!(shares.room(&key("a")), None);
+        assert_eq!(shares.common_room(), None);
+    }
+
+    #[test]
+    fn alone_a_destination_takes_half_and_leaves_half_for_the_next() {
+        let idle = Shares::new(16, 3, HashMap::new());
+        assert_eq!(idle.common_room(), Some(8));
+        let slow = Shares::new(16, 3, flying(&[("slow", 8)]));
+        assert_eq!(slow.room(&key("slow")), Some(0));
+        // A destination that starts sending shares with the one in flight, one share free.
+        assert_eq!(slow.room(&key("fast")), Some(5));
+        assert_eq!(slow.common_room(), Some(0));
+    }
+
+    #[test]
+    fn a_destination_over_its_share_gets_nothing_more_until_back_under() {
+        let shares = Shares::new(16, 3, flying(&[("slow", 8), ("fast", 1)]));
+        assert_eq!(shares.share_of(&key("slow")), Some(5));
+        assert_eq!(shares.room(&key("slow")), Some(0));
+        assert_eq!(shares.room(&key("fast")), Some(4));
+        assert_eq!(shares.room(&key("third")), Some(4));
+    }
+
+    #[test]
+    fn every_destination_gets_at_least_one_slot() {
+        let many: Vec<(String, u32)> = (0..40).map(|n| (format!("d{n}"), 1)).collect();
+        let pairs: Vec<(&str, u32)> = many.iter().map(|(n, c)| (n.as_str(), *c)).collect();
+        let shares = Shares::new(16, 41, flying(&pairs));
+        assert_eq!(shares.share_of(&key("new")), Some(1));
+        assert_eq!(shares.room(&key("new")), Some(1));
+        assert_eq!(shares.room(&key("d0")), Some(0));
+    }
+}
