@@ -22,12 +22,13 @@ use crate::delivery::{
 };
 use crate::duration::span;
 use crate::operator::{ConsoleFile, ConsoleSettings, OperatorFile, OperatorSettings};
-use crate::provider::{FactRuleFile, HmacFile, SourceFile, SourceSettings};
+use crate::provider::{FactRuleFile, HmacFile, SourceFile, SourceName, SourceSettings};
 use crate::retention::{AuditLine, RetentionFile, RetentionSettings};
 use figment::providers::{Env, Format, Toml};
 use figment::value::{Dict, Value};
 use figment::Figment;
 use serde::Deserialize;
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -67,6 +68,8 @@ struct RawSettings {
     operator: OperatorFile,
     #[serde(default)]
     console: ConsoleFile,
+    #[serde(default)]
+    retired_sources: Vec<String>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -135,6 +138,9 @@ pub struct Settings {
     pub delivery: DeliverySettings,
     pub operator: OperatorSettings,
     pub console: ConsoleSettings,
+    /// Source names no longer served on purpose: their stored events and facts stay (and
+    /// expire as usual), and deduplication against them ends (see [`Settings::check_stored_sources`]).
+    pub retired_sources: Vec<SourceName>,
     /// The restart-only sections as read, so a reload can tell which key it would change.
     restart_only: RestartOnlySections,
 }
@@ -302,6 +308,7 @@ impl Settings {
         let database = raw.database.validate()?;
         let delivery = raw.delivery.validate()?;
         let (sources, destinations) = validate_sources(raw.sources, &delivery)?;
+        let retired_sources = validate_retired(raw.retired_sources, &sources)?;
         let operator = raw.operator.validate()?;
         let horizons = sources
             .iter()
@@ -320,8 +327,41 @@ impl Settings {
             delivery,
             console: raw.console.validate(&operator)?,
             operator,
+            retired_sources,
             restart_only: RestartOnlySections::default(),
         })
+    }
+
+    /// Refuses a configuration that drops a source name the database still holds events,
+    /// facts or deliveries under (`stored`), unless it is listed in `retired_sources`.
+    /// Deduplication is keyed on the name: renaming a source would accept every copy of
+    /// its events again under the new name, and leave its outbox rows undeliverable.
+    pub fn check_stored_sources(&self, stored: &BTreeSet<String>) -> Result<(), ConfigError> {
+        let orphaned: Vec<&str> = stored
+            .iter()
+            .map(String::as_str)
+            .filter(|name| self.source(name).is_none())
+            .filter(|name| !self.retired_sources.iter().any(|r| r.as_str() == *name))
+            .collect();
+        if orphaned.is_empty() {
+            return Ok(());
+        }
+        Err(ConfigError::new(
+            "sources",
+            format!(
+                "the database holds events, facts or deliveries of source{} {} that this \
+                 configuration no longer has: a renamed source starts deduplication afresh \
+                 (a copy of an event it already accepted would be accepted and delivered \
+                 again under the new name). Keep the name, or list it in retired_sources to \
+                 stop serving it knowingly",
+                if orphaned.len() == 1 { "" } else { "s" },
+                orphaned
+                    .iter()
+                    .map(|name| format!("'{name}'"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ))
     }
 
     pub fn source(&self, name: &str) -> Option<&SourceSettings> {
@@ -390,12 +430,64 @@ fn validate_sources(
     Ok((sources, destinations))
 }
 
+/// `retired_sources`: valid names, none of them a configured source.
+fn validate_retired(
+    names: Vec<String>,
+    sources: &[SourceSettings],
+) -> Result<Vec<SourceName>, ConfigError> {
+    let mut retired = Vec::with_capacity(names.len());
+    for (index, name) in names.iter().enumerate() {
+        let key = format!("retired_sources[{index}]");
+        let name = SourceName::parse(name).map_err(|m| ConfigError::new(&key, m))?;
+        if sources.iter().any(|s| s.name == name) {
+            return Err(ConfigError::new(
+                key,
+                format!("'{name}' is a configured source: it cannot also be retired"),
+            ));
+        }
+        retired.push(name);
+    }
+    Ok(retired)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::duration::HumanDuration;
     use crate::identity::Locator;
     use crate::secret::Secret;
+
+    const ONE_SOURCE: &str = "[[sources]]\nname = \"gh\"\nscheme = \"github\"\n\
+                              secrets = [\"a-github-secret-long-enough-for-any-rule-0123\"]\n";
+
+    #[test]
+    fn a_stored_source_must_stay_configured_or_be_retired() {
+        let stored: BTreeSet<String> = ["gh", "old"].map(str::to_owned).into();
+        let settings = Settings::from_toml(ONE_SOURCE).expect("valid");
+        let refused = settings
+            .check_stored_sources(&stored)
+            .expect_err("old is dropped");
+        assert_eq!(refused.key, "sources");
+        assert!(refused.message.contains("'old'") && !refused.message.contains("'gh'"));
+        let retired = format!("retired_sources = [\"old\"]\n{ONE_SOURCE}");
+        let settings = Settings::from_toml(&retired).expect("valid");
+        assert!(settings.check_stored_sources(&stored).is_ok());
+    }
+
+    #[test]
+    fn retired_names_are_source_names_not_configured_ones() {
+        let key = |toml: String| Settings::from_toml(&toml).expect_err("refused").key;
+        assert_eq!(
+            key(format!("retired_sources = [\"gh\"]\n{ONE_SOURCE}")),
+            "retired_sources[0]"
+        );
+        assert_eq!(
+            key(format!(
+                "retired_sources = [\"ok\", \"Bad Name\"]\n{ONE_SOURCE}"
+            )),
+            "retired_sources[1]"
+        );
+    }
 
     #[test]
     fn sources_with_unsigned_event_ids_key_facts_on_the_body() {

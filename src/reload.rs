@@ -9,6 +9,7 @@
 //! triggered it.
 
 use crate::config::{ConfigError, LiveSettings, Settings};
+use crate::db::DbPool;
 use crate::delivery::{same_destination, DestinationSettings, Dispatcher};
 use crate::observability::{record_config_reload, start_webhook_counters};
 use crate::provider::SourceSettings;
@@ -24,6 +25,8 @@ pub struct Reloader {
     settings: LiveSettings,
     /// This instance's dispatcher, whose destinations follow the configuration.
     dispatcher: Option<Arc<Dispatcher>>,
+    /// The database, asked which sources it holds rows of: a reload may not drop one.
+    pool: Option<DbPool>,
     /// Webhook outcomes exported at 0 for each new source, as at startup.
     outcomes: Vec<&'static str>,
     serial: tokio::sync::Mutex<()>,
@@ -109,12 +112,14 @@ impl Reloader {
         path: Option<PathBuf>,
         settings: LiveSettings,
         dispatcher: Option<Arc<Dispatcher>>,
+        pool: Option<DbPool>,
         outcomes: &[&'static str],
     ) -> Self {
         Self {
             path,
             settings,
             dispatcher,
+            pool,
             outcomes: outcomes.to_vec(),
             serial: tokio::sync::Mutex::new(()),
         }
@@ -158,6 +163,12 @@ impl Reloader {
             ));
         }
         let changes = Changes::between(&current, &next);
+        if let Some(pool) = &self.pool {
+            let stored = crate::ledger::stored_sources_in(pool).await.map_err(|e| {
+                ConfigError::new("sources", format!("cannot read the database: {e:#}"))
+            })?;
+            next.check_stored_sources(&stored)?;
+        }
         if let Some(dispatcher) = &self.dispatcher {
             // First the dispatcher, then the settings: a delivery enqueued under the new
             // settings always finds its destination.

@@ -67,6 +67,15 @@ pub async fn open_database(settings: &Settings) -> anyhow::Result<DbPool> {
     .context("the database task was aborted")?
 }
 
+/// Refuses `settings` when they drop a source the database still holds rows of (a
+/// rename resets deduplication); see [`Settings::check_stored_sources`].
+pub async fn check_stored_sources(pool: &DbPool, settings: &Settings) -> anyhow::Result<()> {
+    let stored = crate::ledger::stored_sources_in(pool).await?;
+    settings
+        .check_stored_sources(&stored)
+        .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))
+}
+
 impl Application {
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
         Self::build_with(settings, Hooks::default()).await
@@ -90,6 +99,7 @@ impl Application {
         crate::observability::start_config_reload_metrics(hooks.clock.now().timestamp());
         warn_about_schemes(&settings, &sources);
         let pool = open_database(&settings).await?;
+        check_stored_sources(&pool, &settings).await?;
         let listener = TcpListener::bind(&settings.server.bind)
             .with_context(|| format!("cannot listen on {} (server.bind)", settings.server.bind))?;
         let port = listener.local_addr()?.port();
@@ -144,6 +154,7 @@ impl Application {
             reload_from,
             live.clone(),
             reloaded_dispatcher,
+            Some(pool.clone()),
             &alerted_outcomes(),
         ));
         let state = web::Data::new(AppState {

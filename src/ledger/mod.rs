@@ -6,6 +6,10 @@
 //! under another event id has no second effect. Update-like types (`*.updated`) are never
 //! keyed on the object alone: distinct updates are distinct facts.
 
+mod sources;
+
+pub use sources::{stored_sources, stored_sources_in};
+
 use crate::db::schema::facts;
 use crate::db::{dialect, DbConnection};
 use crate::error::{Problem, Reason};

@@ -18,6 +18,7 @@ on_both_backends!(
     a_refused_reload_names_the_key_and_changes_nothing,
     a_request_in_flight_finishes_on_the_configuration_it_started_with,
     a_dispatcher_that_does_not_know_a_destination_yet_puts_its_rows_back,
+    a_renamed_source_is_refused_until_its_old_name_is_retired,
 );
 
 const SENDERS: usize = 20;
@@ -247,7 +248,18 @@ async fn a_reload_adds_and_removes_a_source_and_its_destination(backend: Backend
     })
     .await;
 
-    let removed = apply(&app, &original).await;
+    // The database holds billing's event and fact: dropping the source is refused…
+    app.write_config(&original);
+    let refused = app.reload().await;
+    refused.assert_problem(422, "config_refused");
+    assert_eq!(refused.json()["key"], "sources");
+    assert!(refused.text().contains("'billing'"), "{}", refused.text());
+    // …until it is retired on purpose.
+    let removed = apply(
+        &app,
+        &format!("retired_sources = [\"billing\"]\n{original}"),
+    )
+    .await;
     assert_eq!(
         removed["changes"]["sources"]["removed"],
         serde_json::json!(["billing"])
@@ -582,4 +594,50 @@ async fn a_dispatcher_that_does_not_know_a_destination_yet_puts_its_rows_back(ba
     assert_eq!(unaware.deliveries_with_status("dead").await, 0);
     let received = application.received_requests().await.map_or(0, |r| r.len());
     assert_eq!(received, 0, "nothing was sent");
+}
+
+/// A source renamed by reload would start deduplication afresh under its new name (the
+/// same event accepted and delivered again). The reload is refused naming the old name,
+/// and so is a start with the renamed configuration; once the old name is listed in
+/// `retired_sources`, the operator has chosen that, and the rename applies.
+async fn a_renamed_source_is_refused_until_its_old_name_is_retired(backend: Backend) {
+    let app = reloadable(backend).await;
+    let original = app.config_text();
+    let body = stripe_event("evt_renamed_1", "charge.captured", "ch_renamed_1");
+    app.post_stripe(&body).await.assert_status(200);
+
+    let renamed = original.replace("name = \"stripe\"", "name = \"stripe-live\"");
+    assert_ne!(renamed, original);
+    app.write_config(&renamed);
+    let refused = app.reload().await;
+    refused.assert_problem(422, "config_refused");
+    assert_eq!(refused.json()["key"], "sources");
+    assert!(refused.text().contains("'stripe'"), "{}", refused.text());
+    // Nothing changed: the old name still answers from the store, the new one is unknown.
+    assert!(app.post_stripe(&body).await.replayed());
+    let signature = stripe_signature(STRIPE_SECRET, &body, app.now().timestamp());
+    app.post_webhook(
+        "stripe-live",
+        &body,
+        &[("Stripe-Signature", signature.clone())],
+    )
+    .await
+    .assert_problem(404, "unknown_source");
+
+    // A start with the renamed configuration on the same database is refused too.
+    let settings = inlet::config::Settings::from_toml(&renamed).expect("valid on its own");
+    let started = inlet::startup::Application::build(settings).await;
+    let error = format!("{:#}", started.err().expect("refused"));
+    assert!(
+        error.contains("'stripe'") && error.contains("retired_sources"),
+        "{error}"
+    );
+
+    apply(&app, &format!("retired_sources = [\"stripe\"]\n{renamed}")).await;
+    app.post_webhook("stripe-live", &body, &[("Stripe-Signature", signature)])
+        .await
+        .assert_status(200);
+    app.post_stripe(&body)
+        .await
+        .assert_problem(404, "unknown_source");
 }
