@@ -35,7 +35,7 @@ fn inlet(toml: &str, args: &[&str]) -> Output {
     output
 }
 
-const STRIPE: &str = "[database]\nurl = \"sqlite://DB\"\n[[sources]]\nname = \"stripe\"\nscheme = \"stripe\"\nsecrets = [\"whsec_x\"]\n";
+const STRIPE: &str = "[database]\nurl = \"sqlite://DB\"\n[[sources]]\nname = \"stripe\"\nscheme = \"stripe\"\nsecrets = [\"whsec_check_config_0123456789abcdefghij\"]\n";
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -66,9 +66,9 @@ fn check_config_prints_the_audit_when_it_passes() {
 fn check_config_says_token_sources_prove_only_the_sender() {
     let toml = format!(
         "{STRIPE}[[sources]]\nname = \"legacy\"\nscheme = \"basic\"\n\
-         secrets = [\"inlet:pass-not-printed\"]\nevent_id = \"json:/id\"\nreplay_horizon = \"1d\"\n\
+         secrets = [\"inlet:pass-not-printed-0123456789\"]\nevent_id = \"json:/id\"\nreplay_horizon = \"1d\"\n\
          [[sources]]\nname = \"forms\"\nscheme = \"header_token\"\n\
-         token_header = \"X-Webhook-Token\"\nsecrets = [\"tok-not-printed\"]\n\
+         token_header = \"X-Webhook-Token\"\nsecrets = [\"tok-not-printed-0123456789\"]\n\
          event_id = \"json:/id\"\nreplay_horizon = \"1d\"\n"
     );
     let output = inlet(&toml, &["check-config"]);
@@ -151,7 +151,7 @@ fn serve_refuses_a_window_not_longer_than_the_horizon_and_names_the_numbers() {
 fn an_hmac_source_must_state_its_horizon() {
     let toml =
         "[database]\nurl = \"sqlite://DB\"\n[[sources]]\nname = \"acme\"\nscheme = \"hmac\"\n\
-                secrets = [\"s\"]\nevent_id = \"json:/id\"\n[sources.hmac]\nheader = \"X-Sig\"\n";
+                secrets = [\"acme-secret-0123456789\"]\nevent_id = \"json:/id\"\n[sources.hmac]\nheader = \"X-Sig\"\n";
     let output = inlet(toml, &["check-config"]);
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");

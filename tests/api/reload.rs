@@ -148,7 +148,10 @@ async fn secrets_rotate_under_load_without_a_failed_or_lost_request(backend: Bac
     }
     let pause = || tokio::time::sleep(Duration::from_millis(300));
     let mut current = STRIPE_SECRET.to_owned();
-    for next in ["whsec_rotated_in_1", "whsec_rotated_in_2"] {
+    for next in [
+        "whsec_rotated_in_1_0123456789abcdefghijklmn",
+        "whsec_rotated_in_2_0123456789abcdefghijklmn",
+    ] {
         pause().await;
         let added = apply(&app, &with_stripe_secrets(&original, &[&current, next])).await;
         assert_eq!(added["changes"]["sources"]["changed"][0], "stripe");
@@ -198,7 +201,7 @@ async fn a_reload_adds_and_removes_a_source_and_its_destination(backend: Backend
     let app = reloadable(backend).await;
     let application = application_answering(200).await;
     let original = app.config_text();
-    let billing_secret = "whsec_billing_secret";
+    let billing_secret = "whsec_billing_secret_0123456789abcdefghij";
     let added = format!(
         "{original}\n[[sources]]\nname = \"billing\"\nscheme = \"stripe\"\nsecrets = [\"{billing_secret}\"]\n\
          [[sources.destinations]]\nname = \"billing-app\"\nurl = \"{}/events\"\n\
@@ -267,7 +270,7 @@ async fn a_reload_adds_and_removes_a_source_and_its_destination(backend: Backend
 async fn a_refused_reload_names_the_key_and_changes_nothing(backend: Backend) {
     let app = reloadable(backend).await;
     let original = app.config_text();
-    let new_secret = "whsec_never_applied";
+    let new_secret = "whsec_never_applied_0123456789abcdefghijk";
     let refusals = [
         ("[[sources]\nname = ".to_owned(), None),
         (
@@ -370,7 +373,11 @@ async fn a_request_in_flight_finishes_on_the_configuration_it_started_with(backe
     stream.flush().await.expect("flush");
     tokio::time::sleep(Duration::from_millis(200)).await;
 
-    apply(&app, &with_stripe_secrets(&original, &["whsec_only_new"])).await;
+    apply(
+        &app,
+        &with_stripe_secrets(&original, &["whsec_only_new_0123456789abcdefghijklmnopq"]),
+    )
+    .await;
     stream.write_all(rest).await.expect("second half");
     let mut answer = String::new();
     stream
@@ -427,7 +434,7 @@ async fn sighup_reloads_the_file_of_a_running_process() {
                 .as_u16()
         }
     };
-    let rotated = "whsec_rotated_by_sighup";
+    let rotated = "whsec_rotated_by_sighup_0123456789abcdefgh";
     assert_eq!(post("evt_hup_1", rotated).await, 401);
 
     std::fs::write(
