@@ -955,3 +955,109 @@ proptest! {
         prop_assert!(verify(&source, &map, &body, Utc::now()).is_err());
     }
 }
+
+/// The weakest secret each scheme refuses and the weakest it accepts (finding 5 of
+/// issue 32: `whsec_` alone, `:` and one-character tokens were accepted). A refusal names
+/// the secret's key and never shows its value.
+#[test]
+fn weak_secrets_are_refused_naming_the_key_never_the_value() {
+    let q = |n: usize| "Q".repeat(n);
+    let whsec = |bytes: usize| format!("whsec_{}", BASE64.encode(vec![0x5a; bytes]));
+    let cases: Vec<(&str, Vec<String>, String)> = vec![
+        (
+            "stripe",
+            vec![format!("whsec_{}", q(31)), q(40)],
+            format!("whsec_{}", q(32)),
+        ),
+        (
+            "standard",
+            vec!["whsec_".into(), whsec(23), whsec(0)],
+            whsec(24),
+        ),
+        ("github", vec![q(15)], q(16)),
+        ("hmac", vec![q(15)], q(16)),
+        ("zoom", vec![q(15)], q(16)),
+        ("square", vec![q(21)], q(22)),
+        ("shopify", vec![q(31), format!("shpss_{}", q(31))], q(32)),
+        ("slack", vec![q(31)], q(32)),
+        ("twilio", vec![q(31)], q(32)),
+        (
+            "paddle",
+            vec![format!("pdl_ntfset_{}", q(31))],
+            format!("pdl_ntfset_{}", q(32)),
+        ),
+        (
+            "basic",
+            vec![":".into(), format!(":{}", q(16)), format!("user:{}", q(15))],
+            format!("user:{}", q(16)),
+        ),
+        (
+            "header_token",
+            vec!["x".into(), q(15), format!(" {}", q(16))],
+            q(16),
+        ),
+        // A public key of small order (the identity point) would accept forgeries.
+        (
+            "discord",
+            vec![format!("01{}", "00".repeat(31))],
+            "d04ab232742bb4ab3a1368bd4615e4e6d0224ab71a016baf8520a332c9778737".into(),
+        ),
+    ];
+    for (scheme, weak, strong) in &cases {
+        for secret in weak {
+            let toml = source_toml(scheme, &[strong.as_str(), secret.as_str()], None);
+            let error = Settings::from_toml(&toml).expect_err(&format!("{scheme}: {secret:?}"));
+            assert_eq!(error.key, "sources[0].secrets[1]", "{scheme}: {error}");
+            let shown = error.to_string();
+            let material = secret
+                .trim_start_matches("whsec_")
+                .trim_start_matches("user:");
+            assert!(
+                material.len() < 4 || !shown.contains(material),
+                "{scheme}: the value is shown: {shown}"
+            );
+        }
+        let toml = source_toml(scheme, &[strong.as_str()], None);
+        if let Err(e) = Settings::from_toml(&toml) {
+            panic!("{scheme}: the floor itself is accepted: {e}");
+        }
+    }
+}
+
+/// A destination's signing secret is a Standard Webhooks secret of 24 bytes or more.
+#[test]
+fn weak_destination_secrets_are_refused() {
+    let destination = |secret: &str| {
+        format!(
+            "{}[[sources.destinations]]\nurl = \"http://127.0.0.1:9/e\"\nsecret = \"{secret}\"\n",
+            source_toml("github", &[strong_secret("github")], None)
+        )
+    };
+    for weak in ["whsec_", "whsec_WlpaWlpaWlpaWlpaWlpaWlpaWlpaWlo="] {
+        let error = Settings::from_toml(&destination(weak)).expect_err(weak);
+        assert_eq!(error.key, "sources[0].destinations[0].secret", "{error}");
+        assert!(error.message.contains("too weak"), "{error}");
+        assert!(!error.message.contains("WlpaWlpa"), "{error}");
+    }
+    assert!(Settings::from_toml(&destination("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")).is_ok());
+}
+
+/// A header token travels in a header of the sender's own: not one that HTTP, a proxy
+/// or Inlet reads, rewrites or treats as another credential.
+#[test]
+fn header_tokens_refuse_reserved_headers() {
+    let toml = source_toml("header_token", &[strong_secret("header_token")], None);
+    assert!(Settings::from_toml(&toml).is_ok());
+    for header in [
+        "Host",
+        "Authorization",
+        "content-length",
+        "Cookie",
+        "X-Forwarded-For",
+    ] {
+        let reserved = toml.replace("X-Webhook-Token", header);
+        let error = Settings::from_toml(&reserved).expect_err(header);
+        assert_eq!(error.key, "sources[0].token_header", "{error}");
+        assert!(error.message.contains("cannot carry a token"), "{error}");
+    }
+}

@@ -16,6 +16,7 @@ on_both_backends!(
     secrets_rotate_under_load_without_a_failed_or_lost_request,
     a_reload_adds_and_removes_a_source_and_its_destination,
     a_refused_reload_names_the_key_and_changes_nothing,
+    a_reload_with_a_weak_secret_is_refused_and_changes_nothing,
     a_request_in_flight_finishes_on_the_configuration_it_started_with,
     a_dispatcher_that_does_not_know_a_destination_yet_puts_its_rows_back,
 );
@@ -263,6 +264,52 @@ async fn a_reload_adds_and_removes_a_source_and_its_destination(backend: Backend
     app.post_webhook("billing", &body, &signed(&body))
         .await
         .assert_problem(404, "unknown_source");
+}
+
+/// Finding 5 of issue 32: a secret below its scheme's floor (`whsec_` alone, an empty
+/// Standard Webhooks key; a Stripe secret shorter than Stripe issues) is refused by a
+/// reload as at startup: 422 naming the key, never the value, and nothing changes — a
+/// request signed with the weak secret is still refused.
+async fn a_reload_with_a_weak_secret_is_refused_and_changes_nothing(backend: Backend) {
+    let app = reloadable(backend).await;
+    let original = app.config_text();
+    let strong = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    assert!(original.contains(strong), "the standard source's secret");
+    let weak_stripe = "whsec_Wk3akV4lue";
+    let refusals = [
+        (
+            with_stripe_secrets(&original, &[STRIPE_SECRET, weak_stripe]),
+            "sources[0].secrets[1]",
+        ),
+        (
+            original.replacen(strong, "whsec_", 1),
+            "sources[2].secrets[0]",
+        ),
+    ];
+    for (config, key) in refusals {
+        app.write_config(&config);
+        let reply = app.reload().await;
+        reply.assert_problem(422, "config_refused");
+        assert_eq!(reply.json()["key"], key, "{}", reply.text());
+        assert!(reply.text().contains("too weak"), "{}", reply.text());
+        assert!(!reply.text().contains("Wk3akV4lue"), "{}", reply.text());
+    }
+    assert_eq!(
+        post_signed_stripe(&app, "evt_weak_1", STRIPE_SECRET).await,
+        200
+    );
+    assert_eq!(
+        post_signed_stripe(&app, "evt_weak_2", weak_stripe).await,
+        401
+    );
+    // Signed with the empty key that `whsec_` alone would have been.
+    let body = br#"{"type":"thing.happened"}"#;
+    app.post_signed("standard", body, "msg_weak", Some("whsec_"))
+        .await
+        .assert_problem(401, "bad_signature");
+    app.post_signed("standard", body, "msg_strong", None)
+        .await
+        .assert_status(200);
 }
 
 /// Invalid TOML, an invalid secret, a restart-only change: each answers 422 naming the
