@@ -28,7 +28,7 @@ pub const RESERVED: [(&str, &str); 18] = [
     ("te", HOP_BY_HOP),
     ("trailer", HOP_BY_HOP),
     ("upgrade", HOP_BY_HOP),
-    ("expect", HOP_BY_HOP),
+    ("expect", FRAMING),
     ("authorization", CREDENTIAL),
     ("proxy-authorization", CREDENTIAL),
     ("cookie", CREDENTIAL),
@@ -41,8 +41,9 @@ pub const RESERVED: [(&str, &str); 18] = [
 const RESERVED_PREFIXES: [(&str, &str); 1] = [("x-forwarded-", PROXIES)];
 
 const ROUTING: &str = "it routes the request (proxies and virtual hosts read it)";
-const FRAMING: &str = "it frames the body (HTTP servers and proxies consume it)";
-const CONTENT: &str = "it describes the body (Inlet reads it to parse the body)";
+const FRAMING: &str = "it governs how the body is sent (HTTP servers and proxies consume it)";
+const CONTENT: &str = "it describes the body (HTTP servers and Inlet read it to decode and \
+                       parse the body)";
 const HOP_BY_HOP: &str = "it is hop-by-hop (a proxy drops it before Inlet sees it)";
 const CREDENTIAL: &str = "it carries another kind of credential (the basic scheme's \
                           Authorization, a proxy's, the console's cookie), which proxies \
