@@ -26,7 +26,7 @@ SINK_DELAY=${SINK_DELAY:-5ms}
 BACKENDS=${BACKENDS-postgres sqlite}
 PORT_BASE=${PORT_BASE:-18180}
 PG_ADMIN=${PG_ADMIN:-postgres://postgres@127.0.0.1:5432/postgres}
-SECRET=whsec_bench_secret_for_local_runs
+SECRET=whsec_bench_secret_for_local_runs_0123456789
 SETTINGS=(off breaker in_flight rate held)
 
 echo "== building (release)"

@@ -68,7 +68,7 @@ PG_ADMIN=${PG_ADMIN:-postgres://postgres@127.0.0.1:5432/postgres}
 PG_SETTINGS=${PG_SETTINGS-pool_size = 32}
 SQLITE_SETTINGS=${SQLITE_SETTINGS-}
 PORT_BASE=${PORT_BASE:-18080}
-SECRET=whsec_bench_secret_for_local_runs
+SECRET=whsec_bench_secret_for_local_runs_0123456789
 
 for d in "$DURATION" "$E2E_DURATION" "$BUS_DURATION"; do
   [[ $d =~ ^[0-9]+s$ ]] || { echo "durations are whole seconds, like 10s (got $d)"; exit 2; }

@@ -489,17 +489,23 @@ mod tests {
         );
     }
 
+    /// Secrets as strong as each scheme asks.
+    const GITHUB: &str = "github-secret-0123456789";
+    const SHOPIFY: &str = "shopify-secret-0123456789abcdef0123";
+    const STRIPE: &str = "whsec_0123456789abcdefghijklmnopqrstuv";
+
     #[test]
     fn sources_with_unsigned_event_ids_key_facts_on_the_body() {
-        let toml = r#"
+        let toml = format!(
+            r#"
 [[sources]]
 name = "gh"
 scheme = "github"
-secrets = ["s"]
+secrets = ["{GITHUB}"]
 [[sources]]
 name = "shop"
 scheme = "shopify"
-secrets = ["s"]
+secrets = ["{SHOPIFY}"]
 [[sources]]
 name = "svix"
 scheme = "standard"
@@ -507,11 +513,11 @@ secrets = ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]
 [[sources]]
 name = "stripe"
 scheme = "stripe"
-secrets = ["s"]
+secrets = ["{STRIPE}"]
 [[sources]]
 name = "acme"
 scheme = "hmac"
-secrets = ["s"]
+secrets = ["{GITHUB}"]
 event_id = "header:X-Acme-Id"
 replay_horizon = "1d"
 [sources.hmac]
@@ -519,10 +525,11 @@ header = "X-Acme-Signature"
 [[sources]]
 name = "gh-keyed"
 scheme = "github"
-secrets = ["s"]
+secrets = ["{GITHUB}"]
 fact_key = "json:/after"
-"#;
-        let settings = Settings::from_toml(toml).unwrap();
+"#
+        );
+        let settings = Settings::from_toml(&toml).unwrap();
         let fact_key = |name: &str| settings.source(name).unwrap().locators.fact_key.clone();
         for unsigned in ["gh", "shop", "acme"] {
             assert_eq!(fact_key(unsigned), Some(Locator::BodyDigest), "{unsigned}");
@@ -567,7 +574,7 @@ fact_key = "json:/after"
         assert!(err.message.contains("INLET_TEST_UNSET_VAR"));
 
         let err = Settings::from_toml(
-            "[[sources]]\nname = \"gh\"\nscheme = \"github\"\nsecrets = [\"s\"]\ntolerance_secs = 5\n",
+            &format!("[[sources]]\nname = \"gh\"\nscheme = \"github\"\nsecrets = [\"{GITHUB}\"]\ntolerance_secs = 5\n"),
         )
         .unwrap_err();
         assert_eq!(err.key, "sources[0].tolerance_secs");
@@ -579,7 +586,7 @@ fact_key = "json:/after"
         assert_eq!(err.key, "sources[0].secrets[0]");
 
         let err = Settings::from_toml(
-            "[[sources]]\nname = \"h\"\nscheme = \"hmac\"\nsecrets = [\"s\"]\n[sources.hmac]\nheader = \"X-Sig\"\n",
+            &format!("[[sources]]\nname = \"h\"\nscheme = \"hmac\"\nsecrets = [\"{GITHUB}\"]\n[sources.hmac]\nheader = \"X-Sig\"\n"),
         )
         .unwrap_err();
         assert_eq!(err.key, "sources[0].event_id");
@@ -596,12 +603,13 @@ fact_key = "json:/after"
     /// Two destinations on a source `scheme` (with `extra` source lines), the second with
     /// `events = [events]`.
     fn routed_config(scheme: &str, extra: &str, events: &str) -> String {
+        let secret = if scheme == "stripe" { STRIPE } else { GITHUB };
         format!(
             r#"
 [[sources]]
 name = "src"
 scheme = "{scheme}"
-secrets = ["s"]
+secrets = ["{secret}"]
 {extra}
 [[sources.destinations]]
 url = "http://127.0.0.1:9000/all"
@@ -654,11 +662,14 @@ events = [{events}]
 
     #[test]
     fn a_reload_names_the_first_restart_only_key_it_would_change() {
-        let base = "[server]\nbind = \"127.0.0.1:0\"\n[[sources]]\nname = \"gh\"\nscheme = \"github\"\nsecrets = [\"s\"]\n";
+        let base = &format!("[server]\nbind = \"127.0.0.1:0\"\n[[sources]]\nname = \"gh\"\nscheme = \"github\"\nsecrets = [\"{GITHUB}\"]\n");
         let running = Settings::from_toml(base).unwrap();
         let change = |text: &str| running.restart_only_change(&Settings::from_toml(text).unwrap());
         // Sources reload live; an absent table is the same as an empty one.
-        assert_eq!(change(&base.replace("[\"s\"]", "[\"s\", \"t\"]")), None);
+        assert_eq!(
+            change(&base.replace(GITHUB, &format!("{GITHUB}\", \"{GITHUB}-next"))),
+            None
+        );
         assert_eq!(change(&format!("{base}[console]\n")), None);
         assert_eq!(
             change(&base.replace("127.0.0.1:0", "127.0.0.1:1")),

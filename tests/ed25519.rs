@@ -314,7 +314,7 @@ fn signing_needs_the_private_key_and_refuses_a_wrong_one() {
     let public_first = source("standard", &[&whpk(&key), WHSEC]);
     assert!(inlet::cli::signing_secret(&public_first, None).is_err());
     assert!(inlet::cli::signing_secret(&public_first, Some(&Secret::new(WHSEC))).is_err());
-    let github = source("github", &["gh-secret"]);
+    let github = source("github", &["gh-secret-0123456789abcdef"]);
     assert!(inlet::cli::signing_secret(&github, Some(&whsk(&key))).is_err());
 }
 

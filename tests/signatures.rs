@@ -13,6 +13,7 @@ use chrono::{DateTime, Utc};
 use headers::header_map;
 use inlet::config::Settings;
 use inlet::provider::SourceSettings;
+use inlet::secret::Secret;
 use inlet::signature::{EventToSign, Keys, SignatureError, Unverified};
 use proptest::prelude::*;
 use std::path::PathBuf;
@@ -26,6 +27,27 @@ fn source(scheme: &str, secrets: &[&str]) -> SourceSettings {
     source_at(scheme, secrets, None)
 }
 
+/// A secret as strong as `scheme` asks of a configured one.
+fn strong_secret(scheme: &str) -> &'static str {
+    match scheme {
+        "stripe" => "whsec_it-is-a-secret-to-everybody-0123456789",
+        "standard" => "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD",
+        "basic" => "inlet:it-is-a-secret-to-everybody",
+        _ => "it's a secret to everybody, 0123456789",
+    }
+}
+
+/// A source of `scheme` holding `secrets` that configuration would refuse as too weak:
+/// the providers' published examples (Stripe's `whsec_test_secret`, RFC 7617's
+/// `Aladdin:open sesame`) are shorter than what they issue. Configured with a strong
+/// secret, which the test's then replace: the arithmetic is what is checked here, the
+/// floor in `weak_secrets_are_refused_naming_the_key_never_the_value`.
+fn unchecked_source(scheme: &str, secrets: &[&str], public_url: Option<&str>) -> SourceSettings {
+    let mut source = source_at(scheme, &[strong_secret(scheme)], public_url);
+    source.secrets = secrets.iter().map(|s| Secret::new(*s)).collect();
+    source
+}
+
 /// The URL the test sources of `scheme` are registered at (schemes that sign it).
 fn default_public_url(scheme: &str) -> Option<&'static str> {
     match scheme {
@@ -37,6 +59,14 @@ fn default_public_url(scheme: &str) -> Option<&'static str> {
 
 /// [`source`], with `public_url` instead of the scheme's default one.
 fn source_at(scheme: &str, secrets: &[&str], public_url: Option<&str>) -> SourceSettings {
+    Settings::from_toml(&source_toml(scheme, secrets, public_url))
+        .unwrap_or_else(|e| panic!("{scheme}: {e}"))
+        .sources
+        .remove(0)
+}
+
+/// The configuration of one source `s` of `scheme`.
+fn source_toml(scheme: &str, secrets: &[&str], public_url: Option<&str>) -> String {
     let secrets: Vec<String> = secrets.iter().map(|s| format!("{s:?}")).collect();
     let url = public_url
         .or(default_public_url(scheme))
@@ -57,14 +87,10 @@ fn source_at(scheme: &str, secrets: &[&str], public_url: Option<&str>) -> Source
         "paddle" => "[retention]\nevents = \"100d\"\n",
         _ => "",
     };
-    let toml = format!(
+    format!(
         "[[sources]]\nname = \"s\"\nscheme = \"{scheme}\"\nsecrets = [{}]\n{url}{extra}",
         secrets.join(", ")
-    );
-    Settings::from_toml(&toml)
-        .unwrap_or_else(|e| panic!("{scheme}: {e}"))
-        .sources
-        .remove(0)
+    )
 }
 
 fn verify(
@@ -106,7 +132,7 @@ fn vector_headers(vector: &serde_json::Value) -> HeaderMap {
 
 /// The source a vector was made for: its scheme, secret and public_url.
 fn vector_source(vector: &serde_json::Value) -> SourceSettings {
-    source_at(
+    unchecked_source(
         vector["scheme"].as_str().expect("scheme"),
         &[vector["secret"].as_str().expect("secret")],
         vector["public_url"].as_str(),
@@ -192,11 +218,7 @@ fn signed(
     body: &[u8],
     now: DateTime<Utc>,
 ) -> (SourceSettings, Vec<(String, String)>) {
-    let secret = match scheme {
-        "standard" => "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD",
-        _ => "it's a secret to everybody",
-    };
-    let source = source(scheme, &[secret]);
+    let source = source(scheme, &[strong_secret(scheme)]);
     let event = EventToSign {
         id: "evt_prop".into(),
         event_type: "ping".into(),
@@ -394,7 +416,7 @@ fn our_signer_produces_what_the_providers_sdks_produce() {
             "standard" => ("webhook-signature", "-signature", Some("-id")),
             other => panic!("unexpected scheme {other}"),
         };
-        let source = source(scheme, &[vector["secret"].as_str().expect("secret")]);
+        let source = vector_source(&vector);
         let now = vector["timestamp"]
             .as_i64()
             .and_then(|t| DateTime::from_timestamp(t, 0))
@@ -525,7 +547,7 @@ fn url_signing_schemes_refuse_a_request_signed_for_another_url() {
             registered.replacen("https:", "http:", 1),
             registered.replacen("example.com", "example.org", 1),
         ] {
-            let other = source_at(scheme, &[secret], Some(&url));
+            let other = unchecked_source(scheme, &[secret], Some(&url));
             assert!(
                 matches!(
                     verify(&other, &map, body, Utc::now()),
@@ -534,7 +556,10 @@ fn url_signing_schemes_refuse_a_request_signed_for_another_url() {
                 "{url}"
             );
         }
-        let toml = format!("[[sources]]\nname = \"s\"\nscheme = \"{scheme}\"\nsecrets = [\"k\"]\n");
+        let toml = format!(
+            "[[sources]]\nname = \"s\"\nscheme = \"{scheme}\"\nsecrets = [\"{}\"]\n",
+            strong_secret(scheme)
+        );
         assert!(
             Settings::from_toml(&toml).is_err(),
             "{scheme} needs public_url"
@@ -588,7 +613,7 @@ fn zoom_url_validation_answers_the_documented_token() {
         .find(|v| v["scheme"] == "zoom" && v["valid"] == true)
         .expect("a zoom event");
     let map = vector_headers(&event);
-    let source = source("zoom", &[event["secret"].as_str().expect("secret")]);
+    let source = vector_source(&event);
     let now = DateTime::from_timestamp(event["timestamp"].as_i64().expect("ts"), 0).expect("t");
     let body = event["body"].as_str().expect("body").as_bytes();
     let keys = Keys {
@@ -606,6 +631,8 @@ fn zoom_url_validation_answers_the_documented_token() {
         .is_none());
 }
 
+const PADDLE_NEW: &str = "pdl_ntfset_01hv8x2fvaqz3b1k9y7w6tq5rm_new_secret";
+
 /// Either secret of a rotating Paddle source verifies a one-`h1` request; a removed one
 /// does not.
 #[test]
@@ -616,13 +643,17 @@ fn paddle_takes_every_configured_secret() {
         id: "evt_r".into(),
         event_type: "transaction.paid".into(),
     };
-    for signer in ["pdl_ntfset_new", "pdl_ntfset_old"] {
+    let (new, old) = (
+        PADDLE_NEW,
+        "pdl_ntfset_01hv8wz4m3a8c2dfe5gh6jk7np_old_secret",
+    );
+    for signer in [new, old] {
         let headers =
             inlet::cli::signed_headers_for(&source("paddle", &[signer]), body, now, &event);
         let map = header_map(&headers);
-        let rotating = source("paddle", &["pdl_ntfset_new", "pdl_ntfset_old"]);
+        let rotating = source("paddle", &[new, old]);
         assert!(verify(&rotating, &map, body, now).is_ok(), "{signer}");
-        let removed = source("paddle", &["pdl_ntfset_newest"]);
+        let removed = source("paddle", &[&format!("{new}est")]);
         assert!(matches!(
             verify(&removed, &map, body, now),
             Err(SignatureError::Mismatch(_))
@@ -636,14 +667,16 @@ fn token_headers(scheme: &str, secret: &str) -> Vec<(String, String)> {
         id: "e".into(),
         event_type: "t".into(),
     };
-    inlet::cli::signed_headers_for(&source(scheme, &[secret]), b"{}", Utc::now(), &event)
+    let source = unchecked_source(scheme, &[secret], None);
+    inlet::cli::signed_headers_for(&source, b"{}", Utc::now(), &event)
 }
 
 /// RFC 7617's example credentials, and rotation: every configured pair is accepted, a
 /// removed one is not, and the comparison is exact.
 #[test]
 fn basic_accepts_exactly_the_configured_credentials() {
-    let rfc = source("basic", &["Aladdin:open sesame"]);
+    // Its password is shorter than a configuration accepts (see the floor's own test).
+    let rfc = unchecked_source("basic", &["Aladdin:open sesame"], None);
     let map = header_map(&[(
         "Authorization".to_owned(),
         "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==".to_owned(),
@@ -654,16 +687,17 @@ fn basic_accepts_exactly_the_configured_credentials() {
         "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ=="
     );
 
-    let rotating = source("basic", &["inlet:new-pass", "inlet:old-pass"]);
-    for pair in ["inlet:new-pass", "inlet:old-pass"] {
+    let (new, old) = ("inlet:new-pass-0123456789", "inlet:old-pass-0123456789");
+    let rotating = source("basic", &[new, old]);
+    for pair in [new, old] {
         let map = header_map(&token_headers("basic", pair));
         assert!(verify(&rotating, &map, b"{}", Utc::now()).is_ok(), "{pair}");
     }
     for pair in [
-        "inlet:removed",
-        "inlet:new-pas",
-        "inlet:new-pass ",
-        "Inlet:new-pass",
+        "inlet:removed-pass-0123456789",
+        "inlet:new-pass-012345678",
+        "inlet:new-pass-0123456789 ",
+        "Inlet:new-pass-0123456789",
     ] {
         let map = header_map(&token_headers("basic", pair));
         assert!(
@@ -689,7 +723,7 @@ fn basic_accepts_exactly_the_configured_credentials() {
         Err(SignatureError::Missing(_))
     ));
     let refused = Settings::from_toml(
-        "[[sources]]\nname = \"b\"\nscheme = \"basic\"\nsecrets = [\"no-colon\"]\n\
+        "[[sources]]\nname = \"b\"\nscheme = \"basic\"\nsecrets = [\"no-colon-0123456789abcdef\"]\n\
          event_id = \"json:/id\"\nreplay_horizon = \"1d\"\n",
     );
     assert!(refused.is_err(), "a basic secret is user:password");
@@ -697,15 +731,21 @@ fn basic_accepts_exactly_the_configured_credentials() {
 
 #[test]
 fn header_token_accepts_exactly_a_configured_token() {
-    let rotating = source("header_token", &["tok_new", "tok_old"]);
-    for token in ["tok_new", "tok_old"] {
+    let (new, old) = ("tok_new_0123456789abcdef", "tok_old_0123456789abcdef");
+    let rotating = source("header_token", &[new, old]);
+    for token in [new, old] {
         let map = header_map(&token_headers("header_token", token));
         assert!(
             verify(&rotating, &map, b"{}", Utc::now()).is_ok(),
             "{token}"
         );
     }
-    for token in ["tok_removed", "tok_ne", "tok_new2", "TOK_NEW"] {
+    for token in [
+        "tok_removed_0123456789abcdef",
+        "tok_new_0123456789abcde",
+        "tok_new_0123456789abcdef2",
+        "TOK_NEW_0123456789ABCDEF",
+    ] {
         let map = header_map(&token_headers("header_token", token));
         assert!(
             matches!(
@@ -720,7 +760,7 @@ fn header_token_accepts_exactly_a_configured_token() {
         Err(SignatureError::Missing(_))
     ));
     let needs_header = Settings::from_toml(
-        "[[sources]]\nname = \"t\"\nscheme = \"header_token\"\nsecrets = [\"x\"]\n\
+        "[[sources]]\nname = \"t\"\nscheme = \"header_token\"\nsecrets = [\"tok_0123456789abcdef\"]\n\
          event_id = \"json:/id\"\nreplay_horizon = \"1d\"\n",
     );
     assert!(needs_header.is_err(), "token_header is required");
@@ -734,7 +774,8 @@ proptest! {
     #[test]
     fn token_sources_refuse_any_change_to_the_credential(
         scheme in prop::sample::select(vec!["basic", "header_token"]),
-        secret in "[a-z]{1,12}:[ -~]{1,24}",
+        // A configured password or token: 16 bytes or more, no whitespace at its ends.
+        secret in "[a-z]{1,12}:[!-~][ -~]{14,22}[!-~]",
         index in any::<prop::sample::Index>(),
         replacement in 33u8..=126,
         body in prop::collection::vec(any::<u8>(), 0..128),
@@ -809,15 +850,24 @@ fn refused(source: &SourceSettings, headers: &HeaderMap, body: &[u8]) -> bool {
 #[test]
 fn twilio_takes_every_configured_secret() {
     let body = b"MessageSid=SM1&MessageStatus=sent";
-    let rotating = source("twilio", &["token-new", "token-old"]);
-    for signer in ["token-new", "token-old"] {
+    let rotating = source(
+        "twilio",
+        &[
+            "token-new-0123456789abcdefghijklmn",
+            "token-old-0123456789abcdefghijklmn",
+        ],
+    );
+    for signer in [
+        "token-new-0123456789abcdefghijklmn",
+        "token-old-0123456789abcdefghijklmn",
+    ] {
         let headers = twilio_signed(signer, body);
         assert!(
             verify(&rotating, &headers, body, Utc::now()).is_ok(),
             "{signer}"
         );
         assert!(refused(
-            &source("twilio", &["token-newest"]),
+            &source("twilio", &["token-newest-0123456789abcdefghijklmn"]),
             &headers,
             body
         ));
@@ -839,8 +889,8 @@ proptest! {
     ) {
         let params: Vec<(String, String)> = params.into_iter().collect();
         let body = form(&params);
-        let headers = twilio_signed("auth-token", &body);
-        let source = source("twilio", &["auth-token"]);
+        let headers = twilio_signed("twilio-auth-token-0123456789abcdef", &body);
+        let source = source("twilio", &["twilio-auth-token-0123456789abcdef"]);
         prop_assert!(verify(&source, &headers, &body, Utc::now()).is_ok());
         let reordered: Vec<_> = params.iter().rev().cloned().collect();
         prop_assert!(verify(&source, &headers, &form(&reordered), Utc::now()).is_ok());
@@ -857,7 +907,7 @@ proptest! {
             removed.remove(at);
             prop_assert!(refused(&source, &headers, &form(&removed)));
         }
-        let elsewhere = source_at("twilio", &["auth-token"], Some("https://example.com/webhooks/twilio2"));
+        let elsewhere = source_at("twilio", &["twilio-auth-token-0123456789abcdef"], Some("https://example.com/webhooks/twilio2"));
         prop_assert!(refused(&elsewhere, &headers, &body));
 
         let mut pairs: Vec<(String, String)> = headers
@@ -880,9 +930,9 @@ proptest! {
         flip in 1u8..=255,
     ) {
         let body = serde_json::to_vec(&serde_json::json!({ "text": text })).expect("JSON");
-        let headers = twilio_signed("auth-token", &body);
+        let headers = twilio_signed("twilio-auth-token-0123456789abcdef", &body);
         prop_assert_eq!(headers.get("content-type").map(|v| v.as_bytes()), Some(&b"application/json"[..]));
-        let source = source("twilio", &["auth-token"]);
+        let source = source("twilio", &["twilio-auth-token-0123456789abcdef"]);
         prop_assert!(verify(&source, &headers, &body, Utc::now()).is_ok());
         let mut changed = body.clone();
         changed[index.index(body.len())] ^= flip;
@@ -894,7 +944,7 @@ proptest! {
         values in prop::collection::vec(prop::collection::vec(32u8..=126, 0..160), 3),
         body in prop::collection::vec(any::<u8>(), 0..128),
     ) {
-        let source = source("twilio", &["auth-token"]);
+        let source = source("twilio", &["twilio-auth-token-0123456789abcdef"]);
         let names = ["x-twilio-signature", "x-twilio-webhooks-signature-settings", "content-type"];
         let mut map = HeaderMap::new();
         for (name, value) in names.iter().zip(&values) {
@@ -903,5 +953,111 @@ proptest! {
             }
         }
         prop_assert!(verify(&source, &map, &body, Utc::now()).is_err());
+    }
+}
+
+/// The weakest secret each scheme refuses and the weakest it accepts (finding 5 of
+/// issue 32: `whsec_` alone, `:` and one-character tokens were accepted). A refusal names
+/// the secret's key and never shows its value.
+#[test]
+fn weak_secrets_are_refused_naming_the_key_never_the_value() {
+    let q = |n: usize| "Q".repeat(n);
+    let whsec = |bytes: usize| format!("whsec_{}", BASE64.encode(vec![0x5a; bytes]));
+    let cases: Vec<(&str, Vec<String>, String)> = vec![
+        (
+            "stripe",
+            vec![format!("whsec_{}", q(31)), q(40)],
+            format!("whsec_{}", q(32)),
+        ),
+        (
+            "standard",
+            vec!["whsec_".into(), whsec(23), whsec(0)],
+            whsec(24),
+        ),
+        ("github", vec![q(15)], q(16)),
+        ("hmac", vec![q(15)], q(16)),
+        ("zoom", vec![q(15)], q(16)),
+        ("square", vec![q(21)], q(22)),
+        ("shopify", vec![q(31), format!("shpss_{}", q(31))], q(32)),
+        ("slack", vec![q(31)], q(32)),
+        ("twilio", vec![q(31)], q(32)),
+        (
+            "paddle",
+            vec![format!("pdl_ntfset_{}", q(31))],
+            format!("pdl_ntfset_{}", q(32)),
+        ),
+        (
+            "basic",
+            vec![":".into(), format!(":{}", q(16)), format!("user:{}", q(15))],
+            format!("user:{}", q(16)),
+        ),
+        (
+            "header_token",
+            vec!["x".into(), q(15), format!(" {}", q(16))],
+            q(16),
+        ),
+        // A public key of small order (the identity point) would accept forgeries.
+        (
+            "discord",
+            vec![format!("01{}", "00".repeat(31))],
+            "d04ab232742bb4ab3a1368bd4615e4e6d0224ab71a016baf8520a332c9778737".into(),
+        ),
+    ];
+    for (scheme, weak, strong) in &cases {
+        for secret in weak {
+            let toml = source_toml(scheme, &[strong.as_str(), secret.as_str()], None);
+            let error = Settings::from_toml(&toml).expect_err(&format!("{scheme}: {secret:?}"));
+            assert_eq!(error.key, "sources[0].secrets[1]", "{scheme}: {error}");
+            let shown = error.to_string();
+            let material = secret
+                .trim_start_matches("whsec_")
+                .trim_start_matches("user:");
+            assert!(
+                material.len() < 4 || !shown.contains(material),
+                "{scheme}: the value is shown: {shown}"
+            );
+        }
+        let toml = source_toml(scheme, &[strong.as_str()], None);
+        if let Err(e) = Settings::from_toml(&toml) {
+            panic!("{scheme}: the floor itself is accepted: {e}");
+        }
+    }
+}
+
+/// A destination's signing secret is a Standard Webhooks secret of 24 bytes or more.
+#[test]
+fn weak_destination_secrets_are_refused() {
+    let destination = |secret: &str| {
+        format!(
+            "{}[[sources.destinations]]\nurl = \"http://127.0.0.1:9/e\"\nsecret = \"{secret}\"\n",
+            source_toml("github", &[strong_secret("github")], None)
+        )
+    };
+    for weak in ["whsec_", "whsec_WlpaWlpaWlpaWlpaWlpaWlpaWlpaWlo="] {
+        let error = Settings::from_toml(&destination(weak)).expect_err(weak);
+        assert_eq!(error.key, "sources[0].destinations[0].secret", "{error}");
+        assert!(error.message.contains("too weak"), "{error}");
+        assert!(!error.message.contains("WlpaWlpa"), "{error}");
+    }
+    assert!(Settings::from_toml(&destination("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")).is_ok());
+}
+
+/// A header token travels in a header of the sender's own: not one that HTTP, a proxy
+/// or Inlet reads, rewrites or treats as another credential.
+#[test]
+fn header_tokens_refuse_reserved_headers() {
+    let toml = source_toml("header_token", &[strong_secret("header_token")], None);
+    assert!(Settings::from_toml(&toml).is_ok());
+    for header in [
+        "Host",
+        "Authorization",
+        "content-length",
+        "Cookie",
+        "X-Forwarded-For",
+    ] {
+        let reserved = toml.replace("X-Webhook-Token", header);
+        let error = Settings::from_toml(&reserved).expect_err(header);
+        assert_eq!(error.key, "sources[0].token_header", "{error}");
+        assert!(error.message.contains("cannot carry a token"), "{error}");
     }
 }

@@ -9,7 +9,7 @@ use super::RetryPolicy;
 use crate::duration::{setting, span, HumanDuration};
 use crate::error::ConfigError;
 use crate::secret::Secret;
-use crate::signature::standard_signing_key;
+use crate::signature::check_standard_secret;
 use chrono::{DateTime, Utc};
 use routing::EventTypeFilter;
 use serde::Deserialize;
@@ -277,7 +277,7 @@ impl DestinationFile {
         };
         let secret =
             Secret::resolve(&self.secret).map_err(|m| ConfigError::new(key("secret"), m))?;
-        standard_signing_key(&secret).map_err(|m| ConfigError::new(key("secret"), m))?;
+        check_standard_secret(&secret).map_err(|m| ConfigError::new(key("secret"), m))?;
         let get = |field: &str, value: Option<&str>, default: &str| {
             setting(&key(field), value, default).map(|d| d.0)
         };

@@ -5,7 +5,7 @@
 //! body and no signed timestamp.
 
 use super::{EventToSign, Keys, Scheme, SignatureError, Unverified, Verified};
-use crate::secret::{secrets_equal, Secret};
+use crate::secret::{secrets_equal, too_weak, Secret, MIN_SECRET_BYTES};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 use chrono::{DateTime, Utc};
@@ -61,12 +61,23 @@ impl Scheme for Basic {
         false
     }
 
+    /// `user:password`, the user not empty (RFC 7617: it cannot hold a ':') and the
+    /// password at least [`MIN_SECRET_BYTES`]: the password is the secret, the user name
+    /// is not.
     fn check_secret(&self, secret: &Secret) -> Result<(), String> {
-        if secret.expose().contains(':') {
-            Ok(())
-        } else {
-            Err("a basic source's secret is \"user:password\" (it has no ':')".to_owned())
+        let Some((user, password)) = secret.expose().split_once(':') else {
+            return Err("a basic source's secret is \"user:password\" (it has no ':')".to_owned());
+        };
+        if user.is_empty() {
+            return Err("a basic source's secret is \"user:password\" with a user name".to_owned());
         }
+        if password.len() < MIN_SECRET_BYTES {
+            return Err(too_weak(
+                "a basic source's password (after the first ':') has at least 16 bytes",
+                password.len(),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -76,4 +87,28 @@ pub(super) fn any_secret_equals(secrets: &[Secret], given: &[u8]) -> bool {
     secrets.iter().fold(false, |found, secret| {
         secrets_equal(given, secret.expose().as_bytes()) | found
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_need_a_user_and_a_16_byte_password() {
+        let check = |pair: &str| Basic.check_secret(&Secret::new(pair));
+        assert!(check("inlet:0123456789abcdef").is_ok());
+        // The password is what follows the first ':' and may hold more.
+        assert!(check("inlet:0123:456789abcdef").is_ok());
+        assert!(check(":").unwrap_err().contains("user name"));
+        assert!(check(":0123456789abcdef")
+            .unwrap_err()
+            .contains("user name"));
+        assert!(check("inlet:").unwrap_err().contains("too weak"));
+        let short = check("inlet:open sesame").unwrap_err();
+        assert!(
+            short.contains("11 bytes") && !short.contains("sesame"),
+            "{short}"
+        );
+        assert!(check("no-colon").unwrap_err().contains("no ':'"));
+    }
 }

@@ -35,7 +35,7 @@ pub use self::public_url::PublicUrl;
 pub use self::shopify::Shopify;
 pub use self::slack::Slack;
 pub use self::square::Square;
-pub use self::standard::{signing_key as standard_signing_key, Standard};
+pub use self::standard::{check_signing_secret as check_standard_secret, Standard};
 pub use self::stripe::Stripe;
 pub use self::twilio::Twilio;
 pub use self::zoom::{url_validation_token as zoom_url_validation_token, Zoom};
@@ -220,9 +220,11 @@ pub trait Scheme: Sync + std::fmt::Debug {
         &[]
     }
 
-    /// Refuses a secret this scheme cannot use (checked at startup).
-    fn check_secret(&self, _secret: &Secret) -> Result<(), String> {
-        Ok(())
+    /// Refuses a secret this scheme cannot use or that is too weak to trust (checked
+    /// wherever a configuration is validated: startup, `check-config`, reload). By
+    /// default, the floor for a secret the user chooses.
+    fn check_secret(&self, secret: &Secret) -> Result<(), String> {
+        crate::secret::MinLength::CHOSEN.check(secret)
     }
 
     /// Whether a source's configured `secret` can sign (`inlet sign`): a public key only

@@ -5,7 +5,7 @@
 
 use super::timestamped::TimestampedHex;
 use super::{EventToSign, Keys, Scheme, SignatureError, Unverified, Verified};
-use crate::secret::Secret;
+use crate::secret::{MinLength, Secret};
 use chrono::{DateTime, Utc};
 
 const LAYOUT: TimestampedHex = TimestampedHex {
@@ -41,6 +41,18 @@ impl Scheme for Paddle {
 
     fn signs_timestamp(&self) -> bool {
         true
+    }
+
+    /// Paddle issues `pdl_ntfset_`, the notification setting's id and a random part.
+    fn check_secret(&self, secret: &Secret) -> Result<(), String> {
+        MinLength {
+            prefix: "pdl_ntfset_",
+            prefix_required: false,
+            min: 32,
+            rule: "a Paddle secret key has at least 32 characters after pdl_ntfset_, \
+                   as Paddle issues them",
+        }
+        .check(secret)
     }
 }
 

@@ -6,7 +6,7 @@
 use super::{
     Encoding, EventToSign, HmacScheme, Keys, Scheme, SignatureError, Unverified, Verified,
 };
-use crate::secret::Secret;
+use crate::secret::{MinLength, Secret};
 use chrono::{DateTime, Utc};
 use std::sync::OnceLock;
 
@@ -51,5 +51,18 @@ impl Scheme for Shopify {
 
     fn signs_timestamp(&self) -> bool {
         false
+    }
+
+    /// Shopify issues 32 hex characters (an app's client secret, `shpss_` before them
+    /// in newer apps) or 64 (a store's notification key).
+    fn check_secret(&self, secret: &Secret) -> Result<(), String> {
+        MinLength {
+            prefix: "shpss_",
+            prefix_required: false,
+            min: 32,
+            rule: "a Shopify client secret or webhook key has at least 32 characters \
+                   (after shpss_ where it has one), as Shopify issues them",
+        }
+        .check(secret)
     }
 }

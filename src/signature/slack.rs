@@ -8,7 +8,7 @@
 use super::{
     Encoding, EventToSign, HmacScheme, Keys, Scheme, SignatureError, Unverified, Verified,
 };
-use crate::secret::Secret;
+use crate::secret::{MinLength, Secret};
 use chrono::{DateTime, Utc};
 use std::sync::OnceLock;
 
@@ -62,5 +62,13 @@ impl Scheme for Slack {
 
     fn signs_timestamp(&self) -> bool {
         true
+    }
+
+    fn check_secret(&self, secret: &Secret) -> Result<(), String> {
+        MinLength::issued(
+            32,
+            "a Slack signing secret is 32 characters, as Slack issues it",
+        )
+        .check(secret)
     }
 }

@@ -8,7 +8,7 @@ use super::{
     any_matches, base64_tag, hmac_sha256, EventToSign, Keys, PublicUrl, Scheme, SignatureError,
     Unverified, Verified,
 };
-use crate::secret::Secret;
+use crate::secret::{MinLength, Secret};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 use chrono::{DateTime, Utc};
@@ -62,5 +62,13 @@ impl Scheme for Square {
 
     fn signs_timestamp(&self) -> bool {
         false
+    }
+
+    fn check_secret(&self, secret: &Secret) -> Result<(), String> {
+        MinLength::issued(
+            22,
+            "a Square signature key is 22 characters, as Square issues it",
+        )
+        .check(secret)
     }
 }

@@ -11,7 +11,7 @@ use super::{
     any_matches, check_tolerance, hmac_sha256, parse_timestamp, EventToSign, Keys, Scheme,
     SignatureError, Unverified, Verified,
 };
-use crate::secret::Secret;
+use crate::secret::{too_weak, Secret};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 use chrono::{DateTime, Utc};
@@ -33,6 +33,25 @@ pub fn signing_key(secret: &Secret) -> Result<Vec<u8>, String> {
     BASE64
         .decode(encoded)
         .map_err(|_| "a Standard Webhooks secret is whsec_ followed by base64".to_owned())
+}
+
+/// The fewest bytes of a `whsec_` signing key: the specification's minimum ("Random. At
+/// least 24 bytes"), which is also what Svix issues.
+pub const MIN_KEY_BYTES: usize = 24;
+
+/// Refuses a `whsec_` secret that is not base64 or whose key is shorter than
+/// [`MIN_KEY_BYTES`] (`whsec_` alone would be an empty key, which anyone can sign with).
+/// For a source's secrets and for the secrets Inlet signs deliveries with.
+pub fn check_signing_secret(secret: &Secret) -> Result<(), String> {
+    let key = signing_key(secret)?;
+    if key.len() < MIN_KEY_BYTES {
+        return Err(too_weak(
+            "a Standard Webhooks secret is whsec_ followed by the base64 of at least 24 \
+             random bytes (the specification's minimum)",
+            key.len(),
+        ));
+    }
+    Ok(())
 }
 
 /// A `whpk_` secret's public key; `None` for secrets of the symmetric kind.
@@ -190,7 +209,7 @@ impl Scheme for Standard {
         }
         match public_key(secret) {
             Some(key) => key.map(drop),
-            None => signing_key(secret).map(drop),
+            None => check_signing_secret(secret),
         }
     }
 

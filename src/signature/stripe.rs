@@ -5,7 +5,7 @@
 
 use super::timestamped::TimestampedHex;
 use super::{EventToSign, Keys, Scheme, SignatureError, Unverified, Verified};
-use crate::secret::Secret;
+use crate::secret::{MinLength, Secret};
 use chrono::{DateTime, Utc};
 
 const LAYOUT: TimestampedHex = TimestampedHex {
@@ -41,6 +41,19 @@ impl Scheme for Stripe {
 
     fn signs_timestamp(&self) -> bool {
         true
+    }
+
+    /// Stripe issues `whsec_` and 32 characters (its CLI: 64 hex); the HMAC key is the
+    /// whole string, so a secret without the prefix can never verify.
+    fn check_secret(&self, secret: &Secret) -> Result<(), String> {
+        MinLength {
+            prefix: "whsec_",
+            prefix_required: true,
+            min: 32,
+            rule: "a Stripe signing secret is whsec_ followed by at least 32 characters, \
+                   as Stripe issues them",
+        }
+        .check(secret)
     }
 }
 

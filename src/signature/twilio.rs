@@ -26,7 +26,7 @@ use super::{
     base64_tag, mac_matches, mac_of, EventToSign, Keys, PublicUrl, Scheme, SignatureError,
 };
 use super::{Unverified, Verified};
-use crate::secret::Secret;
+use crate::secret::{MinLength, Secret};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 use chrono::{DateTime, Utc};
@@ -234,6 +234,14 @@ impl Scheme for Twilio {
 
     fn signs_timestamp(&self) -> bool {
         false
+    }
+
+    fn check_secret(&self, secret: &Secret) -> Result<(), String> {
+        MinLength::issued(
+            32,
+            "a Twilio Auth Token is 32 characters, as Twilio issues it",
+        )
+        .check(secret)
     }
 }
 

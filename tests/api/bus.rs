@@ -6,7 +6,7 @@
 
 use crate::helpers::{
     bus_token, eventually, spawn_app_with, stripe_event, unique_name, Backend, TestApp,
-    TestOptions, ToggleProxy,
+    TestOptions, ToggleProxy, STRIPE_SECRET,
 };
 use crate::on_both_backends;
 use async_nats::jetstream::{self, stream};
@@ -648,7 +648,7 @@ fn check_config(destination: &str) -> (bool, String) {
     let config = dir.join("inlet.toml");
     let toml = format!(
         "[database]\nurl = \"sqlite://{}\"\n[[sources]]\nname = \"stripe\"\n\
-         scheme = \"stripe\"\nsecrets = [\"whsec_x\"]\n[[sources.destinations]]\n\
+         scheme = \"stripe\"\nsecrets = [\"{STRIPE_SECRET}\"]\n[[sources.destinations]]\n\
          secret = \"{APP_SECRET}\"\n{destination}\n",
         dir.join("inlet.db").display()
     );

@@ -35,7 +35,7 @@ fn inlet(toml: &str, args: &[&str]) -> Output {
     output
 }
 
-const STRIPE: &str = "[database]\nurl = \"sqlite://DB\"\n[[sources]]\nname = \"stripe\"\nscheme = \"stripe\"\nsecrets = [\"whsec_x\"]\n";
+const STRIPE: &str = "[database]\nurl = \"sqlite://DB\"\n[[sources]]\nname = \"stripe\"\nscheme = \"stripe\"\nsecrets = [\"whsec_check_config_0123456789abcdefghij\"]\n";
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -66,9 +66,9 @@ fn check_config_prints_the_audit_when_it_passes() {
 fn check_config_says_token_sources_prove_only_the_sender() {
     let toml = format!(
         "{STRIPE}[[sources]]\nname = \"legacy\"\nscheme = \"basic\"\n\
-         secrets = [\"inlet:pass-not-printed\"]\nevent_id = \"json:/id\"\nreplay_horizon = \"1d\"\n\
+         secrets = [\"inlet:pass-not-printed-0123456789\"]\nevent_id = \"json:/id\"\nreplay_horizon = \"1d\"\n\
          [[sources]]\nname = \"forms\"\nscheme = \"header_token\"\n\
-         token_header = \"X-Webhook-Token\"\nsecrets = [\"tok-not-printed\"]\n\
+         token_header = \"X-Webhook-Token\"\nsecrets = [\"tok-not-printed-0123456789\"]\n\
          event_id = \"json:/id\"\nreplay_horizon = \"1d\"\n"
     );
     let output = inlet(&toml, &["check-config"]);
@@ -147,11 +147,83 @@ fn serve_refuses_a_window_not_longer_than_the_horizon_and_names_the_numbers() {
     }
 }
 
+/// Finding 5 of issue 32: each weak secret it names — `whsec_` alone (an empty key), a
+/// destination's `whsec_`, basic's `:`, a one-character token, a token in `Host` or
+/// `Authorization` — and ones just under a floor are refused by `check-config` and by
+/// `serve`, naming the key and never printing the value.
+#[test]
+fn weak_secrets_are_refused_naming_the_key_never_the_value() {
+    const MARK: &str = "Wk3akV4lue";
+    let token = |secret: &str, header: &str| {
+        format!(
+            "{STRIPE}[[sources]]\nname = \"forms\"\nscheme = \"header_token\"\n\
+             token_header = \"{header}\"\nsecrets = [\"{secret}\"]\n\
+             event_id = \"json:/id\"\nreplay_horizon = \"1d\"\n"
+        )
+    };
+    let basic = |secret: &str| {
+        format!(
+            "{STRIPE}[[sources]]\nname = \"legacy\"\nscheme = \"basic\"\n\
+             secrets = [\"{secret}\"]\nevent_id = \"json:/id\"\nreplay_horizon = \"1d\"\n"
+        )
+    };
+    let standard = |secret: &str| {
+        format!("{STRIPE}[[sources]]\nname = \"svix\"\nscheme = \"standard\"\nsecrets = [\"{secret}\"]\n")
+    };
+    let destination = |secret: &str| {
+        format!(
+            "{STRIPE}[[sources.destinations]]\nurl = \"http://127.0.0.1:9/app\"\nsecret = \"{secret}\"\n"
+        )
+    };
+    let strong_token = "tok-0123456789abcdef";
+    let cases = [
+        (standard("whsec_"), "sources[1].secrets[0]"),
+        (destination("whsec_"), "sources[0].destinations[0].secret"),
+        (basic(":"), "sources[1].secrets[0]"),
+        (basic(&format!("inlet:{MARK}")), "sources[1].secrets[0]"),
+        (token("x", "X-Webhook-Token"), "sources[1].secrets[0]"),
+        (token(MARK, "X-Webhook-Token"), "sources[1].secrets[0]"),
+        (token(strong_token, "Host"), "sources[1].token_header"),
+        (
+            token(strong_token, "Authorization"),
+            "sources[1].token_header",
+        ),
+        (
+            STRIPE.replace(
+                "whsec_check_config_0123456789abcdefghij",
+                &format!("whsec_{MARK}"),
+            ),
+            "sources[0].secrets[0]",
+        ),
+    ];
+    for (toml, key) in &cases {
+        for command in ["check-config", "serve"] {
+            let output = inlet(toml, &[command]);
+            let stderr = text(&output.stderr);
+            assert_eq!(output.status.code(), Some(2), "{command} {key}: {stderr}");
+            assert!(
+                stderr.contains(key),
+                "{command}: {key} missing from:\n{stderr}"
+            );
+            let printed = format!("{stderr}{}", text(&output.stdout));
+            assert!(
+                !printed.contains(MARK),
+                "{command} printed the secret:\n{printed}"
+            );
+        }
+    }
+    assert!(
+        inlet(&token(strong_token, "X-Webhook-Token"), &["check-config"])
+            .status
+            .success()
+    );
+}
+
 #[test]
 fn an_hmac_source_must_state_its_horizon() {
     let toml =
         "[database]\nurl = \"sqlite://DB\"\n[[sources]]\nname = \"acme\"\nscheme = \"hmac\"\n\
-                secrets = [\"s\"]\nevent_id = \"json:/id\"\n[sources.hmac]\nheader = \"X-Sig\"\n";
+                secrets = [\"acme-secret-0123456789\"]\nevent_id = \"json:/id\"\n[sources.hmac]\nheader = \"X-Sig\"\n";
     let output = inlet(toml, &["check-config"]);
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");

@@ -715,7 +715,7 @@ async fn the_console_can_have_its_own_listener() {
     assert_eq!(webhook.status().as_u16(), 404);
 
     let settings = inlet::config::Settings::from_toml(
-        "[[sources]]\nname = \"s\"\nscheme = \"github\"\nsecrets = [\"x\"]\n[console]\nenabled = true\n",
+        "[[sources]]\nname = \"s\"\nscheme = \"github\"\nsecrets = [\"gh-secret-0123456789abcdef\"]\n[console]\nenabled = true\n",
     );
     let error = settings.expect_err("a console without a token").to_string();
     assert!(error.contains("operator.token"), "{error}");

@@ -352,7 +352,7 @@ async fn a_fresh_server_exports_the_alerted_counters_at_zero(backend: Backend) {
              [database]\nurl = \"{}\"\n{pool_size}\n\
              [delivery]\nenabled = false\n\
              [[sources]]\nname = \"stripe\"\nscheme = \"stripe\"\nsecrets = [\"{STRIPE_SECRET}\"]\n\
-             [[sources]]\nname = \"github\"\nscheme = \"github\"\nsecrets = [\"gh-secret\"]\n",
+             [[sources]]\nname = \"github\"\nscheme = \"github\"\nsecrets = [\"gh-secret-0123456789abcdef\"]\n",
             holder.database_url()
         ),
     )

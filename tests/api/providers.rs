@@ -24,6 +24,10 @@ const SQUARE_OLD_KEY: &str = "square-signature-key-rotating-out";
 const SQUARE_URL: &str = "https://hooks.example.com/square";
 const ZOOM_SECRET: &str = "zm_secret_token_current";
 const ZOOM_OLD_SECRET: &str = "zm_secret_token_rotating_out";
+const BASIC_NEW: &str = "inlet:new-pass-0123456789";
+const BASIC_OLD: &str = "inlet:old-pass-0123456789";
+const TOKEN_NEW: &str = "tok_new_0123456789abcdef";
+const TOKEN_OLD: &str = "tok_old_0123456789abcdef";
 
 /// The test configuration keeps the default 35-day retention, so the source states a
 /// horizon inside it (Paddle's own, 90 days, would be refused at startup).
@@ -35,10 +39,10 @@ async fn spawn_with_providers(backend: Backend) -> TestApp {
              \n[[sources]]\nname = \"zoom\"\nscheme = \"zoom\"\n\
              secrets = [\"{ZOOM_SECRET}\", \"{ZOOM_OLD_SECRET}\"]\n\
              \n[[sources]]\nname = \"legacy\"\nscheme = \"basic\"\n\
-             secrets = [\"inlet:new-pass\", \"inlet:old-pass\"]\n\
+             secrets = [\"{BASIC_NEW}\", \"{BASIC_OLD}\"]\n\
              event_id = \"json:/id\"\nevent_type = \"json:/type\"\nreplay_horizon = \"1d\"\n\
              \n[[sources]]\nname = \"forms\"\nscheme = \"header_token\"\n\
-             token_header = \"X-Webhook-Token\"\nsecrets = [\"tok_new\", \"tok_old\"]\n\
+             token_header = \"X-Webhook-Token\"\nsecrets = [\"{TOKEN_NEW}\", \"{TOKEN_OLD}\"]\n\
              event_id = \"json:/id\"\nevent_type = \"json:/type\"\nreplay_horizon = \"1d\"\n\
              \n[[sources]]\nname = \"square\"\nscheme = \"square\"\n\
              secrets = [\"{SQUARE_KEY}\", \"{SQUARE_OLD_KEY}\"]\npublic_url = \"{SQUARE_URL}\"\n"
@@ -196,7 +200,9 @@ async fn paddle_one_transaction_is_one_fact(backend: Backend) {
 /// horizon of its own, a paddle source is refused at startup, naming the numbers.
 #[test]
 fn paddle_default_horizon_is_ninety_days_and_checked() {
-    let toml = "[[sources]]\nname = \"p\"\nscheme = \"paddle\"\nsecrets = [\"pdl_ntfset_x\"]\n";
+    let toml = &format!(
+        "[[sources]]\nname = \"p\"\nscheme = \"paddle\"\nsecrets = [\"{PADDLE_SECRET}\"]\n"
+    );
     let error = inlet::config::Settings::from_toml(toml)
         .expect_err("35 days of retention is shorter than Paddle's 90-day replay")
         .to_string();
@@ -306,10 +312,14 @@ async fn token_sources_accept_replay_and_refuse_other_credentials(backend: Backe
     let cases = [
         (
             "legacy",
-            ["inlet:new-pass", "inlet:old-pass"],
-            "inlet:removed",
+            [BASIC_NEW, BASIC_OLD],
+            "inlet:removed-pass-0123456789",
         ),
-        ("forms", ["tok_new", "tok_old"], "tok_removed"),
+        (
+            "forms",
+            [TOKEN_NEW, TOKEN_OLD],
+            "tok_removed_0123456789abcdef",
+        ),
     ];
     for (source, [current, old], removed) in cases {
         let body = serde_json::json!({"id": format!("{source}_1"), "type": "form.submitted"})
@@ -362,9 +372,13 @@ async fn token_sources_accept_replay_and_refuse_other_credentials(backend: Backe
             .await
             .assert_problem(400, "missing_signature");
     }
-    app.post_webhook("legacy", b"{}", &[("Authorization", "Bearer tok_new")])
-        .await
-        .assert_problem(400, "malformed_signature");
+    app.post_webhook(
+        "legacy",
+        b"{}",
+        &[("Authorization", "Bearer tok_new_0123456789abcdef")],
+    )
+    .await
+    .assert_problem(400, "malformed_signature");
     assert_eq!(app.count_events().await, 2);
 }
 

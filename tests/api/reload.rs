@@ -16,6 +16,7 @@ on_both_backends!(
     secrets_rotate_under_load_without_a_failed_or_lost_request,
     a_reload_adds_and_removes_a_source_and_its_destination,
     a_refused_reload_names_the_key_and_changes_nothing,
+    a_reload_with_a_weak_secret_is_refused_and_changes_nothing,
     a_request_in_flight_finishes_on_the_configuration_it_started_with,
     a_dispatcher_that_does_not_know_a_destination_yet_puts_its_rows_back,
     a_renamed_source_is_refused_until_its_old_name_is_retired,
@@ -149,7 +150,10 @@ async fn secrets_rotate_under_load_without_a_failed_or_lost_request(backend: Bac
     }
     let pause = || tokio::time::sleep(Duration::from_millis(300));
     let mut current = STRIPE_SECRET.to_owned();
-    for next in ["whsec_rotated_in_1", "whsec_rotated_in_2"] {
+    for next in [
+        "whsec_rotated_in_1_0123456789abcdefghijklmn",
+        "whsec_rotated_in_2_0123456789abcdefghijklmn",
+    ] {
         pause().await;
         let added = apply(&app, &with_stripe_secrets(&original, &[&current, next])).await;
         assert_eq!(added["changes"]["sources"]["changed"][0], "stripe");
@@ -199,7 +203,7 @@ async fn a_reload_adds_and_removes_a_source_and_its_destination(backend: Backend
     let app = reloadable(backend).await;
     let application = application_answering(200).await;
     let original = app.config_text();
-    let billing_secret = "whsec_billing_secret";
+    let billing_secret = "whsec_billing_secret_0123456789abcdefghij";
     let added = format!(
         "{original}\n[[sources]]\nname = \"billing\"\nscheme = \"stripe\"\nsecrets = [\"{billing_secret}\"]\n\
          [[sources.destinations]]\nname = \"billing-app\"\nurl = \"{}/events\"\n\
@@ -274,12 +278,58 @@ async fn a_reload_adds_and_removes_a_source_and_its_destination(backend: Backend
         .assert_problem(404, "unknown_source");
 }
 
+/// Finding 5 of issue 32: a secret below its scheme's floor (`whsec_` alone, an empty
+/// Standard Webhooks key; a Stripe secret shorter than Stripe issues) is refused by a
+/// reload as at startup: 422 naming the key, never the value, and nothing changes — a
+/// request signed with the weak secret is still refused.
+async fn a_reload_with_a_weak_secret_is_refused_and_changes_nothing(backend: Backend) {
+    let app = reloadable(backend).await;
+    let original = app.config_text();
+    let strong = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    assert!(original.contains(strong), "the standard source's secret");
+    let weak_stripe = "whsec_Wk3akV4lue";
+    let refusals = [
+        (
+            with_stripe_secrets(&original, &[STRIPE_SECRET, weak_stripe]),
+            "sources[0].secrets[1]",
+        ),
+        (
+            original.replacen(strong, "whsec_", 1),
+            "sources[2].secrets[0]",
+        ),
+    ];
+    for (config, key) in refusals {
+        app.write_config(&config);
+        let reply = app.reload().await;
+        reply.assert_problem(422, "config_refused");
+        assert_eq!(reply.json()["key"], key, "{}", reply.text());
+        assert!(reply.text().contains("too weak"), "{}", reply.text());
+        assert!(!reply.text().contains("Wk3akV4lue"), "{}", reply.text());
+    }
+    assert_eq!(
+        post_signed_stripe(&app, "evt_weak_1", STRIPE_SECRET).await,
+        200
+    );
+    assert_eq!(
+        post_signed_stripe(&app, "evt_weak_2", weak_stripe).await,
+        401
+    );
+    // Signed with the empty key that `whsec_` alone would have been.
+    let body = br#"{"type":"thing.happened"}"#;
+    app.post_signed("standard", body, "msg_weak", Some("whsec_"))
+        .await
+        .assert_problem(401, "bad_signature");
+    app.post_signed("standard", body, "msg_strong", None)
+        .await
+        .assert_status(200);
+}
+
 /// Invalid TOML, an invalid secret, a restart-only change: each answers 422 naming the
 /// key, counts a refusal, and the running configuration keeps serving unchanged.
 async fn a_refused_reload_names_the_key_and_changes_nothing(backend: Backend) {
     let app = reloadable(backend).await;
     let original = app.config_text();
-    let new_secret = "whsec_never_applied";
+    let new_secret = "whsec_never_applied_0123456789abcdefghijk";
     let refusals = [
         ("[[sources]\nname = ".to_owned(), None),
         (
@@ -382,7 +432,11 @@ async fn a_request_in_flight_finishes_on_the_configuration_it_started_with(backe
     stream.flush().await.expect("flush");
     tokio::time::sleep(Duration::from_millis(200)).await;
 
-    apply(&app, &with_stripe_secrets(&original, &["whsec_only_new"])).await;
+    apply(
+        &app,
+        &with_stripe_secrets(&original, &["whsec_only_new_0123456789abcdefghijklmnopq"]),
+    )
+    .await;
     stream.write_all(rest).await.expect("second half");
     let mut answer = String::new();
     stream
@@ -439,7 +493,7 @@ async fn sighup_reloads_the_file_of_a_running_process() {
                 .as_u16()
         }
     };
-    let rotated = "whsec_rotated_by_sighup";
+    let rotated = "whsec_rotated_by_sighup_0123456789abcdefgh";
     assert_eq!(post("evt_hup_1", rotated).await, 401);
 
     std::fs::write(

@@ -356,7 +356,7 @@ async fn an_event_shows_its_deliveries_on_a_busy_source(backend: Backend) {
 async fn a_captured_github_body_under_a_fresh_delivery_id_is_no_new_fact(backend: Backend) {
     let server = application_answering(200).await;
     let extra = format!(
-        "\n[[sources]]\nname = \"gh\"\nscheme = \"github\"\nsecrets = [\"gh-secret\"]\n\
+        "\n[[sources]]\nname = \"gh\"\nscheme = \"github\"\nsecrets = [\"gh-secret-0123456789abcdef\"]\n\
          [[sources.destinations]]\nurl = \"{}/events\"\nsecret = \"{APP_SECRET}\"\nname = \"app\"\n",
         server.uri()
     );
@@ -454,9 +454,9 @@ async fn a_fresh_id_and_another_type_do_not_escape_fact_rules_or_keys(backend: B
         )
     };
     let extra = format!(
-        "\n[[sources]]\nname = \"gh-rules\"\nscheme = \"github\"\nsecrets = [\"gh-secret\"]\n\
+        "\n[[sources]]\nname = \"gh-rules\"\nscheme = \"github\"\nsecrets = [\"gh-secret-0123456789abcdef\"]\n\
          [[sources.facts]]\ntypes = [\"push\"]\nkey = \"/after\"\n{}\
-         \n[[sources]]\nname = \"gh-keyed\"\nscheme = \"github\"\nsecrets = [\"gh-secret\"]\n\
+         \n[[sources]]\nname = \"gh-keyed\"\nscheme = \"github\"\nsecrets = [\"gh-secret-0123456789abcdef\"]\n\
          fact_key = \"json:/after\"\n{}",
         destination("rules"),
         destination("keyed")

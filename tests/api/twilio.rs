@@ -16,8 +16,8 @@ on_both_backends!(
     twilio_every_body_that_reads_as_the_signed_parameters_is_one_event,
 );
 
-const AUTH_TOKEN: &str = "twilio-auth-token-current";
-const OLD_AUTH_TOKEN: &str = "twilio-auth-token-rotating-out";
+const AUTH_TOKEN: &str = "twilio-auth-token-current-0123456789";
+const OLD_AUTH_TOKEN: &str = "twilio-auth-token-rotating-out-0123456789";
 /// The URL registered with Twilio: a proxy's, not the test server's.
 const TWILIO_URL: &str = "https://hooks.example.com/twilio/status?tenant=acme";
 
@@ -99,7 +99,7 @@ async fn twilio_accepts_replays_and_refuses_tampering(backend: Backend) {
     app.post_webhook("twilio", &tampered, &headers)
         .await
         .assert_problem(401, "bad_signature");
-    let removed = sign(&app, &body, "twilio-auth-token-removed");
+    let removed = sign(&app, &body, "twilio-auth-token-removed-0123456789");
     app.post_webhook("twilio", &body, &removed)
         .await
         .assert_problem(401, "bad_signature");

@@ -45,15 +45,54 @@ const TWILIO_URL: &str = "https://hooks.example.com/twilio/status?tenant=fuzz&re
 /// (current) beside a `whsec_` secret (rotating out), so a `v1a` entry must verify under
 /// the one and a `v1` entry under the other, never across.
 const MORE_SOURCES: [(&str, [&str; 3]); 8] = [
-    ("paddle", ["pdl_current", "pdl_rotating_out", "pdl_removed"]),
-    ("zoom", ["zm_current", "zm_rotating_out", "zm_removed"]),
-    ("square", ["sq_current", "sq_rotating_out", "sq_removed"]),
-    ("twilio", ["tw_current", "tw_rotating_out", "tw_removed"]),
+    (
+        "paddle",
+        [
+            "pdl_ntfset_current_0123456789abcdefghijklmn",
+            "pdl_ntfset_rotating_out_0123456789abcdefghi",
+            "pdl_ntfset_removed_0123456789abcdefghijklmn",
+        ],
+    ),
+    (
+        "zoom",
+        [
+            "zm_current_0123456789",
+            "zm_rotating_out_0123456789",
+            "zm_removed_0123456789",
+        ],
+    ),
+    (
+        "square",
+        [
+            "sq_current_0123456789abcdef",
+            "sq_rotating_out_0123456789abcdef",
+            "sq_removed_0123456789abcdef",
+        ],
+    ),
+    (
+        "twilio",
+        [
+            "tw_current_0123456789abcdefghijklmn",
+            "tw_rotating_out_0123456789abcdefghi",
+            "tw_removed_0123456789abcdefghijklmn",
+        ],
+    ),
     (
         "legacy",
-        ["inlet:current", "inlet:rotating-out", "inlet:removed"],
+        [
+            "inlet:current-0123456789abcdef",
+            "inlet:rotating-out-0123456789abcdef",
+            "inlet:removed-0123456789abcdef",
+        ],
     ),
-    ("forms", ["tok_current", "tok_rotating_out", "tok_removed"]),
+    (
+        "forms",
+        [
+            "tok_current_0123456789",
+            "tok_rotating_out_0123456789",
+            "tok_removed_0123456789",
+        ],
+    ),
     (
         "discord",
         [
@@ -66,7 +105,7 @@ const MORE_SOURCES: [(&str, [&str; 3]); 8] = [
         "standard-ed25519",
         [
             "whsk_MTExMTExMTExMTExMTExMTExMTExMTExMTExMTExMTE=",
-            "whsec_ZWQyNTUxOS1zb3VyY2UtaG1hYy1rZXk=",
+            "whsec_ZWQyNTUxOS1zb3VyY2UtaG1hYy1rZXktMA==",
             "whsk_MzMzMzMzMzMzMzMzMzMzMzMzMzMzMzMzMzMzMzMzMzM=",
         ],
     ),
