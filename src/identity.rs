@@ -247,10 +247,14 @@ impl<'r> Body<'r> {
         }
     }
 
+    /// Whether the body is a form (media types are case-insensitive, as the schemes
+    /// that sign forms read them).
     fn is_form(&self) -> bool {
-        self.request
-            .header("content-type")
-            .is_some_and(|ct| ct.starts_with(b"application/x-www-form-urlencoded"))
+        const FORM: &[u8] = b"application/x-www-form-urlencoded";
+        self.request.header("content-type").is_some_and(|ct| {
+            ct.get(..FORM.len())
+                .is_some_and(|prefix| prefix.eq_ignore_ascii_case(FORM))
+        })
     }
 
     /// The located value as text: strings as they are, numbers as written; bounded as

@@ -12,6 +12,7 @@
 //! table holds exactly the accepted events: rejected input wrote nothing.
 
 use crate::helpers::{spawn_app_with, Backend, TestApp, TestOptions, SOURCES};
+use crate::onto_bus::FuzzBus;
 use crate::oracle::{
     values, Headers, Judgement, OracleSource, Rule, TwilioMac, Verdict, DISCORD_SIGNATURE,
     DISCORD_TIMESTAMP, ED25519_LEN, FORM_TYPE, TOKEN_HEADER, TWILIO_SETTINGS,
@@ -237,11 +238,8 @@ fn body_for(source: &str, id: &str, rng: &mut fastrand::Rng) -> Vec<u8> {
     let nonce = rng.u64(..);
     let json = match source {
         "stripe" => {
-            let event_type = if rng.bool() {
-                "payment_intent.succeeded"
-            } else {
-                "customer.updated"
-            };
+            // Published onto NATS too: now and then a type a hostile sender picks.
+            let event_type = crate::onto_bus::event_type(rng);
             serde_json::json!({"id": id, "object": "event", "type": event_type,
                 "data": {"object": {"id": format!("pi_{id}"), "amount": nonce % 10_000}}})
         }
@@ -1049,6 +1047,8 @@ struct Tally {
     accepted: HashSet<(String, String)>,
     /// Discord PINGs answered PONG (not events: never stored).
     pongs: u64,
+    /// Accepted Twilio forms re-sent re-encoded, answered as one event.
+    twilio_variants: u64,
     failures: Vec<String>,
 }
 
@@ -1067,6 +1067,60 @@ fn describe(case: &Case, judgement: &Judgement, answer: &Raw) -> String {
         String::from_utf8_lossy(&answer.body),
         case.body.escape_ascii()
     )
+}
+
+/// After a canonical Twilio form was accepted, a copy re-encoded as its signature allows
+/// (the oracle's [`twilio_variants`](crate::oracle::twilio_variants)) with the same
+/// headers, now and then: it must get the stored answer, byte for byte — or, when it no
+/// longer carries MessageStatus, `400 missing_fact_key` — never become an event of its own
+/// (the events table is compared with the accepted events at the end). `None` when no
+/// copy was sent; else whether it was answered right.
+async fn resend_twilio_variant(
+    port: u16,
+    case: &Case,
+    judgement: &Judgement,
+    answer: &Raw,
+    rng: &mut fastrand::Rng,
+) -> Option<Result<(), String>> {
+    let form = values(&case.headers, "content-type")
+        .first()
+        .is_some_and(|v| v.trim_ascii().starts_with(FORM_TYPE));
+    let accepted = (200..300).contains(&answer.status);
+    if case.source != "twilio" || judgement.verdict != Verdict::Valid || !accepted || !form {
+        return None;
+    }
+    let variants = crate::oracle::twilio_variants(&case.body);
+    if variants.is_empty() || rng.u32(0..2) == 0 {
+        return None;
+    }
+    let (what, body, keeps) = variants[rng.usize(..variants.len())].clone();
+    let copy = Case {
+        body,
+        steps: [
+            case.steps.clone(),
+            vec![format!("re-sent re-encoded: {what}")],
+        ]
+        .concat(),
+        ..case.clone()
+    };
+    let again = send_raw(port, &copy).await.map_err(|e| e.to_string());
+    let right = match (&again, keeps) {
+        (Ok(again), true) => again.status == answer.status && again.body == answer.body,
+        (Ok(again), false) => {
+            again.status == 400
+                && serde_json::from_slice::<serde_json::Value>(&again.body)
+                    .is_ok_and(|b| b["reason"] == "missing_fact_key")
+        }
+        (Err(_), _) => false,
+    };
+    Some(match (right, again) {
+        (true, _) => Ok(()),
+        (false, Ok(again)) => Err(format!(
+            "a Twilio copy ({what}) not answered as the same event: {}",
+            describe(&copy, judgement, &again)
+        )),
+        (false, Err(e)) => Err(format!("no answer ({e}) to a Twilio copy ({what})")),
+    })
 }
 
 /// What the answer says, checked against the oracle.
@@ -1143,6 +1197,13 @@ fn check(case: &Case, judgement: &Judgement, answer: &Raw, tally: &mut Tally) {
         {
             fail("stored under a webhook-id the matching signature does not cover");
         }
+        // Twilio signs parameters, not bytes: a form's event is what was signed.
+        if case.source == "twilio" && judgement.verdict == Verdict::Valid {
+            let content_type = values(&case.headers, "content-type").first().copied();
+            if event_id != crate::oracle::twilio_event_id(content_type, &case.body) {
+                fail("a Twilio event stored under an id other than the sha256 of what was signed");
+            }
+        }
         tally.accepted.insert((case.source.to_owned(), event_id));
     }
 }
@@ -1151,8 +1212,10 @@ async fn signature_fuzzer(backend: Backend) {
     let cases = knob("INLET_CHAOS_FUZZ_CASES", 10_000);
     let mut rng = seeded(&format!("signature fuzzer ({backend:?})"));
     let began = Instant::now();
+    let bus = FuzzBus::new(format!("inlet-fuzz-{}", crate::helpers::unique_name())).await;
     let options = TestOptions {
         extra_sources: more_sources_toml(),
+        destination: Some(bus.destination()),
         ..TestOptions::default()
     };
     let app = Arc::new(spawn_app_with(backend, options).await);
@@ -1201,6 +1264,15 @@ async fn signature_fuzzer(backend: Backend) {
                     &answer,
                     &mut tally.lock().expect("tally"),
                 );
+                if let Some(failure) =
+                    resend_twilio_variant(port, &case, &judgement, &answer, &mut rng).await
+                {
+                    let mut tally = tally.lock().expect("tally");
+                    match failure {
+                        Ok(()) => tally.twilio_variants += 1,
+                        Err(why) => tally.failures.push(why),
+                    }
+                }
                 recent.push(case);
                 if recent.len() > 8 {
                     recent.remove(0);
@@ -1248,6 +1320,10 @@ async fn signature_fuzzer(backend: Backend) {
             failures.push(format!("no request of source {source} was accepted"));
         }
     }
+    // Where the stripe facts landed on the bus: the oracle's encoding, nowhere else.
+    let (published, bus_failures) = bus.check(&app).await;
+    failures.extend(bus_failures);
+    bus.remove().await;
     let health = app.get("/healthz").await;
     if health.status != 200 {
         failures.push(format!(
@@ -1269,13 +1345,16 @@ async fn signature_fuzzer(backend: Backend) {
     crate::support::report(&format!(
         "signature fuzzer ({backend:?}): {} requests in {:.1} s by {WORKERS} senders, \
          per source {:?}; {} accepted ({:?}), all with a matching signature; \
-         {} Discord PINGs answered PONG; {} failures{summary}",
+         {} Discord PINGs answered PONG; {} Twilio forms re-sent re-encoded, each answered \
+         as the same event; {published} stripe facts published onto NATS, each on the \
+         subject the bus encoding gives; {} failures{summary}",
         tally.cases,
         began.elapsed().as_secs_f64(),
         tally.by_source,
         tally.accepted.len(),
         accepted_by_source,
         tally.pongs,
+        tally.twilio_variants,
         failures.len(),
     ));
     crate::support::assert_none(&format!("signature fuzzer ({backend:?})"), &failures);

@@ -44,6 +44,7 @@ mod fanout;
 mod fuzz;
 mod kill;
 mod load;
+mod onto_bus;
 mod oracle;
 mod outage;
 mod private_postgres;

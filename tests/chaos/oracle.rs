@@ -1191,3 +1191,76 @@ fn timestamp_candidates(value: &[u8]) -> Vec<(Vec<u8>, Option<i64>)> {
     }
     candidates
 }
+
+/// What a Twilio request's event is keyed on, as the README says: the sha256 (hex) of the
+/// sorted parameters of a form (`content_type`, its first value, names one), of the bytes
+/// of anything else.
+pub fn twilio_event_id(content_type: Option<&[u8]>, body: &[u8]) -> String {
+    // HTTP drops the whitespace around a header's value.
+    let form = content_type.map(<[u8]>::trim_ascii).is_some_and(|value| {
+        value.len() >= FORM_TYPE.len() && value[..FORM_TYPE.len()].eq_ignore_ascii_case(FORM_TYPE)
+    });
+    let signed = if form {
+        twilio_params(body)
+    } else {
+        body.to_vec()
+    };
+    hex::encode(Sha256::digest(signed))
+}
+
+/// Copies of a Twilio form body that read as the same signed parameters — so the same
+/// signature verifies them — each with what was done and whether it still carries
+/// `MessageStatus` (a re-split copy does not): reordered, a trailing `&`, a letter of a
+/// value `%`-escaped, `MessageStatus=v` re-split as `MessageStatu=sv`. A copy that would
+/// not read as the same parameters (a body that repeats or escapes oddly) is left out.
+pub fn twilio_variants(body: &[u8]) -> Vec<(&'static str, Vec<u8>, bool)> {
+    let pieces: Vec<&[u8]> = body.split(|b| *b == b'&').collect();
+    let mut reversed = pieces.clone();
+    reversed.reverse();
+    let escaped = pieces
+        .iter()
+        .position(|piece| {
+            piece
+                .iter()
+                .skip_while(|b| **b != b'=')
+                .any(u8::is_ascii_alphabetic)
+        })
+        .map(|at| {
+            let mut pieces: Vec<Vec<u8>> = pieces.iter().map(|p| p.to_vec()).collect();
+            let piece = &mut pieces[at];
+            let eq = piece.iter().position(|b| *b == b'=').unwrap_or(0);
+            let letter = eq
+                + piece[eq..]
+                    .iter()
+                    .position(u8::is_ascii_alphabetic)
+                    .unwrap_or(0);
+            let escape = format!("%{:02X}", piece[letter]).into_bytes();
+            piece.splice(letter..=letter, escape);
+            pieces.join(&b'&')
+        });
+    let resplit = pieces
+        .iter()
+        .any(|p| p.starts_with(b"MessageStatus="))
+        .then(|| {
+            let moved: Vec<Vec<u8>> = pieces
+                .iter()
+                .map(|p| match p.strip_prefix(b"MessageStatus=".as_slice()) {
+                    Some(value) => [b"MessageStatu=s".as_slice(), value].concat(),
+                    None => p.to_vec(),
+                })
+                .collect();
+            moved.join(&b'&')
+        });
+    let candidates = [
+        ("reordered", Some(reversed.join(&b'&')), true),
+        ("a trailing &", Some([body, b"&"].concat()), true),
+        ("a letter %-escaped", escaped, true),
+        ("MessageStatus re-split", resplit, false),
+    ];
+    let signed = twilio_params(body);
+    candidates
+        .into_iter()
+        .filter_map(|(what, variant, keeps)| Some((what, variant?, keeps)))
+        .filter(|(_, variant, _)| twilio_params(variant) == signed)
+        .collect()
+}
