@@ -3,10 +3,16 @@
 //! answers, event ids that cannot be linked to, methods under `/console`, console sessions
 //! after signing out, and what malformed requests write to the log.
 
-use crate::helpers::{spawn_app, stripe_signature, Backend, Reply, TestApp, STRIPE_SECRET};
+use crate::helpers::{
+    spawn_app, spawn_app_with, stripe_signature, Backend, Reply, TestApp, TestOptions,
+    STRIPE_SECRET,
+};
 use crate::on_both_backends;
 
-on_both_backends!(a_signature_list_over_the_bound_is_refused_before_it_is_checked,);
+on_both_backends!(
+    a_signature_list_over_the_bound_is_refused_before_it_is_checked,
+    credentials_under_other_header_names_are_stored_redacted,
+);
 
 /// Signature entries accepted in one header (Inlet's `MAX_SIGNATURES`).
 const BOUND: usize = 8;
@@ -88,4 +94,102 @@ async fn a_signature_list_over_the_bound_is_refused_before_it_is_checked(backend
         assert!(refused.text().contains("more than 8 signatures"));
     }
     assert_eq!(app.count_events().await, 2, "only the two within the bound");
+}
+
+const FORMS_TOKEN: &str = "forms-token-0123456789abcdef0123456789";
+const LEGACY_CREDENTIALS: &str = "hooks:legacy-password-0123456789abcdef";
+
+/// A `header_token` and a `basic` source, besides the usual ones.
+fn token_sources() -> TestOptions {
+    TestOptions {
+        extra_sources: format!(
+            "\n[[sources]]\nname = \"forms\"\nscheme = \"header_token\"\n\
+             token_header = \"X-Webhook-Token\"\nsecrets = [\"{FORMS_TOKEN}\"]\n\
+             event_id = \"header:X-Delivery-Id\"\nreplay_horizon = \"1d\"\n\
+             \n[[sources]]\nname = \"legacy\"\nscheme = \"basic\"\n\
+             secrets = [\"{LEGACY_CREDENTIALS}\"]\nevent_id = \"json:/id\"\nreplay_horizon = \"1d\"\n"
+        ),
+        ..Default::default()
+    }
+}
+
+/// The stored headers of an event, as the operator API shows them: name → value.
+async fn stored_headers(app: &TestApp, path: &str) -> (String, Vec<(String, String)>) {
+    let reply = app.admin(path, None, None).await;
+    reply.assert_status(200);
+    let headers = reply.json()["headers"]
+        .as_array()
+        .expect("stored headers")
+        .iter()
+        .map(|pair| {
+            let text = |i: usize| pair[i].as_str().unwrap_or_default().to_owned();
+            (text(0), text(1))
+        })
+        .collect();
+    (reply.text(), headers)
+}
+
+fn value_of<'h>(headers: &'h [(String, String)], name: &str) -> Option<&'h str> {
+    headers
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, value)| value.as_str())
+}
+
+/// A credential copied under a header name that says nothing (a proxy's
+/// `X-Forwarded-Hook-Key`, a sender's `X-Signature: Bearer …`, a gateway's copy of
+/// `Authorization: Basic …`) is stored redacted like the header the scheme reads; other
+/// headers are kept as sent.
+async fn credentials_under_other_header_names_are_stored_redacted(backend: Backend) {
+    let app = spawn_app_with(backend, token_sources()).await;
+    let bearer = format!("Bearer {FORMS_TOKEN}");
+    app.post_webhook(
+        "forms",
+        br#"{"form":"contact"}"#,
+        &[
+            ("X-Webhook-Token", FORMS_TOKEN),
+            ("X-Forwarded-Hook-Key", FORMS_TOKEN),
+            ("X-Signature", bearer.as_str()),
+            ("X-Delivery-Id", "delivery-1"),
+            ("X-Note", "kept as sent"),
+        ],
+    )
+    .await
+    .assert_status(200);
+    let (text, headers) = stored_headers(&app, "/admin/events/forms/delivery-1").await;
+    for name in ["x-webhook-token", "x-forwarded-hook-key", "x-signature"] {
+        assert_eq!(
+            value_of(&headers, name),
+            Some("[redacted]"),
+            "{name}: {text}"
+        );
+    }
+    assert_eq!(value_of(&headers, "x-note"), Some("kept as sent"), "{text}");
+    assert!(!text.contains(FORMS_TOKEN), "{text}");
+
+    let basic = format!("Basic {}", base64_of(LEGACY_CREDENTIALS.as_bytes()));
+    app.post_webhook(
+        "legacy",
+        br#"{"id":"evt_basic_1"}"#,
+        &[
+            ("Authorization", basic.as_str()),
+            ("X-Original-Auth", basic.as_str()),
+            ("Content-Type", "application/json"),
+        ],
+    )
+    .await
+    .assert_status(200);
+    let (text, headers) = stored_headers(&app, "/admin/events/legacy/evt_basic_1").await;
+    for name in ["authorization", "x-original-auth"] {
+        assert_eq!(
+            value_of(&headers, name),
+            Some("[redacted]"),
+            "{name}: {text}"
+        );
+    }
+    assert_eq!(value_of(&headers, "content-type"), Some("application/json"));
+    assert!(
+        !text.contains(&basic[6..]) && !text.contains("legacy-password"),
+        "{text}"
+    );
 }
