@@ -276,6 +276,11 @@ fn route_label(pattern: &str) -> String {
     pattern.replace('{', ":").replace('}', "")
 }
 
+/// Whether `path` is under `/admin` (matched by a route or not).
+fn is_operator_path(path: &str) -> bool {
+    path == "/admin" || path.starts_with("/admin/")
+}
+
 /// Operator API refusals: warnings, and errors when Inlet failed.
 fn log_operator_refusal(problem: &Problem) {
     let reason = problem.reason.code();
@@ -287,7 +292,8 @@ fn log_operator_refusal(problem: &Problem) {
 }
 
 /// Middleware: a span per request (request id, method, route; handlers add source, event
-/// id and outcome), the request id echoed back, and the HTTP metrics.
+/// id and outcome), the request id echoed back, the HTTP metrics, and `Cache-Control:
+/// no-store` on every answer under `/admin`.
 pub async fn observe(
     request: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
@@ -306,8 +312,16 @@ pub async fn observe(
         outcome = tracing::field::Empty,
     );
     request.extensions_mut().insert(RequestId(id.clone()));
+    let operator = is_operator_path(request.path());
     let started = Instant::now();
     let mut response = next.call(request).instrument(span.clone()).await?;
+    if operator {
+        // Payloads, headers and tokens' refusals: never kept by a browser or a proxy.
+        response.headers_mut().insert(
+            actix_web::http::header::CACHE_CONTROL,
+            HeaderValue::from_static("no-store"),
+        );
+    }
     if route.starts_with("/admin") {
         if let Some(problem) = response.response().extensions().get::<Problem>() {
             span.in_scope(|| log_operator_refusal(problem));

@@ -4,14 +4,15 @@
 //! after signing out, and what malformed requests write to the log.
 
 use crate::helpers::{
-    spawn_app, spawn_app_with, stripe_signature, Backend, Reply, TestApp, TestOptions,
-    STRIPE_SECRET,
+    spawn_app, spawn_app_with, stripe_event, stripe_signature, Backend, Reply, TestApp,
+    TestOptions, OPERATOR_TOKEN, STRIPE_SECRET,
 };
 use crate::on_both_backends;
 
 on_both_backends!(
     a_signature_list_over_the_bound_is_refused_before_it_is_checked,
     credentials_under_other_header_names_are_stored_redacted,
+    awkward_event_ids_round_trip_and_dot_segments_are_refused,
 );
 
 /// Signature entries accepted in one header (Inlet's `MAX_SIGNATURES`).
@@ -192,4 +193,138 @@ async fn credentials_under_other_header_names_are_stored_redacted(backend: Backe
         !text.contains(&basic[6..]) && !text.contains("legacy-password"),
         "{text}"
     );
+}
+
+/// A client that shows redirects instead of following them.
+fn no_redirects() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("a client")
+}
+
+async fn reply_of(response: reqwest::Response) -> Reply {
+    Reply {
+        status: response.status().as_u16(),
+        headers: response.headers().clone(),
+        body: response.bytes().await.expect("a body").to_vec(),
+    }
+}
+
+/// Signs in to the console of the Inlet at `address` with the operator token: the
+/// session cookie, as `name=value`.
+async fn sign_in(address: &str) -> String {
+    let response = no_redirects()
+        .post(format!("{address}/console/login"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token={OPERATOR_TOKEN}&next=%2Fconsole"))
+        .send()
+        .await
+        .expect("a sign-in answer");
+    assert_eq!(response.status().as_u16(), 303);
+    let cookie = response
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .expect("a session cookie");
+    cookie.split(';').next().unwrap_or_default().to_owned()
+}
+
+/// A console request with `cookie` (redirects not followed).
+async fn console(address: &str, method: &str, path: &str, cookie: Option<&str>) -> Reply {
+    let method = reqwest::Method::from_bytes(method.as_bytes()).expect("a method");
+    let mut request = no_redirects().request(method, format!("{address}{path}"));
+    if let Some(cookie) = cookie {
+        request = request.header("cookie", cookie);
+    }
+    reply_of(request.send().await.expect("an answer")).await
+}
+
+/// `.` and `..` are refused at ingest (no URL can address them); an id with `/`, `%`,
+/// `?`, `#` and a space is stored, opened through the operator API at its encoded path,
+/// and linked from the console's listing to its page.
+async fn awkward_event_ids_round_trip_and_dot_segments_are_refused(backend: Backend) {
+    let app = spawn_app(backend).await;
+    for id in [".", ".."] {
+        let refused = app
+            .post_stripe(&stripe_event(id, "charge.captured", "ch_dot"))
+            .await;
+        refused.assert_problem(400, "invalid_event_id");
+    }
+    assert_eq!(app.count_events().await, 0);
+
+    let id = "evt/1%2F x?#..";
+    app.post_stripe(&stripe_event(id, "charge.captured", "ch_awkward"))
+        .await
+        .assert_status(200);
+    let encoded = "evt%2F1%252F%20x%3F%23..";
+    let shown = app
+        .admin(&format!("/admin/events/stripe/{encoded}"), None, None)
+        .await;
+    shown.assert_status(200);
+    assert_eq!(shown.json()["event"]["event_id"], id);
+
+    let cookie = sign_in(&app.address).await;
+    let listing = console(&app.address, "GET", "/console/events", Some(&cookie)).await;
+    listing.assert_status(200);
+    let href = format!("/console/events/stripe/{encoded}");
+    assert!(
+        listing.text().contains(&format!("href=\"{href}\"")),
+        "{}",
+        listing.text()
+    );
+    let page = console(&app.address, "GET", &href, Some(&cookie)).await;
+    page.assert_status(200);
+    assert!(page.text().contains(id), "{}", page.text());
+}
+
+/// Every answer under `/admin` — data, refusals, unknown paths — says `no-store`, as the
+/// console's pages do; a console path asked with another method is `405` with `Allow`,
+/// signed in or not, like the API's paths.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_answers_are_not_cached_and_console_methods_are_405() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let unauthorized = app.get("/admin/events").await;
+    let wrong_method = app.request("DELETE", "/admin/events").await;
+    let unknown = app.admin("/admin/nothing-here", None, None).await;
+    let missing = app.admin("/admin/events/stripe/evt_none", None, None).await;
+    for (reply, status) in [
+        (app.admin("/admin/events", None, None).await, 200),
+        (app.admin("/admin/retention", None, None).await, 200),
+        (unauthorized, 401),
+        (wrong_method, 405),
+        (unknown, 404),
+        (missing, 404),
+    ] {
+        reply.assert_status(status);
+        assert_eq!(reply.header("cache-control"), Some("no-store"), "{status}");
+    }
+    assert_eq!(app.get("/healthz").await.header("cache-control"), None);
+
+    let cookie = sign_in(&app.address).await;
+    for session in [None, Some(cookie.as_str())] {
+        for (method, path, allow) in [
+            ("DELETE", "/console/events", "GET"),
+            ("POST", "/console/events/stripe/evt_1", "GET"),
+            ("GET", "/console/logout", "POST"),
+            ("PUT", "/console/deliveries", "GET, POST"),
+            ("PATCH", "/console", "GET"),
+        ] {
+            let reply = console(&app.address, method, path, session).await;
+            assert_eq!(reply.status, 405, "{method} {path}: {}", reply.text());
+            assert_eq!(reply.header("allow"), Some(allow), "{method} {path}");
+            assert_eq!(reply.header("cache-control"), Some("no-store"));
+            assert!(
+                reply.text().contains(&format!("use {allow}")),
+                "{}",
+                reply.text()
+            );
+        }
+    }
+    let unknown = console(&app.address, "GET", "/console/nothing-here", Some(&cookie)).await;
+    unknown.assert_status(404);
+    let stranger = console(&app.address, "GET", "/console/nothing-here", None).await;
+    assert_eq!(stranger.status, 303, "a stranger is sent to sign in first");
+    let page = console(&app.address, "GET", "/console/events", Some(&cookie)).await;
+    assert_eq!(page.header("cache-control"), Some("no-store"));
 }
