@@ -8,11 +8,13 @@ use crate::helpers::{
     TestOptions, OPERATOR_TOKEN, STRIPE_SECRET,
 };
 use crate::on_both_backends;
+use diesel::prelude::*;
 
 on_both_backends!(
     a_signature_list_over_the_bound_is_refused_before_it_is_checked,
     credentials_under_other_header_names_are_stored_redacted,
     awkward_event_ids_round_trip_and_dot_segments_are_refused,
+    a_copied_cookie_is_refused_after_sign_out_on_every_instance,
 );
 
 /// Signature entries accepted in one header (Inlet's `MAX_SIGNATURES`).
@@ -327,4 +329,91 @@ async fn operator_answers_are_not_cached_and_console_methods_are_405() {
     assert_eq!(stranger.status, 303, "a stranger is sent to sign in first");
     let page = console(&app.address, "GET", "/console/events", Some(&cookie)).await;
     assert_eq!(page.header("cache-control"), Some("no-store"));
+}
+
+/// A console form sent with `cookie`: `fields` URL-encoded.
+async fn console_form(address: &str, path: &str, cookie: &str, fields: &str) -> Reply {
+    let response = no_redirects()
+        .post(format!("{address}{path}"))
+        .header("cookie", cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(fields.to_owned())
+        .send()
+        .await
+        .expect("an answer");
+    reply_of(response).await
+}
+
+/// The CSRF token of a console page's forms.
+fn csrf_of(page: &str) -> String {
+    let (_, rest) = page
+        .split_once(r#"name="csrf" value=""#)
+        .unwrap_or_else(|| panic!("no CSRF field in {page}"));
+    rest.split('"').next().unwrap_or_default().to_owned()
+}
+
+fn assert_sent_to_sign_in(reply: &Reply, what: &str) {
+    assert_eq!(reply.status, 303, "{what}: {}", reply.text());
+    let location = reply.header("location").unwrap_or_default();
+    assert!(location.starts_with("/console/login"), "{what}: {location}");
+}
+
+/// Signing out closes the session in the database: the cookie, copied before, is refused
+/// by this instance and by another one on the same database — for pages and for forms —
+/// while another session stays open. A session's row is swept once it has expired.
+async fn a_copied_cookie_is_refused_after_sign_out_on_every_instance(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let other = app.another_instance(TestOptions::default()).await;
+    let copied = sign_in(&app.address).await;
+    let kept = sign_in(&app.address).await;
+    let page = console(&other.address, "GET", "/console/events", Some(&copied)).await;
+    page.assert_status(200);
+    let csrf = csrf_of(&page.text());
+
+    let signed_out = console_form(
+        &other.address,
+        "/console/logout",
+        &copied,
+        &format!("csrf={csrf}"),
+    )
+    .await;
+    assert_eq!(signed_out.header("location"), Some("/console/login"));
+    assert!(signed_out
+        .header("set-cookie")
+        .is_some_and(|c| c.contains("Max-Age=0")));
+    for address in [&app.address, &other.address] {
+        let page = console(address, "GET", "/console/events", Some(&copied)).await;
+        assert_sent_to_sign_in(&page, "a page");
+        let form = console_form(
+            address,
+            "/console/deliveries",
+            &copied,
+            &format!("csrf={csrf}&action=requeue&id=1&idempotency_key=copied-1"),
+        )
+        .await;
+        assert_sent_to_sign_in(&form, "a form");
+        console(address, "GET", "/console/events", Some(&kept))
+            .await
+            .assert_status(200);
+    }
+    let refused =
+        crate::helpers::metric(&app, "inlet_console_refused_total{reason=\"signed_out\"}").await;
+    assert!(refused >= 1.0, "{refused}");
+
+    // Nine hours on (the sessions lasted eight), the next sign-in sweeps their rows.
+    app.clock.advance(chrono::Duration::hours(9));
+    let fresh = sign_in(&app.address).await;
+    let expired = console(&app.address, "GET", "/console/events", Some(&kept)).await;
+    assert_sent_to_sign_in(&expired, "an expired session");
+    console(&app.address, "GET", "/console/events", Some(&fresh))
+        .await
+        .assert_status(200);
+    let rows: i64 = app
+        .with_conn(|c| {
+            inlet::db::schema::console_sessions::table
+                .count()
+                .get_result(c)
+        })
+        .await;
+    assert_eq!(rows, 1, "only the fresh session's row is left");
 }
