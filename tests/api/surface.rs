@@ -4,11 +4,13 @@
 //! after signing out, and what malformed requests write to the log.
 
 use crate::helpers::{
-    spawn_app, spawn_app_with, stripe_event, stripe_signature, Backend, Reply, TestApp,
-    TestOptions, OPERATOR_TOKEN, STRIPE_SECRET,
+    spawn_app, spawn_app_with, spawn_database_holder, stripe_event, stripe_signature, Backend,
+    Reply, TestApp, TestOptions, OPERATOR_TOKEN, STRIPE_SECRET,
 };
 use crate::on_both_backends;
 use diesel::prelude::*;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 on_both_backends!(
     a_signature_list_over_the_bound_is_refused_before_it_is_checked,
@@ -416,4 +418,176 @@ async fn a_copied_cookie_is_refused_after_sign_out_on_every_instance(backend: Ba
         })
         .await;
     assert_eq!(rows, 1, "only the fresh session's row is left");
+}
+
+/// An `inlet serve` process with JSON logs, every line of which is kept.
+struct LoggedProcess {
+    child: std::process::Child,
+    port: u16,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl LoggedProcess {
+    fn start(config: &std::path::Path) -> Self {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_inlet"))
+            .args(["--log-format", "json", "serve", "--config"])
+            .arg(config)
+            .env("INLET_LOG", "info")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start inlet");
+        let stdout = child.stdout.take().expect("stdout");
+        let lines: Arc<Mutex<Vec<String>>> = Arc::default();
+        let (port_tx, port_rx) = std::sync::mpsc::channel();
+        let kept = lines.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if let Ok(entry) = serde_json::from_str::<serde_json::Value>(&line) {
+                    if entry["fields"]["message"] == "inlet is listening" {
+                        let _ = port_tx.send(entry["fields"]["port"].as_u64().unwrap_or(0));
+                    }
+                }
+                kept.lock().expect("lines").push(line);
+            }
+        });
+        let port = port_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("inlet logs its port") as u16;
+        Self { child, port, lines }
+    }
+
+    fn entries(&self) -> Vec<serde_json::Value> {
+        let lines = self.lines.lock().expect("lines");
+        lines
+            .iter()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    }
+}
+
+impl Drop for LoggedProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Sends `bytes` on a connection of its own and reads the answer's status line.
+async fn send_raw(port: u16, bytes: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    // The server may stop reading a head over its limit: a failed write still gets an answer.
+    let _ = stream.write_all(bytes).await;
+    let mut answer = vec![0; 64];
+    let read = stream.read(&mut answer).await.unwrap_or(0);
+    String::from_utf8_lossy(&answer[..read])
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The number of connections the flood sends, and how many at once.
+const MALFORMED: usize = 300;
+const AT_ONCE: usize = 20;
+
+/// Malformed requests over raw TCP (an unparsable request line, a broken header, a head
+/// over the HTTP library's limit) are answered 400/431 and counted, and the log has no
+/// ERROR for them: the whole flood is a WARN line or two, whose counts add up to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_requests_are_counted_and_logged_as_warnings_at_a_bounded_rate() {
+    let holder = spawn_database_holder(Backend::Sqlite).await;
+    let dir = std::env::temp_dir().join(crate::helpers::unique_name());
+    std::fs::create_dir_all(&dir).expect("dir");
+    let config = dir.join("inlet.toml");
+    let toml = format!(
+        "[server]\nbind = \"127.0.0.1:0\"\nworkers = 2\n[database]\nurl = \"{}\"\n\
+         [[sources]]\nname = \"stripe\"\nscheme = \"stripe\"\nsecrets = [\"{STRIPE_SECRET}\"]\n",
+        holder.database_url()
+    );
+    std::fs::write(&config, toml).expect("write config");
+    let process = tokio::task::spawn_blocking(move || LoggedProcess::start(&config))
+        .await
+        .expect("start");
+    let port = process.port;
+    let too_large = format!(
+        "GET / HTTP/1.1\r\nHost: x\r\nX-Pad: {}\r\n\r\n",
+        "a".repeat(140_000)
+    );
+    let semaphore = Arc::new(tokio::sync::Semaphore::new(AT_ONCE));
+    let mut flood = tokio::task::JoinSet::new();
+    for i in 0..MALFORMED {
+        let bytes = match i % 3 {
+            0 => b"GARBAGE\r\n\r\n".to_vec(),
+            1 => b"GET / HTTP/1.1\r\nHost: x\r\nBroken Header\r\n\r\n".to_vec(),
+            _ => too_large.clone().into_bytes(),
+        };
+        let semaphore = semaphore.clone();
+        flood.spawn(async move {
+            let _permit = semaphore.acquire().await.expect("permit");
+            (i % 3, send_raw(port, &bytes).await)
+        });
+    }
+    while let Some(sent) = flood.join_next().await {
+        let (kind, status) = sent.expect("a connection");
+        let expected = if kind == 2 { "431" } else { "400" };
+        assert!(status.contains(expected), "{kind}: {status}");
+    }
+
+    // The first complaint is logged at once, the rest in one line after the interval.
+    let reported = |process: &LoggedProcess| -> u64 {
+        process
+            .entries()
+            .iter()
+            .filter(|e| e["target"] == "inlet::observability" && e["fields"]["count"].is_u64())
+            .map(|e| e["fields"]["count"].as_u64().unwrap_or(0))
+            .sum()
+    };
+    for _ in 0..300 {
+        if reported(&process) >= MALFORMED as u64 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        reported(&process),
+        MALFORMED as u64,
+        "{:#?}",
+        process.entries()
+    );
+    let entries = process.entries();
+    let errors: Vec<_> = entries.iter().filter(|e| e["level"] == "ERROR").collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    let summaries: Vec<_> = entries
+        .iter()
+        .filter(|e| e["fields"]["count"].is_u64())
+        .collect();
+    assert!(
+        (1..=3).contains(&summaries.len()) && summaries.iter().all(|e| e["level"] == "WARN"),
+        "{summaries:#?}"
+    );
+    let metrics = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    let counted = |kind: &str| -> f64 {
+        let series = format!("inlet_http_protocol_errors_total{{kind=\"{kind}\"}}");
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(series.as_str())?.trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    assert_eq!(counted("malformed"), 200.0, "{metrics}");
+    assert_eq!(counted("too_large"), 100.0, "{metrics}");
+    drop(process);
+    let _ = std::fs::remove_dir_all(&dir);
 }
