@@ -38,12 +38,15 @@ impl TimestampedHex {
 
     pub(super) fn parse_header(&self, value: &[u8]) -> Result<Parsed, SignatureError> {
         let (t, v) = (self.timestamp_key, self.signature_key);
-        let text = std::str::from_utf8(value).map_err(|_| self.malformed("not valid UTF-8"))?;
         let mut timestamp = None;
         let mut signatures = Vec::new();
-        // Every item but the timestamp counts toward the bound, whatever its key.
+        // Every item but the timestamp counts toward the bound, whatever its key; items
+        // past it are never read. (The separators are ASCII.)
         let mut listed = 0;
-        for item in text.split(self.separator).map(str::trim) {
+        for item in value.split(|b| char::from(*b) == self.separator) {
+            let item = std::str::from_utf8(item)
+                .map_err(|_| self.malformed("not valid UTF-8"))?
+                .trim();
             let pair = item.split_once('=');
             if !item.is_empty() && pair.is_none_or(|(key, _)| key != t) {
                 listed += 1;
