@@ -1,4 +1,5 @@
-//! Signature verification per scheme at 1 KiB and 64 KiB, and event-id extraction.
+//! Signature verification per scheme at 1 KiB and 64 KiB, event-id extraction, and the
+//! refusal of a hostile signature list.
 //! `cargo bench --bench signatures`.
 
 use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue};
@@ -98,5 +99,58 @@ fn extraction(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, verification, extraction);
+/// The refusal of a hostile `webhook-signature`: well-formed wrong entries (HMAC and
+/// Ed25519 alternately), at the bound and at the 1,300 (120 KB) of the reported attack.
+/// Over the bound the list is refused before anything is checked, so the long one costs
+/// less than the short one.
+fn hostile_lists(c: &mut Criterion) {
+    use base64::Engine;
+    let encode = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    let mut group = c.benchmark_group("hostile webhook-signature");
+    let mut source = source("standard");
+    // A source moving to asymmetric signatures: v1a entries are checked too.
+    source.secrets.push(inlet::secret::Secret::new(format!(
+        "whpk_{}",
+        encode(&PUBLIC_KEY)
+    )));
+    let body = body(1024);
+    for entries in [inlet::signature::MAX_SIGNATURES, 1_300] {
+        let list = (0..entries)
+            .map(|i| match i % 2 {
+                0 => format!("v1,{}", encode(&[i as u8; 32])),
+                _ => format!("v1a,{}", encode(&[i as u8; 64])),
+            })
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mut headers = signed(&source, &body);
+        headers.insert(
+            HeaderName::from_static("webhook-signature"),
+            HeaderValue::from_str(&list).expect("value"),
+        );
+        let keys = Keys {
+            secrets: &source.secrets,
+            tolerance: source.tolerance,
+        };
+        let now = Utc::now();
+        group.bench_function(BenchmarkId::from_parameter(entries), |b| {
+            b.iter(|| {
+                let verified =
+                    source
+                        .scheme
+                        .scheme()
+                        .verify(Unverified::new(&headers, &body), keys, now);
+                black_box(verified.is_err())
+            })
+        });
+    }
+    group.finish();
+}
+
+/// RFC 8032 test 1's public key: a valid, full-order point.
+const PUBLIC_KEY: [u8; 32] = [
+    0xd7, 0x5a, 0x98, 0x01, 0x82, 0xb1, 0x0a, 0xb7, 0xd5, 0x4b, 0xfe, 0xd3, 0xc9, 0x64, 0x07, 0x3a,
+    0x0e, 0xe1, 0x72, 0xf3, 0xda, 0xa6, 0x23, 0x25, 0xaf, 0x02, 0x1a, 0x68, 0xf7, 0x07, 0x51, 0x1a,
+];
+
+criterion_group!(benches, verification, extraction, hostile_lists);
 criterion_main!(benches);

@@ -109,7 +109,7 @@ impl Field {
     }
 }
 
-/// A provider's event id: 1 to 255 bytes of printable text.
+/// A provider's event id: 1 to 255 bytes of printable text, but not `.` or `..`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventId(String);
 
@@ -122,6 +122,14 @@ impl EventId {
             ));
         }
         Field::EventId.check(id)?;
+        // A dot segment, encoded or not, is resolved away by browsers and HTTP clients:
+        // such an event could never be opened at its URL (`/admin/events/{source}/..`).
+        if id == "." || id == ".." {
+            return Err(Problem::new(
+                Reason::InvalidEventId,
+                format!("the event id '{id}' is a path segment of its own, not an id"),
+            ));
+        }
         Ok(Self(id.to_owned()))
     }
 

@@ -17,10 +17,13 @@ use actix_web::HttpMessage;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use std::ffi::OsStr;
 use std::io::IsTerminal;
-use std::sync::OnceLock;
-use std::time::Instant;
-use tracing::Instrument;
-use tracing_subscriber::EnvFilter;
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+use tracing::{Instrument, Level, Metadata, Subscriber};
+use tracing_subscriber::filter::filter_fn;
+use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
 
 /// The request id header, honoured when the client sends a sane one and always returned.
 pub const REQUEST_ID: &str = "x-request-id";
@@ -57,6 +60,8 @@ pub struct LogGuard {
 /// Logs to stdout through a buffer and a thread of their own: request threads never wait
 /// on stdout, so a stalled log reader cannot stall the service. When the buffer is full
 /// (128,000 lines) further lines are dropped rather than waited for.
+/// The HTTP library's own complaints about a connection (see [`ProtocolErrors`]) are not
+/// written as they come.
 pub fn init_logging(format: LogFormat) -> LogGuard {
     let filter = EnvFilter::try_from_env("INLET_LOG")
         .or_else(|_| EnvFilter::try_from_default_env())
@@ -69,17 +74,141 @@ pub fn init_logging(format: LogFormat) -> LogGuard {
         .lossy(true)
         .thread_name("inlet-logs")
         .finish(std::io::stdout());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let protocol_errors = Arc::new(ProtocolErrors::default());
+    let written = filter_fn(|metadata| !ProtocolErrors::from_http_library(metadata));
+    let registry = tracing_subscriber::registry()
+        .with(filter)
+        .with(ProtocolErrorLayer(protocol_errors.clone()));
+    let text = tracing_subscriber::fmt::layer()
         .with_ansi(colour)
         .with_writer(writer);
     // A second call (tests) keeps the first subscriber.
     let installed = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().with_current_span(true).try_init(),
+        LogFormat::Text => registry.with(text.with_filter(written)).try_init(),
+        LogFormat::Json => registry
+            .with(text.json().with_current_span(true).with_filter(written))
+            .try_init(),
     };
+    if installed.is_ok() {
+        protocol_errors.report_in_background();
+    }
     LogGuard {
         _writer: installed.is_ok().then_some(guard),
+    }
+}
+
+/// How often at most the HTTP library's complaints are logged.
+pub const PROTOCOL_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Requests the HTTP library (actix-http) refuses before Inlet sees them — a request line
+/// or header it cannot parse, a head over its size limit, a connection broken mid-request
+/// — it logs itself, one ERROR line per connection (`stream error: request parse error:
+/// invalid Header provided`, target `actix_http::h1::dispatcher`): noise that anyone can
+/// make at any rate. Those events are counted instead
+/// (`inlet_http_protocol_errors_total{kind}`), and logged as a WARN at most once per
+/// [`PROTOCOL_LOG_INTERVAL`], with how many there were since the last line and the last
+/// one's detail. (actix-web's own `log` records are not collected at all.)
+#[derive(Debug, Default)]
+pub struct ProtocolErrors {
+    pending: Mutex<Pending>,
+    arrived: Condvar,
+}
+
+/// What happened since the last line.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct Pending {
+    count: u64,
+    kind: &'static str,
+    detail: String,
+}
+
+impl ProtocolErrors {
+    /// Whether an event is the HTTP library's warning or error.
+    fn from_http_library(metadata: &Metadata<'_>) -> bool {
+        metadata.target().starts_with("actix_http") && *metadata.level() <= Level::WARN
+    }
+
+    /// The kind of a complaint, from the library's message.
+    fn kind_of(message: &str) -> &'static str {
+        if message.contains("head is too large") {
+            "too_large"
+        } else if message.contains("parse error") {
+            "malformed"
+        } else if message.contains("I/O error") {
+            "io"
+        } else {
+            "other"
+        }
+    }
+
+    fn record(&self, message: &str) {
+        let kind = Self::kind_of(message);
+        metrics::counter!("inlet_http_protocol_errors_total", "kind" => kind).increment(1);
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        pending.count += 1;
+        pending.kind = kind;
+        pending.detail = message.chars().take(200).collect();
+        self.arrived.notify_one();
+    }
+
+    /// Waits for a complaint; takes what arrived.
+    fn next(&self) -> Pending {
+        let pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut pending = self
+            .arrived
+            .wait_while(pending, |pending| pending.count == 0)
+            .unwrap_or_else(PoisonError::into_inner);
+        std::mem::take(&mut *pending)
+    }
+
+    /// A thread of its own writes the lines (a subscriber cannot log from inside itself).
+    fn report_in_background(self: Arc<Self>) {
+        let started = std::thread::Builder::new()
+            .name("inlet-http-errors".to_owned())
+            .spawn(move || loop {
+                let Pending {
+                    count,
+                    kind,
+                    detail,
+                } = self.next();
+                tracing::warn!(
+                    count,
+                    last_kind = kind,
+                    last = %detail,
+                    "HTTP requests refused before routing (malformed, too large or broken \
+                     connections), logged at most once per {}s",
+                    PROTOCOL_LOG_INTERVAL.as_secs()
+                );
+                std::thread::sleep(PROTOCOL_LOG_INTERVAL);
+            });
+        if let Err(error) = started {
+            tracing::warn!(%error, "cannot start the HTTP error reporter; they are only counted");
+        }
+    }
+}
+
+/// Hands the HTTP library's complaints to [`ProtocolErrors`].
+struct ProtocolErrorLayer(Arc<ProtocolErrors>);
+
+impl<S: Subscriber> Layer<S> for ProtocolErrorLayer {
+    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+        if ProtocolErrors::from_http_library(event.metadata()) {
+            let mut message = Message::default();
+            event.record(&mut message);
+            self.0.record(&message.0);
+        }
+    }
+}
+
+/// An event's `message` field, as text.
+#[derive(Default)]
+struct Message(String);
+
+impl tracing::field::Visit for Message {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            self.0 = format!("{value:?}");
+        }
     }
 }
 
@@ -121,6 +250,7 @@ pub fn prometheus() -> &'static PrometheusHandle {
             tracing::warn!(%error, "cannot start metrics upkeep; histograms drain only when scraped");
         }
         describe();
+        describe_protocol_errors();
         handle
     })
 }
@@ -209,6 +339,19 @@ fn describe() {
     metrics::counter!("inlet_ingest_group_retries_total").increment(0);
 }
 
+/// `inlet_http_protocol_errors_total`, every kind exported from 0.
+fn describe_protocol_errors() {
+    metrics::describe_counter!(
+        "inlet_http_protocol_errors_total",
+        "Requests the HTTP library refused before routing, by kind (malformed: an \
+         unparsable request line or header; too_large: a head over the limit; io: a \
+         connection broken mid-request; other)"
+    );
+    for kind in ["malformed", "too_large", "io", "other"] {
+        metrics::counter!("inlet_http_protocol_errors_total", "kind" => kind).increment(0);
+    }
+}
+
 /// Exports `inlet_webhooks_total{source, outcome}` at 0 for every configured source and
 /// each of `outcomes` (the ones alert rules and dashboards watch). A counter that first
 /// appears at 1 has no earlier sample, so `increase()` and `rate()` never see the first
@@ -276,6 +419,11 @@ fn route_label(pattern: &str) -> String {
     pattern.replace('{', ":").replace('}', "")
 }
 
+/// Whether `path` is under `/admin` (matched by a route or not).
+fn is_operator_path(path: &str) -> bool {
+    path == "/admin" || path.starts_with("/admin/")
+}
+
 /// Operator API refusals: warnings, and errors when Inlet failed.
 fn log_operator_refusal(problem: &Problem) {
     let reason = problem.reason.code();
@@ -287,7 +435,8 @@ fn log_operator_refusal(problem: &Problem) {
 }
 
 /// Middleware: a span per request (request id, method, route; handlers add source, event
-/// id and outcome), the request id echoed back, and the HTTP metrics.
+/// id and outcome), the request id echoed back, the HTTP metrics, and `Cache-Control:
+/// no-store` on every answer under `/admin`.
 pub async fn observe(
     request: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
@@ -306,8 +455,16 @@ pub async fn observe(
         outcome = tracing::field::Empty,
     );
     request.extensions_mut().insert(RequestId(id.clone()));
+    let operator = is_operator_path(request.path());
     let started = Instant::now();
     let mut response = next.call(request).instrument(span.clone()).await?;
+    if operator {
+        // Payloads, headers and tokens' refusals: never kept by a browser or a proxy.
+        response.headers_mut().insert(
+            actix_web::http::header::CACHE_CONTROL,
+            HeaderValue::from_static("no-store"),
+        );
+    }
     if route.starts_with("/admin") {
         if let Some(problem) = response.response().extensions().get::<Problem>() {
             span.in_scope(|| log_operator_refusal(problem));
@@ -328,8 +485,29 @@ pub async fn observe(
 
 #[cfg(test)]
 mod tests {
-    use super::colour_logs;
+    use super::{colour_logs, ProtocolErrors};
     use std::ffi::OsStr;
+
+    #[test]
+    fn the_http_library_complaints_gather_until_a_line_takes_them() {
+        let errors = ProtocolErrors::default();
+        errors.record("stream error: request parse error: invalid Header provided");
+        errors.record("stream error: request parse error: message head is too large");
+        let taken = errors.next();
+        assert_eq!((taken.count, taken.kind), (2, "too_large"));
+        assert!(taken.detail.ends_with("message head is too large"));
+        errors.record("stream error: I/O error: Connection reset by peer");
+        let taken = errors.next();
+        assert_eq!((taken.count, taken.kind), (1, "io"));
+        assert_eq!(
+            ProtocolErrors::kind_of("stream error: request parse error: invalid Method specified"),
+            "malformed"
+        );
+        assert_eq!(
+            ProtocolErrors::kind_of("Response payload stream error"),
+            "other"
+        );
+    }
 
     #[test]
     fn logs_are_coloured_only_at_a_terminal_without_no_color() {

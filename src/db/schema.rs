@@ -100,11 +100,22 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    /// Console sessions: one row per sign-in, closed at sign-out, deleted once expired.
+    console_sessions (id) {
+        id -> Text,
+        created_at -> Timestamp,
+        expires_at -> Timestamp,
+        revoked_at -> Nullable<Timestamp>,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     events,
     facts,
     deliveries,
     operator_requests,
     delivery_attempts,
-    destination_gates
+    destination_gates,
+    console_sessions
 );

@@ -3,6 +3,7 @@
 //! mutating ones inside the caller's Idempotency-Key transaction.
 
 pub mod actions;
+pub mod sessions;
 mod settings;
 mod sign_in;
 pub mod views;

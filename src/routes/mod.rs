@@ -1,11 +1,6 @@
 //! The HTTP surface: webhooks, the operator API, health and metrics — one table of routes,
 //! which the OpenAPI document is checked against — and the helpers the handlers share.
 
-pub mod admin;
-pub mod console;
-pub mod health;
-pub mod webhooks;
-
 pub use crate::idempotency::REPLAYED_HEADER;
 pub use webhooks::read_body;
 
@@ -14,20 +9,27 @@ use crate::state::AppState;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
 
-/// Generates the route table and its registration from one list, so the table the
-/// OpenAPI document is checked against is the set of routes actually served.
+/// Generates a route table and its registration from one list, so the table (the one the
+/// OpenAPI document is checked against, the one `Allow` headers are made from) is the set
+/// of routes actually served. Defined before the modules so the console uses it too.
 macro_rules! routes {
-    ($($method:ident $path:expr => $handler:path;)*) => {
-        /// Every route Inlet serves, as (method, path pattern).
-        pub const ROUTES: &[(&str, &str)] = &[$((stringify!($method), $path)),*];
+    ($table:ident, $register:ident; $($method:ident $path:expr => $handler:path;)*) => {
+        /// Every route served here, as (method, path pattern).
+        pub const $table: &[(&str, &str)] = &[$((stringify!($method), $path)),*];
 
-        pub fn register_routes(config: &mut web::ServiceConfig) {
-            $(config.route($path, web::$method().to($handler));)*
+        pub fn $register(config: &mut actix_web::web::ServiceConfig) {
+            $(config.route($path, actix_web::web::$method().to($handler));)*
         }
     };
 }
 
+pub mod admin;
+pub mod console;
+pub mod health;
+pub mod webhooks;
+
 routes! {
+    ROUTES, register_routes;
     post WEBHOOK_ROUTE => webhooks::receive_webhook;
     get "/healthz" => health::healthz;
     get "/readyz" => health::readyz;
@@ -56,6 +58,17 @@ async fn openapi() -> HttpResponse {
 /// Where providers deliver.
 pub const WEBHOOK_ROUTE: &str = "/webhooks/{source}";
 
+/// The methods `table` serves at `pattern` (its paths under `prefix`), as an `Allow`
+/// header lists them.
+pub fn allowed_methods(table: &[(&str, &str)], prefix: &str, pattern: &str) -> String {
+    table
+        .iter()
+        .filter(|(_, path)| pattern.strip_prefix(prefix) == Some(path))
+        .map(|(method, _)| method.to_ascii_uppercase())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Requests no route takes: a served path asked with another method is `405` with
 /// `Allow` (for webhooks also counted and logged as a rejection); anything else is `404`.
 pub async fn no_route(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
@@ -69,12 +82,7 @@ pub async fn no_route(request: HttpRequest, state: web::Data<AppState>) -> HttpR
         )
         .error_response();
     };
-    let allow = ROUTES
-        .iter()
-        .filter(|(_, path)| *path == pattern)
-        .map(|(method, _)| method.to_ascii_uppercase())
-        .collect::<Vec<_>>()
-        .join(", ");
+    let allow = allowed_methods(ROUTES, "", &pattern);
     let problem = Problem::new(
         Reason::MethodNotAllowed,
         format!("{} {pattern} is not served: use {allow}", request.method()),

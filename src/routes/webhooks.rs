@@ -9,6 +9,7 @@ use crate::identity::Identity;
 use crate::ingest::{Claim, Outcome};
 use crate::ledger::{FactIdentity, BODY_KIND};
 use crate::observability::RequestId;
+use crate::secret::Secret;
 use crate::signature::{Keys, Unverified};
 use crate::state::AppState;
 use actix_web::http::header::{self, HeaderValue};
@@ -115,7 +116,7 @@ async fn ingest(
             .destinations
             .deadlines(source.name.as_str(), identity.event_type.as_deref(), now);
     let routed = !destinations.is_empty();
-    let headers = received_headers(request, source.scheme.credential_header());
+    let headers = received_headers(request, source.scheme.credential_header(), &source.secrets);
     let body_fact = (source.keys_body_fact && fact.kind != BODY_KIND).then(|| FactIdentity {
         kind: BODY_KIND.to_owned(),
         key: fingerprint.clone(),
@@ -185,20 +186,57 @@ fn is_credential(name: &str, source_header: Option<&str>) -> bool {
         || source_header.is_some_and(|header| header.eq_ignore_ascii_case(name))
 }
 
+/// What gives a source's credential away in a stored header: its name ([`is_credential`])
+/// or its value — a sender, proxy or gateway may copy the credential under any other name
+/// (`X-Forwarded-Hook-Key`, `X-Signature: Bearer …`).
+struct Credentials<'a> {
+    /// The source's own token header.
+    header: Option<&'a str>,
+    /// Each secret as configured, and its base64 without padding (how `Basic` sends
+    /// `user:password`; a prefix of the padded form too).
+    values: Vec<String>,
+}
+
+impl<'a> Credentials<'a> {
+    fn of(header: Option<&'a str>, secrets: &[Secret]) -> Self {
+        use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
+        use base64::Engine;
+        let mut values = Vec::with_capacity(secrets.len() * 3);
+        for secret in secrets.iter().map(Secret::expose) {
+            values.push(secret.to_owned());
+            values.push(STANDARD_NO_PAD.encode(secret));
+            values.push(URL_SAFE_NO_PAD.encode(secret));
+        }
+        values.retain(|value| !value.is_empty());
+        values.sort_unstable();
+        values.dedup();
+        Self { header, values }
+    }
+
+    /// Whether the header `name` (lower case) with `value` is stored as [`REDACTED`]. A
+    /// substring search, not constant time: it runs only after the request verified, so
+    /// whoever could time it already holds the credential.
+    fn reveal(&self, name: &str, value: &str) -> bool {
+        is_credential(name, self.header) || self.values.iter().any(|v| value.contains(v.as_str()))
+    }
+}
+
 /// The request's headers as received, by name, as JSON `[[name, value], …]` (values as
-/// text, invalid UTF-8 replaced); a credential ([`is_credential`]) is stored as
-/// [`REDACTED`]. Signature headers are kept: they prove nothing to anyone without the
-/// secret.
-fn received_headers(request: &HttpRequest, credential: Option<&str>) -> String {
+/// text, invalid UTF-8 replaced); a header that would reveal a credential, by its name or
+/// by its value ([`Credentials::reveal`]), is stored as [`REDACTED`]. Signature headers are
+/// kept: they prove nothing to anyone without the secret.
+fn received_headers(request: &HttpRequest, header: Option<&str>, secrets: &[Secret]) -> String {
+    let credentials = Credentials::of(header, secrets);
     let mut rows: Vec<(&str, std::borrow::Cow<'_, str>)> = request
         .headers()
         .iter()
         .map(|(name, value)| {
             let name = name.as_str();
-            let value = if is_credential(name, credential) {
+            let text = String::from_utf8_lossy(value.as_bytes());
+            let value = if credentials.reveal(name, &text) {
                 REDACTED.into()
             } else {
-                String::from_utf8_lossy(value.as_bytes())
+                text
             };
             (name, value)
         })
@@ -274,7 +312,8 @@ fn answer_response(outcome: Outcome, answer: Answer) -> HttpResponse {
 
 #[cfg(test)]
 mod tests {
-    use super::is_credential;
+    use super::{is_credential, Credentials};
+    use crate::secret::Secret;
 
     #[test]
     fn credentials_are_recognised_and_signatures_are_not() {
@@ -300,5 +339,29 @@ mod tests {
             assert!(!is_credential(name, None), "{name}");
         }
         assert!(is_credential("x-webhook-key", Some("X-Webhook-Key")));
+    }
+
+    #[test]
+    fn a_secret_anywhere_in_a_value_reveals_it_under_any_name() {
+        let secrets = [
+            Secret::new("tok_0123456789abcdef"),
+            Secret::new("user:pa/ss?>word"),
+        ];
+        let credentials = Credentials::of(None, &secrets);
+        for value in [
+            "tok_0123456789abcdef",
+            "Bearer tok_0123456789abcdef",
+            "Basic dXNlcjpwYS9zcz8+d29yZA==",
+            "basic dXNlcjpwYS9zcz8-d29yZA",
+        ] {
+            assert!(credentials.reveal("x-forwarded-hook-key", value), "{value}");
+        }
+        for value in ["tok_0123456789abcde", "application/json", ""] {
+            assert!(
+                !credentials.reveal("x-forwarded-hook-key", value),
+                "{value}"
+            );
+        }
+        assert!(!Credentials::of(None, &[Secret::new("")]).reveal("x-a", "anything"));
     }
 }

@@ -245,19 +245,32 @@ fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
     mac_of::<Hmac<Sha256>>(key, parts)
 }
 
-/// Whether `tag` is the HMAC-SHA256 of the parts, compared in constant time.
-fn hmac_matches(key: &[u8], parts: &[&[u8]], tag: &[u8]) -> bool {
-    mac_matches::<Hmac<Sha256>>(key, parts, tag)
-}
-
-/// Whether any of `tags` is the HMAC-SHA256 of the parts under any of `keys`.
+/// Whether any of `tags` is the HMAC-SHA256 of the parts under any of `keys`. The MAC
+/// over the parts is computed once per key, not once per (key, tag): each further tag
+/// costs one constant-time comparison, however long the body.
 fn any_matches<'k>(
     keys: impl IntoIterator<Item = &'k [u8]>,
     parts: &[&[u8]],
     tags: &[Vec<u8>],
 ) -> bool {
-    keys.into_iter()
-        .any(|key| tags.iter().any(|tag| hmac_matches(key, parts, tag)))
+    keys.into_iter().any(|key| {
+        let mac = mac_over::<Hmac<Sha256>>(key, parts);
+        tags.iter().any(|tag| mac.clone().verify_slice(tag).is_ok())
+    })
+}
+
+/// The most signatures one header may carry (Stripe's and Paddle's `v1=`/`h1=` list,
+/// Standard Webhooks' `webhook-signature` entries). A sender signs once per active secret
+/// — one, two while a secret rotates, a handful at most — so more is refused before any is
+/// checked: the work per request stays bounded whatever the header's length.
+pub const MAX_SIGNATURES: usize = 8;
+
+/// The refusal of a header listing more than [`MAX_SIGNATURES`] signatures.
+fn too_many_signatures(header: &str) -> SignatureError {
+    SignatureError::malformed(
+        header,
+        format!("it lists more than {MAX_SIGNATURES} signatures, the most one request may carry"),
+    )
 }
 
 /// The MAC `M` (an HMAC over some hash) of the concatenated parts.
@@ -341,10 +354,14 @@ mod tests {
     }
 
     #[test]
-    fn hmac_matches_only_the_exact_tag() {
+    fn only_the_exact_tag_matches_under_any_key() {
         let tag = hmac_sha256(b"key", &[b"a", b"b"]);
-        assert!(hmac_matches(b"key", &[b"ab"], &tag));
-        assert!(!hmac_matches(b"key", &[b"ab"], &tag[..31]));
-        assert!(!hmac_matches(b"kez", &[b"ab"], &tag));
+        let matches =
+            |keys: &[&[u8]], tags: &[Vec<u8>]| any_matches(keys.iter().copied(), &[b"ab"], tags);
+        assert!(matches(&[b"key"], std::slice::from_ref(&tag)));
+        assert!(matches(&[b"old", b"key"], &[vec![0; 32], tag.clone()]));
+        assert!(!matches(&[b"key"], &[tag[..31].to_vec()]));
+        assert!(!matches(&[b"kez"], std::slice::from_ref(&tag)));
+        assert!(!matches(&[], &[tag]));
     }
 }

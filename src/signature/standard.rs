@@ -8,8 +8,8 @@
 
 use super::ed25519;
 use super::{
-    any_matches, check_tolerance, hmac_sha256, parse_timestamp, EventToSign, Keys, Scheme,
-    SignatureError, Unverified, Verified,
+    any_matches, check_tolerance, hmac_sha256, parse_timestamp, too_many_signatures, EventToSign,
+    Keys, Scheme, SignatureError, Unverified, Verified, MAX_SIGNATURES,
 };
 use crate::secret::{too_weak, Secret};
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -90,23 +90,34 @@ struct Entries {
 }
 
 /// Every `v1` and `v1a` signature in the list; other versions, undecodable entries and
-/// entries of the wrong length are skipped.
-fn entries(list: &[u8]) -> Entries {
+/// entries of the wrong length are skipped. A list of more than [`MAX_SIGNATURES`] entries
+/// (of any version) is refused as soon as the one too many is seen, and only entries of
+/// the exact encoded length are decoded, so a long hostile list costs no more than a
+/// short one.
+fn entries(header: &str, list: &[u8]) -> Result<Entries, SignatureError> {
     let mut found = Entries::default();
-    for entry in list.split(|b| *b == b' ') {
-        if let Some(tag) = decoded(entry, b"v1,").filter(|tag| tag.len() == 32) {
+    let listed = list.split(|b| *b == b' ').filter(|entry| !entry.is_empty());
+    for (index, entry) in listed.enumerate() {
+        if index == MAX_SIGNATURES {
+            return Err(too_many_signatures(header));
+        }
+        if let Some(tag) = decoded(entry, b"v1,", 32) {
             found.v1.push(tag);
-        } else if let Some(signature) = decoded(entry, b"v1a,").and_then(|s| ed25519::signature(&s))
+        } else if let Some(signature) =
+            decoded(entry, b"v1a,", ed25519::SIGNATURE_LENGTH).and_then(|s| ed25519::signature(&s))
         {
             found.v1a.push(signature);
         }
     }
-    found
+    Ok(found)
 }
 
-fn decoded(entry: &[u8], version: &[u8]) -> Option<Vec<u8>> {
+/// The `len` bytes after `version`, when the entry is exactly their padded base64 (the
+/// only form the decoder accepts, so checking the length first refuses nothing more).
+fn decoded(entry: &[u8], version: &[u8], len: usize) -> Option<Vec<u8>> {
     entry
         .strip_prefix(version)
+        .filter(|encoded| Some(encoded.len()) == base64::encoded_len(len, true))
         .and_then(|encoded| BASE64.decode(encoded).ok())
 }
 
@@ -146,7 +157,7 @@ impl Scheme for Standard {
             .any_header(&SIGNATURE)
             .ok_or_else(|| SignatureError::Missing(SIGNATURE[0].to_owned()))?;
         let signed_at = parse_timestamp(timestamp_header, timestamp)?;
-        let found = entries(list);
+        let found = entries(signature_header, list)?;
         if found == Entries::default() {
             return Err(SignatureError::malformed(
                 signature_header,
@@ -236,10 +247,34 @@ mod tests {
         let tag = BASE64.encode([7u8; 32]);
         let signature = BASE64.encode([9u8; 64]);
         let list = format!("v1a,{tag} v2,{tag} v1,!!! v1,{tag} v1,{signature} v1a,{signature}");
-        let found = entries(list.as_bytes());
+        let found = entries("webhook-signature", list.as_bytes()).unwrap();
         assert_eq!(found.v1, vec![vec![7u8; 32]]);
         assert_eq!(found.v1a, vec![Signature::from_bytes(&[9u8; 64])]);
-        assert_eq!(entries(b""), Entries::default());
+        assert_eq!(
+            entries("webhook-signature", b"").unwrap(),
+            Entries::default()
+        );
+        let unpadded = format!("v1,{}", tag.trim_end_matches('='));
+        assert_eq!(
+            entries("webhook-signature", unpadded.as_bytes()).unwrap(),
+            Entries::default()
+        );
+    }
+
+    #[test]
+    fn more_than_the_bound_of_entries_is_refused_whatever_they_are() {
+        let tag = format!("v1,{}", BASE64.encode([7u8; 32]));
+        let at_bound = [tag.as_str(); MAX_SIGNATURES].join("  ");
+        let found = entries("webhook-signature", at_bound.as_bytes()).unwrap();
+        assert_eq!(found.v1.len(), MAX_SIGNATURES);
+        for extra in [tag.as_str(), "v2,anything", "junk"] {
+            let over = format!("{at_bound} {extra}");
+            let refused = entries("webhook-signature", over.as_bytes()).unwrap_err();
+            assert!(
+                refused.to_string().contains("more than 8 signatures"),
+                "{refused}"
+            );
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Stripe: `Stripe-Signature: t=<unix>,v1=<hex>[,v1=<hex>…]`, HMAC-SHA256 over
 //! `"{t}.{body}"` keyed with the whole `whsec_…` string. Every `v1` is tried (Stripe sends
-//! several while a secret rolls); other schemes such as `v0` are ignored. Event id and type
-//! come from the JSON body (`id`, `type`).
+//! several while a secret rolls); other schemes such as `v0` are ignored; a header of more
+//! than [`super::MAX_SIGNATURES`] signatures is refused. Event id and type come from the
+//! JSON body (`id`, `type`).
 
 use super::timestamped::TimestampedHex;
 use super::{EventToSign, Keys, Scheme, SignatureError, Unverified, Verified};
@@ -92,6 +93,25 @@ mod tests {
         assert!(LAYOUT.parse_header(b"t=x,v1=00").is_err());
         assert!(LAYOUT.parse_header(b"t=1,t=2,v1=00").is_err());
         assert!(LAYOUT.parse_header(b"").is_err());
+    }
+
+    #[test]
+    fn more_signatures_than_the_bound_are_refused_before_any_is_checked() {
+        let v1 = format!("v1={}", "aa".repeat(32));
+        let at_bound = [v1.as_str(); crate::signature::MAX_SIGNATURES].join(",");
+        let parsed = LAYOUT
+            .parse_header(format!("t=12,{at_bound}").as_bytes())
+            .unwrap();
+        assert_eq!(parsed.signatures.len(), crate::signature::MAX_SIGNATURES);
+        for extra in [v1.as_str(), "v0=00", "junk"] {
+            let refused = LAYOUT
+                .parse_header(format!("t=12,{at_bound},{extra}").as_bytes())
+                .unwrap_err();
+            assert!(
+                refused.to_string().contains("more than 8 signatures"),
+                "{refused}"
+            );
+        }
     }
 
     #[test]

@@ -2,10 +2,12 @@
 //! HMAC-SHA256 signatures in one header (`t=<unix>,v1=<hex>,v1=<hex>` /
 //! `ts=<unix>;h1=<hex>;h1=<hex>`), signed over `"{timestamp}{joiner}{body}"`. Every
 //! signature is tried (providers send several while a secret rotates); unknown keys are
-//! ignored; the timestamp is checked against the tolerance in both directions.
+//! ignored; more than [`MAX_SIGNATURES`] items besides the timestamp are refused; the
+//! timestamp is checked against the tolerance in both directions.
 
 use super::{
-    any_matches, check_tolerance, hmac_sha256, Keys, SignatureError, Unverified, Verified,
+    any_matches, check_tolerance, hmac_sha256, too_many_signatures, Keys, SignatureError,
+    Unverified, Verified, MAX_SIGNATURES,
 };
 use crate::secret::Secret;
 use chrono::{DateTime, Utc};
@@ -36,11 +38,23 @@ impl TimestampedHex {
 
     pub(super) fn parse_header(&self, value: &[u8]) -> Result<Parsed, SignatureError> {
         let (t, v) = (self.timestamp_key, self.signature_key);
-        let text = std::str::from_utf8(value).map_err(|_| self.malformed("not valid UTF-8"))?;
         let mut timestamp = None;
         let mut signatures = Vec::new();
-        for item in text.split(self.separator) {
-            let Some((key, value)) = item.trim().split_once('=') else {
+        // Every item but the timestamp counts toward the bound, whatever its key; items
+        // past it are never read. (The separators are ASCII.)
+        let mut listed = 0;
+        for item in value.split(|b| char::from(*b) == self.separator) {
+            let item = std::str::from_utf8(item)
+                .map_err(|_| self.malformed("not valid UTF-8"))?
+                .trim();
+            let pair = item.split_once('=');
+            if !item.is_empty() && pair.is_none_or(|(key, _)| key != t) {
+                listed += 1;
+                if listed > MAX_SIGNATURES {
+                    return Err(too_many_signatures(self.header));
+                }
+            }
+            let Some((key, value)) = pair else {
                 continue;
             };
             if key == t {
@@ -54,10 +68,11 @@ impl TimestampedHex {
             } else if key == v {
                 // A signature that is not 32 bytes of hex can never match; skipping it
                 // keeps the other entries usable, as the providers' own libraries do.
-                if let Ok(bytes) = hex::decode(value) {
-                    if bytes.len() == 32 {
-                        signatures.push(bytes);
-                    }
+                if let Some(bytes) = (value.len() == 64)
+                    .then(|| hex::decode(value).ok())
+                    .flatten()
+                {
+                    signatures.push(bytes);
                 }
             }
         }

@@ -21,4 +21,5 @@ mod replay;
 mod retention;
 mod routing;
 mod schemes;
+mod surface;
 mod twilio;

@@ -21,7 +21,7 @@ use crate::error::Problem;
 use actix_web::http::header;
 use actix_web::http::StatusCode;
 use actix_web::middleware::DefaultHeaders;
-use actix_web::{web, HttpResponse, ResponseError};
+use actix_web::{web, FromRequest, HttpRequest, HttpResponse, ResponseError};
 use session::Session;
 
 /// The console's Content-Security-Policy: nothing but this origin's stylesheet.
@@ -45,21 +45,26 @@ pub fn register(config: &mut web::ServiceConfig) {
                     .add((header::CACHE_CONTROL, "no-store")),
             )
             .app_data(web::PayloadConfig::new(MAX_FORM_BYTES))
-            .route("", web::get().to(pages::overview))
-            .route("/", web::get().to(pages::overview))
-            .route("/login", web::get().to(session::login_form))
-            .route("/login", web::post().to(session::login))
-            .route("/logout", web::post().to(session::logout))
-            .route("/events", web::get().to(pages::events))
-            .route("/events/{source}/{event_id}", web::get().to(pages::event))
-            .route("/deliveries", web::get().to(pages::deliveries))
-            .route("/deliveries", web::post().to(actions::dead_letters))
-            .route("/sources", web::get().to(pages::sources))
-            .route("/replay/preview", web::post().to(actions::replay_preview))
-            .route("/replay", web::post().to(actions::replay))
-            .route("/console.css", web::get().to(stylesheet))
-            .default_service(web::to(not_found)),
+            .configure(register_pages)
+            .default_service(web::to(no_page)),
     );
+}
+
+routes! {
+    PAGES, register_pages;
+    get "" => pages::overview;
+    get "/" => pages::overview;
+    get "/login" => session::login_form;
+    post "/login" => session::login;
+    post "/logout" => session::logout;
+    get "/events" => pages::events;
+    get "/events/{source}/{event_id}" => pages::event;
+    get "/deliveries" => pages::deliveries;
+    post "/deliveries" => actions::dead_letters;
+    get "/sources" => pages::sources;
+    post "/replay/preview" => actions::replay_preview;
+    post "/replay" => actions::replay;
+    get "/console.css" => stylesheet;
 }
 
 /// The hand-written stylesheet, served from the binary.
@@ -69,7 +74,23 @@ async fn stylesheet() -> HttpResponse {
         .body(include_str!("console.css"))
 }
 
-async fn not_found(_: Session) -> Result<HttpResponse, ConsoleError> {
+/// Requests no page takes: a console path asked with another method is `405` with
+/// `Allow`, as under `/admin`, session or not; anything else needs a session first (so
+/// the console's paths are not shown to strangers), then is `404`.
+async fn no_page(request: HttpRequest) -> Result<HttpResponse, ConsoleError> {
+    let allow = request
+        .match_pattern()
+        .map(|pattern| crate::routes::allowed_methods(PAGES, session::PATH, &pattern))
+        .filter(|allow| !allow.is_empty());
+    if let Some(allow) = allow {
+        let detail = format!(
+            "{} is not served at {}: use {allow}.",
+            request.method(),
+            request.path()
+        );
+        return Err(ConsoleError::MethodNotAllowed { allow, detail });
+    }
+    Session::extract(&request).await?;
     Err(ConsoleError::NotFound("No such page.".to_owned()))
 }
 
@@ -88,6 +109,9 @@ pub enum ConsoleError {
     Invalid(String),
     #[error("{0}")]
     Internal(String),
+    /// A console path asked with a method it does not serve (`allow`: the ones it does).
+    #[error("{detail}")]
+    MethodNotAllowed { allow: String, detail: String },
     /// The operator API refused the action (its status and reason).
     #[error("{1}")]
     Refused(u16, String),
@@ -108,6 +132,7 @@ impl ResponseError for ConsoleError {
             Self::Disabled | Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::Invalid(_) => StatusCode::BAD_REQUEST,
+            Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Refused(status, _) => {
                 StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST)
@@ -131,11 +156,17 @@ impl ResponseError for ConsoleError {
         let status = self.status_code();
         let mut response =
             view::page_response(status.as_u16(), view::error_page(status, &self.to_string()));
-        if let Self::Problem(problem) = self {
-            if let Some(secs) = problem.reason.retry_after_secs() {
-                if let Ok(value) = header::HeaderValue::from_str(&secs.to_string()) {
-                    response.headers_mut().insert(header::RETRY_AFTER, value);
-                }
+        let extra = match self {
+            Self::Problem(problem) => problem
+                .reason
+                .retry_after_secs()
+                .map(|secs| (header::RETRY_AFTER, secs.to_string())),
+            Self::MethodNotAllowed { allow, .. } => Some((header::ALLOW, allow.clone())),
+            _ => None,
+        };
+        if let Some((name, value)) = extra {
+            if let Ok(value) = header::HeaderValue::from_str(&value) {
+                response.headers_mut().insert(name, value);
             }
         }
         response
@@ -154,6 +185,9 @@ impl ConsoleError {
                 if problem.reason == crate::error::Reason::DatabaseUnavailable =>
             {
                 tracing::warn!(detail = %problem.detail, "console: database unavailable")
+            }
+            Self::MethodNotAllowed { detail, .. } => {
+                tracing::info!(%detail, "console: method not allowed")
             }
             _ => {}
         }

@@ -3,22 +3,27 @@
 //!
 //! The cookie is `{expires}.{nonce}.{mac}`: the MAC (HMAC-SHA256 under a key derived
 //! from the operator token) covers the expiry and the nonce, so it cannot be forged or
-//! extended, every Inlet instance with the same token accepts it, and rotating the token
-//! ends every session. The CSRF token is the MAC of the nonce under the same key: a page
-//! of another origin can neither read it nor compute it. Nothing is stored server-side;
-//! signing out clears the cookie (a copied cookie stays valid until it expires, at most
-//! `console.session_ttl`).
+//! extended, and rotating the token ends every session. The nonce is the session's id:
+//! sign-in opens the session in the database (`console_sessions`, keyed by the id's
+//! sha256), every page checks it is still open there — only once the MAC is genuine, so a
+//! forged cookie costs no query — and signing out closes it for every instance sharing
+//! the database, a copied cookie included. The CSRF token is the MAC of the nonce under
+//! the same key: a page of another origin can neither read it nor compute it.
 
 use super::view;
 use super::{form_fields, ConsoleError};
 use crate::config::Settings;
+use crate::error::Problem;
+use crate::operator::sessions::{self, SessionKey};
 use crate::routes::admin::Caller;
 use crate::secret::{hmac_sha256, secrets_equal, Secret};
 use crate::state::AppState;
 use actix_web::http::header;
 use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
+use std::future::Future;
 use std::io::Read;
+use std::pin::Pin;
 
 /// The session cookie's name.
 pub const COOKIE: &str = "inlet_console";
@@ -34,6 +39,11 @@ pub struct Session {
 }
 
 impl Session {
+    /// The session's row in `console_sessions`.
+    fn key(&self) -> SessionKey {
+        SessionKey::of(&self.nonce)
+    }
+
     /// Whether `given` is this session's CSRF token (compared in constant time).
     pub fn csrf_matches(&self, given: Option<&str>) -> bool {
         given.is_some_and(|given| secrets_equal(given.as_bytes(), self.csrf.as_bytes()))
@@ -64,15 +74,15 @@ fn mac_hex(key: &[u8; 32], parts: &[&[u8]]) -> String {
     hex::encode(hmac_sha256(key, parts))
 }
 
-/// A new session cookie value, valid until `expires`.
-fn issue(token: &Secret, expires: DateTime<Utc>) -> Result<String, ConsoleError> {
+/// A new session cookie value, valid until `expires`, and the session's key.
+fn issue(token: &Secret, expires: DateTime<Utc>) -> Result<(String, SessionKey), ConsoleError> {
     let nonce = hex::encode(random_bytes::<16>()?);
     let expires = expires.timestamp().to_string();
     let mac = mac_hex(
         &session_key(token),
         &[b"session ", expires.as_bytes(), b" ", nonce.as_bytes()],
     );
-    Ok(format!("{expires}.{nonce}.{mac}"))
+    Ok((format!("{expires}.{nonce}.{mac}"), SessionKey::of(&nonce)))
 }
 
 /// The session a cookie value stands for, if it is genuine and unexpired at `now`.
@@ -105,26 +115,48 @@ pub fn random_bytes<const N: usize>() -> Result<[u8; N], ConsoleError> {
     Ok(bytes)
 }
 
-/// A page that needs a session: without a genuine, unexpired one, the browser is sent to
-/// sign in (and back here afterwards).
+/// A page that needs a session: without a genuine, unexpired one that is still open in
+/// the database, the browser is sent to sign in (and back here afterwards).
 impl FromRequest for Session {
     type Error = ConsoleError;
-    type Future = std::future::Ready<Result<Self, ConsoleError>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, ConsoleError>>>>;
 
     fn from_request(request: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
-        std::future::ready(session_of(request))
+        let genuine = genuine_session(request);
+        let next = next_of(request);
+        Box::pin(async move {
+            let (session, state) = genuine?;
+            let (key, now) = (session.key(), state.clock.now().naive_utc());
+            let open = crate::db::on_connection(&state.pool, move |c| {
+                sessions::is_open(c, &key, now).map_err(Problem::from)
+            })
+            .await?;
+            if !open {
+                metrics::counter!("inlet_console_refused_total", "reason" => "signed_out")
+                    .increment(1);
+                tracing::warn!(
+                    session = %session.nonce.get(..8).unwrap_or_default(),
+                    "console session refused: signed out (a copied cookie?)"
+                );
+                return Err(ConsoleError::SignIn(next));
+            }
+            Ok(session)
+        })
     }
 }
 
-fn session_of(request: &HttpRequest) -> Result<Session, ConsoleError> {
+/// The session the request's cookie stands for when it is genuine and unexpired (checked
+/// without the database), and the state to check it is still open with.
+fn genuine_session(request: &HttpRequest) -> Result<(Session, web::Data<AppState>), ConsoleError> {
     let state = request
         .app_data::<web::Data<AppState>>()
         .ok_or_else(|| ConsoleError::Internal("the application state is missing".to_owned()))?;
     let settings = state.settings.current();
     let token = operator_token(&settings)?;
-    cookie_value(request)
+    let session = cookie_value(request)
         .and_then(|value| verify(token, value, state.clock.now()))
-        .ok_or_else(|| ConsoleError::SignIn(next_of(request)))
+        .ok_or_else(|| ConsoleError::SignIn(next_of(request)))?;
+    Ok((session, state.clone()))
 }
 
 /// The session cookie's value, from the `Cookie` header(s).
@@ -207,7 +239,7 @@ pub async fn login(
     let settings = &settings.console;
     let ttl = chrono::Duration::from_std(settings.session_ttl)
         .map_err(|e| ConsoleError::Internal(format!("session_ttl: {e}")))?;
-    let value = issue(token, state.clock.now() + ttl)?;
+    let value = open_session(&state, token, ttl).await?;
     let secure = settings.secure_cookie || request.connection_info().scheme() == "https";
     Ok(HttpResponse::SeeOther()
         .insert_header((
@@ -218,16 +250,42 @@ pub async fn login(
         .finish())
 }
 
+/// A new session, open in the database for `ttl`: its cookie value.
+async fn open_session(
+    state: &AppState,
+    token: &Secret,
+    ttl: chrono::Duration,
+) -> Result<String, ConsoleError> {
+    let now = state.clock.now();
+    let expires = now + ttl;
+    let (value, key) = issue(token, expires)?;
+    let (now, expires) = (now.naive_utc(), expires.naive_utc());
+    crate::db::on_connection(&state.pool, move |c| {
+        sessions::open(c, &key, now, expires).map_err(Problem::from)
+    })
+    .await?;
+    Ok(value)
+}
+
 /// Counts and logs a refused sign-in (never what was typed).
 fn refused_sign_in(result: &'static str, request: &HttpRequest) {
     metrics::counter!("inlet_console_signins_total", "result" => result).increment(1);
     tracing::warn!(result, peer = ?request.peer_addr(), "console sign-in refused");
 }
 
-/// `POST /console/logout`: clears the cookie.
-pub async fn logout(session: Session, body: web::Bytes) -> Result<HttpResponse, ConsoleError> {
+/// `POST /console/logout`: closes the session for every instance, and clears the cookie.
+pub async fn logout(
+    session: Session,
+    body: web::Bytes,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ConsoleError> {
     let fields = form_fields(&body);
     super::check_csrf(&session, &fields)?;
+    let (key, now) = (session.key(), state.clock.now().naive_utc());
+    crate::db::on_connection(&state.pool, move |c| {
+        sessions::close(c, &key, now).map_err(Problem::from)
+    })
+    .await?;
     tracing::info!(session = %session.nonce.get(..8).unwrap_or_default(), "console sign-out");
     Ok(HttpResponse::SeeOther()
         .insert_header((header::SET_COOKIE, set_cookie("", 0, false)))
@@ -243,8 +301,9 @@ mod tests {
     fn a_session_is_genuine_only_unaltered_unexpired_and_under_its_token() {
         let token = Secret::new("an-operator-token-0123");
         let now = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
-        let value = issue(&token, now + chrono::Duration::hours(1)).unwrap();
+        let (value, key) = issue(&token, now + chrono::Duration::hours(1)).unwrap();
         let session = verify(&token, &value, now).expect("genuine");
+        assert_eq!(session.key(), key, "the cookie names the session opened");
         assert!(session.csrf_matches(Some(&session.csrf)));
         assert!(!session.csrf_matches(Some("0")));
         assert!(!session.csrf_matches(None));
@@ -254,7 +313,7 @@ mod tests {
         let extended = format!("{}.{rest}", expires.parse::<i64>().unwrap() + 3600);
         assert!(verify(&token, &extended, now).is_none());
         assert!(verify(&token, "garbage", now).is_none());
-        let other = issue(&token, now + chrono::Duration::hours(1)).unwrap();
+        let (other, _) = issue(&token, now + chrono::Duration::hours(1)).unwrap();
         assert_ne!(verify(&token, &other, now).unwrap().csrf, session.csrf);
     }
 

@@ -1,0 +1,80 @@
+//! Console sessions in the database (`console_sessions`), so that every Inlet instance
+//! sharing it agrees on which are open: a session is opened at sign-in, closed at
+//! sign-out — on every instance at once, a copied cookie included — and its row deleted
+//! once it has expired anyway (at the next sign-in or sign-out, on any instance).
+//!
+//! A row is keyed by the sha256 of the session id the cookie carries, never the id itself:
+//! reading the table does not give anyone a session.
+
+use crate::db::schema::console_sessions;
+use crate::db::{write_transaction, DbConnection};
+use chrono::NaiveDateTime;
+use diesel::prelude::*;
+use sha2::{Digest, Sha256};
+
+/// A session's key in `console_sessions`: the hex sha256 of the id its cookie carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionKey(String);
+
+impl SessionKey {
+    pub fn of(session_id: &str) -> Self {
+        Self(hex::encode(Sha256::digest(session_id.as_bytes())))
+    }
+}
+
+/// Records a session signed in at `now`, open until `expires_at`; sweeps the sessions
+/// that have expired.
+pub fn open(
+    conn: &mut DbConnection,
+    key: &SessionKey,
+    now: NaiveDateTime,
+    expires_at: NaiveDateTime,
+) -> QueryResult<()> {
+    write_transaction(conn, |conn| {
+        sweep_expired(conn, now)?;
+        diesel::insert_into(console_sessions::table)
+            .values((
+                console_sessions::id.eq(&key.0),
+                console_sessions::created_at.eq(now),
+                console_sessions::expires_at.eq(expires_at),
+            ))
+            .execute(conn)
+            .map(drop)
+    })
+}
+
+/// Whether the session is open at `now`: signed in, not signed out, not expired.
+pub fn is_open(conn: &mut DbConnection, key: &SessionKey, now: NaiveDateTime) -> QueryResult<bool> {
+    let found = console_sessions::table
+        .filter(console_sessions::id.eq(&key.0))
+        .filter(console_sessions::revoked_at.is_null())
+        .filter(console_sessions::expires_at.gt(now))
+        .select(console_sessions::id)
+        .first::<String>(conn)
+        .optional()?;
+    Ok(found.is_some())
+}
+
+/// Closes the session at `now` (signing out), for every instance; sweeps the sessions
+/// that have expired. Whether it was open.
+pub fn close(conn: &mut DbConnection, key: &SessionKey, now: NaiveDateTime) -> QueryResult<bool> {
+    write_transaction(conn, |conn| {
+        let closed = diesel::update(
+            console_sessions::table
+                .filter(console_sessions::id.eq(&key.0))
+                .filter(console_sessions::revoked_at.is_null()),
+        )
+        .set(console_sessions::revoked_at.eq(now))
+        .execute(conn)?;
+        sweep_expired(conn, now)?;
+        Ok(closed > 0)
+    })
+}
+
+/// Deletes the rows of sessions that expired by `now`, signed out or not: their cookies
+/// are refused by their own expiry. Rows are added one per sign-in, so each sweep is
+/// small.
+fn sweep_expired(conn: &mut DbConnection, now: NaiveDateTime) -> QueryResult<usize> {
+    diesel::delete(console_sessions::table.filter(console_sessions::expires_at.le(now)))
+        .execute(conn)
+}
