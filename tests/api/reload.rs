@@ -18,6 +18,7 @@ on_both_backends!(
     a_refused_reload_names_the_key_and_changes_nothing,
     a_request_in_flight_finishes_on_the_configuration_it_started_with,
     a_dispatcher_that_does_not_know_a_destination_yet_puts_its_rows_back,
+    hundreds_of_destinations_share_one_client_and_deliver,
 );
 
 const SENDERS: usize = 20;
@@ -582,4 +583,72 @@ async fn a_dispatcher_that_does_not_know_a_destination_yet_puts_its_rows_back(ba
     assert_eq!(unaware.deliveries_with_status("dead").await, 0);
     let received = application.received_requests().await.map_or(0, |r| r.len());
     assert_eq!(received, 0, "nothing was sent");
+}
+
+/// `count` sources (`fleet-0`, `fleet-1`…), each with one destination under `url` (its
+/// index appended to the path) and the extra destination lines `extra`.
+fn fleet(from: usize, count: usize, url: &str, extra: &str) -> String {
+    (from..from + count)
+        .map(|i| {
+            format!(
+                "\n[[sources]]\nname = \"fleet-{i}\"\nscheme = \"github\"\n\
+                 secrets = [\"fleet_secret_{i}_long_enough_for_anyone\"]\n\
+                 [[sources.destinations]]\nurl = \"{url}/{i}\"\n\
+                 secret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\n{extra}"
+            )
+        })
+        .collect()
+}
+
+/// Three hundred sources with a destination each (and the stripe source's own) start on
+/// one HTTP client, and a fact reaches its destination. A reload that adds a hundred more
+/// destinations builds a client only for the one whose connect timeout is new.
+async fn hundreds_of_destinations_share_one_client_and_deliver(backend: Backend) {
+    let application = application_answering(200).await;
+    let app = spawn_app_with(
+        backend,
+        TestOptions {
+            config_file: true,
+            destination: Some(format!(
+                "name = \"app\"\nurl = \"{}/events\"\nsecret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"",
+                application.uri()
+            )),
+            extra_sources: fleet(0, 300, "http://127.0.0.1:9/fleet", ""),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(app.faults.http_clients(), 1, "301 destinations, one client");
+
+    // The dispatcher's first lease round writes a gate row per destination; on SQLite's
+    // one connection a webhook may meanwhile be answered 503 (stored nothing, retry).
+    let body = stripe_event("evt_many", "charge.succeeded", "ch_many");
+    eventually("the webhook to be accepted", || async {
+        let status = app.post_stripe(&body).await.status;
+        assert!(status == 200 || status == 503, "answered {status}");
+        status == 200
+    })
+    .await;
+    eventually("the fact to reach its destination", || async {
+        crate::helpers::requests_per_key(&application)
+            .await
+            .contains_key("stripe:evt_many")
+    })
+    .await;
+
+    let more = fleet(300, 100, "http://127.0.0.1:9/fleet", "")
+        + &fleet(
+            400,
+            1,
+            "http://127.0.0.1:9/fleet",
+            "connect_timeout = \"1s\"\n",
+        );
+    let reply = apply(&app, &(app.config_text() + &more)).await;
+    let added = &reply["changes"]["destinations"]["added"];
+    assert_eq!(added.as_array().map(Vec::len), Some(101), "{added}");
+    assert_eq!(
+        app.faults.http_clients(),
+        2,
+        "one more client, for the new connect timeout only"
+    );
 }
