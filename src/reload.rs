@@ -18,6 +18,14 @@ use std::sync::Arc;
 
 /// Reloads one instance's configuration; one reload at a time.
 pub struct Reloader {
+    job: Arc<Job>,
+    /// Held for a whole reload, including its work off the executor: a reload whose
+    /// caller went away still finishes before the next one starts.
+    serial: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// What a reload reads and changes.
+struct Job {
     /// The file the instance was started from; `None` when it was built from settings
     /// alone (then every reload is refused).
     path: Option<PathBuf>,
@@ -26,7 +34,6 @@ pub struct Reloader {
     dispatcher: Option<Arc<Dispatcher>>,
     /// Webhook outcomes exported at 0 for each new source, as at startup.
     outcomes: Vec<&'static str>,
-    serial: tokio::sync::Mutex<()>,
 }
 
 /// What a reload changed, by name only (never a secret or a URL, which may carry
@@ -111,45 +118,83 @@ impl Reloader {
         dispatcher: Option<Arc<Dispatcher>>,
         outcomes: &[&'static str],
     ) -> Self {
-        Self {
+        let job = Job {
             path,
             settings,
             dispatcher,
             outcomes: outcomes.to_vec(),
-            serial: tokio::sync::Mutex::new(()),
+        };
+        Self {
+            job: Arc::new(job),
+            serial: Arc::new(tokio::sync::Mutex::new(())),
         }
     }
 
     /// Reads, validates and applies the configuration file; `trigger` (`sighup`, `api`)
     /// goes into the log line. On refusal nothing has changed; the error names the key.
+    ///
+    /// The work (reading the file, secrets behind `file:`, building every new
+    /// destination) runs on a blocking thread, never on the thread that awaits this: an
+    /// HTTP worker keeps answering webhooks while a reload builds. It runs to the end even
+    /// if the caller stops waiting.
     pub async fn reload(&self, trigger: &'static str) -> Result<Changes, ConfigError> {
-        let _one_at_a_time = self.serial.lock().await;
-        let outcome = self.apply().await;
-        record_config_reload(outcome.is_ok(), chrono::Utc::now().timestamp());
-        match &outcome {
-            Ok(changes) => tracing::info!(
+        let one_at_a_time = self.serial.clone().lock_owned().await;
+        let job = self.job.clone();
+        let work = tokio::task::spawn_blocking(move || {
+            let _one_at_a_time = one_at_a_time;
+            conclude(trigger, job.apply())
+        });
+        match work.await {
+            Ok(outcome) => outcome,
+            Err(error) => conclude(
                 trigger,
-                sources_added = ?changes.sources.added,
-                sources_removed = ?changes.sources.removed,
-                sources_changed = ?changes.sources.changed,
-                destinations_added = ?changes.destinations.added,
-                destinations_removed = ?changes.destinations.removed,
-                destinations_changed = ?changes.destinations.changed,
-                operator_token_changed = changes.operator_token_changed,
-                "configuration reloaded"
-            ),
-            Err(error) => tracing::warn!(
-                trigger,
-                key = %error.key,
-                reason = %error.message,
-                "configuration reload refused; the running configuration is unchanged"
+                Err(ConfigError::new(
+                    "config",
+                    format!("the reload was interrupted: {error}"),
+                )),
             ),
         }
-        outcome
     }
+}
 
-    async fn apply(&self) -> Result<Changes, ConfigError> {
-        let next = self.read().await?;
+/// Logs and counts a reload's outcome, the same way whatever triggered it.
+fn conclude(
+    trigger: &'static str,
+    outcome: Result<Changes, ConfigError>,
+) -> Result<Changes, ConfigError> {
+    record_config_reload(outcome.is_ok(), chrono::Utc::now().timestamp());
+    match &outcome {
+        Ok(changes) => tracing::info!(
+            trigger,
+            sources_added = ?changes.sources.added,
+            sources_removed = ?changes.sources.removed,
+            sources_changed = ?changes.sources.changed,
+            destinations_added = ?changes.destinations.added,
+            destinations_removed = ?changes.destinations.removed,
+            destinations_changed = ?changes.destinations.changed,
+            operator_token_changed = changes.operator_token_changed,
+            "configuration reloaded"
+        ),
+        Err(error) => tracing::warn!(
+            trigger,
+            key = %error.key,
+            reason = %error.message,
+            "configuration reload refused; the running configuration is unchanged"
+        ),
+    }
+    outcome
+}
+
+impl Job {
+    /// Reads the file and puts it in force; blocking (call it off the executor).
+    fn apply(&self) -> Result<Changes, ConfigError> {
+        let path = self.path.as_deref().ok_or_else(|| {
+            ConfigError::new(
+                "config",
+                "this instance was not started from a configuration file",
+            )
+        })?;
+        let next = Settings::load(path)?;
         let current = self.settings.current();
         if let Some(key) = current.restart_only_change(&next) {
             return Err(ConfigError::new(
@@ -170,19 +215,6 @@ impl Reloader {
         warn_about_schemes(&next, &added);
         self.settings.replace(Arc::new(next));
         Ok(changes)
-    }
-
-    /// The file, read and validated off the executor (secrets may be `file:` references).
-    async fn read(&self) -> Result<Settings, ConfigError> {
-        let path = self.path.clone().ok_or_else(|| {
-            ConfigError::new(
-                "config",
-                "this instance was not started from a configuration file",
-            )
-        })?;
-        tokio::task::spawn_blocking(move || Settings::load(&path))
-            .await
-            .map_err(|e| ConfigError::new("config", format!("the reload was interrupted: {e}")))?
     }
 }
 

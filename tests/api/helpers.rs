@@ -315,6 +315,8 @@ pub struct TestOptions {
     /// Write the configuration to a file of the test's and start from it, so the test
     /// can edit it ([`TestApp::write_config`]) and reload ([`TestApp::reload`]).
     pub config_file: bool,
+    /// `server.workers` (default 2).
+    pub workers: usize,
 }
 
 impl Default for TestOptions {
@@ -331,6 +333,7 @@ impl Default for TestOptions {
             extra_sources: String::new(),
             sweep_interval: None,
             config_file: false,
+            workers: 2,
         }
     }
 }
@@ -408,7 +411,7 @@ async fn start_instance(
         [server]
         bind = "127.0.0.1:0"
         max_body_bytes = {MAX_BODY_BYTES}
-        workers = 2
+        workers = {workers}
         shutdown_grace = "{grace}"
         body_timeout = "1s"
 
@@ -434,6 +437,7 @@ async fn start_instance(
         {sources}
         "#,
         grace = options.shutdown_grace,
+        workers = options.workers,
         max_group = options
             .max_group
             .map(|n| format!("max_group = {n}"))

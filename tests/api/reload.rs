@@ -18,6 +18,7 @@ on_both_backends!(
     a_refused_reload_names_the_key_and_changes_nothing,
     a_request_in_flight_finishes_on_the_configuration_it_started_with,
     a_dispatcher_that_does_not_know_a_destination_yet_puts_its_rows_back,
+    a_webhook_is_answered_while_a_reload_builds_its_destinations,
     hundreds_of_destinations_share_one_client_and_deliver,
 );
 
@@ -598,6 +599,67 @@ fn fleet(from: usize, count: usize, url: &str, extra: &str) -> String {
             )
         })
         .collect()
+}
+
+/// Lets held reloads go on when dropped, so that a failing test never leaves one held.
+struct ReleaseOnDrop<'a>(&'a inlet::faults::Faults);
+
+impl Drop for ReleaseOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.release_reloads();
+    }
+}
+
+/// With a single HTTP worker, a reload held in its build step (where it builds the new
+/// destinations) does not hold the worker: a webhook sent meanwhile is answered while the
+/// reload is still unfinished, and the reload then applies. (On the worker, the hold
+/// would block every request behind it: the webhook would get no answer at all, which the
+/// 20 s bound turns into a failure instead of a hang.)
+async fn a_webhook_is_answered_while_a_reload_builds_its_destinations(backend: Backend) {
+    let app = spawn_app_with(
+        backend,
+        TestOptions {
+            config_file: true,
+            workers: 1,
+            ..Default::default()
+        },
+    )
+    .await;
+    let original = app.config_text();
+    app.write_config(&(original + &fleet(0, 50, "http://127.0.0.1:9/fleet", "")));
+    app.faults.hold_reloads();
+    let _release = ReleaseOnDrop(&app.faults);
+    let reload = app.reload();
+    tokio::pin!(reload);
+    tokio::select! {
+        _ = &mut reload => panic!("the reload went past its hold"),
+        _ = eventually("the reload to reach its build step", || async { app.faults.reload_held() }) => {}
+    }
+
+    let webhook = tokio::time::timeout(
+        Duration::from_secs(20),
+        post_signed_stripe(&app, "evt_during_reload", STRIPE_SECRET),
+    );
+    let answered = tokio::select! {
+        answered = webhook => answered,
+        _ = &mut reload => panic!("the reload went past its hold"),
+    };
+    assert_eq!(
+        answered.ok(),
+        Some(200),
+        "a webhook sent while a reload builds is answered, before the reload completes"
+    );
+    assert!(app.faults.reload_held(), "the reload is still unfinished");
+
+    app.faults.release_reloads();
+    let reply = reload.await;
+    reply.assert_status(200);
+    let added = &reply.json()["changes"]["sources"]["added"];
+    assert_eq!(added.as_array().map(Vec::len), Some(50), "{added}");
+    assert_eq!(
+        post_signed_stripe(&app, "evt_after_reload", STRIPE_SECRET).await,
+        200
+    );
 }
 
 /// Three hundred sources with a destination each (and the stripe source's own) start on
