@@ -13,6 +13,7 @@ use crate::delivery::{same_destination, DestinationSettings, Dispatcher};
 use crate::observability::{record_config_reload, start_webhook_counters};
 use crate::provider::SourceSettings;
 use serde::Serialize;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -55,21 +56,25 @@ pub struct Names {
 }
 
 impl Names {
-    /// Compares two `(name, settings)` lists with `same`.
+    /// Compares two `(name, settings)` lists with `same` (in time linear in their
+    /// lengths: a configuration may have thousands of destinations).
     fn between<T>(old: &[(String, &T)], new: &[(String, &T)], same: fn(&T, &T) -> bool) -> Self {
-        fn find<'a, T>(list: &[(String, &'a T)], name: &str) -> Option<&'a T> {
-            list.iter().find(|(n, _)| n == name).map(|(_, item)| *item)
+        fn by_name<'a, T>(list: &'a [(String, &'a T)]) -> HashMap<&'a str, &'a T> {
+            list.iter()
+                .map(|(name, item)| (name.as_str(), *item))
+                .collect()
         }
+        let (before, after) = (by_name(old), by_name(new));
         let mut names = Names::default();
         for (name, item) in new {
-            match find(old, name) {
+            match before.get(name.as_str()) {
                 None => names.added.push(name.clone()),
                 Some(before) if !same(before, item) => names.changed.push(name.clone()),
                 Some(_) => {}
             }
         }
         for (name, _) in old {
-            if find(new, name).is_none() {
+            if !after.contains_key(name.as_str()) {
                 names.removed.push(name.clone());
             }
         }
@@ -219,21 +224,26 @@ impl Job {
 }
 
 /// As at startup: a new source whose scheme authenticates only the sender is logged, and
-/// one that keys its facts on the body while some destination filters by type.
+/// one that keys its facts on the body while some destination filters by type. (One pass
+/// over the sources and one over the destinations: there may be thousands of each.)
 pub fn warn_about_schemes(settings: &Settings, names: &[&str]) {
-    for name in names {
-        if let Some(source) = settings.source(name) {
-            if let Some(meaning) = source.scheme.authenticates_sender_only() {
-                tracing::warn!(source = %source.name, scheme = source.scheme.name(), "{meaning}");
-            }
-            let filtered = settings
-                .destinations
-                .of(name)
-                .iter()
-                .any(|d| d.events.is_filtered());
-            if source.keys_body_fact && filtered {
-                tracing::warn!(source = %source.name, "this source's event type is not signed, so its facts are keyed on the body: an event whose exact body an event of another type already brought is a known fact, and reaches no destination, even one filtered to its own type");
-            }
+    let named: HashSet<&str> = names.iter().copied().collect();
+    let filtered: HashSet<&str> = settings
+        .destinations
+        .iter()
+        .filter(|(source, d)| named.contains(source) && d.events.is_filtered())
+        .map(|(source, _)| source)
+        .collect();
+    for source in settings
+        .sources
+        .iter()
+        .filter(|s| named.contains(s.name.as_str()))
+    {
+        if let Some(meaning) = source.scheme.authenticates_sender_only() {
+            tracing::warn!(source = %source.name, scheme = source.scheme.name(), "{meaning}");
+        }
+        if source.keys_body_fact && filtered.contains(source.name.as_str()) {
+            tracing::warn!(source = %source.name, "this source's event type is not signed, so its facts are keyed on the body: an event whose exact body an event of another type already brought is a known fact, and reaches no destination, even one filtered to its own type");
         }
     }
 }
