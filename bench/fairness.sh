@@ -8,7 +8,7 @@
 # reads from the database how long after its row was written each got its first attempt
 # (`delivery_attempts.started_at - deliveries.created_at`). A control round with no
 # backlog shows the dispatcher's cadence alone. Settings (environment):
-#   ROUNDS=5  BACKLOG=40  SLOW_DELAY=30s  BACKENDS="postgres sqlite"  PORT_BASE=18280
+#   ROUNDS=5  BACKLOG=40  SLOW_DELAY=30s  BACKENDS="postgres sqlite"  PORT_BASE=18380
 #   PG_ADMIN=postgres://postgres@127.0.0.1:5432/postgres
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +17,7 @@ ROUNDS=${ROUNDS:-5}
 BACKLOG=${BACKLOG:-40}
 SLOW_DELAY=${SLOW_DELAY:-30s}
 BACKENDS=${BACKENDS-postgres sqlite}
-PORT_BASE=${PORT_BASE:-18280}
+PORT_BASE=${PORT_BASE:-18380}
 PG_ADMIN=${PG_ADMIN:-postgres://postgres@127.0.0.1:5432/postgres}
 SECRET=whsec_bench0secret0for0local0runs0only
 APP_SECRET=whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
@@ -27,7 +27,9 @@ bin=${CARGO_TARGET_DIR:-target}/release/inlet
 if [ "${1:-}" = __post ]; then
   printf '{"id":"%s","object":"event","type":"%s","data":{"object":{"id":"%s"}}}' "$3" "$4" "$3" \
     > "$work/$3.json"
-  exec "$bin" send --config "$work/inlet.toml" --source "$2" --body "$work/$3.json" >/dev/null
+  "$bin" send --config "$work/inlet.toml" --source "$2" --body "$work/$3.json" >"$work/$3.answer" 2>&1 \
+    || { echo "posting $3 failed:" >&2; cat "$work/$3.answer" >&2; exit 1; }
+  exit 0
 fi
 
 echo "== building (release)"
@@ -95,7 +97,7 @@ post() {
   "$0" __post "$@"
 }
 
-# in_flight URL DESTINATION: its deliveries leased now.
+# in_flight BACKEND URL DESTINATION: its deliveries leased now.
 in_flight() {
   sql "$1" "$2" "SELECT count(*) FROM deliveries WHERE destination = '$3' AND status = 'in_progress'"
 }
@@ -123,14 +125,14 @@ round() {
     | xargs -P 8 -I{} "$0" __post stripe {} slow.thing
   if [ "$4" -gt 0 ]; then
     for _ in $(seq 100); do
-      [ "$(in_flight "$2" slow)" -ge 1 ] && break
+      [ "$(in_flight "$1" "$2" slow)" -ge 1 ] && break
       sleep 0.1
     done
     sleep 1
   fi
   post stripe "r$3fast" fast.thing
   post other "r$3apart" other.thing
-  echo "$(first_attempt_ms "$1" "$2" "r$3fast") $(first_attempt_ms "$1" "$2" "r$3apart") $(in_flight "$2" slow)"
+  echo "$(first_attempt_ms "$1" "$2" "r$3fast") $(first_attempt_ms "$1" "$2" "r$3apart") $(in_flight "$1" "$2" slow)"
 }
 
 start() {

@@ -158,9 +158,14 @@ impl std::fmt::Debug for RestartOnlySections {
 
 impl RestartOnlySections {
     fn of(figment: &Figment) -> Self {
+        // One merge of the whole configuration: each `find_value` merges (copies) all of
+        // it again, thousands of sources included.
+        let Ok(all) = figment.extract::<Dict>() else {
+            return Self::default();
+        };
         let sections = RESTART_ONLY
             .iter()
-            .filter_map(|name| Some((name.to_string(), figment.find_value(name).ok()?)))
+            .filter_map(|name| Some((name.to_string(), all.get(*name)?.clone())))
             .collect();
         Self(sections)
     }
@@ -409,10 +414,12 @@ fn validate_sources(
 ) -> Result<(Vec<SourceSettings>, Destinations), ConfigError> {
     let mut sources: Vec<SourceSettings> = Vec::with_capacity(raw.len());
     let mut destinations = Destinations::default();
+    // A set, not a scan of the sources so far: there may be thousands.
+    let mut names = std::collections::HashSet::new();
     for (index, raw) in raw.into_iter().enumerate() {
         let (source, destination_files) = raw.split();
         let source = source.validate(index)?;
-        if sources.iter().any(|s| s.name == source.name) {
+        if !names.insert(source.name.as_str().to_owned()) {
             return Err(ConfigError::new(
                 format!("sources[{index}].name"),
                 format!("source '{}' is defined twice", source.name),

@@ -1,14 +1,22 @@
 //! Fault injection for crash-atomicity tests. Without the `fault-injection` feature (every
 //! release build) `Faults` is an empty struct whose checkpoints do nothing; with it, a test
 //! can make the ingest transaction crash at a named instruction, or a dispatcher abandon a
-//! delivery between sending and settling it.
+//! delivery between sending and settling it, hold a reload in its build step, and read how
+//! many HTTP clients the dispatcher built.
 
 #[cfg(feature = "fault-injection")]
 use std::collections::HashMap;
 #[cfg(feature = "fault-injection")]
 use std::sync::atomic::{AtomicUsize, Ordering};
 #[cfg(feature = "fault-injection")]
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex};
+#[cfg(feature = "fault-injection")]
+use std::time::Duration;
+
+/// The longest a held reload waits for its release: a test that fails before releasing it
+/// must not leave the thread behind for good.
+#[cfg(feature = "fault-injection")]
+const LONGEST_HOLD: Duration = Duration::from_secs(60);
 
 /// Crash points armed by tests.
 #[derive(Debug, Default)]
@@ -23,6 +31,11 @@ pub struct Faults {
     group_quorum: AtomicUsize,
     #[cfg(feature = "fault-injection")]
     gathered: AtomicUsize,
+    #[cfg(feature = "fault-injection")]
+    /// (armed, a reload waiting) and the signal that releases it.
+    reload_hold: (Mutex<(bool, bool)>, Condvar),
+    #[cfg(feature = "fault-injection")]
+    http_clients_built: AtomicUsize,
 }
 
 impl Faults {
@@ -116,6 +129,65 @@ impl Faults {
     #[cfg(feature = "fault-injection")]
     pub fn gathered_group(&self) -> usize {
         self.gathered.load(Ordering::SeqCst)
+    }
+}
+
+impl Faults {
+    /// Checkpoint in a reload, before it builds its destinations: waits while a test holds
+    /// reloads there (at most a minute). Blocks the thread it runs on, as building does.
+    #[inline]
+    pub(crate) fn reload_builds(&self) {
+        #[cfg(feature = "fault-injection")]
+        {
+            let (hold, released) = &self.reload_hold;
+            let mut state = hold.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if state.0 {
+                state.1 = true;
+                let (mut state, _) = released
+                    .wait_timeout_while(state, LONGEST_HOLD, |state| state.0)
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                state.1 = false;
+            }
+        }
+    }
+
+    /// Makes every reload wait before building its destinations until
+    /// [`Faults::release_reloads`].
+    #[cfg(feature = "fault-injection")]
+    pub fn hold_reloads(&self) {
+        let mut state = self.reload_hold.0.lock().unwrap_or_else(|p| p.into_inner());
+        state.0 = true;
+    }
+
+    /// Whether a reload is waiting at the hold.
+    #[cfg(feature = "fault-injection")]
+    pub fn reload_held(&self) -> bool {
+        self.reload_hold
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .1
+    }
+
+    /// Lets held reloads go on, and later ones pass.
+    #[cfg(feature = "fault-injection")]
+    pub fn release_reloads(&self) {
+        let (hold, released) = &self.reload_hold;
+        hold.lock().unwrap_or_else(|p| p.into_inner()).0 = false;
+        released.notify_all();
+    }
+
+    /// The dispatcher built `_count` more HTTP clients.
+    #[inline]
+    pub(crate) fn http_clients_built(&self, _count: usize) {
+        #[cfg(feature = "fault-injection")]
+        self.http_clients_built.fetch_add(_count, Ordering::SeqCst);
+    }
+
+    /// How many HTTP clients the dispatcher has built so far (its destinations share them).
+    #[cfg(feature = "fault-injection")]
+    pub fn http_clients(&self) -> usize {
+        self.http_clients_built.load(Ordering::SeqCst)
     }
 }
 

@@ -14,11 +14,20 @@ use crate::delivery::{same_destination, DestinationSettings, Dispatcher};
 use crate::observability::{record_config_reload, start_webhook_counters};
 use crate::provider::SourceSettings;
 use serde::Serialize;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Reloads one instance's configuration; one reload at a time.
 pub struct Reloader {
+    job: Arc<Job>,
+    /// Held for a whole reload, including its work off the executor: a reload whose
+    /// caller went away still finishes before the next one starts.
+    serial: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// What a reload reads and changes.
+struct Job {
     /// The file the instance was started from; `None` when it was built from settings
     /// alone (then every reload is refused).
     path: Option<PathBuf>,
@@ -29,7 +38,6 @@ pub struct Reloader {
     pool: Option<DbPool>,
     /// Webhook outcomes exported at 0 for each new source, as at startup.
     outcomes: Vec<&'static str>,
-    serial: tokio::sync::Mutex<()>,
 }
 
 /// What a reload changed, by name only (never a secret or a URL, which may carry
@@ -51,21 +59,25 @@ pub struct Names {
 }
 
 impl Names {
-    /// Compares two `(name, settings)` lists with `same`.
+    /// Compares two `(name, settings)` lists with `same` (in time linear in their
+    /// lengths: a configuration may have thousands of destinations).
     fn between<T>(old: &[(String, &T)], new: &[(String, &T)], same: fn(&T, &T) -> bool) -> Self {
-        fn find<'a, T>(list: &[(String, &'a T)], name: &str) -> Option<&'a T> {
-            list.iter().find(|(n, _)| n == name).map(|(_, item)| *item)
+        fn by_name<'a, T>(list: &'a [(String, &'a T)]) -> HashMap<&'a str, &'a T> {
+            list.iter()
+                .map(|(name, item)| (name.as_str(), *item))
+                .collect()
         }
+        let (before, after) = (by_name(old), by_name(new));
         let mut names = Names::default();
         for (name, item) in new {
-            match find(old, name) {
+            match before.get(name.as_str()) {
                 None => names.added.push(name.clone()),
                 Some(before) if !same(before, item) => names.changed.push(name.clone()),
                 Some(_) => {}
             }
         }
         for (name, _) in old {
-            if find(new, name).is_none() {
+            if !after.contains_key(name.as_str()) {
                 names.removed.push(name.clone());
             }
         }
@@ -115,46 +127,84 @@ impl Reloader {
         pool: Option<DbPool>,
         outcomes: &[&'static str],
     ) -> Self {
-        Self {
+        let job = Job {
             path,
             settings,
             dispatcher,
             pool,
             outcomes: outcomes.to_vec(),
-            serial: tokio::sync::Mutex::new(()),
+        };
+        Self {
+            job: Arc::new(job),
+            serial: Arc::new(tokio::sync::Mutex::new(())),
         }
     }
 
     /// Reads, validates and applies the configuration file; `trigger` (`sighup`, `api`)
     /// goes into the log line. On refusal nothing has changed; the error names the key.
+    ///
+    /// The work (reading the file, secrets behind `file:`, building every new
+    /// destination) runs on a blocking thread, never on the thread that awaits this: an
+    /// HTTP worker keeps answering webhooks while a reload builds. It runs to the end even
+    /// if the caller stops waiting.
     pub async fn reload(&self, trigger: &'static str) -> Result<Changes, ConfigError> {
-        let _one_at_a_time = self.serial.lock().await;
-        let outcome = self.apply().await;
-        record_config_reload(outcome.is_ok(), chrono::Utc::now().timestamp());
-        match &outcome {
-            Ok(changes) => tracing::info!(
+        let one_at_a_time = self.serial.clone().lock_owned().await;
+        let job = self.job.clone();
+        let work = tokio::task::spawn_blocking(move || {
+            let _one_at_a_time = one_at_a_time;
+            conclude(trigger, job.apply())
+        });
+        match work.await {
+            Ok(outcome) => outcome,
+            Err(error) => conclude(
                 trigger,
-                sources_added = ?changes.sources.added,
-                sources_removed = ?changes.sources.removed,
-                sources_changed = ?changes.sources.changed,
-                destinations_added = ?changes.destinations.added,
-                destinations_removed = ?changes.destinations.removed,
-                destinations_changed = ?changes.destinations.changed,
-                operator_token_changed = changes.operator_token_changed,
-                "configuration reloaded"
-            ),
-            Err(error) => tracing::warn!(
-                trigger,
-                key = %error.key,
-                reason = %error.message,
-                "configuration reload refused; the running configuration is unchanged"
+                Err(ConfigError::new(
+                    "config",
+                    format!("the reload was interrupted: {error}"),
+                )),
             ),
         }
-        outcome
     }
+}
 
-    async fn apply(&self) -> Result<Changes, ConfigError> {
-        let next = self.read().await?;
+/// Logs and counts a reload's outcome, the same way whatever triggered it.
+fn conclude(
+    trigger: &'static str,
+    outcome: Result<Changes, ConfigError>,
+) -> Result<Changes, ConfigError> {
+    record_config_reload(outcome.is_ok(), chrono::Utc::now().timestamp());
+    match &outcome {
+        Ok(changes) => tracing::info!(
+            trigger,
+            sources_added = ?changes.sources.added,
+            sources_removed = ?changes.sources.removed,
+            sources_changed = ?changes.sources.changed,
+            destinations_added = ?changes.destinations.added,
+            destinations_removed = ?changes.destinations.removed,
+            destinations_changed = ?changes.destinations.changed,
+            operator_token_changed = changes.operator_token_changed,
+            "configuration reloaded"
+        ),
+        Err(error) => tracing::warn!(
+            trigger,
+            key = %error.key,
+            reason = %error.message,
+            "configuration reload refused; the running configuration is unchanged"
+        ),
+    }
+    outcome
+}
+
+impl Job {
+    /// Reads the file and puts it in force; blocking (call it off the executor).
+    fn apply(&self) -> Result<Changes, ConfigError> {
+        let path = self.path.as_deref().ok_or_else(|| {
+            ConfigError::new(
+                "config",
+                "this instance was not started from a configuration file",
+            )
+        })?;
+        let next = Settings::load(path)?;
         let current = self.settings.current();
         if let Some(key) = current.restart_only_change(&next) {
             return Err(ConfigError::new(
@@ -164,10 +214,7 @@ impl Reloader {
         }
         let changes = Changes::between(&current, &next);
         if let Some(pool) = &self.pool {
-            let stored = crate::ledger::stored_sources_in(pool).await.map_err(|e| {
-                ConfigError::new("sources", format!("cannot read the database: {e:#}"))
-            })?;
-            next.check_stored_sources(&stored)?;
+            next.check_stored_sources(&stored_sources(pool)?)?;
         }
         if let Some(dispatcher) = &self.dispatcher {
             // First the dispatcher, then the settings: a delivery enqueued under the new
@@ -182,37 +229,37 @@ impl Reloader {
         self.settings.replace(Arc::new(next));
         Ok(changes)
     }
+}
 
-    /// The file, read and validated off the executor (secrets may be `file:` references).
-    async fn read(&self) -> Result<Settings, ConfigError> {
-        let path = self.path.clone().ok_or_else(|| {
-            ConfigError::new(
-                "config",
-                "this instance was not started from a configuration file",
-            )
-        })?;
-        tokio::task::spawn_blocking(move || Settings::load(&path))
-            .await
-            .map_err(|e| ConfigError::new("config", format!("the reload was interrupted: {e}")))?
-    }
+/// The source names the database holds rows of (blocking).
+fn stored_sources(pool: &DbPool) -> Result<std::collections::BTreeSet<String>, ConfigError> {
+    let unreadable =
+        |e: String| ConfigError::new("sources", format!("cannot read the database: {e}"));
+    let mut conn = pool.get().map_err(|e| unreadable(e.to_string()))?;
+    crate::ledger::stored_sources(&mut conn).map_err(|e| unreadable(e.to_string()))
 }
 
 /// As at startup: a new source whose scheme authenticates only the sender is logged, and
-/// one that keys its facts on the body while some destination filters by type.
+/// one that keys its facts on the body while some destination filters by type. (One pass
+/// over the sources and one over the destinations: there may be thousands of each.)
 pub fn warn_about_schemes(settings: &Settings, names: &[&str]) {
-    for name in names {
-        if let Some(source) = settings.source(name) {
-            if let Some(meaning) = source.scheme.authenticates_sender_only() {
-                tracing::warn!(source = %source.name, scheme = source.scheme.name(), "{meaning}");
-            }
-            let filtered = settings
-                .destinations
-                .of(name)
-                .iter()
-                .any(|d| d.events.is_filtered());
-            if source.keys_body_fact && filtered {
-                tracing::warn!(source = %source.name, "this source's event type is not signed, so its facts are keyed on the body: an event whose exact body an event of another type already brought is a known fact, and reaches no destination, even one filtered to its own type");
-            }
+    let named: HashSet<&str> = names.iter().copied().collect();
+    let filtered: HashSet<&str> = settings
+        .destinations
+        .iter()
+        .filter(|(source, d)| named.contains(source) && d.events.is_filtered())
+        .map(|(source, _)| source)
+        .collect();
+    for source in settings
+        .sources
+        .iter()
+        .filter(|s| named.contains(s.name.as_str()))
+    {
+        if let Some(meaning) = source.scheme.authenticates_sender_only() {
+            tracing::warn!(source = %source.name, scheme = source.scheme.name(), "{meaning}");
+        }
+        if source.keys_body_fact && filtered.contains(source.name.as_str()) {
+            tracing::warn!(source = %source.name, "this source's event type is not signed, so its facts are keyed on the body: an event whose exact body an event of another type already brought is a known fact, and reaches no destination, even one filtered to its own type");
         }
     }
 }

@@ -46,6 +46,7 @@ use crate::db::DbPool;
 use crate::faults::Faults;
 use chrono::{DateTime, Utc};
 use gates::{Health, Observation};
+use sender::{tls_connector, Clients};
 use settler::Settler;
 use shares::Shares;
 use std::collections::HashMap;
@@ -73,9 +74,10 @@ impl Destination {
         source: &str,
         settings: &DestinationSettings,
         health: &Arc<BrokerHealth>,
+        clients: &mut Clients,
     ) -> reqwest::Result<Self> {
         let transport = match settings.kind {
-            DestinationKind::Http => Transport::Http(client_for(settings)?),
+            DestinationKind::Http => Transport::Http(clients.client_for(settings)?),
             _ => Transport::Broker(Box::new(bus::Link::new(source, settings, health.clone()))),
         };
         Ok(Self {
@@ -94,13 +96,29 @@ impl Destination {
     }
 }
 
+/// Destinations ready to send to, and how many HTTP clients building them took.
+struct Prepared {
+    ready: DestinationMap,
+    /// The destinations built anew (the others are kept from before).
+    built: Vec<Arc<Destination>>,
+    clients_built: usize,
+}
+
 /// Every destination of `wanted`, reusing those of `current` whose settings are the
-/// same; also the ones built anew.
+/// same. HTTP destinations share one client per connect timeout (the ones `current` has
+/// first), all on the `tls` connector: nothing per destination but its settings.
 fn prepare(
     wanted: &Destinations,
     current: &DestinationMap,
     brokers: &Arc<BrokerHealth>,
-) -> anyhow::Result<(DestinationMap, Vec<Arc<Destination>>)> {
+    tls: &native_tls::TlsConnector,
+) -> anyhow::Result<Prepared> {
+    let mut clients = Clients::new(tls);
+    for destination in current.values() {
+        if let Transport::Http(client) = &destination.transport {
+            clients.reuse(destination.settings.connect_timeout, client);
+        }
+    }
     let mut ready = HashMap::new();
     let mut built = Vec::new();
     for (source, settings) in wanted.iter() {
@@ -108,14 +126,19 @@ fn prepare(
         let destination = match current.get(&key) {
             Some(kept) if same_destination(&kept.settings, settings) => kept.clone(),
             _ => {
-                let fresh = Arc::new(Destination::new(source, settings, brokers)?);
+                let fresh = Destination::new(source, settings, brokers, &mut clients)?;
+                let fresh = Arc::new(fresh);
                 built.push(fresh.clone());
                 fresh
             }
         };
         ready.insert(key, destination);
     }
-    Ok((ready, built))
+    Ok(Prepared {
+        ready,
+        built,
+        clients_built: clients.built(),
+    })
 }
 
 /// Connects to each broker destination and logs whether it answered.
@@ -211,6 +234,10 @@ pub struct Dispatcher {
     settler: Arc<Settler>,
     brokers: Arc<BrokerHealth>,
     faults: Arc<Faults>,
+    /// The one TLS connector (certificate store) of every HTTP destination's client.
+    tls: native_tls::TlsConnector,
+    /// HTTP clients built at startup, for tests ([`Faults::http_clients`]).
+    clients_at_start: usize,
 }
 
 /// How an attempt bears on its destination's breaker: an answer (delivered, or refused
@@ -260,10 +287,13 @@ impl Dispatcher {
         clock: Arc<dyn Clock>,
     ) -> anyhow::Result<Self> {
         let brokers = Arc::new(BrokerHealth::default());
-        let (ready, _) = prepare(destinations, &HashMap::new(), &brokers)?;
-        let destinations = RwLock::new(ready);
+        let tls = tls_connector()?;
+        let prepared = prepare(destinations, &HashMap::new(), &brokers, &tls)?;
+        let destinations = RwLock::new(prepared.ready);
         Ok(Self {
             brokers,
+            tls,
+            clients_at_start: prepared.clients_built,
             faults: Arc::new(Faults::default()),
             settler: Settler::new(pool.clone(), clock.clone()),
             pool,
@@ -285,6 +315,7 @@ impl Dispatcher {
 
     /// Tests: faults armed on this dispatcher.
     pub fn with_faults(mut self, faults: Arc<Faults>) -> Self {
+        faults.http_clients_built(self.clients_at_start);
         self.faults = faults;
         self
     }
@@ -305,10 +336,16 @@ impl Dispatcher {
     /// are unchanged keeps its HTTP client or broker connection and its retry budget, a new
     /// or changed one is built, a removed one is dropped once its deliveries in flight
     /// finish. If one cannot be built, nothing changes. New brokers are probed in the
-    /// background.
+    /// background (on the Tokio runtime this is called from).
+    ///
+    /// Its work grows with the number of destinations and blocks the thread: call it
+    /// off the async executor (`spawn_blocking`), as a configuration reload does.
     pub fn replace_destinations(&self, destinations: &Destinations) -> anyhow::Result<()> {
+        self.faults.reload_builds();
         let current = self.destinations().clone();
-        let (next, built) = prepare(destinations, &current, &self.brokers)?;
+        let prepared = prepare(destinations, &current, &self.brokers, &self.tls)?;
+        self.faults.http_clients_built(prepared.clients_built);
+        let next = prepared.ready;
         for (source, destination) in current.keys().filter(|key| !next.contains_key(*key)) {
             // A removed destination's gauges would otherwise keep their last value (an
             // open breaker would keep alerting).
@@ -321,7 +358,13 @@ impl Dispatcher {
             .destinations
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = next;
-        tokio::spawn(async move { probe(&built).await });
+        let built = prepared.built;
+        if built
+            .iter()
+            .any(|d| matches!(d.transport, Transport::Broker(_)))
+        {
+            tokio::spawn(async move { probe(&built).await });
+        }
         Ok(())
     }
 

@@ -351,6 +351,8 @@ pub struct TestOptions {
     /// published vectors, whose example secrets are shorter than what the providers
     /// issue (and than Inlet accepts in a configuration).
     pub unchecked_secrets: Option<(&'static str, &'static [&'static str])>,
+    /// `server.workers` (default 2).
+    pub workers: usize,
 }
 
 impl Default for TestOptions {
@@ -369,6 +371,7 @@ impl Default for TestOptions {
             config_file: false,
             delivery_concurrency: None,
             unchecked_secrets: None,
+            workers: 2,
         }
     }
 }
@@ -446,7 +449,7 @@ async fn start_instance(
         [server]
         bind = "127.0.0.1:0"
         max_body_bytes = {MAX_BODY_BYTES}
-        workers = 2
+        workers = {workers}
         shutdown_grace = "{grace}"
         body_timeout = "1s"
 
@@ -473,6 +476,7 @@ async fn start_instance(
         {sources}
         "#,
         grace = options.shutdown_grace,
+        workers = options.workers,
         max_group = options
             .max_group
             .map(|n| format!("max_group = {n}"))

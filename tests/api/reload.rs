@@ -20,6 +20,8 @@ on_both_backends!(
     a_request_in_flight_finishes_on_the_configuration_it_started_with,
     a_dispatcher_that_does_not_know_a_destination_yet_puts_its_rows_back,
     a_renamed_source_is_refused_until_its_old_name_is_retired,
+    a_webhook_is_answered_while_a_reload_builds_its_destinations,
+    hundreds_of_destinations_share_one_client_and_deliver,
 );
 
 const SENDERS: usize = 20;
@@ -694,4 +696,133 @@ async fn a_renamed_source_is_refused_until_its_old_name_is_retired(backend: Back
     app.post_stripe(&body)
         .await
         .assert_problem(404, "unknown_source");
+}
+
+/// `count` sources (`fleet-0`, `fleet-1`…), each with one destination under `url` (its
+/// index appended to the path) and the extra destination lines `extra`.
+fn fleet(from: usize, count: usize, url: &str, extra: &str) -> String {
+    (from..from + count)
+        .map(|i| {
+            format!(
+                "\n[[sources]]\nname = \"fleet-{i}\"\nscheme = \"github\"\n\
+                 secrets = [\"fleet_secret_{i}_long_enough_for_anyone\"]\n\
+                 [[sources.destinations]]\nurl = \"{url}/{i}\"\n\
+                 secret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\n{extra}"
+            )
+        })
+        .collect()
+}
+
+/// Lets held reloads go on when dropped, so that a failing test never leaves one held.
+struct ReleaseOnDrop<'a>(&'a inlet::faults::Faults);
+
+impl Drop for ReleaseOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.release_reloads();
+    }
+}
+
+/// With a single HTTP worker, a reload held in its build step (where it builds the new
+/// destinations) does not hold the worker: a webhook sent meanwhile is answered while the
+/// reload is still unfinished, and the reload then applies. (On the worker, the hold
+/// would block every request behind it: the webhook would get no answer at all, which the
+/// 20 s bound turns into a failure instead of a hang.)
+async fn a_webhook_is_answered_while_a_reload_builds_its_destinations(backend: Backend) {
+    let app = spawn_app_with(
+        backend,
+        TestOptions {
+            config_file: true,
+            workers: 1,
+            ..Default::default()
+        },
+    )
+    .await;
+    let original = app.config_text();
+    app.write_config(&(original + &fleet(0, 50, "http://127.0.0.1:9/fleet", "")));
+    app.faults.hold_reloads();
+    let _release = ReleaseOnDrop(&app.faults);
+    let reload = app.reload();
+    tokio::pin!(reload);
+    tokio::select! {
+        _ = &mut reload => panic!("the reload went past its hold"),
+        _ = eventually("the reload to reach its build step", || async { app.faults.reload_held() }) => {}
+    }
+
+    let webhook = tokio::time::timeout(
+        Duration::from_secs(20),
+        post_signed_stripe(&app, "evt_during_reload", STRIPE_SECRET),
+    );
+    let answered = tokio::select! {
+        answered = webhook => answered,
+        _ = &mut reload => panic!("the reload went past its hold"),
+    };
+    assert_eq!(
+        answered.ok(),
+        Some(200),
+        "a webhook sent while a reload builds is answered, before the reload completes"
+    );
+    assert!(app.faults.reload_held(), "the reload is still unfinished");
+
+    app.faults.release_reloads();
+    let reply = reload.await;
+    reply.assert_status(200);
+    let added = &reply.json()["changes"]["sources"]["added"];
+    assert_eq!(added.as_array().map(Vec::len), Some(50), "{added}");
+    assert_eq!(
+        post_signed_stripe(&app, "evt_after_reload", STRIPE_SECRET).await,
+        200
+    );
+}
+
+/// Three hundred sources with a destination each (and the stripe source's own) start on
+/// one HTTP client, and a fact reaches its destination. A reload that adds a hundred more
+/// destinations builds a client only for the one whose connect timeout is new.
+async fn hundreds_of_destinations_share_one_client_and_deliver(backend: Backend) {
+    let application = application_answering(200).await;
+    let app = spawn_app_with(
+        backend,
+        TestOptions {
+            config_file: true,
+            destination: Some(format!(
+                "name = \"app\"\nurl = \"{}/events\"\nsecret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"",
+                application.uri()
+            )),
+            extra_sources: fleet(0, 300, "http://127.0.0.1:9/fleet", ""),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(app.faults.http_clients(), 1, "301 destinations, one client");
+
+    // The dispatcher's first lease round writes a gate row per destination; on SQLite's
+    // one connection a webhook may meanwhile be answered 503 (stored nothing, retry).
+    let body = stripe_event("evt_many", "charge.succeeded", "ch_many");
+    eventually("the webhook to be accepted", || async {
+        let status = app.post_stripe(&body).await.status;
+        assert!(status == 200 || status == 503, "answered {status}");
+        status == 200
+    })
+    .await;
+    eventually("the fact to reach its destination", || async {
+        crate::helpers::requests_per_key(&application)
+            .await
+            .contains_key("stripe:evt_many")
+    })
+    .await;
+
+    let more = fleet(300, 100, "http://127.0.0.1:9/fleet", "")
+        + &fleet(
+            400,
+            1,
+            "http://127.0.0.1:9/fleet",
+            "connect_timeout = \"1s\"\n",
+        );
+    let reply = apply(&app, &(app.config_text() + &more)).await;
+    let added = &reply["changes"]["destinations"]["added"];
+    assert_eq!(added.as_array().map(Vec::len), Some(101), "{added}");
+    assert_eq!(
+        app.faults.http_clients(),
+        2,
+        "one more client, for the new connect timeout only"
+    );
 }

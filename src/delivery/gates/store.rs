@@ -16,9 +16,13 @@ use std::time::Duration;
 /// `(source, destination)`.
 type Key = (String, String);
 
+/// Gate rows per insert statement (8 columns each, under SQLite's 32,766 bound
+/// parameters).
+const GATE_ROWS_PER_INSERT: usize = 1000;
+
 /// A `destination_gates` row.
 #[derive(Debug, Clone, Queryable, Selectable, Insertable, AsChangeset)]
-#[diesel(table_name = destination_gates, treat_none_as_null = true)]
+#[diesel(table_name = destination_gates, treat_none_as_null = true, treat_none_as_default_value = false)]
 struct GateRow {
     source: String,
     destination: String,
@@ -88,10 +92,11 @@ fn load_all(conn: &mut DbConnection, keys: &[&Key]) -> QueryResult<HashMap<Key, 
     missing.sort_by_key(GateRow::key);
     missing.dedup_by_key(|row| row.key());
     if !missing.is_empty() {
-        // Another instance may insert the same rows at the same moment.
-        for row in &missing {
+        // Another instance may insert the same rows at the same moment. Many rows at a
+        // time: a first start with thousands of destinations inserts them all.
+        for chunk in missing.chunks(GATE_ROWS_PER_INSERT) {
             dialect!(conn, c => diesel::insert_into(destination_gates::table)
-                .values(row)
+                .values(chunk)
                 .on_conflict_do_nothing()
                 .execute(c))?;
         }
