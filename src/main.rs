@@ -10,7 +10,7 @@ use inlet::reload::{reload_on_hangup, Reloader};
 use inlet::retention::Sweeper;
 use inlet::secret::Secret;
 use inlet::signature::EventToSign;
-use inlet::startup::{check_stored_sources, open_database, Application, Hooks};
+use inlet::startup::{open_database, open_serving_database, Application, Hooks};
 use std::path::PathBuf;
 
 #[derive(Parser)]
@@ -541,8 +541,7 @@ async fn sweep(settings: Settings, dry_run: bool) -> anyhow::Result<()> {
 }
 
 async fn deliver(settings: Settings, config: &std::path::Path, once: bool) -> anyhow::Result<()> {
-    let pool = open_database(&settings).await?;
-    check_stored_sources(&pool, &settings).await?;
+    let pool = open_serving_database(&settings).await?;
     let clock = std::sync::Arc::new(inlet::clock::SystemClock);
     let dispatcher = std::sync::Arc::new(Dispatcher::new(
         &settings.destinations,

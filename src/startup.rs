@@ -67,6 +67,14 @@ pub async fn open_database(settings: &Settings) -> anyhow::Result<DbPool> {
     .context("the database task was aborted")?
 }
 
+/// [`open_database`] for a process that serves `settings`' sources (`serve`, `deliver`):
+/// refused when they drop a source the database still holds rows of.
+pub async fn open_serving_database(settings: &Settings) -> anyhow::Result<DbPool> {
+    let pool = open_database(settings).await?;
+    check_stored_sources(&pool, settings).await?;
+    Ok(pool)
+}
+
 /// Refuses `settings` when they drop a source the database still holds rows of (a
 /// rename resets deduplication); see [`Settings::check_stored_sources`].
 pub async fn check_stored_sources(pool: &DbPool, settings: &Settings) -> anyhow::Result<()> {
@@ -98,8 +106,7 @@ impl Application {
         crate::observability::record_sweeper_enabled(settings.retention.sweeper);
         crate::observability::start_config_reload_metrics(hooks.clock.now().timestamp());
         warn_about_schemes(&settings, &sources);
-        let pool = open_database(&settings).await?;
-        check_stored_sources(&pool, &settings).await?;
+        let pool = open_serving_database(&settings).await?;
         let listener = TcpListener::bind(&settings.server.bind)
             .with_context(|| format!("cannot listen on {} (server.bind)", settings.server.bind))?;
         let port = listener.local_addr()?.port();

@@ -108,9 +108,8 @@ async fn ingest(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json")
         .to_owned();
-    // What was signed: the raw body, or the canonical content a scheme signs instead.
-    let fingerprint = verified.content_digest();
-    // Only the destinations whose `events` filter takes this type get a row.
+    let fingerprint = verified.content_digest(); // what was signed: the body, or its reading
+                                                 // Only the destinations whose `events` filter takes this type get a row.
     let destinations =
         settings
             .destinations
