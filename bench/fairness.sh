@@ -8,7 +8,8 @@
 # reads from the database how long after its row was written each got its first attempt
 # (`delivery_attempts.started_at - deliveries.created_at`). A control round with no
 # backlog shows the dispatcher's cadence alone. Settings (environment):
-#   ROUNDS=5  BACKLOG=40  SLOW_DELAY=30s  BACKENDS="postgres sqlite"  PORT_BASE=18380
+#   ROUNDS=5  BACKLOG=40  SLOW_DELAY=30s  BACKENDS="postgres sqlite"  PORT_BASE=18480
+#   INLET_BIN (default: build and use this checkout's release binary)
 #   PG_ADMIN=postgres://postgres@127.0.0.1:5432/postgres
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,12 +18,13 @@ ROUNDS=${ROUNDS:-5}
 BACKLOG=${BACKLOG:-40}
 SLOW_DELAY=${SLOW_DELAY:-30s}
 BACKENDS=${BACKENDS-postgres sqlite}
-PORT_BASE=${PORT_BASE:-18380}
+PORT_BASE=${PORT_BASE:-18480}
 PG_ADMIN=${PG_ADMIN:-postgres://postgres@127.0.0.1:5432/postgres}
 SECRET=whsec_bench0secret0for0local0runs0only
 APP_SECRET=whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
 
-bin=${CARGO_TARGET_DIR:-target}/release/inlet
+# INLET_BIN: another build to measure (say, one from before a change), used as it is.
+bin=${INLET_BIN:-${CARGO_TARGET_DIR:-target}/release/inlet}
 # The backlog is posted in parallel by this script itself: `fairness.sh __post SOURCE ID TYPE`.
 if [ "${1:-}" = __post ]; then
   printf '{"id":"%s","object":"event","type":"%s","data":{"object":{"id":"%s"}}}' "$3" "$4" "$3" \
@@ -32,8 +34,10 @@ if [ "${1:-}" = __post ]; then
   exit 0
 fi
 
-echo "== building (release)"
-cargo build --release --quiet
+if [ -z "${INLET_BIN:-}" ]; then
+  echo "== building (release)"
+  cargo build --release --quiet
+fi
 work=$(mktemp -d)
 export work
 db="inlet_fairness_$$"
@@ -109,7 +113,7 @@ first_attempt_ms() {
     postgres) expr="EXTRACT(EPOCH FROM (min(a.started_at) - d.created_at)) * 1000" ;;
     sqlite) expr="(julianday(min(a.started_at)) - julianday(d.created_at)) * 86400000" ;;
   esac
-  for _ in $(seq 200); do
+  for _ in $(seq 900); do
     local ms
     ms=$(sql "$1" "$2" "SELECT round($expr) FROM deliveries d JOIN delivery_attempts a ON a.delivery_id = d.id WHERE d.event_id = '$3' GROUP BY d.created_at")
     [ -n "$ms" ] && { echo "$ms"; return; }
