@@ -16,7 +16,8 @@
 # `inlet serve` with the dispatcher off; two destinations, so two rows per webhook) and
 # copied for each setting. Prints deliveries/s per setting; the first setting is the
 # yardstick. Settings (environment):
-#   FILL=10s  SINK_DELAY=5ms  BACKENDS="postgres sqlite"  PORT_BASE=18180
+#   FILL=10s  SINK_DELAY=5ms  BACKENDS="postgres sqlite"  PORT_BASE=18180  SETTINGS="off …"
+#   BIN=path/to/inlet (default: build this checkout's release binary)
 #   PG_ADMIN=postgres://postgres@127.0.0.1:5432/postgres
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,11 +28,14 @@ BACKENDS=${BACKENDS-postgres sqlite}
 PORT_BASE=${PORT_BASE:-18180}
 PG_ADMIN=${PG_ADMIN:-postgres://postgres@127.0.0.1:5432/postgres}
 SECRET=whsec_bench_secret_for_local_runs_0123456789
-SETTINGS=(off breaker in_flight rate held)
+read -r -a SETTINGS <<< "${SETTINGS:-off breaker in_flight rate held}"
 
-echo "== building (release)"
-cargo build --release --quiet
-bin=${CARGO_TARGET_DIR:-target}/release/inlet
+# BIN: another build to measure (one from before a change, say), used as it is.
+if [ -z "${BIN:-}" ]; then
+  echo "== building (release)"
+  cargo build --release --quiet
+fi
+bin=${BIN:-${CARGO_TARGET_DIR:-target}/release/inlet}
 work=$(mktemp -d)
 db="inlet_gates_$$"
 server="" sink=""

@@ -224,7 +224,8 @@ pub struct Dispatcher {
     random: Mutex<fastrand::Rng>,
     /// Rows leased and not yet settled, so that shutdown can give them back.
     in_flight: Mutex<HashMap<i64, Fence>>,
-    /// Of those, how many each destination has: its part of the slots (see [`Shares`]).
+    /// Of those, how many wait for each destination's answer: its part of the slots
+    /// (see [`Shares`]).
     flying: Mutex<HashMap<(String, String), u32>>,
     /// Destinations the last lease round found calm (breaker closed, no failure counted):
     /// their answers are not recorded, so a healthy destination's settlements read no gate.
@@ -267,6 +268,16 @@ fn report_gates(round: &gates::Round) {
     for ((source, destination), n) in &round.in_flight {
         metrics::gauge!("inlet_destination_in_flight", "source" => source.clone(), "destination" => destination.clone())
             .set(*n as f64);
+    }
+}
+
+/// A delivery waiting for its destination's answer: counted in the dispatcher's shares
+/// (`flying`) until dropped — after the attempt, or if the task is cut short.
+struct Waiting<'a>(&'a Dispatcher, &'a (String, String));
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.answered(self.1);
     }
 }
 
@@ -419,15 +430,18 @@ impl Dispatcher {
         Ok((round.leased, round.ready_in))
     }
 
-    /// A delivery is no longer in flight here.
+    /// A delivery is settled (or given up on) here.
     fn landed(&self, delivery: &Leased) {
         lock(&self.in_flight).remove(&delivery.id);
+    }
+
+    /// A delivery no longer waits for its destination's answer (sent, or never to be).
+    fn answered(&self, key: &(String, String)) {
         let mut flying = lock(&self.flying);
-        let key = delivery.key();
-        if let Some(n) = flying.get_mut(&key) {
+        if let Some(n) = flying.get_mut(key) {
             *n = n.saturating_sub(1);
             if *n == 0 {
-                flying.remove(&key);
+                flying.remove(key);
             }
         }
     }
@@ -451,8 +465,10 @@ impl Dispatcher {
 
     async fn send_and_settle(&self, delivery: &Leased) -> Settled {
         let key = delivery.key();
+        let waiting = Waiting(self, &key);
         let (outcome, settlement, log, observed) = match self.destination(&key) {
             None => {
+                drop(waiting);
                 let (outcome, settlement) = self.unknown_destination(delivery);
                 (outcome, settlement, None, None)
             }
@@ -460,6 +476,7 @@ impl Dispatcher {
                 let started = self.clock.now();
                 let timer = std::time::Instant::now();
                 let result = destination.attempt(delivery, started).await;
+                drop(waiting);
                 if self.faults.crash_after_send(&delivery.event_id) {
                     // As if this dispatcher died here: the row stays leased until its
                     // lease expires, then another lease sends it again.
@@ -667,7 +684,9 @@ impl Dispatcher {
             if once && leased == 0 && tasks.is_empty() {
                 break;
             }
-            if leased > 0 && semaphore.available_permits() > 0 {
+            // A full round: more may be due. A round the shares or the backlog cut short
+            // waits for a send to finish (or a wake) instead of asking again at once.
+            if leased == free && semaphore.available_permits() > 0 {
                 continue;
             }
             tokio::select! {

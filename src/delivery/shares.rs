@@ -2,14 +2,17 @@
 //! destinations, so that one slow destination's backlog cannot hold every slot while the
 //! others wait.
 //!
-//! With more than one destination configured, a destination may hold at most
-//! `concurrency / (n + 2)` slots — at least one — where `n` is the number of *other*
-//! destinations with deliveries in flight here: an equal share with the destinations that
-//! are sending, and one share kept free for a destination that starts to. Alone, a
-//! destination takes half the slots; the other half waits for whoever has work next. A
-//! destination over its share (it took slots while the others were quiet) keeps the
-//! deliveries it has in flight and is leased nothing more until it is back under. The
-//! explicit cap across instances stays `max_in_flight`; this is per instance, by default.
+//! With more than one destination configured, a destination may have at most
+//! `concurrency / (n + 2)` deliveries waiting for its answer — at least one — where `n`
+//! is the number of *other* destinations with deliveries waiting for theirs here: an
+//! equal share with the destinations that are sending, and one share kept free for a
+//! destination that starts to. Alone, a destination takes half the slots; the other half
+//! waits for whoever has work next. A destination over its share (it took slots while the
+//! others were quiet) keeps the deliveries it has out and is leased nothing more until it
+//! is back under. What counts is the wait for the destination's answer — the one thing a
+//! slow destination makes long; recording the outcome afterwards is the database's work
+//! and the same for all. The explicit cap across instances stays `max_in_flight`; this is
+//! per instance, by default.
 
 use std::collections::HashMap;
 
@@ -21,6 +24,9 @@ type Key = (String, String);
 pub struct Shares {
     /// `None`: at most one destination is configured, there is nothing to share.
     concurrency: Option<u32>,
+    /// Destinations configured.
+    destinations: usize,
+    /// Deliveries waiting for each destination's answer.
     flying: HashMap<Key, u32>,
 }
 
@@ -31,7 +37,20 @@ impl Shares {
         let flying: HashMap<Key, u32> = flying.into_iter().filter(|(_, n)| *n > 0).collect();
         Self {
             concurrency: (destinations > 1).then_some(concurrency.max(1)),
+            destinations,
             flying,
+        }
+    }
+
+    /// The shares when `held` of the configured destinations can take no slot this round
+    /// (an open breaker): they are no destination to keep room for, so a destination
+    /// whose only company is held has every slot.
+    pub fn without_held(self, held: usize) -> Self {
+        let destinations = self.destinations.saturating_sub(held);
+        Self {
+            concurrency: self.concurrency.filter(|_| destinations > 1),
+            destinations,
+            ..self
         }
     }
 
@@ -51,14 +70,19 @@ impl Shares {
     }
 
     /// The most that can be leased in one statement for every destination at once
-    /// without any passing its share: the smallest room of a destination in flight and
-    /// of one that is not (`None`: no limit).
+    /// without any passing its share: the smallest room of a destination in flight and,
+    /// while some configured destination has nothing in flight, of one that starts to
+    /// (`None`: no limit).
     pub fn common_room(&self) -> Option<u32> {
         let concurrency = self.concurrency?;
         let active = u32::try_from(self.flying.len()).unwrap_or(u32::MAX);
-        let newcomer = (concurrency / active.saturating_add(2)).max(1);
+        let newcomer = (self.flying.len() < self.destinations)
+            .then(|| (concurrency / active.saturating_add(2)).max(1));
         let busiest = self.flying.keys().filter_map(|key| self.room(key)).min();
-        Some(busiest.map_or(newcomer, |room| room.min(newcomer)))
+        match (busiest, newcomer) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }
 
@@ -93,12 +117,32 @@ mod tests {
     }
 
     #[test]
+    fn with_every_destination_sending_there_is_no_newcomer_to_keep_room_for() {
+        let both = Shares::new(256, 2, flying(&[("a", 20), ("b", 30)]));
+        assert_eq!(both.share_of(&key("a")), Some(85));
+        assert_eq!(both.common_room(), Some(55));
+        // A third, idle destination: room is kept for it (256 / 4 = 64 < 85 - 10).
+        let one_idle = Shares::new(256, 3, flying(&[("a", 10), ("b", 10)]));
+        assert_eq!(one_idle.common_room(), Some(64));
+        let both_again = Shares::new(256, 2, flying(&[("a", 10), ("b", 10)]));
+        assert_eq!(both_again.common_room(), Some(75));
+    }
+
+    #[test]
     fn a_destination_over_its_share_gets_nothing_more_until_back_under() {
         let shares = Shares::new(16, 3, flying(&[("slow", 8), ("fast", 1)]));
         assert_eq!(shares.share_of(&key("slow")), Some(5));
         assert_eq!(shares.room(&key("slow")), Some(0));
         assert_eq!(shares.room(&key("fast")), Some(4));
         assert_eq!(shares.room(&key("third")), Some(4));
+    }
+
+    #[test]
+    fn a_destination_whose_only_company_is_held_has_every_slot() {
+        let shares = Shares::new(16, 2, flying(&[("a", 12)])).without_held(1);
+        assert_eq!(shares.room(&key("a")), None);
+        let three = Shares::new(16, 3, flying(&[("a", 8)])).without_held(1);
+        assert_eq!(three.room(&key("a")), Some(0));
     }
 
     #[test]

@@ -16,6 +16,11 @@ use std::time::Duration;
 /// `(source, destination)`.
 type Key = (String, String);
 
+/// While every destination has room for this many (or the whole round), a round leases
+/// all destinations together, oldest first, in one statement, up to the smallest room:
+/// fewer would make rounds of a few rows each.
+const LEASED_TOGETHER_AT_LEAST: i64 = 16;
+
 /// Gate rows per insert statement (8 columns each, under SQLite's 32,766 bound
 /// parameters).
 const GATE_ROWS_PER_INSERT: usize = 1000;
@@ -170,9 +175,10 @@ pub type Gated = (Key, GateSettings);
 /// destination's `max_in_flight` and bucket, and no more than a destination's room in
 /// `shares`.
 ///
-/// While nothing is held back and every destination has room for the whole round, every
-/// destination is leased together, oldest first, as if there were no gates. Otherwise each
-/// destination that may send is leased on its own range of the
+/// While nothing is held back and every destination has room for a good part of the
+/// round (at least [`LEASED_TOGETHER_AT_LEAST`] rows, or all of it), every destination is
+/// leased together, oldest first, as if there were no gates, up to the smallest room.
+/// Otherwise each destination that may send is leased on its own range of the
 /// `(source, destination, status, next_attempt_at)` index — so a held backlog is never
 /// read — up to its room, taking turns at the head of the round (`turn`), and a limited
 /// one in a transaction of its own that locks its gate row. (That costs a statement per
@@ -189,11 +195,14 @@ pub fn lease_round(
     let until = now + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::MAX);
     let mut round = Round::default();
     let (held, limited) = classify(conn, now, gated, &mut round)?;
-    let room_for_all = shares
-        .common_room()
-        .is_none_or(|room| i64::from(room) >= limit);
-    if held.is_empty() && limited.is_empty() && room_for_all {
-        round.leased = lease_scope(conn, now, until, &Scope::All, limit)?;
+    let shares = shares.clone().without_held(held.len());
+    let together = match shares.common_room().map(i64::from) {
+        None => limit,
+        Some(room) if room >= limit.min(LEASED_TOGETHER_AT_LEAST) => room.min(limit),
+        Some(_) => 0,
+    };
+    if held.is_empty() && limited.is_empty() && together > 0 {
+        round.leased = lease_scope(conn, now, until, &Scope::All, together)?;
         return Ok(round);
     }
     let mut order: Vec<&Gated> = gated
