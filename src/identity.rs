@@ -46,6 +46,16 @@ pub enum FactKey {
     BodyDigest(String),
 }
 
+/// Whether a `Content-Type` value names a form body (media types are case-insensitive).
+/// One reading for every module: the schemes that sign forms and the identity that
+/// requires their fields must agree on what a form is.
+pub fn is_form_type(content_type: &[u8]) -> bool {
+    const FORM: &[u8] = b"application/x-www-form-urlencoded";
+    content_type
+        .get(..FORM.len())
+        .is_some_and(|prefix| prefix.eq_ignore_ascii_case(FORM))
+}
+
 /// Longest identity value (event id, type, fact key) accepted. Providers' are far
 /// shorter, and it keeps every index row — `facts(source, kind, fact_key)` is the widest,
 /// with a source name of at most 64 bytes — far below PostgreSQL's 2,704-byte btree limit.
@@ -255,14 +265,10 @@ impl<'r> Body<'r> {
         }
     }
 
-    /// Whether the body is a form (media types are case-insensitive, as the schemes
-    /// that sign forms read them).
     fn is_form(&self) -> bool {
-        const FORM: &[u8] = b"application/x-www-form-urlencoded";
-        self.request.header("content-type").is_some_and(|ct| {
-            ct.get(..FORM.len())
-                .is_some_and(|prefix| prefix.eq_ignore_ascii_case(FORM))
-        })
+        self.request
+            .header("content-type")
+            .is_some_and(is_form_type)
     }
 
     /// The located value as text: strings as they are, numbers as written; bounded as

@@ -358,6 +358,16 @@ impl SchemeConfig {
         }
     }
 
+    /// Whether the signature covers a reading of the body rather than its bytes — one
+    /// that other field values can produce too (Twilio runs the sorted parameters
+    /// together: `MessageStatus=deliveredSmsSidSM1` reads as `MessageStatus=delivered`
+    /// followed by `SmsSid=SM1`). Every event of such a source also records what was
+    /// signed as a permanent fact, so no re-split copy is a new fact, even once its event
+    /// has expired.
+    pub fn signs_a_reading(&self) -> bool {
+        matches!(self, Self::Twilio(_))
+    }
+
     /// Whether a value read through `locator` is covered by the signature: the body is
     /// always signed, a header only when the scheme signs it.
     pub fn signs(&self, locator: &Locator) -> bool {

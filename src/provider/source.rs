@@ -59,8 +59,10 @@ pub struct SourceSettings {
     /// Configured rules first, then the provider's defaults.
     pub fact_rules: Vec<FactRule>,
     /// The event id is unsigned and the fact is not keyed on an unsigned header by
-    /// choice: every event also records its body's fact (kind `body`, the body's
-    /// sha256), so no fresh id or type makes a captured body a new fact.
+    /// choice, or the scheme signs a reading of the body that other field values produce
+    /// too: every event also records its body's fact (kind `body`, the sha256 of what
+    /// was signed), so no fresh id or type, and no re-split copy, makes a captured body a
+    /// new fact.
     pub keys_body_fact: bool,
     /// The oldest age at which this source can still send a copy, and where that number
     /// comes from.
@@ -122,8 +124,9 @@ impl SourceFile {
             ));
         }
         let locators = self.locators(&scheme, &key)?;
-        let keys_body_fact = !scheme.signs(&locators.event_id)
-            && locators.fact_key.as_ref().is_none_or(|l| scheme.signs(l));
+        let keys_body_fact = scheme.signs_a_reading()
+            || (!scheme.signs(&locators.event_id)
+                && locators.fact_key.as_ref().is_none_or(|l| scheme.signs(l)));
         Ok(SourceSettings {
             keys_body_fact,
             locators,

@@ -173,11 +173,9 @@ fn without_and_with_port(url: &str) -> [String; 2] {
 /// Whether the request says its body is a form (the content type is not signed; a wrong
 /// one only makes the signature fail).
 fn is_form(request: &Unverified<'_>) -> bool {
-    request.header("content-type").is_some_and(|value| {
-        value
-            .get(..FORM.len())
-            .is_some_and(|prefix| prefix.eq_ignore_ascii_case(FORM.as_bytes()))
-    })
+    request
+        .header("content-type")
+        .is_some_and(crate::identity::is_form_type)
 }
 
 impl Scheme for Twilio {

@@ -14,6 +14,7 @@ on_both_backends!(
     twilio_each_status_of_a_message_is_one_fact,
     twilio_json_bodies_are_signed_through_their_hash,
     twilio_every_body_that_reads_as_the_signed_parameters_is_one_event,
+    twilio_a_copy_whose_status_absorbs_its_neighbours_has_no_effect_even_after_expiry,
 );
 
 const AUTH_TOKEN: &str = "twilio-auth-token-current-0123456789";
@@ -22,14 +23,17 @@ const OLD_AUTH_TOKEN: &str = "twilio-auth-token-rotating-out-0123456789";
 const TWILIO_URL: &str = "https://hooks.example.com/twilio/status?tenant=acme";
 
 async fn spawn_with_twilio(backend: Backend) -> TestApp {
-    let options = TestOptions {
+    spawn_app_with(backend, twilio_options()).await
+}
+
+fn twilio_options() -> TestOptions {
+    TestOptions {
         extra_sources: format!(
             "\n[[sources]]\nname = \"twilio\"\nscheme = \"twilio\"\n\
              secrets = [\"{AUTH_TOKEN}\", \"{OLD_AUTH_TOKEN}\"]\npublic_url = \"{TWILIO_URL}\"\n"
         ),
         ..Default::default()
-    };
-    spawn_app_with(backend, options).await
+    }
 }
 
 /// A message status callback as Twilio posts it (its own parameter order).
@@ -139,7 +143,7 @@ async fn twilio_each_status_of_a_message_is_one_fact(backend: Backend) {
         app.facts_of("delivered").await,
         [("SM0002".to_owned(), canonical_id(&delivered))]
     );
-    assert_eq!(app.count_facts().await, 3);
+    assert_eq!(status_facts(&app).await, 3);
 }
 
 /// One captured callback, re-encoded every way its signature allows (Twilio signs the
@@ -180,7 +184,7 @@ async fn twilio_every_body_that_reads_as_the_signed_parameters_is_one_event(back
         .await
         .assert_problem(400, "missing_fact_key");
     assert_eq!(app.count_events().await, 1);
-    assert_eq!(app.count_facts().await, 1);
+    assert_eq!(status_facts(&app).await, 1);
 }
 
 async fn twilio_json_bodies_are_signed_through_their_hash(backend: Backend) {
@@ -199,4 +203,84 @@ async fn twilio_json_bodies_are_signed_through_their_hash(backend: Backend) {
     app.post_webhook("twilio", tampered, &headers)
         .await
         .assert_problem(401, "bad_signature");
+}
+
+/// Facts other than the signed content's own (kind `body`, recorded beside every Twilio
+/// event).
+async fn status_facts(app: &TestApp) -> i64 {
+    let body = app.facts_of("body").await.len();
+    app.count_facts().await - i64::try_from(body).expect("a count")
+}
+
+/// `MessageStatus=deliveredSmsSidSM0006` reads as `MessageStatus=delivered` then
+/// `SmsSid=SM0006`: the same signed parameters, with both fact fields present — but a
+/// fact of its own kind. While the event is stored it gets the stored answer; once the
+/// event has expired and been swept, the permanent fact of what was signed still makes it
+/// `duplicate_after_expiry`: no second delivery, however long after.
+async fn twilio_a_copy_whose_status_absorbs_its_neighbours_has_no_effect_even_after_expiry(
+    backend: Backend,
+) {
+    let mut options = TestOptions {
+        dispatch: false,
+        ..twilio_options()
+    };
+    options.extra_sources += "[[sources.destinations]]\nurl = \"http://127.0.0.1:9/events\"\n\
+                              secret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\n";
+    let app = spawn_app_with(backend, options).await;
+    let body = status_callback("SM0006", "delivered");
+    let headers = sign(&app, &body, AUTH_TOKEN);
+    let first = app.post_webhook("twilio", &body, &headers).await;
+    assert_eq!(first.json()["outcome"], "accepted");
+    let deliveries = app.count_deliveries().await;
+    assert_eq!(deliveries, 1, "the first copy is delivered");
+    let absorbing = String::from_utf8(body.clone())
+        .expect("a form")
+        .replace("SmsSid=SM0006&", "")
+        .replace(
+            "MessageStatus=delivered",
+            "MessageStatus=deliveredSmsSidSM0006",
+        );
+    assert_eq!(canonical_id(absorbing.as_bytes()), canonical_id(&body));
+    let copy = app
+        .post_webhook("twilio", absorbing.as_bytes(), &headers)
+        .await;
+    assert!(copy.replayed(), "{}", copy.text());
+
+    let retention = app.settings.retention.events.0;
+    app.clock.advance(
+        chrono::Duration::from_std(retention).expect("a duration") + chrono::Duration::days(1),
+    );
+    app.sweep(false).await;
+    assert_eq!(
+        app.count_events().await,
+        0,
+        "the event expired and was swept"
+    );
+    let swept = app.count_deliveries().await;
+    let later = app
+        .post_webhook("twilio", absorbing.as_bytes(), &headers)
+        .await;
+    later.assert_status(200);
+    assert_eq!(
+        later.json()["outcome"],
+        "duplicate_after_expiry",
+        "{}",
+        later.text()
+    );
+    let again = app.post_webhook("twilio", &body, &headers).await;
+    assert_eq!(
+        again.json()["outcome"],
+        "duplicate_after_expiry",
+        "{}",
+        again.text()
+    );
+    assert!(
+        again.replayed(),
+        "the late copy's answer is stored like any other"
+    );
+    assert_eq!(
+        app.count_deliveries().await,
+        swept,
+        "no second delivery, however the copy is split"
+    );
 }

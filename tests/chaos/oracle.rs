@@ -1208,6 +1208,38 @@ pub fn twilio_event_id(content_type: Option<&[u8]>, body: &[u8]) -> String {
     hex::encode(Sha256::digest(signed))
 }
 
+/// The body with `MessageStatus`'s value swallowing the parameter that follows it in the
+/// signed order (name and value run together), that parameter dropped: `None` when there
+/// is none to swallow.
+fn absorbing(body: &[u8]) -> Option<Vec<u8>> {
+    let (pairs, _) = form_pairs(body);
+    let mut sorted = pairs.clone();
+    sorted.sort_by(|a, b| a.0.cmp(&b.0));
+    let at = sorted.iter().position(|(n, _)| n == b"MessageStatus")?;
+    let (next_name, next_value) = sorted.get(at + 1)?.clone();
+    let encode = |bytes: &[u8]| -> Vec<u8> {
+        bytes
+            .iter()
+            .flat_map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' => vec![*b],
+                other => format!("%{other:02X}").into_bytes(),
+            })
+            .collect()
+    };
+    let pieces: Vec<Vec<u8>> = pairs
+        .iter()
+        .filter(|(n, v)| !(n == &next_name && v == &next_value))
+        .map(|(n, v)| {
+            let value = match n.as_slice() {
+                b"MessageStatus" => [v.as_slice(), &next_name, &next_value].concat(),
+                _ => v.clone(),
+            };
+            [encode(n), b"=".to_vec(), encode(&value)].concat()
+        })
+        .collect();
+    Some(pieces.join(&b'&'))
+}
+
 /// Copies of a Twilio form body that read as the same signed parameters — so the same
 /// signature verifies them — each with what was done and whether it still carries
 /// `MessageStatus` (a re-split copy does not): reordered, a trailing `&`, a letter of a
@@ -1256,6 +1288,11 @@ pub fn twilio_variants(body: &[u8]) -> Vec<(&'static str, Vec<u8>, bool)> {
         ("a trailing &", Some([body, b"&"].concat()), true),
         ("a letter %-escaped", escaped, true),
         ("MessageStatus re-split", resplit, false),
+        (
+            "MessageStatus absorbing the next parameter",
+            absorbing(body),
+            true,
+        ),
     ];
     let signed = twilio_params(body);
     candidates
