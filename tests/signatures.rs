@@ -1054,6 +1054,8 @@ fn header_tokens_refuse_reserved_headers() {
         "content-length",
         "Cookie",
         "X-Forwarded-For",
+        "X-Request-Id",
+        "traceparent",
     ] {
         let reserved = toml.replace("X-Webhook-Token", header);
         let error = Settings::from_toml(&reserved).expect_err(header);

@@ -16,7 +16,7 @@ use chrono::{DateTime, Utc};
 /// Headers a token may not travel in (compared without case), and why. A proxy or HTTP
 /// server in front of Inlet may read, rewrite, drop or log them, so the token would not
 /// arrive as sent, or would leak; Inlet reads some of them itself.
-pub const RESERVED: [(&str, &str); 18] = [
+pub const RESERVED: [(&str, &str); 21] = [
     ("host", ROUTING),
     ("content-length", FRAMING),
     ("transfer-encoding", FRAMING),
@@ -35,6 +35,9 @@ pub const RESERVED: [(&str, &str); 18] = [
     ("forwarded", PROXIES),
     ("via", PROXIES),
     ("x-real-ip", PROXIES),
+    ("x-request-id", LOGGED),
+    ("traceparent", LOGGED),
+    ("tracestate", LOGGED),
 ];
 
 /// Header name prefixes refused like [`RESERVED`].
@@ -49,6 +52,9 @@ const CREDENTIAL: &str = "it carries another kind of credential (the basic schem
                           Authorization, a proxy's, the console's cookie), which proxies \
                           consume and logs treat on their own terms";
 const PROXIES: &str = "proxies set or append to it, so a sender's value is not what arrives";
+const LOGGED: &str = "Inlet and proxies record it on every request (the request id goes into \
+                      each log line and answer; trace context into traces), so a token \
+                      there would be written down in clear";
 
 /// A configured header-token scheme: the header that carries the token.
 #[derive(Debug, Clone, PartialEq, Eq)]
