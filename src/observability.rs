@@ -455,7 +455,9 @@ pub async fn observe(
         outcome = tracing::field::Empty,
     );
     request.extensions_mut().insert(RequestId(id.clone()));
-    let operator = is_operator_path(request.path());
+    // The route as matched (its path decoded, as the router reads it): `/%61dmin/…` is
+    // an operator answer too.
+    let operator = route.starts_with("/admin") || is_operator_path(request.match_info().as_str());
     let started = Instant::now();
     let mut response = next.call(request).instrument(span.clone()).await?;
     if operator {

@@ -292,8 +292,11 @@ async fn operator_answers_are_not_cached_and_console_methods_are_405() {
     let wrong_method = app.request("DELETE", "/admin/events").await;
     let unknown = app.admin("/admin/nothing-here", None, None).await;
     let missing = app.admin("/admin/events/stripe/evt_none", None, None).await;
+    // Percent-encoded, the path still reaches the admin handlers: still not cached.
+    let encoded = app.admin("/%61dmin/event%73", None, None).await;
     for (reply, status) in [
         (app.admin("/admin/events", None, None).await, 200),
+        (encoded, 200),
         (app.admin("/admin/retention", None, None).await, 200),
         (unauthorized, 401),
         (wrong_method, 405),
