@@ -130,9 +130,10 @@ impl Template {
         Ok(template)
     }
 
-    /// Refuses unknown placeholders and stray braces, and any fixed part a sender could
+    /// Refuses unknown placeholders and stray braces, a placeholder sharing its token (so
+    /// that no two (source, type) pairs render alike), and any fixed part a sender could
     /// use to leave the template's namespace: the first token must be fixed by the
-    /// configuration (text and `{source}`, never `{event_type}`), and no fixed token may
+    /// configuration (text or `{source}`, never `{event_type}`), and no fixed token may
     /// be empty, a wildcard, hold a space or start with `$` (NATS' system subjects:
     /// `$JS.API…`, `$SYS…`), nor may the subject start with `_INBOX` (request replies).
     fn parse(text: &str, what: &str) -> Result<Self, String> {
@@ -145,6 +146,15 @@ impl Template {
         if bare.contains(['{', '}']) {
             return Err(format!(
                 "'{text}': the only placeholders are {{source}} and {{event_type}}"
+            ));
+        }
+        let shared = text.split('.').find(|token| {
+            PLACEHOLDERS.iter().any(|p| token.contains(p)) && !PLACEHOLDERS.contains(token)
+        });
+        if let Some(token) = shared {
+            return Err(format!(
+                "'{text}': a placeholder fills a whole token ('{token}' holds more): a value \
+                 beside text or another value could read as another source's or type's"
             ));
         }
         let first = text.split('.').next().unwrap_or_default();
@@ -292,7 +302,10 @@ mod tests {
             assert!(Template::routing_key(text).is_err(), "{text}");
         }
         assert!(Template::subject("{source}.events.{event_type}").is_ok());
-        assert!(Template::subject("inlet.v1-{event_type}").is_ok());
+        // A placeholder fills a whole token: `a` + `b-x` and `a-b` + `x` would meet.
+        assert!(Template::subject("inlet.v1-{event_type}").is_err());
+        assert!(Template::subject("inlet.{source}-{event_type}").is_err());
+        assert!(Template::routing_key("inlet.{source}{event_type}").is_err());
     }
 
     proptest! {
@@ -309,6 +322,13 @@ mod tests {
             let template = Template::subject(DEFAULT_NATS_SUBJECT).expect("valid");
             let (x, y) = (template.render("s", a.as_deref()), template.render("s", b.as_deref()));
             prop_assert_eq!(x == y, a == b, "{:?} {:?} → {} {}", a, b, x, y);
+        }
+
+        #[test]
+        fn two_sources_never_share_a_subject(a in "[a-z_-]{1,6}", b in "[a-z_-]{1,6}", x in ".{0,6}", y in ".{0,6}") {
+            let template = Template::subject(DEFAULT_NATS_SUBJECT).expect("valid");
+            prop_assume!((a.as_str(), x.as_str()) != (b.as_str(), y.as_str()));
+            prop_assert_ne!(template.render(&a, Some(&x)), template.render(&b, Some(&y)));
         }
 
         #[test]
