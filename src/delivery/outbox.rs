@@ -264,6 +264,67 @@ pub fn any_due(conn: &mut DbConnection, now: NaiveDateTime, scope: &Scope) -> Qu
     Ok(pending.first::<i64>(conn).optional()?.is_some())
 }
 
+/// Destinations asked about in one [`due_among`] statement.
+const DESTINATIONS_PER_DUE_CHECK: usize = 500;
+
+/// Which of `keys` have a delivery due at `now` (as [`any_due`] reads it): one statement
+/// per [`DESTINATIONS_PER_DUE_CHECK`] destinations, two probes of the `(source,
+/// destination, status, …)` index each, so a lease round over thousands of configured
+/// destinations visits only those with work instead of asking each on its own.
+pub fn due_among(
+    conn: &mut DbConnection,
+    now: NaiveDateTime,
+    keys: &[&(String, String)],
+) -> QueryResult<HashSet<(String, String)>> {
+    let postgres = matches!(conn, DbConnection::Postgres(_));
+    let mut due = HashSet::new();
+    for chunk in keys.chunks(DESTINATIONS_PER_DUE_CHECK) {
+        let sql = due_sql(chunk.len(), postgres);
+        let rows: Vec<DueKey> = dialect!(conn, c => {
+            let mut query = diesel::sql_query(sql).into_boxed();
+            for (source, destination) in chunk {
+                query = query.bind::<Text, _>(source).bind::<Text, _>(destination);
+            }
+            query.bind::<Timestamp, _>(now).bind::<Timestamp, _>(now).load(c)
+        })?;
+        due.extend(rows.into_iter().map(|row| (row.source, row.destination)));
+    }
+    Ok(due)
+}
+
+/// The statement of [`due_among`] for `keys` destinations. Placeholders are `$n` on
+/// PostgreSQL, `?` on SQLite.
+fn due_sql(keys: usize, postgres: bool) -> String {
+    let mark = |n: usize| match postgres {
+        true => format!("${n}"),
+        false => "?".to_owned(),
+    };
+    let values: Vec<String> = (0..keys)
+        .map(|key| format!("({}, {})", mark(2 * key + 1), mark(2 * key + 2)))
+        .collect();
+    let (pending_now, expired_now) = (mark(2 * keys + 1), mark(2 * keys + 2));
+    format!(
+        "WITH asked (source, destination) AS (VALUES {values}) \
+         SELECT asked.source, asked.destination FROM asked \
+         WHERE EXISTS (SELECT 1 FROM deliveries d WHERE d.source = asked.source \
+                 AND d.destination = asked.destination AND d.status = '{PENDING}' \
+                 AND d.next_attempt_at <= {pending_now}) \
+            OR EXISTS (SELECT 1 FROM deliveries d WHERE d.source = asked.source \
+                 AND d.destination = asked.destination AND d.status = '{IN_PROGRESS}' \
+                 AND d.locked_until <= {expired_now})",
+        values = values.join(", "),
+    )
+}
+
+/// A destination [`due_among`] found due.
+#[derive(QueryableByName)]
+struct DueKey {
+    #[diesel(sql_type = Text)]
+    source: String,
+    #[diesel(sql_type = Text)]
+    destination: String,
+}
+
 /// Leases up to `limit` rows of `scope` (no transaction of its own): in-progress rows
 /// whose lease expired (their holder died), then pending rows whose time has come, oldest
 /// first. Each kind is one ordered index range, leased by its own statement: asked for

@@ -9,7 +9,10 @@
 //! destination that starts to. Alone, a destination takes half the slots; the other half
 //! waits for whoever has work next. A destination over its share (it took slots while the
 //! others were quiet) keeps the deliveries it has out and is leased nothing more until it
-//! is back under. What counts is the wait for the destination's answer — the one thing a
+//! is back under. While some destination is idle, none is leased into the share kept for
+//! the next one to start — except that a destination with nothing out may always take
+//! one free slot — so slow destinations arriving one after another run the slots out
+//! only after about 2√concurrency of them (30 of 256), not 3. What counts is the wait for the destination's answer — the one thing a
 //! slow destination makes long; recording the outcome afterwards is the database's work
 //! and the same for all. The explicit cap across instances stays `max_in_flight`; this is
 //! per instance, by default.
@@ -55,35 +58,80 @@ impl Shares {
     }
 
     /// The slots `key` may hold now (`None`: no limit).
+    #[cfg(test)]
     pub fn share_of(&self, key: &Key) -> Option<u32> {
         let concurrency = self.concurrency?;
-        let others = self.flying.keys().filter(|k| *k != key).count();
-        let others = u32::try_from(others).unwrap_or(u32::MAX);
-        Some((concurrency / others.saturating_add(2)).max(1))
+        Some(share(concurrency, self.others_than(key)))
     }
 
     /// How many more deliveries `key` may be leased now (`None`: no limit).
     pub fn room(&self, key: &Key) -> Option<u32> {
-        let share = self.share_of(key)?;
+        self.concurrency?;
         let flying = self.flying.get(key).copied().unwrap_or(0);
-        Some(share.saturating_sub(flying))
+        Some(self.room_with(flying, self.others_than(key)))
     }
 
     /// The most that can be leased in one statement for every destination at once
-    /// without any passing its share: the smallest room of a destination in flight and,
-    /// while some configured destination has nothing in flight, of one that starts to
-    /// (`None`: no limit).
+    /// without any passing its share or the room kept for newcomers: the smallest room
+    /// of a destination in flight and, while some configured destination has nothing in
+    /// flight, of one that starts to (`None`: no limit).
     pub fn common_room(&self) -> Option<u32> {
-        let concurrency = self.concurrency?;
-        let active = u32::try_from(self.flying.len()).unwrap_or(u32::MAX);
-        let newcomer = (self.flying.len() < self.destinations)
-            .then(|| (concurrency / active.saturating_add(2)).max(1));
+        self.concurrency?;
+        let newcomer =
+            (self.flying.len() < self.destinations).then(|| self.room_with(0, self.flying.len()));
         let busiest = self.flying.keys().filter_map(|key| self.room(key)).min();
         match (busiest, newcomer) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
     }
+
+    /// Counts `n` more deliveries of `key` waiting for its answer (leased this round).
+    pub fn took(&mut self, key: &Key, n: usize) {
+        if n > 0 {
+            let n = u32::try_from(n).unwrap_or(u32::MAX);
+            let flying = self.flying.entry(key.clone()).or_default();
+            *flying = flying.saturating_add(n);
+        }
+    }
+
+    /// Destinations other than `key` with deliveries waiting for their answer.
+    fn others_than(&self, key: &Key) -> usize {
+        self.flying.keys().filter(|k| *k != key).count()
+    }
+
+    /// The room of a destination with `flying` deliveries out beside `others` sending:
+    /// what is left of its share, and no more than leaves the next newcomer's share free
+    /// while some destination is idle — except that one with nothing out may always take
+    /// one slot of what is free, out of the room kept for it.
+    fn room_with(&self, flying: u32, others: usize) -> u32 {
+        let Some(concurrency) = self.concurrency else {
+            return u32::MAX;
+        };
+        let by_share = share(concurrency, others).saturating_sub(flying);
+        let waiting: u32 = self
+            .flying
+            .values()
+            .fold(0, |sum, n| sum.saturating_add(*n));
+        let free = concurrency.saturating_sub(waiting);
+        let sending = others + 1;
+        let kept = match sending < self.destinations {
+            true => share(concurrency, sending),
+            false => 0,
+        };
+        let room = by_share.min(free.saturating_sub(kept));
+        match flying == 0 && free > 0 {
+            true => room.max(1),
+            false => room,
+        }
+    }
+}
+
+/// A destination's share of `concurrency` slots beside `others` sending: an equal share
+/// with them and one kept for a destination that starts to; at least one.
+fn share(concurrency: u32, others: usize) -> u32 {
+    let others = u32::try_from(others).unwrap_or(u32::MAX);
+    (concurrency / others.saturating_add(2)).max(1)
 }
 
 #[cfg(test)]
@@ -111,8 +159,10 @@ mod tests {
         assert_eq!(idle.common_room(), Some(8));
         let slow = Shares::new(16, 3, flying(&[("slow", 8)]));
         assert_eq!(slow.room(&key("slow")), Some(0));
-        // A destination that starts sending shares with the one in flight, one share free.
-        assert_eq!(slow.room(&key("fast")), Some(5));
+        // A destination that starts sending shares with the one in flight (16 / 3 = 5)
+        // but leaves the next newcomer's share free (16 / 4 = 4 of the 8 free).
+        assert_eq!(slow.share_of(&key("fast")), Some(5));
+        assert_eq!(slow.room(&key("fast")), Some(4));
         assert_eq!(slow.common_room(), Some(0));
     }
 
@@ -133,7 +183,8 @@ mod tests {
         let shares = Shares::new(16, 3, flying(&[("slow", 8), ("fast", 1)]));
         assert_eq!(shares.share_of(&key("slow")), Some(5));
         assert_eq!(shares.room(&key("slow")), Some(0));
-        assert_eq!(shares.room(&key("fast")), Some(4));
+        // 4 left of its share, but 16 / 4 = 4 of the 7 free are kept for `third`.
+        assert_eq!(shares.room(&key("fast")), Some(3));
         assert_eq!(shares.room(&key("third")), Some(4));
     }
 
@@ -149,9 +200,35 @@ mod tests {
     fn every_destination_gets_at_least_one_slot() {
         let many: Vec<(String, u32)> = (0..40).map(|n| (format!("d{n}"), 1)).collect();
         let pairs: Vec<(&str, u32)> = many.iter().map(|(n, c)| (n.as_str(), *c)).collect();
-        let shares = Shares::new(16, 41, flying(&pairs));
+        let shares = Shares::new(64, 41, flying(&pairs));
         assert_eq!(shares.share_of(&key("new")), Some(1));
         assert_eq!(shares.room(&key("new")), Some(1));
         assert_eq!(shares.room(&key("d0")), Some(0));
+    }
+
+    /// Slow destinations arriving one after another, each taking all the room it is
+    /// given and holding it: the slots run out only after about 2√concurrency of them
+    /// (30 of the default 256; before the room kept for newcomers, 3 of any number).
+    #[test]
+    fn slow_destinations_arriving_in_turn_leave_room_for_many_more() {
+        for (concurrency, at_least) in [(4, 3), (16, 5), (64, 9), (256, 30)] {
+            let mut shares = Shares::new(concurrency, 1_000, HashMap::new());
+            let mut stuck = 0;
+            loop {
+                let slow = key(&format!("slow-{stuck:03}"));
+                let room = shares.room(&slow).expect("shared");
+                if room == 0 {
+                    break;
+                }
+                shares.took(&slow, room as usize);
+                stuck += 1;
+                let taken: u32 = shares.flying.values().sum();
+                assert!(taken <= concurrency, "{concurrency} slots: {taken} taken");
+            }
+            assert!(
+                stuck >= at_least,
+                "{concurrency} slots: only {stuck} slow destinations before the next waits"
+            );
+        }
     }
 }

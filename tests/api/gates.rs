@@ -22,6 +22,8 @@ on_both_backends!(
     a_backlog_drains_at_the_configured_rate,
     a_held_or_limited_destination_does_not_hold_up_the_others,
     a_slow_destination_leaves_slots_for_the_others,
+    each_of_many_destinations_gets_its_delivery_once_when_slots_are_shared,
+    slow_destinations_arriving_in_turn_leave_a_slot_for_a_healthy_one,
 );
 
 const APP_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -89,6 +91,17 @@ async fn delivered(app: &TestApp) -> i64 {
     app.with_conn(|c| {
         deliveries::table
             .filter(deliveries::status.eq("delivered"))
+            .count()
+            .get_result(c)
+    })
+    .await
+}
+
+/// Deliveries with an attempt that ended in an error (a timeout, say).
+async fn ended(app: &TestApp) -> i64 {
+    app.with_conn(|c| {
+        deliveries::table
+            .filter(deliveries::last_error.is_not_null())
             .count()
             .get_result(c)
     })
@@ -436,17 +449,106 @@ async fn a_slow_destination_leaves_slots_for_the_others(backend: Backend) {
     })
     .await;
     assert_eq!(hanging.load(Ordering::SeqCst), 8, "half of the 16 slots");
-    let settled: i64 = app
-        .with_conn(|c| {
-            deliveries::table
-                .filter(deliveries::last_error.is_not_null())
-                .count()
-                .get_result(c)
-        })
-        .await;
     assert_eq!(
-        settled, 0,
+        ended(&app).await,
+        0,
         "no request to the hanging destination has ended yet"
     );
     slow.abort();
+}
+
+/// 600 destinations and 4 slots: no destination may take the round, so each is leased on
+/// its own — among those the database finds due, asked 500 at a time. Every destination,
+/// on either side of that boundary, gets its one delivery, once.
+async fn each_of_many_destinations_gets_its_delivery_once_when_slots_are_shared(backend: Backend) {
+    const DESTINATIONS: usize = 600;
+    let server = MockServer::start().await;
+    answering(&server, 200).await;
+    let tables: Vec<String> = (0..DESTINATIONS)
+        .map(|n| {
+            let url = format!("{}/d{n:03}", server.uri());
+            destination(&url, &name(&format!("many-{n:03}"), backend), "")
+        })
+        .collect();
+    let options = TestOptions {
+        destination: Some(tables.join("\n[[sources.destinations]]\n")),
+        delivery_concurrency: Some(4),
+        ..Default::default()
+    };
+    let app = Arc::new(spawn_app_with(backend, options).await);
+    post_facts(&app, "many", 1).await;
+    eventually("every destination's delivery", || async {
+        delivered(&app).await == i64::try_from(DESTINATIONS).expect("a count")
+    })
+    .await;
+    let_it_poll().await;
+    let requests = server.received_requests().await.unwrap_or_default();
+    let paths: std::collections::BTreeSet<String> =
+        requests.iter().map(|r| r.url.path().to_owned()).collect();
+    assert_eq!(requests.len(), DESTINATIONS, "one request per destination");
+    assert_eq!(paths.len(), DESTINATIONS, "every destination, none twice");
+    assert!(paths.contains("/d599/events") && paths.contains("/d000/events"));
+}
+
+/// `delivery.concurrency = 16` and three destinations that never answer, each with 40
+/// deliveries due, arriving one after another: each takes what it is given (8, then 4,
+/// then 1) and holds it, yet a slot stays free, so a healthy destination's first attempt
+/// goes out while every request to the three still hangs. (Each taking its whole share —
+/// 8, 5, 3 — would leave it waiting for one of theirs to time out.)
+async fn slow_destinations_arriving_in_turn_leave_a_slot_for_a_healthy_one(backend: Backend) {
+    let mut slow = Vec::new();
+    for _ in 0..3 {
+        slow.push(never_answering().await);
+    }
+    let fast = MockServer::start().await;
+    answering(&fast, 200).await;
+    let mut tables: Vec<String> = slow
+        .iter()
+        .enumerate()
+        .map(|(n, (url, _, _))| {
+            let events = format!("timeout = \"12s\"\nevents = [\"slow{n}.*\"]");
+            destination(url, &name(&format!("in-turn-{n}"), backend), &events)
+        })
+        .collect();
+    tables.push(destination(
+        &fast.uri(),
+        &name("after-three-slow", backend),
+        "events = [\"fast.*\"]",
+    ));
+    let options = TestOptions {
+        destination: Some(tables.join("\n[[sources.destinations]]\n")),
+        delivery_concurrency: Some(16),
+        ..Default::default()
+    };
+    let app = Arc::new(spawn_app_with(backend, options).await);
+    for (n, (_, hanging, _)) in slow.iter().enumerate() {
+        post_facts_of_type(&app, &format!("in-turn-{n}"), 40, &format!("slow{n}.thing")).await;
+        eventually("the slow destination to take what it is given", || async {
+            hanging.load(Ordering::SeqCst) >= 1
+        })
+        .await;
+        let_it_poll().await;
+    }
+    let taken: Vec<usize> = slow
+        .iter()
+        .map(|(_, h, _)| h.load(Ordering::SeqCst))
+        .collect();
+    assert!(
+        taken.iter().sum::<usize>() < 16,
+        "a slot is left: {taken:?}"
+    );
+
+    post_facts_of_type(&app, "after-three-slow", 1, "fast.thing").await;
+    eventually("the healthy destination's first attempt", || async {
+        received(&fast).await == 1
+    })
+    .await;
+    assert_eq!(
+        ended(&app).await,
+        0,
+        "no request to a slow destination has ended yet"
+    );
+    for (_, _, task) in slow {
+        task.abort();
+    }
 }

@@ -6,7 +6,7 @@ use super::{
 };
 use crate::db::schema::{deliveries, destination_gates};
 use crate::db::{dialect, write_transaction, DbConnection};
-use crate::delivery::outbox::{any_due, lease_scope, take, Leased, Scope, IN_PROGRESS};
+use crate::delivery::outbox::{any_due, due_among, lease_scope, take, Leased, Scope, IN_PROGRESS};
 use crate::delivery::shares::Shares;
 use chrono::{DateTime, NaiveDateTime, Utc};
 use diesel::prelude::*;
@@ -178,11 +178,12 @@ pub type Gated = (Key, GateSettings);
 /// While nothing is held back and every destination has room for a good part of the
 /// round (at least [`LEASED_TOGETHER_AT_LEAST`] rows, or all of it), every destination is
 /// leased together, oldest first, as if there were no gates, up to the smallest room.
-/// Otherwise each destination that may send is leased on its own range of the
-/// `(source, destination, status, next_attempt_at)` index — so a held backlog is never
-/// read — up to its room, taking turns at the head of the round (`turn`), and a limited
-/// one in a transaction of its own that locks its gate row. (That costs a statement per
-/// destination and round: with thousands of destinations, rounds grow long.)
+/// Otherwise the destinations that may send and have something due (found in one
+/// statement per 500) are each leased on their own range of the `(source, destination,
+/// status, next_attempt_at)` index — so a held backlog is never read — up to its room,
+/// taking turns at the head of the round (`turn`), and a limited one in a transaction of
+/// its own that locks its gate row: a statement per destination with work, not per
+/// destination configured.
 pub fn lease_round(
     conn: &mut DbConnection,
     now: DateTime<Utc>,
@@ -195,7 +196,7 @@ pub fn lease_round(
     let until = now + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::MAX);
     let mut round = Round::default();
     let (held, limited) = classify(conn, now, gated, &mut round)?;
-    let shares = shares.clone().without_held(held.len());
+    let mut shares = shares.clone().without_held(held.len());
     let together = match shares.common_room().map(i64::from) {
         None => limit,
         Some(room) if room >= limit.min(LEASED_TOGETHER_AT_LEAST) => room.min(limit),
@@ -205,10 +206,13 @@ pub fn lease_round(
         round.leased = lease_scope(conn, now, until, &Scope::All, together)?;
         return Ok(round);
     }
-    let mut order: Vec<&Gated> = gated
+    let open: Vec<&Key> = gated
         .iter()
-        .filter(|(key, _)| !held.contains(key))
+        .map(|(key, _)| key)
+        .filter(|key| !held.contains(*key))
         .collect();
+    let due = due_among(conn, now.naive_utc(), &open)?;
+    let mut order: Vec<&Gated> = gated.iter().filter(|(key, _)| due.contains(key)).collect();
     order.sort_by(|a, b| a.0.cmp(&b.0));
     if !order.is_empty() {
         let start = turn % order.len();
@@ -234,6 +238,7 @@ pub fn lease_round(
             }
         };
         left -= i64::try_from(leased.len()).unwrap_or(left);
+        shares.took(key, leased.len());
         round.leased.extend(leased);
     }
     Ok(round)
