@@ -9,7 +9,7 @@ use crate::faults::Faults;
 use crate::ingest::{Committer, Outcome};
 use crate::observability::observe;
 use crate::reload::{warn_about_schemes, Reloader};
-use crate::retention::Sweeper;
+use crate::retention::{Sweeper, SweeperHealth};
 use crate::routes::register_routes;
 use crate::state::AppState;
 use actix_web::dev::{Server, ServerHandle};
@@ -117,39 +117,8 @@ impl Application {
         return_freed_memory_periodically();
         let (stop_background, stopped) = watch::channel(false);
         let mut background = Vec::new();
-        let mut dispatcher_waker = None;
-        let mut brokers = None;
-        let mut reloaded_dispatcher = None;
-        if settings.delivery.enabled {
-            let dispatcher = Arc::new(
-                Dispatcher::new(
-                    &settings.destinations,
-                    &settings.delivery,
-                    settings.server.shutdown_grace,
-                    pool.clone(),
-                    hooks.clock.clone(),
-                )?
-                .with_faults(hooks.faults.clone()),
-            );
-            dispatcher_waker = Some(dispatcher.waker());
-            brokers = Some(dispatcher.broker_health());
-            // In the background: an unreachable broker is logged, never a reason not to
-            // serve webhooks.
-            let probing = dispatcher.clone();
-            tokio::spawn(async move { probing.probe_brokers().await });
-            reloaded_dispatcher = Some(dispatcher.clone());
-            background.push(tokio::spawn(dispatcher.run(stopped.clone())));
-        }
-        let mut sweeper_health = None;
-        if settings.retention.sweeper {
-            let sweeper = Arc::new(Sweeper::new(
-                pool.clone(),
-                hooks.clock.clone(),
-                settings.retention.clone(),
-            ));
-            sweeper_health = Some(sweeper.health());
-            background.push(tokio::spawn(sweeper.run(stopped.clone())));
-        }
+        let dispatcher = start_dispatcher(&settings, &pool, &hooks, &stopped, &mut background)?;
+        let sweeper_health = start_sweeper(&settings, &pool, &hooks, &stopped, &mut background);
         let stopped_console = stopped;
         let checkpointer = db::Checkpointer::start(&settings.database)
             .context("cannot start the checkpoint thread")?;
@@ -160,7 +129,7 @@ impl Application {
         let reloader = Arc::new(Reloader::new(
             reload_from,
             live.clone(),
-            reloaded_dispatcher,
+            dispatcher.clone(),
             Some(pool.clone()),
             &alerted_outcomes(),
         ));
@@ -172,8 +141,8 @@ impl Application {
             faults: hooks.faults,
             committer,
             checkpointer,
-            dispatcher_waker,
-            brokers,
+            dispatcher_waker: dispatcher.as_ref().map(|d| d.waker()),
+            brokers: dispatcher.as_ref().map(|d| d.broker_health()),
             sweeper: sweeper_health,
             traffic: Default::default(),
             sign_in: Default::default(),
@@ -349,4 +318,52 @@ fn alerted_outcomes() -> [&'static str; 3] {
         Outcome::DuplicateAfterExpiry.as_str(),
         Reason::FingerprintMismatch.code(),
     ]
+}
+
+/// The dispatcher, when this instance delivers: it probes its brokers in the background
+/// (an unreachable broker is logged, never a reason not to serve webhooks) and runs until
+/// `stopped`.
+fn start_dispatcher(
+    settings: &Settings,
+    pool: &DbPool,
+    hooks: &Hooks,
+    stopped: &watch::Receiver<bool>,
+    background: &mut Vec<JoinHandle<()>>,
+) -> anyhow::Result<Option<Arc<Dispatcher>>> {
+    if !settings.delivery.enabled {
+        return Ok(None);
+    }
+    let dispatcher = Dispatcher::new(
+        &settings.destinations,
+        &settings.delivery,
+        settings.server.shutdown_grace,
+        pool.clone(),
+        hooks.clock.clone(),
+    )?;
+    let dispatcher = Arc::new(dispatcher.with_faults(hooks.faults.clone()));
+    let probing = dispatcher.clone();
+    tokio::spawn(async move { probing.probe_brokers().await });
+    background.push(tokio::spawn(dispatcher.clone().run(stopped.clone())));
+    Ok(Some(dispatcher))
+}
+
+/// The sweeper, when this instance sweeps, running until `stopped`: its health.
+fn start_sweeper(
+    settings: &Settings,
+    pool: &DbPool,
+    hooks: &Hooks,
+    stopped: &watch::Receiver<bool>,
+    background: &mut Vec<JoinHandle<()>>,
+) -> Option<SweeperHealth> {
+    if !settings.retention.sweeper {
+        return None;
+    }
+    let sweeper = Arc::new(Sweeper::new(
+        pool.clone(),
+        hooks.clock.clone(),
+        settings.retention.clone(),
+    ));
+    let health = sweeper.health();
+    background.push(tokio::spawn(sweeper.run(stopped.clone())));
+    Some(health)
 }
