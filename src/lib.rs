@@ -22,6 +22,7 @@ pub mod ledger;
 pub mod observability;
 pub mod operator;
 pub mod provider;
+pub mod receive;
 pub mod reload;
 pub mod retention;
 pub mod routes;

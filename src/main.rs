@@ -1,7 +1,7 @@
 //! The `inlet` command line: parse arguments, call into the library.
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use inlet::cli::{AdminClient, ReplaySelection};
 use inlet::config::{LiveSettings, Settings};
 use inlet::delivery::{Dispatcher, Settled};
@@ -13,10 +13,13 @@ use inlet::signature::EventToSign;
 use inlet::startup::{open_database, open_serving_database, Application, Hooks};
 use std::path::PathBuf;
 
+/// `inlet --version`: the version and the commit built from.
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("INLET_COMMIT"), ")");
+
 #[derive(Parser)]
 #[command(
     name = "inlet",
-    version,
+    version = VERSION,
     about = "Webhook ingestion with exactly-once effects"
 )]
 struct Cli {
@@ -123,6 +126,27 @@ enum Command {
         event: EventArgs,
         #[command(flatten)]
         key: PrivateKeyArg,
+    },
+    /// A sample application to deliver to (the quickstart's last step): verifies each
+    /// delivery's Standard Webhooks signature and prints it, until Ctrl-C.
+    Receive {
+        /// Where to listen (HOST:PORT).
+        #[arg(long, default_value = "127.0.0.1:9000")]
+        bind: String,
+        /// A destination's secret to verify with: whsec_…, env:NAME or file:PATH (prefer
+        /// the last two); repeat for several. Default: the secrets of this
+        /// configuration's destinations on --bind.
+        #[arg(long = "secret")]
+        secrets: Vec<String>,
+    },
+    /// Print the shell completion script for SHELL (bash, zsh, fish, elvish, powershell).
+    Completions { shell: clap_complete::Shell },
+    /// Print inlet(1) as roff, or write one page per command (inlet.1, inlet-serve.1, …)
+    /// into --dir.
+    Man {
+        /// The directory to write the pages into (created when missing).
+        #[arg(long)]
+        dir: Option<PathBuf>,
     },
     /// Sign a body as the source's provider would and POST it to Inlet.
     Send {
@@ -444,8 +468,42 @@ async fn main() -> anyhow::Result<()> {
             print_answer(client.post("/admin/reload", &serde_json::json!({})).await?);
             Ok(())
         }
+        Command::Receive { bind, secrets } => receive(&bind, secrets, &config).await,
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "inlet", &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Man { dir } => man(dir),
         command => run_locally(command, &config).await,
     }
+}
+
+/// `inlet man`: inlet(1) on stdout, or every command's page into `dir`.
+fn man(dir: Option<PathBuf>) -> anyhow::Result<()> {
+    match dir {
+        None => clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout())?,
+        Some(dir) => {
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            clap_mangen::generate_to(Cli::command(), &dir)?;
+        }
+    }
+    Ok(())
+}
+
+/// `inlet receive`: the secrets given, or else those of the configuration's destinations
+/// on `bind`.
+async fn receive(bind: &str, secrets: Vec<String>, config: &std::path::Path) -> anyhow::Result<()> {
+    let secrets = match secrets.is_empty() {
+        true => inlet::receive::secrets_for(&load_settings(config), bind)?,
+        false => secrets
+            .iter()
+            .map(|reference| {
+                Secret::resolve(reference).map_err(|m| anyhow::anyhow!("--secret: {m}"))
+            })
+            .collect::<anyhow::Result<_>>()?,
+    };
+    inlet::receive::run_receiver(bind, secrets).await
 }
 
 /// The configuration, or exit 2 with the reason (the audit's table spans lines).
@@ -507,17 +565,35 @@ async fn run_locally(command: Command, config: &std::path::Path) -> anyhow::Resu
         Command::Events { .. }
         | Command::Replay { .. }
         | Command::Deadletters { .. }
-        | Command::Reload { .. } => {
-            unreachable!("operator commands are dispatched before the configuration is read")
+        | Command::Reload { .. }
+        | Command::Receive { .. }
+        | Command::Completions { .. }
+        | Command::Man { .. } => {
+            unreachable!("dispatched before the configuration is read")
         }
     }
 }
 
 async fn serve(settings: Settings, config: &std::path::Path) -> anyhow::Result<()> {
+    let names: Vec<String> = settings
+        .sources
+        .iter()
+        .map(|s| s.name.to_string())
+        .collect();
+    let host = settings
+        .server
+        .bind
+        .rsplit_once(':')
+        .map_or("127.0.0.1", |(h, _)| h)
+        .to_owned();
+    let console = settings.console.enabled && settings.console.bind.is_none();
     let app =
         Application::build_reloadable(settings, Hooks::default(), Some(config.to_owned())).await?;
     tokio::spawn(reload_on_hangup(app.reloader()));
     tracing::info!(port = app.port(), "inlet is listening");
+    for (what, url) in inlet::startup::listening_urls(&names, &host, app.port(), console) {
+        tracing::info!(%url, "{what}");
+    }
     app.run_until_stopped().await?;
     tracing::info!("inlet stopped");
     Ok(())

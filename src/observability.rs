@@ -331,12 +331,18 @@ fn describe() {
     );
     describe_gauge!(
         "inlet_build_info",
-        "Always 1; the version label says which build runs"
+        "Always 1; the version and commit labels say which build runs"
     );
-    metrics::gauge!("inlet_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+    record_build_info();
     // Exported from the start: `increase()` needs the 0 before the first timeout to see it.
     metrics::counter!("inlet_db_pool_timeouts_total").increment(0);
     metrics::counter!("inlet_ingest_group_retries_total").increment(0);
+}
+
+/// `inlet_build_info`: the version and the commit `inlet --version` names.
+fn record_build_info() {
+    let (version, commit) = (env!("CARGO_PKG_VERSION"), env!("INLET_COMMIT"));
+    metrics::gauge!("inlet_build_info", "version" => version, "commit" => commit).set(1.0);
 }
 
 /// `inlet_http_protocol_errors_total`, every kind exported from 0.

@@ -367,3 +367,38 @@ fn start_sweeper(
     background.push(tokio::spawn(sweeper.run(stopped.clone())));
     Some(health)
 }
+
+/// Sources listed by name in the startup log; the rest are counted.
+const SOURCES_LOGGED: usize = 20;
+
+/// What `inlet serve` logs once it listens on `port`: each source's webhook URL (the
+/// first [`SOURCES_LOGGED`]), the metrics and, when it is on the main listener, the
+/// console. `host` is the configured bind address's (a wildcard is shown as it is).
+pub fn listening_urls(
+    sources: &[String],
+    host: &str,
+    port: u16,
+    console: bool,
+) -> Vec<(String, String)> {
+    let base = format!("http://{host}:{port}");
+    let mut urls: Vec<(String, String)> = sources
+        .iter()
+        .take(SOURCES_LOGGED)
+        .map(|name| {
+            let what = format!("source {name}: register this webhook URL (behind your proxy)");
+            (what, format!("{base}/webhooks/{name}"))
+        })
+        .collect();
+    if sources.len() > SOURCES_LOGGED {
+        let more = sources.len() - SOURCES_LOGGED;
+        urls.push((
+            format!("and {more} more sources"),
+            format!("{base}/webhooks/…"),
+        ));
+    }
+    urls.push(("metrics (Prometheus)".to_owned(), format!("{base}/metrics")));
+    if console {
+        urls.push(("console".to_owned(), format!("{base}/console")));
+    }
+    urls
+}

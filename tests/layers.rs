@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 /// Top to bottom. A module may import its own layer and every layer below it.
 const LAYERS: &[&[&str]] = &[
-    &["main", "cli", "bench"],
+    &["main", "cli", "bench", "receive"],
     &["startup", "routes", "state", "reload"],
     &["config"],
     &["operator", "ingest", "delivery", "retention"],

@@ -232,6 +232,67 @@ fn an_hmac_source_must_state_its_horizon() {
     assert!(inlet(&stated, &["check-config"]).status.success());
 }
 
+/// `inlet --version` names the version and the commit the binary was built from.
+#[test]
+fn the_version_names_the_commit_it_was_built_from() {
+    let output = inlet(STRIPE, &["--version"]);
+    let stdout = text(&output.stdout);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let version = env!("CARGO_PKG_VERSION");
+    assert!(
+        stdout.starts_with(&format!("inlet {version} (")),
+        "{stdout}"
+    );
+    let git = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output();
+    match git {
+        Ok(git) if git.status.success() && std::env::var_os("INLET_COMMIT").is_none() => {
+            let commit = text(&git.stdout);
+            assert!(
+                stdout.contains(&format!("({})", commit.trim())),
+                "{stdout} vs {commit}"
+            );
+        }
+        // Not a checkout (or a commit given at build time): a commit is still named.
+        _ => assert!(stdout.trim_end().ends_with(')'), "{stdout}"),
+    }
+}
+
+/// Completions and man pages come from the command definitions, every command included.
+#[test]
+fn completions_and_man_pages_name_every_command() {
+    let bash = inlet(STRIPE, &["completions", "bash"]);
+    let script = text(&bash.stdout);
+    assert!(bash.status.success(), "{}", text(&bash.stderr));
+    for command in ["serve", "receive", "check-config", "deadletters"] {
+        assert!(
+            script.contains(command),
+            "{command} missing from the bash completions"
+        );
+    }
+    let zsh = inlet(STRIPE, &["completions", "zsh"]);
+    assert!(
+        text(&zsh.stdout).starts_with("#compdef inlet"),
+        "{}",
+        text(&zsh.stdout)
+    );
+
+    let page = inlet(STRIPE, &["man"]);
+    let roff = text(&page.stdout);
+    assert!(page.status.success(), "{}", text(&page.stderr));
+    assert!(roff.contains(".TH inlet 1"), "{roff}");
+    let dir = std::env::temp_dir().join(format!("inlet-man-{}", std::process::id()));
+    let written = inlet(STRIPE, &["man", "--dir", &dir.display().to_string()]);
+    assert!(written.status.success(), "{}", text(&written.stderr));
+    for page in ["inlet.1", "inlet-serve.1", "inlet-receive.1"] {
+        let roff = std::fs::read_to_string(dir.join(page)).unwrap_or_default();
+        assert!(roff.contains(".TH"), "{page}: {roff}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `examples/inlet.toml` is valid and runs SQLite with its measured pool size.
 #[test]
 fn the_example_configuration_is_valid() {

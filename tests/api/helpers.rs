@@ -612,8 +612,13 @@ pub fn start_process(config: &std::path::Path) -> Process {
     start_process_reading_logs(config, true)
 }
 
-/// Starts `inlet serve` and, after its port, reads its logs on (`drain`) or never again.
-pub fn start_process_reading_logs(config: &std::path::Path, drain: bool) -> Process {
+/// `inlet serve` with `config`, logging JSON lines at `info`: the child and its log lines.
+pub fn serve_logging_json(
+    config: &std::path::Path,
+) -> (
+    std::process::Child,
+    std::io::Lines<BufReader<std::process::ChildStdout>>,
+) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_inlet"))
         .args(["--log-format", "json", "serve", "--config"])
         .arg(config)
@@ -623,7 +628,12 @@ pub fn start_process_reading_logs(config: &std::path::Path, drain: bool) -> Proc
         .spawn()
         .expect("start inlet");
     let stdout = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
+    (child, BufReader::new(stdout).lines())
+}
+
+/// Starts `inlet serve` and, after its port, reads its logs on (`drain`) or never again.
+pub fn start_process_reading_logs(config: &std::path::Path, drain: bool) -> Process {
+    let (child, mut lines) = serve_logging_json(config);
     let port = loop {
         let line = lines
             .next()

@@ -16,6 +16,7 @@ mod lifecycle;
 mod observability;
 mod operator;
 mod providers;
+mod quickstart;
 mod reload;
 mod replay;
 mod retention;

@@ -215,6 +215,15 @@ async fn metrics_parse_and_show_no_secret_or_event_id(backend: Backend) {
     ] {
         assert!(names.contains(expected), "{expected} missing from /metrics");
     }
+    let build = scrape
+        .samples
+        .iter()
+        .find(|s| s.metric == "inlet_build_info");
+    let labels = build.map(|s| (s.labels.get("version"), s.labels.get("commit")));
+    assert!(
+        matches!(labels, Some((Some(v), Some(c))) if v == env!("CARGO_PKG_VERSION") && !c.is_empty()),
+        "inlet_build_info names its version and commit: {labels:?}"
+    );
     for histogram in [
         "inlet_http_request_duration_seconds",
         "inlet_ingest_duration_seconds",
