@@ -49,7 +49,7 @@ use gates::{Health, Observation};
 use sender::{tls_connector, Clients};
 use settler::Settler;
 use shares::Shares;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use tokio::sync::{watch, Notify, Semaphore};
@@ -410,7 +410,9 @@ impl Dispatcher {
         let now = self.clock.now();
         let lease = self.lease;
         let gated = self.gated();
-        let shares = Shares::new(self.concurrency, gated.len(), lock(&self.flying).clone());
+        let configured: HashSet<&(String, String)> = gated.iter().map(|(key, _)| key).collect();
+        let shares = Shares::new(self.concurrency, gated.len(), lock(&self.flying).clone())
+            .set_aside(|key| !configured.contains(key));
         let turn = self
             .turns
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -17,7 +17,7 @@
 //! and the same for all. The explicit cap across instances stays `max_in_flight`; this is
 //! per instance, by default.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// `(source, destination)`.
 type Key = (String, String);
@@ -31,6 +31,8 @@ pub struct Shares {
     destinations: usize,
     /// Deliveries waiting for each destination's answer.
     flying: HashMap<Key, u32>,
+    /// Deliveries waiting for destinations set aside (see [`Shares::set_aside`]).
+    elsewhere: u32,
 }
 
 impl Shares {
@@ -42,19 +44,32 @@ impl Shares {
             concurrency: (destinations > 1).then_some(concurrency.max(1)),
             destinations,
             flying,
+            elsewhere: 0,
         }
     }
 
-    /// The shares when `held` of the configured destinations can take no slot this round
-    /// (an open breaker): they are no destination to keep room for, so a destination
-    /// whose only company is held has every slot.
-    pub fn without_held(self, held: usize) -> Self {
-        let destinations = self.destinations.saturating_sub(held);
+    /// The shares when `held` configured destinations can take no slot this round (an
+    /// open breaker): they are no destination to keep room for, so a destination whose
+    /// only company is held has every slot; what they still have out fills slots.
+    pub fn without_held(self, held: &HashSet<Key>) -> Self {
+        let destinations = self.destinations.saturating_sub(held.len());
         Self {
             concurrency: self.concurrency.filter(|_| destinations > 1),
             destinations,
             ..self
         }
+        .set_aside(|key| held.contains(key))
+    }
+
+    /// Sets the destinations `aside` picks apart from those that share: held by an open
+    /// breaker, or no longer configured (removed by a reload, deliveries still out).
+    /// Their deliveries still fill slots, but they are no destination to share with.
+    pub fn set_aside(mut self, aside: impl Fn(&Key) -> bool) -> Self {
+        let (apart, sharing): (HashMap<Key, u32>, HashMap<Key, u32>) =
+            self.flying.into_iter().partition(|(key, _)| aside(key));
+        self.elsewhere = (apart.values()).fold(self.elsewhere, |sum, n| sum.saturating_add(*n));
+        self.flying = sharing;
+        self
     }
 
     /// The slots `key` may hold now (`None`: no limit).
@@ -109,10 +124,7 @@ impl Shares {
             return u32::MAX;
         };
         let by_share = share(concurrency, others).saturating_sub(flying);
-        let waiting: u32 = self
-            .flying
-            .values()
-            .fold(0, |sum, n| sum.saturating_add(*n));
+        let waiting = (self.flying.values()).fold(self.elsewhere, |sum, n| sum.saturating_add(*n));
         let free = concurrency.saturating_sub(waiting);
         let sending = others + 1;
         let kept = match sending < self.destinations {
@@ -190,10 +202,34 @@ mod tests {
 
     #[test]
     fn a_destination_whose_only_company_is_held_has_every_slot() {
-        let shares = Shares::new(16, 2, flying(&[("a", 12)])).without_held(1);
+        let held: HashSet<Key> = [key("h")].into();
+        let shares = Shares::new(16, 2, flying(&[("a", 12)])).without_held(&held);
         assert_eq!(shares.room(&key("a")), None);
-        let three = Shares::new(16, 3, flying(&[("a", 8)])).without_held(1);
+        let three = Shares::new(16, 3, flying(&[("a", 8)])).without_held(&held);
         assert_eq!(three.room(&key("a")), Some(0));
+    }
+
+    /// A held or removed destination's deliveries still out fill slots, but it is no
+    /// sender: the room kept for a newcomer does not count it, and what may be leased
+    /// together never exceeds any destination's room.
+    #[test]
+    fn deliveries_set_aside_fill_slots_but_share_nothing() {
+        let gone = |k: &Key| k == &key("removed");
+        let shares = Shares::new(256, 2, flying(&[("a", 10), ("removed", 10)])).set_aside(gone);
+        assert_eq!(
+            shares.room(&key("b")),
+            Some(85),
+            "256 / 3: a is b's only company"
+        );
+        assert!(shares.common_room() <= shares.room(&key("b")));
+        assert!(shares.common_room() <= shares.room(&key("a")));
+        let full = Shares::new(16, 3, flying(&[("a", 2), ("held", 14)]))
+            .without_held(&[key("held")].into());
+        assert_eq!(
+            full.room(&key("b")),
+            Some(0),
+            "the held destination's 14 fill slots"
+        );
     }
 
     #[test]

@@ -196,7 +196,7 @@ pub fn lease_round(
     let until = now + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::MAX);
     let mut round = Round::default();
     let (held, limited) = classify(conn, now, gated, &mut round)?;
-    let mut shares = shares.clone().without_held(held.len());
+    let mut shares = shares.clone().without_held(&held);
     let together = match shares.common_room().map(i64::from) {
         None => limit,
         Some(room) if room >= limit.min(LEASED_TOGETHER_AT_LEAST) => room.min(limit),
@@ -206,18 +206,20 @@ pub fn lease_round(
         round.leased = lease_scope(conn, now, until, &Scope::All, together)?;
         return Ok(round);
     }
-    let open: Vec<&Key> = gated
+    // Turns are taken in the order of every open destination, so that who goes first
+    // does not depend on which of them happen to be due.
+    let mut order: Vec<&Gated> = gated
         .iter()
-        .map(|(key, _)| key)
-        .filter(|key| !held.contains(*key))
+        .filter(|(key, _)| !held.contains(key))
         .collect();
-    let due = due_among(conn, now.naive_utc(), &open)?;
-    let mut order: Vec<&Gated> = gated.iter().filter(|(key, _)| due.contains(key)).collect();
     order.sort_by(|a, b| a.0.cmp(&b.0));
     if !order.is_empty() {
         let start = turn % order.len();
         order.rotate_left(start);
     }
+    let open: Vec<&Key> = order.iter().map(|(key, _)| key).collect();
+    let due = due_among(conn, now.naive_utc(), &open)?;
+    order.retain(|(key, _)| due.contains(key));
     let mut left = limit;
     for gate_of in order {
         if left <= 0 {
