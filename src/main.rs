@@ -499,7 +499,11 @@ async fn receive(bind: &str, secrets: Vec<String>, config: &std::path::Path) -> 
         false => secrets
             .iter()
             .map(|reference| {
-                Secret::resolve(reference).map_err(|m| anyhow::anyhow!("--secret: {m}"))
+                let secret =
+                    Secret::resolve(reference).map_err(|m| anyhow::anyhow!("--secret: {m}"))?;
+                inlet::signature::check_standard_secret(&secret)
+                    .map_err(|m| anyhow::anyhow!("--secret: {m}"))?;
+                Ok(secret)
             })
             .collect::<anyhow::Result<_>>()?,
     };

@@ -16,8 +16,11 @@ use std::time::Duration;
 
 /// How far a delivery's signed timestamp may be from now (Standard Webhooks' advice).
 const TOLERANCE: Duration = Duration::from_secs(300);
-/// The largest delivery body read.
-const MAX_BODY: usize = 16 * 1024 * 1024;
+/// The largest delivery body read (Inlet's default `server.max_body_bytes`).
+const MAX_BODY: usize = 1024 * 1024;
+/// Connections served at once: each may hold a body of up to [`MAX_BODY`] before its
+/// signature is checked.
+const MAX_CONNECTIONS: usize = 256;
 /// The most characters of a header value printed.
 const MAX_PRINTED: usize = 200;
 /// Delivery keys remembered to tell a repeat; past this many the memory starts afresh.
@@ -40,9 +43,11 @@ impl Receiver {
     }
 }
 
-/// What a delivery says of itself in Inlet's headers, ready to print.
+/// What a delivery says of itself, ready to print. The key is the signed `webhook-id`
+/// (Inlet sends the delivery key there and in `Idempotency-Key`); source, event id, type
+/// and attempt come from Inlet's own headers, which the signature does not cover.
 struct Delivery {
-    key: String,
+    key: Option<String>,
     line: String,
 }
 
@@ -54,9 +59,14 @@ impl Delivery {
                 .get(name)
                 .map_or_else(|| "-".to_owned(), |value| printable(value.as_bytes()))
         };
-        let key = header("idempotency-key");
+        let key = request
+            .headers()
+            .get("webhook-id")
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned);
         let line = format!(
-            "key={key} source={} event={} type={} attempt={}",
+            "key={} source={} event={} type={} attempt={}",
+            header("webhook-id"),
             header("inlet-source"),
             header("inlet-event-id"),
             header("inlet-event-type"),
@@ -64,15 +74,38 @@ impl Delivery {
         );
         Self { key, line }
     }
+
+    /// Why a delivery whose signature verified is still not one Inlet sent: its
+    /// `Idempotency-Key` (what an application deduplicates on) is not the signed key.
+    fn unsigned_key(&self, request: &HttpRequest) -> Option<String> {
+        let idempotency_key = request
+            .headers()
+            .get("idempotency-key")
+            .map(|v| v.as_bytes());
+        (idempotency_key != self.key.as_deref().map(str::as_bytes)).then(|| {
+            "its Idempotency-Key is not its signed webhook-id: a copy re-labelled".to_owned()
+        })
+    }
 }
 
-/// A header value as printable text: no control characters, at most [`MAX_PRINTED`].
+/// A header value as printable text: control, format (bidi, zero-width) and space
+/// characters escaped, so a value can neither move the cursor nor pass for another field;
+/// at most [`MAX_PRINTED`] characters.
 fn printable(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes)
         .chars()
         .take(MAX_PRINTED)
-        .map(|c| if c.is_control() { '?' } else { c })
+        .flat_map(|c| match c.is_ascii_graphic() {
+            true => vec![c],
+            false => c.escape_unicode().collect(),
+        })
         .collect()
+}
+
+/// Writes one line to stdout; a closed or full stdout is not the sender's problem.
+fn say(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout().lock(), "{line}");
 }
 
 async fn receive(
@@ -86,17 +119,25 @@ async fn receive(
         tolerance: TOLERANCE,
     };
     let unverified = Unverified::new(request.headers(), &body);
-    match Standard.verify(unverified, keys, Utc::now()) {
-        Ok(_) => {
-            let repeat = match receiver.seen_before(&delivery.key) {
+    let verdict = match Standard.verify(unverified, keys, Utc::now()) {
+        Err(error) => Err(error.to_string()),
+        Ok(_) => match (&delivery.key, delivery.unsigned_key(&request)) {
+            (Some(key), None) => Ok(key.clone()),
+            (_, Some(reason)) => Err(reason),
+            (None, None) => Err("its webhook-id is not text".to_owned()),
+        },
+    };
+    match verdict {
+        Ok(key) => {
+            let repeat = match receiver.seen_before(&key) {
                 true => " (seen before: a retry or a replay, to apply once)",
                 false => "",
             };
-            println!("delivered  {}{repeat}", delivery.line);
+            say(&format!("delivered  {}{repeat}", delivery.line));
             HttpResponse::Ok().finish()
         }
-        Err(error) => {
-            println!("REFUSED    {}: {error}", delivery.line);
+        Err(reason) => {
+            say(&format!("REFUSED    {}: {reason}", delivery.line));
             HttpResponse::Unauthorized()
                 .content_type("application/problem+json")
                 .body(
@@ -104,7 +145,7 @@ async fn receive(
                         "type": "about:blank",
                         "title": "the delivery's signature does not verify",
                         "status": 401,
-                        "detail": error.to_string(),
+                        "detail": reason,
                     })
                     .to_string(),
                 )
@@ -163,13 +204,14 @@ pub async fn run_receiver(bind: &str, secrets: Vec<Secret>) -> anyhow::Result<()
             .default_service(web::to(receive))
     })
     .workers(1)
+    .max_connections(MAX_CONNECTIONS)
     .bind(bind)?;
     for address in server.addrs() {
-        println!(
+        say(&format!(
             "receiving deliveries on http://{address} (any path), verifying their \
              signatures with {count} secret{}",
             if count == 1 { "" } else { "s" }
-        );
+        ));
     }
     server.run().await?;
     Ok(())
@@ -219,11 +261,20 @@ mod tests {
         );
         let forged = call_service(&app, post(&signed, br#"{"id":"evt_2"}"#)).await;
         assert_eq!(forged.status(), 401);
+        // A captured delivery re-sent under another (unsigned) Idempotency-Key.
+        let mut relabelled = signed.clone();
+        relabelled.retain(|(name, _)| name != "Idempotency-Key");
+        relabelled.push(("Idempotency-Key".to_owned(), "stripe:evt_9".to_owned()));
+        let copy = call_service(&app, post(&relabelled, body)).await;
+        assert_eq!(copy.status(), 401);
+        assert!(!receiver.seen_before("stripe:evt_9"), "never counted");
     }
 
     #[test]
-    fn printed_headers_carry_no_control_characters() {
-        assert_eq!(printable(b"a\x1b[31mb\n"), "a?[31mb?");
+    fn printed_headers_can_neither_move_the_cursor_nor_forge_a_field() {
+        assert_eq!(printable(b"a\x1b[31mb\n"), "a\\u{1b}[31mb\\u{a}");
+        assert_eq!(printable(b"x source=evil"), "x\\u{20}source=evil");
+        assert_eq!(printable("\u{202e}".as_bytes()), "\\u{202e}");
         assert_eq!(printable(&[b'x'; 500]).len(), MAX_PRINTED);
     }
 }

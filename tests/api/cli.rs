@@ -293,6 +293,20 @@ fn completions_and_man_pages_name_every_command() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `inlet receive` refuses a secret it could not trust, as a destination's is refused.
+#[test]
+fn receive_refuses_a_weak_secret() {
+    for weak in ["whsec_", "hunter2"] {
+        let output = inlet(
+            STRIPE,
+            &["receive", "--bind", "127.0.0.1:0", "--secret", weak],
+        );
+        let stderr = text(&output.stderr);
+        assert!(!output.status.success(), "{weak} accepted");
+        assert!(stderr.contains("--secret"), "{weak}: {stderr}");
+    }
+}
+
 /// `examples/inlet.toml` is valid and runs SQLite with its measured pool size.
 #[test]
 fn the_example_configuration_is_valid() {
