@@ -115,9 +115,11 @@ async fn sigterm_under_load_loses_nothing_and_a_restart_carries_on(backend: Back
         held.push(HeldRequest::open(process.port, &format!("evt_term_held_{n}")).await);
     }
     sigterm(&process);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let finishing: Vec<_> = held.into_iter().map(|r| tokio::spawn(r.finish())).collect();
     let mut finished = Vec::new();
-    for request in held {
-        finished.push(request.finish().await);
+    for request in finishing {
+        finished.push(request.await.expect("a held request"));
     }
     assert_eq!(
         finished, [200; 4],
@@ -225,7 +227,14 @@ struct HeldRequest {
 }
 
 impl HeldRequest {
+    /// Opens the request, or panics when Inlet does not answer `100 Continue` in 10 s.
     async fn open(port: u16, event_id: &str) -> Self {
+        tokio::time::timeout(Duration::from_secs(10), Self::open_now(port, event_id))
+            .await
+            .expect("Inlet answers 100 Continue within 10 s")
+    }
+
+    async fn open_now(port: u16, event_id: &str) -> Self {
         let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await
             .expect("connect");
@@ -257,21 +266,27 @@ impl HeldRequest {
         Self { stream, body }
     }
 
+    /// Sends the body: the answer's status, or 0 when none comes within 10 s.
     async fn finish(mut self) -> u16 {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        self.stream
-            .get_mut()
-            .write_all(&self.body)
+        let answer = async {
+            self.stream.get_mut().write_all(&self.body).await.ok()?;
+            Some(read_status(&mut self.stream).await)
+        };
+        tokio::time::timeout(Duration::from_secs(10), answer)
             .await
-            .expect("send the body");
-        read_status(&mut self.stream).await
+            .ok()
+            .flatten()
+            .unwrap_or(0)
     }
 }
 
-/// Reads one response: its status (its body is read and dropped).
+/// Reads one response: its status (its body is read and dropped), or 0 when the
+/// connection fails first.
 async fn read_status(stream: &mut tokio::io::BufReader<tokio::net::TcpStream>) -> u16 {
     let mut line = String::new();
-    stream.read_line(&mut line).await.expect("a status line");
+    if stream.read_line(&mut line).await.is_err() {
+        return 0;
+    }
     let status = line
         .split_whitespace()
         .nth(1)
@@ -280,7 +295,9 @@ async fn read_status(stream: &mut tokio::io::BufReader<tokio::net::TcpStream>) -
     let mut length = 0;
     loop {
         let mut header = String::new();
-        stream.read_line(&mut header).await.expect("a header");
+        if stream.read_line(&mut header).await.is_err() {
+            return 0;
+        }
         let header = header.trim_end();
         if header.is_empty() {
             break;
@@ -292,7 +309,9 @@ async fn read_status(stream: &mut tokio::io::BufReader<tokio::net::TcpStream>) -
         }
     }
     let mut body = vec![0; length];
-    stream.read_exact(&mut body).await.expect("the body");
+    if stream.read_exact(&mut body).await.is_err() {
+        return 0;
+    }
     status
 }
 
