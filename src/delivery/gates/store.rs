@@ -206,22 +206,8 @@ pub fn lease_round(
         round.leased = lease_scope(conn, now, until, &Scope::All, together)?;
         return Ok(round);
     }
-    // Turns are taken in the order of every open destination, so that who goes first
-    // does not depend on which of them happen to be due.
-    let mut order: Vec<&Gated> = gated
-        .iter()
-        .filter(|(key, _)| !held.contains(key))
-        .collect();
-    order.sort_by(|a, b| a.0.cmp(&b.0));
-    if !order.is_empty() {
-        let start = turn % order.len();
-        order.rotate_left(start);
-    }
-    let open: Vec<&Key> = order.iter().map(|(key, _)| key).collect();
-    let due = due_among(conn, now.naive_utc(), &open)?;
-    order.retain(|(key, _)| due.contains(key));
     let mut left = limit;
-    for gate_of in order {
+    for gate_of in turn_order(conn, now, gated, &held, turn)? {
         if left <= 0 {
             break;
         }
@@ -244,6 +230,31 @@ pub fn lease_round(
         round.leased.extend(leased);
     }
     Ok(round)
+}
+
+/// The destinations not `held` that have something due, in this round's order: every
+/// open destination's, by key, rotated by `turn` — so who goes first does not depend on
+/// which of them happen to be due.
+fn turn_order<'g>(
+    conn: &mut DbConnection,
+    now: DateTime<Utc>,
+    gated: &'g [Gated],
+    held: &HashSet<Key>,
+    turn: usize,
+) -> QueryResult<Vec<&'g Gated>> {
+    let mut order: Vec<&Gated> = gated
+        .iter()
+        .filter(|(key, _)| !held.contains(key))
+        .collect();
+    order.sort_by(|a, b| a.0.cmp(&b.0));
+    if !order.is_empty() {
+        let start = turn % order.len();
+        order.rotate_left(start);
+    }
+    let open: Vec<&Key> = order.iter().map(|(key, _)| key).collect();
+    let due = due_among(conn, now.naive_utc(), &open)?;
+    order.retain(|(key, _)| due.contains(key));
+    Ok(order)
 }
 
 /// Reads the gates (unlocked) and sorts the destinations: those an open breaker holds,
