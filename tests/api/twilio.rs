@@ -15,6 +15,7 @@ on_both_backends!(
     twilio_json_bodies_are_signed_through_their_hash,
     twilio_every_body_that_reads_as_the_signed_parameters_is_one_event,
     twilio_a_copy_whose_status_absorbs_its_neighbours_has_no_effect_even_after_expiry,
+    twilio_a_copy_whose_status_absorbs_a_control_character_is_refused_and_adds_nothing,
 );
 
 const AUTH_TOKEN: &str = "twilio-auth-token-current-0123456789";
@@ -282,5 +283,49 @@ async fn twilio_a_copy_whose_status_absorbs_its_neighbours_has_no_effect_even_af
         app.count_deliveries().await,
         swept,
         "no second delivery, however the copy is split"
+    );
+}
+
+/// The chaos fuzzer's find: when the parameter a copy's `MessageStatus` absorbs ends in a
+/// newline, the copy's status is no storable event type. It reads as the signed
+/// parameters, so its signature verifies, but its own reading is refused (`400
+/// invalid_event_type`) and it adds no event, fact or delivery.
+async fn twilio_a_copy_whose_status_absorbs_a_control_character_is_refused_and_adds_nothing(
+    backend: Backend,
+) {
+    let app = spawn_with_twilio(backend).await;
+    let body = form(&[
+        ("SmsSid", "SM0007\n"),
+        ("MessageStatus", "queued"),
+        ("MessageSid", "SM0007"),
+        ("AccountSid", "AC0123456789abcdef0123456789abcdef"),
+    ]);
+    let headers = sign(&app, &body, AUTH_TOKEN);
+    let first = app.post_webhook("twilio", &body, &headers).await;
+    assert_eq!(first.json()["outcome"], "accepted", "{}", first.text());
+    let facts = app.count_facts().await;
+    let absorbing = "AccountSid=AC0123456789abcdef0123456789abcdef&MessageSid=SM0007\
+                     &MessageStatus=queuedSmsSidSM0007%0A";
+    assert_eq!(canonical_id(absorbing.as_bytes()), canonical_id(&body));
+    let copy = app
+        .post_webhook("twilio", absorbing.as_bytes(), &headers)
+        .await;
+    copy.assert_status(400);
+    assert_eq!(
+        copy.json()["reason"],
+        "invalid_event_type",
+        "{}",
+        copy.text()
+    );
+    assert_eq!(
+        app.count_events().await,
+        1,
+        "the copy is no event of its own"
+    );
+    assert_eq!(app.count_facts().await, facts, "nor a fact");
+    let again = app.post_webhook("twilio", &body, &headers).await;
+    assert!(
+        again.replayed(),
+        "the original is still answered from the store"
     );
 }

@@ -54,30 +54,26 @@ pub struct FuzzBus {
     jetstream: jetstream::Context,
 }
 
+/// How many runs in this process use the other team's stream: the first creates it, the
+/// last removes it, so runs on both backends side by side never reset it under each other.
+static VICTIM_USERS: tokio::sync::Mutex<usize> = tokio::sync::Mutex::const_new(0);
+
 impl FuzzBus {
     pub async fn new(prefix: String) -> Self {
         let client = async_nats::connect(NATS_URL).await.expect("NATS is up");
         let jetstream = jetstream::new(client);
-        for (name, subject) in [
-            (prefix.clone(), format!("{prefix}.>")),
-            (victim(), format!("{}.>", victim())),
-        ] {
-            let _ = jetstream.delete_stream(&name).await;
+        create_stream(&jetstream, prefix.clone()).await;
+        let mut users = VICTIM_USERS.lock().await;
+        if *users == 0 {
+            create_stream(&jetstream, victim()).await;
             jetstream
-                .create_stream(stream::Config {
-                    name,
-                    subjects: vec![subject],
-                    ..Default::default()
-                })
+                .publish(format!("{}.kept", victim()), "kept".into())
                 .await
-                .expect("create a stream");
+                .expect("publish")
+                .await
+                .expect("ack");
         }
-        jetstream
-            .publish(format!("{}.kept", victim()), "kept".into())
-            .await
-            .expect("publish")
-            .await
-            .expect("ack");
+        *users += 1;
         Self { prefix, jetstream }
     }
 
@@ -140,8 +136,25 @@ impl FuzzBus {
 
     pub async fn remove(self) {
         let _ = self.jetstream.delete_stream(&self.prefix).await;
-        let _ = self.jetstream.delete_stream(victim()).await;
+        let mut users = VICTIM_USERS.lock().await;
+        *users -= 1;
+        if *users == 0 {
+            let _ = self.jetstream.delete_stream(victim()).await;
+        }
     }
+}
+
+/// A fresh stream `name` capturing `name.>` (one left by an earlier run is removed first).
+async fn create_stream(jetstream: &jetstream::Context, name: String) {
+    let _ = jetstream.delete_stream(&name).await;
+    jetstream
+        .create_stream(stream::Config {
+            subjects: vec![format!("{name}.>")],
+            name,
+            ..Default::default()
+        })
+        .await
+        .expect("create a stream");
 }
 
 /// Waits (up to a minute) until every bus delivery is delivered: their number, or how

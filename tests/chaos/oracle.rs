@@ -1208,10 +1208,27 @@ pub fn twilio_event_id(content_type: Option<&[u8]>, body: &[u8]) -> String {
     hex::encode(Sha256::digest(signed))
 }
 
+/// What a copy of an accepted Twilio form, re-encoded as its signature allows, must be
+/// answered: the stored answer, or `400` with a reason when the copy's own reading is
+/// refused before it is looked up (no `MessageStatus`, or one that is no storable type).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyAnswer {
+    Stored,
+    Refused(&'static str),
+}
+
+/// What the README allows as an event type: at most 255 bytes of text without a control
+/// character (a form value is read as UTF-8, a stray byte as U+FFFD).
+fn storable_type(value: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(value);
+    text.len() <= 255 && !text.chars().any(char::is_control)
+}
+
 /// The body with `MessageStatus`'s value swallowing the parameter that follows it in the
-/// signed order (name and value run together), that parameter dropped: `None` when there
-/// is none to swallow.
-fn absorbing(body: &[u8]) -> Option<Vec<u8>> {
+/// signed order (name and value run together), that parameter dropped, and how it must be
+/// answered (refused when the longer status is no storable type): `None` when there is
+/// none to swallow.
+fn absorbing(body: &[u8]) -> Option<(Vec<u8>, CopyAnswer)> {
     let (pairs, _) = form_pairs(body);
     let mut sorted = pairs.clone();
     sorted.sort_by(|a, b| a.0.cmp(&b.0));
@@ -1237,15 +1254,21 @@ fn absorbing(body: &[u8]) -> Option<Vec<u8>> {
             [encode(n), b"=".to_vec(), encode(&value)].concat()
         })
         .collect();
-    Some(pieces.join(&b'&'))
+    let status = sorted[at].1.iter().chain(&next_name).chain(&next_value);
+    let answer = match storable_type(&status.copied().collect::<Vec<u8>>()) {
+        true => CopyAnswer::Stored,
+        false => CopyAnswer::Refused("invalid_event_type"),
+    };
+    Some((pieces.join(&b'&'), answer))
 }
 
 /// Copies of a Twilio form body that read as the same signed parameters — so the same
-/// signature verifies them — each with what was done and whether it still carries
-/// `MessageStatus` (a re-split copy does not): reordered, a trailing `&`, a letter of a
-/// value `%`-escaped, `MessageStatus=v` re-split as `MessageStatu=sv`. A copy that would
-/// not read as the same parameters (a body that repeats or escapes oddly) is left out.
-pub fn twilio_variants(body: &[u8]) -> Vec<(&'static str, Vec<u8>, bool)> {
+/// signature verifies them — each with what was done and how it must be answered:
+/// reordered, a trailing `&`, a letter of a value `%`-escaped, `MessageStatus=v` re-split
+/// as `MessageStatu=sv` (no status left: `missing_fact_key`), `MessageStatus` absorbing
+/// the next parameter. A copy that would not read as the same parameters (a body that
+/// repeats or escapes oddly) is left out.
+pub fn twilio_variants(body: &[u8]) -> Vec<(&'static str, Vec<u8>, CopyAnswer)> {
     let pieces: Vec<&[u8]> = body.split(|b| *b == b'&').collect();
     let mut reversed = pieces.clone();
     reversed.reverse();
@@ -1283,21 +1306,24 @@ pub fn twilio_variants(body: &[u8]) -> Vec<(&'static str, Vec<u8>, bool)> {
                 .collect();
             moved.join(&b'&')
         });
+    let stored = |copy: Option<Vec<u8>>| copy.map(|copy| (copy, CopyAnswer::Stored));
     let candidates = [
-        ("reordered", Some(reversed.join(&b'&')), true),
-        ("a trailing &", Some([body, b"&"].concat()), true),
-        ("a letter %-escaped", escaped, true),
-        ("MessageStatus re-split", resplit, false),
+        ("reordered", stored(Some(reversed.join(&b'&')))),
+        ("a trailing &", stored(Some([body, b"&"].concat()))),
+        ("a letter %-escaped", stored(escaped)),
+        (
+            "MessageStatus re-split",
+            resplit.map(|copy| (copy, CopyAnswer::Refused("missing_fact_key"))),
+        ),
         (
             "MessageStatus absorbing the next parameter",
             absorbing(body),
-            true,
         ),
     ];
     let signed = twilio_params(body);
     candidates
         .into_iter()
-        .filter_map(|(what, variant, keeps)| Some((what, variant?, keeps)))
+        .filter_map(|(what, copy)| copy.map(|(variant, answer)| (what, variant, answer)))
         .filter(|(_, variant, _)| twilio_params(variant) == signed)
         .collect()
 }
