@@ -114,12 +114,47 @@ pub fn sample_event_id() -> String {
 
 /// The webhook URL of `source` on the configured listener.
 pub fn default_url(settings: &Settings, source: &str) -> String {
+    format!("{}/webhooks/{source}", listener_url(settings))
+}
+
+/// This configuration's listener as a base URL (`http://host:port`): a wildcard address
+/// (`0.0.0.0`, `[::]`) is reached on the loopback of the same family.
+pub fn listener_url(settings: &Settings) -> String {
     let bind = &settings.server.bind;
-    let address = match bind.strip_prefix("0.0.0.0:") {
-        Some(port) => format!("127.0.0.1:{port}"),
-        None => bind.clone(),
+    let address = match (bind.strip_prefix("0.0.0.0:"), bind.strip_prefix("[::]:")) {
+        (Some(port), _) => format!("127.0.0.1:{port}"),
+        (_, Some(port)) => format!("[::1]:{port}"),
+        _ => bind.clone(),
     };
-    format!("http://{address}/webhooks/{source}")
+    format!("http://{address}")
+}
+
+/// How long `inlet healthcheck` waits for `/readyz` (a container's check has its own
+/// timeout too; this one makes the command exit with a reason before it).
+const HEALTHCHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// `inlet healthcheck`: `GET {base}/readyz`; `Ok` with the answer's first line when it is
+/// `200`, else why not (unreachable, or the status and the reason it gave). Needs no
+/// shell tools, so a distroless image's `HEALTHCHECK` can run it.
+pub async fn healthcheck(base: &str) -> anyhow::Result<String> {
+    let url = format!("{}/readyz", base.trim_end_matches('/'));
+    let client = reqwest::Client::builder()
+        .timeout(HEALTHCHECK_TIMEOUT)
+        .build()
+        .context("cannot build the HTTP client")?;
+    let response = client
+        .get(&url)
+        .send()
+        .await
+        .with_context(|| format!("GET {url} failed"))?;
+    let status = response.status().as_u16();
+    let body = response.text().await.unwrap_or_default();
+    let summary = body.lines().next().unwrap_or_default().chars().take(200);
+    let summary: String = summary.collect();
+    match status {
+        200 => Ok(format!("{url}: 200 {summary}")),
+        _ => Err(anyhow!("{url}: {status} {summary}")),
+    }
 }
 
 /// What Inlet answered to `inlet send`.

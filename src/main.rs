@@ -148,6 +148,13 @@ enum Command {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// Probe a running Inlet's /readyz: exit 0 when it is ready, 1 (and why) when not.
+    /// Needs no shell tools: the container image's HEALTHCHECK.
+    Healthcheck {
+        /// Base URL of the running Inlet (default: this configuration's listener).
+        #[arg(long)]
+        url: Option<String>,
+    },
     /// Sign a body as the source's provider would and POST it to Inlet.
     Send {
         /// The configured source whose scheme and first secret sign the body.
@@ -474,6 +481,11 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Man { dir } => man(dir),
+        Command::Healthcheck { url } => {
+            let url = url.unwrap_or_else(|| inlet::cli::listener_url(&load_settings(&config)));
+            println!("{}", inlet::cli::healthcheck(&url).await?);
+            Ok(())
+        }
         command => run_locally(command, &config).await,
     }
 }
@@ -572,7 +584,8 @@ async fn run_locally(command: Command, config: &std::path::Path) -> anyhow::Resu
         | Command::Reload { .. }
         | Command::Receive { .. }
         | Command::Completions { .. }
-        | Command::Man { .. } => {
+        | Command::Man { .. }
+        | Command::Healthcheck { .. } => {
             unreachable!("dispatched before the configuration is read")
         }
     }

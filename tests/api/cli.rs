@@ -6,7 +6,10 @@ use crate::on_both_backends;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-on_both_backends!(send_prints_the_idempotent_replayed_header);
+on_both_backends!(
+    send_prints_the_idempotent_replayed_header,
+    healthcheck_exits_0_when_ready_and_1_with_the_reason_when_not,
+);
 
 /// Writes `toml` to a fresh directory (its SQLite file goes there too) and runs `inlet`.
 fn inlet(toml: &str, args: &[&str]) -> Output {
@@ -420,4 +423,28 @@ async fn operator_commands_use_the_admin_api() {
         .await;
     assert_eq!(code, Some(1));
     assert!(stdout.contains("unauthorized"));
+}
+
+/// `inlet healthcheck` (the image's HEALTHCHECK): exit 0 and the `/readyz` answer when a
+/// running Inlet is ready; exit 1 naming the URL when nothing answers there.
+async fn healthcheck_exits_0_when_ready_and_1_with_the_reason_when_not(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let probe = |url: String| {
+        tokio::task::spawn_blocking(move || inlet(STRIPE, &["healthcheck", "--url", &url]))
+    };
+    let ready = probe(app.address.clone()).await.expect("task");
+    let stdout = text(&ready.stdout);
+    assert!(ready.status.success(), "{stdout}{}", text(&ready.stderr));
+    assert!(stdout.contains("/readyz: 200"), "{stdout}");
+
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    let dead = format!("http://{}", closed.local_addr().expect("address"));
+    drop(closed);
+    let down = probe(dead.clone()).await.expect("task");
+    assert_eq!(down.status.code(), Some(1), "{}", text(&down.stdout));
+    assert!(
+        text(&down.stderr).contains(&format!("{dead}/readyz")),
+        "{}",
+        text(&down.stderr)
+    );
 }
