@@ -329,6 +329,13 @@ async fn an_operator_signs_in_finds_an_event_and_signs_out(backend: Backend) {
         attempts.contains("delivered") && attempts.contains("200"),
         "{attempts}"
     );
+    // Every time on the page in one form, `2026-11-30 16:53:24 UTC`: none as RFC 3339.
+    let page = browser.text("main").await;
+    assert_eq!(times(&page, b'T'), 0, "a time in another form: {page}");
+    assert!(
+        times(&page, b' ') >= 4,
+        "received, kept until, attempt, delivered: {page}"
+    );
     browser.screenshot("event", backend).await;
 
     browser.visit("/console").await;
@@ -719,4 +726,19 @@ async fn the_console_can_have_its_own_listener() {
     );
     let error = settings.expect_err("a console without a token").to_string();
     assert!(error.contains("operator.token"), "{error}");
+}
+
+/// How many times `page` shows a date and time `YYYY-MM-DD<sep>HH:MM`.
+fn times(page: &str, sep: u8) -> usize {
+    let shape = b"dddd-dd-ddSdd:dd";
+    page.as_bytes()
+        .windows(shape.len())
+        .filter(|w| {
+            w.iter().zip(shape).all(|(b, s)| match s {
+                b'd' => b.is_ascii_digit(),
+                b'S' => *b == sep,
+                other => b == other,
+            })
+        })
+        .count()
 }

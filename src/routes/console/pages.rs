@@ -2,7 +2,7 @@
 
 use super::chart;
 use super::session::{Session, PATH};
-use super::view::{self, badge, csrf_field, event_link, layout, page_response, time};
+use super::view::{self, api_time, badge, csrf_field, event_link, layout, page_response, time};
 use super::ConsoleError;
 use crate::config::Settings;
 use crate::db::DbConnection;
@@ -413,8 +413,8 @@ fn event_body(
                 dt { "Source" } dd { (source) }
                 dt { "Event id" } dd.id { (event_id) }
                 dt { "Type" } dd { (event["event_type"].as_str().unwrap_or("—")) }
-                dt { "Received" } dd { (event["received_at"].as_str().unwrap_or_default()) }
-                dt { "Kept until" } dd { (event["expires_at"].as_str().unwrap_or_default()) }
+                dt { "Received" } dd { (api_time(&event["received_at"], "")) }
+                dt { "Kept until" } dd { (api_time(&event["expires_at"], "")) }
                 dt { "Body digest" } dd.id { (shown["fingerprint"].as_str().unwrap_or_default()) }
             }
             form.inline method="post" action={ (PATH) "/replay/preview" } {
@@ -488,7 +488,7 @@ fn fact_section(shown: &Value, siblings: &[actions::EventSummary]) -> Markup {
         } @else {
             p {
                 code { (fact["kind"].as_str().unwrap_or_default()) ":" (fact["key"].as_str().unwrap_or_default()) }
-                " recorded " (fact["created_at"].as_str().unwrap_or_default())
+                " recorded " (api_time(&fact["created_at"], ""))
                 " by " (event_link(shown["event"]["source"].as_str().unwrap_or_default(), fact["first_event_id"].as_str().unwrap_or_default()))
             }
             h3 { "Every stored event that carried it" }
@@ -533,7 +533,7 @@ fn attempts_table(deliveries: &Value) -> Markup {
                             td { (badge(attempt["outcome"].as_str().unwrap_or_default())) }
                             td { (attempt["status"].as_i64().map_or("—".to_owned(), |s| s.to_string())) }
                             td.error { (attempt["error"].as_str().unwrap_or("—")) }
-                            td.time { (attempt["started_at"].as_str().unwrap_or_default()) }
+                            td.time { (api_time(&attempt["started_at"], "")) }
                             td.num { (attempt["duration_ms"]) " ms" }
                         }
                     }
@@ -572,8 +572,8 @@ fn deliveries_table(selectable: Option<&Session>, deliveries: &Value) -> Markup 
                             td.num { (d["attempt"]) }
                             td { (d["last_status"].as_i64().map_or("—".to_owned(), |s| s.to_string())) }
                             td.error { (d["last_error"].as_str().unwrap_or("—")) }
-                            td.time { @if status == PENDING { (d["next_attempt_at"].as_str().unwrap_or_default()) } @else { "—" } }
-                            td.time { (d["delivered_at"].as_str().or(d["settled_at"].as_str()).unwrap_or("—")) }
+                            td.time { @if status == PENDING { (api_time(&d["next_attempt_at"], "")) } @else { "—" } }
+                            td.time { (api_time(if d["delivered_at"].is_string() { &d["delivered_at"] } else { &d["settled_at"] }, "—")) }
                         }
                     }
                 }

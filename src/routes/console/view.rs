@@ -95,9 +95,19 @@ pub fn error_page(status: StatusCode, message: &str) -> Markup {
     )
 }
 
-/// `2026-11-30 23:05:59 UTC`.
+/// `2026-11-30 23:05:59 UTC`: every time the console shows, in this one form.
 pub fn time(at: NaiveDateTime) -> String {
     at.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+}
+
+/// A time the operator API gave as RFC 3339 text, shown as [`time`] shows it; `missing`
+/// when there is none, the text itself when it is not RFC 3339.
+pub fn api_time(value: &serde_json::Value, missing: &str) -> String {
+    match value.as_str() {
+        None => missing.to_owned(),
+        Some(text) => chrono::DateTime::parse_from_rfc3339(text)
+            .map_or_else(|_| text.to_owned(), |at| time(at.naive_utc())),
+    }
 }
 
 /// An outcome or status as a coloured label.
