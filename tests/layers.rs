@@ -1,4 +1,4 @@
-//! The module layout of the README's Layout section, checked: every
+//! The module layout of docs/src/internals/layout.md, checked: every
 //! `crate::` path in `src/` names a module on the same layer or below, never above.
 //! (Import cycles between top-level modules are what `../shared/tools/module-cycles`
 //! reports; a same-layer import is allowed, so both checks run in CI.)
@@ -95,7 +95,7 @@ fn no_module_imports_one_above_it() {
             continue;
         }
         let Some(own) = layer_of(&module) else {
-            panic!("src module {module} is on no layer: add it to LAYERS and the README");
+            panic!("src module {module} is on no layer: add it to LAYERS and docs/src/internals/layout.md");
         };
         let text = std::fs::read_to_string(file).expect("read a source file");
         for imported in imported_modules(production_code(&text)) {

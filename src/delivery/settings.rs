@@ -31,7 +31,7 @@ pub const DEFAULT_LEASE: &str = "60s";
 /// it kept up.
 pub const DEFAULT_DELIVERY_BATCH: u32 = 128;
 /// Sends in flight per Inlet instance, all destinations together. Measured on 2 cores
-/// against a sink answering in about 5 ms (README, "Delivery to your application"): an
+/// against a sink answering in about 5 ms (docs/src/delivery/index.md): an
 /// outbox drains at 1,200/s with 16 on PostgreSQL, 4,400–6,500/s with 128; while ingesting
 /// at concurrency 64, 256 kept the backlog under a few hundred rows on both backends.
 pub const DEFAULT_DELIVERY_CONCURRENCY: u32 = 256;

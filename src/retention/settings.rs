@@ -24,7 +24,7 @@ pub struct RetentionSettings {
     pub replay_horizon: HumanDuration,
     /// How long the operator API keeps Idempotency-Keys (at least 24 h).
     pub operator_keys: HumanDuration,
-    /// How long a dead or discarded delivery is kept after it became so (at least 1 h).
+    /// How long a dead or discarded delivery is kept after it became so (at least 24 h).
     pub dead_letters: HumanDuration,
     /// Run the sweeper inside `inlet serve` (operators may run `inlet sweep` instead).
     pub sweeper: bool,

@@ -289,7 +289,7 @@ async fn facts_are_published_with_inlet_headers_and_the_delivery_key(backend: Ba
 }
 
 /// Types a sender chooses, from an attacker's campaign: each fills exactly one token after
-/// the configured prefix, encoded injectively (the README's encoding, rewritten in the
+/// the configured prefix, encoded injectively (the book's encoding, rewritten in the
 /// helpers) — never a JetStream API subject, a wildcard, or a token a binding could pick.
 async fn event_types_fill_one_token_under_the_configured_prefix(backend: Backend) {
     let bus = Bus::new(NATS_URL).await;

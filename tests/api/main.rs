@@ -6,6 +6,7 @@ mod bus;
 mod cli;
 mod console;
 mod delivery;
+mod docs_reference;
 mod ed25519;
 mod gates;
 mod groups;

@@ -1,5 +1,5 @@
 //! The fuzzer's oracle: whether a request carries a matching signature, decided from the
-//! scheme rules in the README with `hmac`, `sha1`, `sha2` and `ed25519-dalek` directly —
+//! scheme rules in the book (docs/src/providers/) with `hmac`, `sha1`, `sha2` and `ed25519-dalek` directly —
 //! never with Inlet's verification code.
 //!
 //! Three answers. `Valid`: the canonical reading of the request (each header once, in
@@ -53,7 +53,7 @@ pub struct Judgement {
     pub signed_ids: HashSet<Vec<u8>>,
 }
 
-/// The scheme rules, as the README states them.
+/// The scheme rules, as the book states them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rule {
     /// `Stripe-Signature: t=<unix>,v1=<hex>[,v1=…]` over `"{t}.{body}"`.
@@ -1192,7 +1192,7 @@ fn timestamp_candidates(value: &[u8]) -> Vec<(Vec<u8>, Option<i64>)> {
     candidates
 }
 
-/// What a Twilio request's event is keyed on, as the README says: the sha256 (hex) of the
+/// What a Twilio request's event is keyed on, as docs/src/providers/twilio.md says: the sha256 (hex) of the
 /// sorted parameters of a form (`content_type`, its first value, names one), of the bytes
 /// of anything else.
 pub fn twilio_event_id(content_type: Option<&[u8]>, body: &[u8]) -> String {
@@ -1217,7 +1217,7 @@ pub enum CopyAnswer {
     Refused(&'static str),
 }
 
-/// What the README allows as an event type: at most 255 bytes of text without a control
+/// What the book allows as an event type: at most 255 bytes of text without a control
 /// character (a form value is read as UTF-8, a stray byte as U+FFFD).
 fn storable_type(value: &[u8]) -> bool {
     let text = String::from_utf8_lossy(value);
