@@ -50,6 +50,10 @@
 #   AMQP_ADDRESS=127.0.0.1:5672   RabbitMQ, user guest/guest, vhost /
 #   ONLY_BUS=1            only the bus runs (7): no ingestion (1-5) or end-to-end (6) runs
 #   PORT_BASE=18080       Inlet listens on PORT_BASE..PORT_BASE+5, the sink on PORT_BASE+10
+#   PROFILES="release"    with more (PROFILES="release dist"), each profile is built too and
+#                         8. its server binary's size, and Inlet c64 unique on PostgreSQL
+#                         and on SQLite FULL served by it (the same load generator, a fresh
+#                         database each), in two rounds taking turns, after the runs above
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -68,6 +72,7 @@ PG_ADMIN=${PG_ADMIN:-postgres://postgres@127.0.0.1:5432/postgres}
 PG_SETTINGS=${PG_SETTINGS-pool_size = 32}
 SQLITE_SETTINGS=${SQLITE_SETTINGS-}
 PORT_BASE=${PORT_BASE:-18080}
+PROFILES=${PROFILES:-release}
 SECRET=whsec_bench_secret_for_local_runs_0123456789
 
 for d in "$DURATION" "$E2E_DURATION" "$BUS_DURATION"; do
@@ -90,16 +95,23 @@ cleanup() {
   done
   [ -n "${stream:-}" ] && python3 bench/nats.py delete "$NATS_ADDRESS" "$stream" 2>/dev/null
   [ -n "${queue:-}" ] && python3 bench/amqp.py delete "$AMQP_ADDRESS" "$queue" 2>/dev/null
-  for name in "$db" "${db}_e2e" "${db}_bus_nats" "${db}_bus_amqp"; do
+  for name in "$db" "${db}_e2e" "${db}_bus_nats" "${db}_bus_amqp" "${db}_profile"; do
     psql "$PG_ADMIN" -qc "DROP DATABASE IF EXISTS $name WITH (FORCE)" >/dev/null 2>&1 || true
   done
   rm -rf "$work"
 }
 trap cleanup EXIT
 
-echo "== building (release)"
-cargo build --release --quiet
+# release always: the load generator and the runs above it are the release binary's.
+for profile in release $PROFILES; do
+  [ "$profile" = release ] && [ -n "${built_release:-}" ] && continue
+  [ "$profile" = release ] && built_release=1
+  echo "== building ($profile)"
+  cargo build --profile "$profile" --quiet --bin inlet
+done
 bin=${CARGO_TARGET_DIR:-target}/release/inlet
+# The binary `serve` starts (the profile runs change it; the load generator stays $bin).
+server_bin=$bin
 
 report() { python3 bench/report.py "$@"; }
 json() { "$bin" bench --json "$@"; }
@@ -111,7 +123,9 @@ json() { "$bin" bench --json "$@"; }
 config() {
   local destination=${5:-http://127.0.0.1:9/events} enabled=false
   [ -n "${5:-}" ] && enabled=true
+  # The ceiling's pgbench rows are under the source "bench", which Inlet does not serve.
   cat > "$work/$1.toml" <<TOML
+retired_sources = ["bench"]
 [server]
 bind = "127.0.0.1:$3"
 [database]
@@ -144,7 +158,7 @@ port_free() {
 # serve CONFIG PORT: starts Inlet and waits until it is ready.
 serve() {
   port_free "$2"
-  INLET_LOG=warn "$bin" serve --config "$1" > "$work/serve.log" 2>&1 &
+  INLET_LOG=warn "$server_bin" serve --config "$1" > "$work/serve.log" 2>&1 &
   server=$!
   for _ in $(seq 1 100); do
     curl -sf "http://127.0.0.1:$2/readyz" >/dev/null 2>&1 && return 0
@@ -269,6 +283,38 @@ if [ -z "$ONLY_BUS" ]; then
   inlet_run sq_c64_dups "inlet SQLite FULL, c64, 30% duplicates" - --config "$sqlite" --concurrency 64 --duration "$DURATION" --duplicates 0.3
   inlet_run sq_open "inlet SQLite FULL, open loop 1000/s" - --config "$sqlite" --rate 1000 --duration "$DURATION"
   stop
+fi
+
+# profile_run PROFILE ROUND: its server, c64 unique on PostgreSQL and on SQLite FULL, each
+# on a fresh database.
+profile_run() {
+  local name="profile_${1}_$2" size
+  server_bin=${CARGO_TARGET_DIR:-target}/$1/inlet
+  size=$(stat -c %s "$server_bin")
+  echo "$1: binary $((size / 1000)) kB"
+  psql "$PG_ADMIN" -qc "CREATE DATABASE ${db}_profile"
+  local cfg
+  cfg=$(config profile-pg "${PG_ADMIN%/*}/${db}_profile" "$PORT_BASE" "$PG_SETTINGS")
+  "$server_bin" migrate --config "$cfg" >/dev/null
+  serve "$cfg" "$PORT_BASE"
+  checkpoint
+  inlet_run "${name}_pg" "$1 (round $2): PostgreSQL, c64, unique" - --config "$cfg" --concurrency 64 --duration "$DURATION"
+  stop
+  psql "$PG_ADMIN" -qc "DROP DATABASE ${db}_profile WITH (FORCE)"
+  rm -f "$work"/profile.db*
+  cfg=$(config profile-sq "sqlite://$work/profile.db" $((PORT_BASE + 1)) $'synchronous = "full"\n'"$SQLITE_SETTINGS")
+  "$server_bin" migrate --config "$cfg" >/dev/null
+  serve "$cfg" $((PORT_BASE + 1))
+  inlet_run "${name}_sq" "$1 (round $2): SQLite FULL, c64, unique" - --config "$cfg" --concurrency 64 --duration "$DURATION"
+  stop
+  server_bin=$bin
+}
+
+if [ -z "$ONLY_BUS" ] && [ "$(wc -w <<<"$PROFILES")" -gt 1 ]; then
+  echo "== profiles: $PROFILES, two rounds taking turns"
+  for round in 1 2; do
+    for profile in $PROFILES; do profile_run "$profile" "$round"; done
+  done
 fi
 
 # backlog BACKEND URL: "backlog delivered enqueued" of a run's database.
