@@ -133,24 +133,45 @@ pub fn listener_url(settings: &Settings) -> String {
 /// timeout too; this one makes the command exit with a reason before it).
 const HEALTHCHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// How much of the answer `inlet healthcheck` reads (a `/readyz` answer is far shorter).
+const HEALTHCHECK_BODY_BYTES: usize = 64 * 1024;
+
 /// `inlet healthcheck`: `GET {base}/readyz`; `Ok` with the answer's first line when it is
 /// `200`, else why not (unreachable, or the status and the reason it gave). Needs no
 /// shell tools, so a distroless image's `HEALTHCHECK` can run it.
 pub async fn healthcheck(base: &str) -> anyhow::Result<String> {
     let url = format!("{}/readyz", base.trim_end_matches('/'));
+    // Straight to the listener: no proxy from the environment, no redirect followed.
     let client = reqwest::Client::builder()
         .timeout(HEALTHCHECK_TIMEOUT)
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
         .build()
         .context("cannot build the HTTP client")?;
-    let response = client
+    let mut response = client
         .get(&url)
         .send()
         .await
         .with_context(|| format!("GET {url} failed"))?;
     let status = response.status().as_u16();
-    let body = response.text().await.unwrap_or_default();
-    let summary = body.lines().next().unwrap_or_default().chars().take(200);
-    let summary: String = summary.collect();
+    let mut bytes = Vec::new();
+    while let Ok(Some(chunk)) = response.chunk().await {
+        bytes.extend_from_slice(&chunk);
+        if bytes.len() >= HEALTHCHECK_BODY_BYTES {
+            break;
+        }
+    }
+    let body = String::from_utf8_lossy(&bytes);
+    // At most 200 characters of the first line, without control characters: what
+    // answers at --url may be anything.
+    let summary: String = body
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(200)
+        .collect();
     match status {
         200 => Ok(format!("{url}: 200 {summary}")),
         _ => Err(anyhow!("{url}: {status} {summary}")),
@@ -358,5 +379,26 @@ pub fn query_string(params: &[(&str, Option<String>)]) -> String {
         query
     } else {
         format!("?{query}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wildcard_listener_is_probed_on_the_loopback_of_its_family() {
+        for (bind, url) in [
+            ("0.0.0.0:8080", "http://127.0.0.1:8080"),
+            ("[::]:9090", "http://[::1]:9090"),
+            ("10.0.0.5:80", "http://10.0.0.5:80"),
+        ] {
+            let settings = Settings::from_toml(&format!(
+                "[server]\nbind = \"{bind}\"\n[[sources]]\nname = \"stripe\"\n\
+                 scheme = \"stripe\"\nsecrets = [\"whsec_listener_test_0123456789abcdefgh\"]\n"
+            ))
+            .expect("a valid configuration");
+            assert_eq!(listener_url(&settings), url);
+        }
     }
 }

@@ -482,7 +482,14 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Man { dir } => man(dir),
         Command::Healthcheck { url } => {
-            let url = url.unwrap_or_else(|| inlet::cli::listener_url(&load_settings(&config)));
+            // Unhealthy is exit 1, whatever the cause (container runtimes reserve 2).
+            let url = match url {
+                Some(url) => url,
+                None => inlet::cli::listener_url(
+                    &Settings::load(&config)
+                        .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?,
+                ),
+            };
             println!("{}", inlet::cli::healthcheck(&url).await?);
             Ok(())
         }

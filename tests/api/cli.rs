@@ -426,7 +426,8 @@ async fn operator_commands_use_the_admin_api() {
 }
 
 /// `inlet healthcheck` (the image's HEALTHCHECK): exit 0 and the `/readyz` answer when a
-/// running Inlet is ready; exit 1 naming the URL when nothing answers there.
+/// running Inlet is ready, found at --url or at the configuration's listener; exit 1 with
+/// the status when it is not ready, and naming the URL when nothing answers there.
 async fn healthcheck_exits_0_when_ready_and_1_with_the_reason_when_not(backend: Backend) {
     let app = spawn_app(backend).await;
     let probe = |url: String| {
@@ -437,14 +438,42 @@ async fn healthcheck_exits_0_when_ready_and_1_with_the_reason_when_not(backend: 
     assert!(ready.status.success(), "{stdout}{}", text(&ready.stderr));
     assert!(stdout.contains("/readyz: 200"), "{stdout}");
 
+    // Without --url: the configuration's listener (as the image's HEALTHCHECK runs it).
+    let bind = app.address.trim_start_matches("http://").to_owned();
+    let own = tokio::task::spawn_blocking(move || {
+        inlet(
+            &format!("[server]\nbind = \"{bind}\"\n{STRIPE}"),
+            &["healthcheck"],
+        )
+    })
+    .await
+    .expect("task");
+    assert!(own.status.success(), "{}", text(&own.stderr));
+
+    // Not ready: exit 1 with the status, the answer's control characters left out.
+    let unready = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::path("/readyz"))
+        .respond_with(
+            wiremock::ResponseTemplate::new(503).set_body_string("database: down\u{1b}[31m"),
+        )
+        .mount(&unready)
+        .await;
+    let down = probe(unready.uri()).await.expect("task");
+    let stderr = text(&down.stderr);
+    assert_eq!(down.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("/readyz: 503 database: down[31m"),
+        "{stderr}"
+    );
+
     let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
     let dead = format!("http://{}", closed.local_addr().expect("address"));
     drop(closed);
-    let down = probe(dead.clone()).await.expect("task");
-    assert_eq!(down.status.code(), Some(1), "{}", text(&down.stdout));
+    let gone = probe(dead.clone()).await.expect("task");
+    assert_eq!(gone.status.code(), Some(1), "{}", text(&gone.stdout));
     assert!(
-        text(&down.stderr).contains(&format!("{dead}/readyz")),
+        text(&gone.stderr).contains(&format!("{dead}/readyz")),
         "{}",
-        text(&down.stderr)
+        text(&gone.stderr)
     );
 }
