@@ -3,7 +3,7 @@
 #   docker run -p 8080:8080 -v inlet-data:/var/lib/inlet \
 #     -v "$PWD/inlet.toml:/etc/inlet/inlet.toml:ro" inlet
 #
-# Two stages: the `dist` profile built from source, then a runtime of ~50 MB on distroless
+# Two stages: the `dist` profile built from source, then a runtime of ~40 MB on distroless
 # (glibc, OpenSSL, CA certificates; no shell, no package manager), running as the
 # unprivileged user 65532 with its data on the volume /var/lib/inlet.
 #
