@@ -7,7 +7,8 @@
 //! itself as a safety net once the log is [`SAFETY_NET_PAGES`] long (the thread fell far
 //! behind, or no server runs one).
 
-use super::{ConnectionManager, DatabaseSettings, DatabaseTarget};
+use super::target::DatabaseTarget;
+use super::{ConnectionManager, DatabaseSettings};
 use diesel::connection::SimpleConnection;
 use parking_lot::{Condvar, Mutex};
 use r2d2::ManageConnection;

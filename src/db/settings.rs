@@ -1,6 +1,6 @@
 //! `[database]`: where the database is and how connections behave.
 
-use super::DatabaseTarget;
+use super::target::DatabaseTarget;
 use crate::duration::span;
 use crate::error::ConfigError;
 use serde::Deserialize;

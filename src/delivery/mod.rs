@@ -9,8 +9,11 @@
 //! application that honours it.
 
 mod bus;
+mod gate_view;
 mod gates;
+mod guard;
 mod headers;
+mod lease;
 mod outbox;
 mod policy;
 mod sender;
@@ -25,9 +28,10 @@ pub use settings::{
 };
 
 pub use bus::{BrokerHealth, BrokerState};
+pub use gate_view::{gate_views, GateView};
 pub use gates::{
-    gate_views, BreakerSettings, BreakerState, GateSettings, GateView, RateLimit,
-    DEFAULT_BREAKER_COOLDOWN, DEFAULT_BREAKER_COOLDOWN_CAP, DEFAULT_BREAKER_FAILURES,
+    BreakerSettings, BreakerState, GateSettings, RateLimit, DEFAULT_BREAKER_COOLDOWN,
+    DEFAULT_BREAKER_COOLDOWN_CAP, DEFAULT_BREAKER_FAILURES,
 };
 pub use headers::delivery_headers;
 pub use outbox::{
@@ -46,6 +50,7 @@ use crate::db::DbPool;
 use crate::faults::Faults;
 use chrono::{DateTime, Utc};
 use gates::{Health, Observation};
+use guard::lock;
 use sender::{tls_connector, Clients};
 use settler::Settler;
 use shares::Shares;
@@ -255,7 +260,7 @@ fn health_of(result: &AttemptResult) -> Option<Health> {
 
 /// The gates a lease round saw: `inlet_breaker_state`, probes (the half-open transition)
 /// and limited destinations' deliveries in flight across every instance.
-fn report_gates(round: &gates::Round) {
+fn report_gates(round: &lease::Round) {
     for ((source, destination), state) in &round.breakers {
         metrics::gauge!("inlet_breaker_state", "source" => source.clone(), "destination" => destination.clone())
             .set(state.gauge());
@@ -279,12 +284,6 @@ impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         self.0.answered(self.1);
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl Dispatcher {
@@ -418,7 +417,7 @@ impl Dispatcher {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let round = self
             .with_conn(move |conn| {
-                gates::lease_round(conn, now, lease, i64::from(limit), &gated, turn, &shares)
+                lease::lease_round(conn, now, lease, i64::from(limit), &gated, turn, &shares)
             })
             .await?;
         report_gates(&round);

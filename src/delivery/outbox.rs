@@ -687,3 +687,18 @@ pub fn count_by_status(conn: &mut DbConnection, status: &str) -> QueryResult<i64
         .count()
         .get_result(conn)
 }
+
+/// One destination's deliveries leased and not yet settled, across every instance.
+pub(in crate::delivery) fn in_flight_of(
+    conn: &mut DbConnection,
+    (source, destination): &(String, String),
+    now: NaiveDateTime,
+) -> QueryResult<i64> {
+    deliveries::table
+        .filter(deliveries::source.eq(source))
+        .filter(deliveries::destination.eq(destination))
+        .filter(deliveries::status.eq(IN_PROGRESS))
+        .filter(deliveries::locked_until.gt(now))
+        .count()
+        .get_result(conn)
+}

@@ -5,6 +5,7 @@
 //! while the previous write was in flight.
 
 use super::gates::{by_destination, BreakerChange, Observation};
+use super::guard::lock;
 use super::outbox::{settle_observed, AttemptLog, Fence, Settlement};
 use crate::clock::Clock;
 use crate::db::{on_connection, DbPool};
@@ -61,7 +62,7 @@ impl Settler {
     ) -> Option<bool> {
         let (answer, answered) = oneshot::channel();
         let start_writer = {
-            let mut queue = super::lock(&self.queue);
+            let mut queue = lock(&self.queue);
             queue.waiting.push(Queued {
                 fence,
                 settlement,
@@ -81,7 +82,7 @@ impl Settler {
     async fn write_groups(self: Arc<Self>) {
         loop {
             let group: Vec<Queued> = {
-                let mut queue = super::lock(&self.queue);
+                let mut queue = lock(&self.queue);
                 if queue.waiting.is_empty() {
                     queue.writing = false;
                     return;

@@ -27,6 +27,14 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 /// What one webhook of a group gets: its outcome and answer, or why it failed.
 pub type Verdict = Result<(Outcome, Answer), Problem>;
 
+/// Runs the ingest transaction for one verified webhook alone: a group of one.
+pub fn process(conn: &mut DbConnection, claim: &Claim, faults: &Faults) -> Verdict {
+    let mut verdicts = process_group(conn, &[claim], faults, None)?;
+    verdicts
+        .pop()
+        .unwrap_or_else(|| Err(Problem::internal("a group of one gave no verdict")))
+}
+
 /// Runs one transaction for `claims`: a verdict for each, in order. An error fails the
 /// whole group, and then nothing of it is stored. `lock_wait` shortens, for this
 /// transaction, how long PostgreSQL waits on a key another transaction holds.

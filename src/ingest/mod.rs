@@ -14,11 +14,9 @@ mod event;
 mod group;
 
 pub use committer::Committer;
-pub use group::{process_group, Verdict};
+pub use group::{process, process_group, Verdict};
 
-use crate::db::DbConnection;
 use crate::error::Problem;
-use crate::faults::Faults;
 use crate::idempotency::Answer;
 use crate::identity::Identity;
 use crate::ledger::FactIdentity;
@@ -127,14 +125,6 @@ fn receipt(
         content_type: "application/json".to_owned(),
         body,
     })
-}
-
-/// Runs the ingest transaction for one verified webhook alone: a group of one.
-pub fn process(conn: &mut DbConnection, claim: &Claim, faults: &Faults) -> Verdict {
-    let mut verdicts = process_group(conn, &[claim], faults, None)?;
-    verdicts
-        .pop()
-        .unwrap_or_else(|| Err(Problem::internal("a group of one gave no verdict")))
 }
 
 #[cfg(test)]

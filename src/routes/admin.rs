@@ -4,11 +4,12 @@
 //! idempotent: it needs an `Idempotency-Key`, claimed in the same transaction as its
 //! effect (see [`crate::idempotency`]).
 
-use super::{read_body, REPLAYED_HEADER};
+use super::webhooks::read_body;
 use crate::config::Settings;
 use crate::db::{write_transaction, DbConnection};
 use crate::delivery::Destinations;
 use crate::error::{Problem, Reason};
+use crate::idempotency::REPLAYED_HEADER;
 use crate::idempotency::{self, Answer, Once, OperatorKey};
 use crate::operator::actions::{self, DeliveryFilter, EventFilter};
 use crate::secret::secrets_equal;

@@ -5,7 +5,7 @@
 
 use super::super::outbox::Leased;
 use super::super::DestinationSettings;
-use super::Failure;
+use super::failure::Failure;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{

@@ -5,6 +5,7 @@
 //! attempt that the dispatcher retries under the destination's policy like an HTTP one.
 
 mod amqp;
+mod failure;
 mod nats;
 
 use super::headers::delivery_headers;
@@ -14,6 +15,7 @@ use super::sender::AttemptResult;
 use super::target::DestinationKind;
 use super::DestinationSettings;
 use chrono::{DateTime, Utc};
+use failure::Failure;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -80,40 +82,6 @@ impl Session {
         match self {
             Session::Nats(_) => true,
             Session::Amqp(session) => session.alive(),
-        }
-    }
-}
-
-/// Why a publish did not count as delivered.
-#[derive(Debug)]
-struct Failure {
-    verdict: Verdict,
-    error: String,
-    /// The connection is unusable: open a new one for the next attempt.
-    broken: bool,
-}
-
-impl Failure {
-    fn transient(error: String) -> Self {
-        Self {
-            verdict: Verdict::Retry { retry_after: None },
-            error,
-            broken: false,
-        }
-    }
-
-    fn broken(error: String) -> Self {
-        Self {
-            broken: true,
-            ..Self::transient(error)
-        }
-    }
-
-    fn dead(error: String) -> Self {
-        Self {
-            verdict: Verdict::Dead,
-            error,
-            broken: false,
         }
     }
 }

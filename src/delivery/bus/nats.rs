@@ -4,7 +4,7 @@
 
 use super::super::outbox::Leased;
 use super::super::DestinationSettings;
-use super::Failure;
+use super::failure::Failure;
 use async_nats::header::{HeaderMap, HeaderValue, NATS_MESSAGE_ID};
 use async_nats::jetstream::context::PublishErrorKind;
 use std::time::Duration;

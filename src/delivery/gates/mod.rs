@@ -16,8 +16,10 @@
 
 mod store;
 
-pub use store::{gate_views, lease_round, GateView, Gated, Observed, Round};
-pub(super) use store::{read_committed, record_observations};
+pub use store::Gated;
+pub(super) use store::{
+    gate_in, load_all, lock, read_all, read_committed, record_observations, save, Key,
+};
 
 /// A breaker's transition, by `(source, destination)`.
 pub type BreakerChange = ((String, String), Transition);
@@ -258,6 +260,15 @@ pub struct Observation {
     pub key: (String, String),
     pub breaker: BreakerSettings,
     pub health: Health,
+}
+
+/// Finished attempts for one destination's breaker, in the order they finished.
+#[derive(Debug, Clone)]
+pub struct Observed {
+    /// `(source, destination)`.
+    pub key: (String, String),
+    pub settings: BreakerSettings,
+    pub healths: Vec<Health>,
 }
 
 /// `observations` grouped by destination, each in the order they finished.

@@ -4,9 +4,11 @@
 //! Idempotency-Key the form was rendered with: a double click or a browser re-submit
 //! does the action once and shows the stored result.
 
+use super::error::ConsoleError;
+use super::forms::{field, form_fields};
+use super::session::check_csrf;
 use super::session::{Session, PATH};
 use super::view::{self, badge, csrf_field, event_link, layout, page_response};
-use super::{check_csrf, field, form_fields, ConsoleError};
 use crate::routes::admin::{self, CallAnswer, DeadLetterAction};
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};

@@ -13,11 +13,16 @@
 
 mod actions;
 mod chart;
+mod error;
+mod forms;
+mod login;
 mod pages;
 mod session;
 mod view;
 
-use crate::error::Problem;
+pub use error::ConsoleError;
+pub use forms::form_fields;
+
 use actix_web::http::header;
 use actix_web::http::StatusCode;
 use actix_web::middleware::DefaultHeaders;
@@ -54,9 +59,9 @@ routes! {
     PAGES, register_pages;
     get "" => pages::overview;
     get "/" => pages::overview;
-    get "/login" => session::login_form;
-    post "/login" => session::login;
-    post "/logout" => session::logout;
+    get "/login" => login::login_form;
+    post "/login" => login::login;
+    post "/logout" => login::logout;
     get "/events" => pages::events;
     get "/events/{source}/{event_id}" => pages::event;
     get "/deliveries" => pages::deliveries;
@@ -92,37 +97,6 @@ async fn no_page(request: HttpRequest) -> Result<HttpResponse, ConsoleError> {
     }
     Session::extract(&request).await?;
     Err(ConsoleError::NotFound("No such page.".to_owned()))
-}
-
-/// Why a console request was not served as asked: each renders as a page.
-#[derive(Debug, thiserror::Error)]
-pub enum ConsoleError {
-    #[error("sign in first")]
-    SignIn(String),
-    #[error("the console is disabled: configure operator.token")]
-    Disabled,
-    #[error("{0}")]
-    Forbidden(String),
-    #[error("{0}")]
-    NotFound(String),
-    #[error("{0}")]
-    Invalid(String),
-    #[error("{0}")]
-    Internal(String),
-    /// A console path asked with a method it does not serve (`allow`: the ones it does).
-    #[error("{detail}")]
-    MethodNotAllowed { allow: String, detail: String },
-    /// The operator API refused the action (its status and reason).
-    #[error("{1}")]
-    Refused(u16, String),
-    #[error("{}", .0.detail)]
-    Problem(Problem),
-}
-
-impl From<Problem> for ConsoleError {
-    fn from(problem: Problem) -> Self {
-        Self::Problem(problem)
-    }
 }
 
 impl ResponseError for ConsoleError {
@@ -171,52 +145,4 @@ impl ResponseError for ConsoleError {
         }
         response
     }
-}
-
-impl ConsoleError {
-    /// Failures of Inlet itself are logged (refusals are the operator's to read).
-    fn log(&self) {
-        match self {
-            Self::Internal(detail) => tracing::error!(%detail, "console error"),
-            Self::Problem(problem) if problem.reason == crate::error::Reason::Internal => {
-                tracing::error!(detail = %problem.detail, "console error")
-            }
-            Self::Problem(problem)
-                if problem.reason == crate::error::Reason::DatabaseUnavailable =>
-            {
-                tracing::warn!(detail = %problem.detail, "console: database unavailable")
-            }
-            Self::MethodNotAllowed { detail, .. } => {
-                tracing::info!(%detail, "console: method not allowed")
-            }
-            _ => {}
-        }
-    }
-}
-
-/// A form body's fields, in order (repeated names kept: checkboxes).
-pub fn form_fields(body: &[u8]) -> Vec<(String, String)> {
-    form_urlencoded::parse(body).into_owned().collect()
-}
-
-/// The first value of `name`.
-pub fn field<'f>(fields: &'f [(String, String)], name: &str) -> Option<&'f str> {
-    fields
-        .iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, value)| value.as_str())
-}
-
-/// Refuses a state-changing form without this session's CSRF token: counted and logged.
-pub fn check_csrf(session: &Session, fields: &[(String, String)]) -> Result<(), ConsoleError> {
-    if session.csrf_matches(field(fields, "csrf")) {
-        return Ok(());
-    }
-    metrics::counter!("inlet_console_refused_total", "reason" => "csrf").increment(1);
-    tracing::warn!("console form refused: missing or wrong CSRF token");
-    Err(ConsoleError::Forbidden(
-        "This form is not from this console session (its CSRF token is missing or wrong). \
-         Reload the page and try again."
-            .to_owned(),
-    ))
 }

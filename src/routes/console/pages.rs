@@ -1,9 +1,9 @@
 //! The console's pages: overview, events, one event, deliveries, sources.
 
 use super::chart;
+use super::error::ConsoleError;
 use super::session::{Session, PATH};
 use super::view::{self, api_time, badge, csrf_field, event_link, layout, page_response, time};
-use super::ConsoleError;
 use crate::config::Settings;
 use crate::db::DbConnection;
 use crate::delivery::{

@@ -10,8 +10,8 @@
 //! the database, a copied cookie included. The CSRF token is the MAC of the nonce under
 //! the same key: a page of another origin can neither read it nor compute it.
 
-use super::view;
-use super::{form_fields, ConsoleError};
+use super::error::ConsoleError;
+use super::forms::field;
 use crate::config::Settings;
 use crate::error::Problem;
 use crate::operator::sessions::{self, SessionKey};
@@ -19,7 +19,7 @@ use crate::routes::admin::Caller;
 use crate::secret::{hmac_sha256, secrets_equal, Secret};
 use crate::state::AppState;
 use actix_web::http::header;
-use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
+use actix_web::{web, FromRequest, HttpRequest};
 use chrono::{DateTime, Utc};
 use std::future::Future;
 use std::io::Read;
@@ -33,14 +33,14 @@ pub const PATH: &str = "/console";
 /// A signed-in operator.
 #[derive(Debug, Clone)]
 pub struct Session {
-    nonce: String,
+    pub(super) nonce: String,
     /// The token every form of this session carries.
     pub csrf: String,
 }
 
 impl Session {
     /// The session's row in `console_sessions`.
-    fn key(&self) -> SessionKey {
+    pub(super) fn key(&self) -> SessionKey {
         SessionKey::of(&self.nonce)
     }
 
@@ -57,7 +57,7 @@ impl Session {
 }
 
 /// The operator token: what signs in, and what sessions are signed with.
-fn operator_token(settings: &Settings) -> Result<&Secret, ConsoleError> {
+pub(super) fn operator_token(settings: &Settings) -> Result<&Secret, ConsoleError> {
     settings
         .operator
         .token
@@ -75,7 +75,10 @@ fn mac_hex(key: &[u8; 32], parts: &[&[u8]]) -> String {
 }
 
 /// A new session cookie value, valid until `expires`, and the session's key.
-fn issue(token: &Secret, expires: DateTime<Utc>) -> Result<(String, SessionKey), ConsoleError> {
+pub(super) fn issue(
+    token: &Secret,
+    expires: DateTime<Utc>,
+) -> Result<(String, SessionKey), ConsoleError> {
     let nonce = hex::encode(random_bytes::<16>()?);
     let expires = expires.timestamp().to_string();
     let mac = mac_hex(
@@ -171,7 +174,7 @@ fn cookie_value(request: &HttpRequest) -> Option<&str> {
 
 /// A `Set-Cookie` value for the session: only for the console's path, never readable by
 /// script, never sent from another site; `Secure` when asked for or over TLS.
-fn set_cookie(value: &str, max_age_secs: i64, secure: bool) -> String {
+pub(super) fn set_cookie(value: &str, max_age_secs: i64, secure: bool) -> String {
     let secure = if secure { "; Secure" } else { "" };
     format!(
         "{COOKIE}={value}; Path={PATH}; HttpOnly; SameSite=Strict; Max-Age={max_age_secs}{secure}"
@@ -185,7 +188,7 @@ fn next_of(request: &HttpRequest) -> String {
 }
 
 /// Only a console path (never another origin or `//host`) is a place to return to.
-fn safe_next(next: &str) -> &str {
+pub(super) fn safe_next(next: &str) -> &str {
     let inside = next.starts_with(PATH) && !next.starts_with("//") && !next.contains('\\');
     if inside && next.bytes().all(|b| b.is_ascii_graphic()) {
         next
@@ -194,103 +197,18 @@ fn safe_next(next: &str) -> &str {
     }
 }
 
-/// `GET /console/login`.
-pub async fn login_form(request: HttpRequest) -> Result<HttpResponse, ConsoleError> {
-    let next =
-        web::Query::<std::collections::HashMap<String, String>>::from_query(request.query_string())
-            .ok()
-            .and_then(|q| q.get("next").cloned())
-            .unwrap_or_else(|| PATH.to_owned());
-    Ok(view::page_response(
-        200,
-        view::login(safe_next(&next), None),
+/// Refuses a state-changing form without this session's CSRF token: counted and logged.
+pub fn check_csrf(session: &Session, fields: &[(String, String)]) -> Result<(), ConsoleError> {
+    if session.csrf_matches(field(fields, "csrf")) {
+        return Ok(());
+    }
+    metrics::counter!("inlet_console_refused_total", "reason" => "csrf").increment(1);
+    tracing::warn!("console form refused: missing or wrong CSRF token");
+    Err(ConsoleError::Forbidden(
+        "This form is not from this console session (its CSRF token is missing or wrong). \
+         Reload the page and try again."
+            .to_owned(),
     ))
-}
-
-/// `POST /console/login`: the token for a session cookie, or a clear refusal.
-pub async fn login(
-    request: HttpRequest,
-    body: web::Bytes,
-    state: web::Data<AppState>,
-) -> Result<HttpResponse, ConsoleError> {
-    let settings = state.settings.current();
-    let token = operator_token(&settings)?;
-    let fields = form_fields(&body);
-    let next = safe_next(super::field(&fields, "next").unwrap_or(PATH)).to_owned();
-    let client = request.peer_addr().map(|peer| peer.ip());
-    if let Some(left) = state.sign_in.wait_left(client) {
-        refused_sign_in("waiting", &request);
-        let message = format!(
-            "Too many wrong tokens in a row. Try again in {} s.",
-            left.as_secs().max(1)
-        );
-        return Ok(view::page_response(429, view::login(&next, Some(&message))));
-    }
-    let given = super::field(&fields, "token").unwrap_or_default();
-    if !secrets_equal(given.trim().as_bytes(), token.expose().as_bytes()) {
-        state.sign_in.failed(client);
-        refused_sign_in("wrong_token", &request);
-        let message = "That is not the operator token.";
-        return Ok(view::page_response(401, view::login(&next, Some(message))));
-    }
-    state.sign_in.succeeded(client);
-    metrics::counter!("inlet_console_signins_total", "result" => "success").increment(1);
-    tracing::info!(peer = ?request.peer_addr(), "console sign-in");
-    let settings = &settings.console;
-    let ttl = chrono::Duration::from_std(settings.session_ttl)
-        .map_err(|e| ConsoleError::Internal(format!("session_ttl: {e}")))?;
-    let value = open_session(&state, token, ttl).await?;
-    let secure = settings.secure_cookie || request.connection_info().scheme() == "https";
-    Ok(HttpResponse::SeeOther()
-        .insert_header((
-            header::SET_COOKIE,
-            set_cookie(&value, ttl.num_seconds(), secure),
-        ))
-        .insert_header((header::LOCATION, next))
-        .finish())
-}
-
-/// A new session, open in the database for `ttl`: its cookie value.
-async fn open_session(
-    state: &AppState,
-    token: &Secret,
-    ttl: chrono::Duration,
-) -> Result<String, ConsoleError> {
-    let now = state.clock.now();
-    let expires = now + ttl;
-    let (value, key) = issue(token, expires)?;
-    let (now, expires) = (now.naive_utc(), expires.naive_utc());
-    crate::db::on_connection(&state.pool, move |c| {
-        sessions::open(c, &key, now, expires).map_err(Problem::from)
-    })
-    .await?;
-    Ok(value)
-}
-
-/// Counts and logs a refused sign-in (never what was typed).
-fn refused_sign_in(result: &'static str, request: &HttpRequest) {
-    metrics::counter!("inlet_console_signins_total", "result" => result).increment(1);
-    tracing::warn!(result, peer = ?request.peer_addr(), "console sign-in refused");
-}
-
-/// `POST /console/logout`: closes the session for every instance, and clears the cookie.
-pub async fn logout(
-    session: Session,
-    body: web::Bytes,
-    state: web::Data<AppState>,
-) -> Result<HttpResponse, ConsoleError> {
-    let fields = form_fields(&body);
-    super::check_csrf(&session, &fields)?;
-    let (key, now) = (session.key(), state.clock.now().naive_utc());
-    crate::db::on_connection(&state.pool, move |c| {
-        sessions::close(c, &key, now).map_err(Problem::from)
-    })
-    .await?;
-    tracing::info!(session = %session.nonce.get(..8).unwrap_or_default(), "console sign-out");
-    Ok(HttpResponse::SeeOther()
-        .insert_header((header::SET_COOKIE, set_cookie("", 0, false)))
-        .insert_header((header::LOCATION, format!("{PATH}/login")))
-        .finish())
 }
 
 #[cfg(test)]

@@ -200,7 +200,7 @@ fn percent_encode(text: &str, keep: impl Fn(u8) -> bool) -> String {
 
 /// A fresh Idempotency-Key for one rendering of a form: a double click or a re-submit
 /// sends the same key, and the action happens once.
-pub fn form_key() -> Result<String, super::ConsoleError> {
+pub fn form_key() -> Result<String, super::error::ConsoleError> {
     Ok(format!(
         "console-{}",
         hex::encode(super::session::random_bytes::<16>()?)
