@@ -197,6 +197,42 @@ fn memchr(haystack: &[u8], needle: &[u8]) -> bool {
         .any(|window| window == needle)
 }
 
+/// `concurrency` senders, each sending its next request as soon as the last is answered.
+async fn closed_loop(run: &Arc<Run>, deadline: Instant) -> String {
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..run.options.concurrency.max(1) {
+        let run = run.clone();
+        workers.spawn(async move {
+            while Instant::now() < deadline {
+                run.send(Instant::now()).await;
+            }
+        });
+    }
+    while workers.join_next().await.is_some() {}
+    format!("closed loop, concurrency {}", run.options.concurrency)
+}
+
+/// `rate` requests a second on a fixed schedule, whatever the answers' latency; each
+/// latency is counted from when its request was due (no coordinated omission).
+async fn open_loop(run: &Arc<Run>, started: Instant, deadline: Instant, rate: f64) -> String {
+    let interval = Duration::from_secs_f64(1.0 / rate.max(0.001));
+    let mut in_flight = tokio::task::JoinSet::new();
+    let mut n: u32 = 0;
+    loop {
+        let intended = started + interval * n;
+        if intended >= deadline {
+            break;
+        }
+        tokio::time::sleep_until(intended.into()).await;
+        let run = run.clone();
+        in_flight.spawn(async move { run.send(intended).await });
+        while in_flight.try_join_next().is_some() {}
+        n += 1;
+    }
+    while in_flight.join_next().await.is_some() {}
+    format!("open loop, {rate} requests/s")
+}
+
 /// Runs the load and reports.
 pub async fn run_load(options: LoadOptions) -> anyhow::Result<Report> {
     let client = reqwest::Client::builder()
@@ -218,37 +254,8 @@ pub async fn run_load(options: LoadOptions) -> anyhow::Result<Report> {
     let started = Instant::now();
     let deadline = started + run.options.duration;
     let mode = match run.options.rate {
-        None => {
-            let mut workers = tokio::task::JoinSet::new();
-            for _ in 0..run.options.concurrency.max(1) {
-                let run = run.clone();
-                workers.spawn(async move {
-                    while Instant::now() < deadline {
-                        run.send(Instant::now()).await;
-                    }
-                });
-            }
-            while workers.join_next().await.is_some() {}
-            format!("closed loop, concurrency {}", run.options.concurrency)
-        }
-        Some(rate) => {
-            let interval = Duration::from_secs_f64(1.0 / rate.max(0.001));
-            let mut in_flight = tokio::task::JoinSet::new();
-            let mut n: u32 = 0;
-            loop {
-                let intended = started + interval * n;
-                if intended >= deadline {
-                    break;
-                }
-                tokio::time::sleep_until(intended.into()).await;
-                let run = run.clone();
-                in_flight.spawn(async move { run.send(intended).await });
-                while in_flight.try_join_next().is_some() {}
-                n += 1;
-            }
-            while in_flight.join_next().await.is_some() {}
-            format!("open loop, {rate} requests/s")
-        }
+        None => closed_loop(&run, deadline).await,
+        Some(rate) => open_loop(&run, started, deadline, rate).await,
     };
     let seconds = started.elapsed().as_secs_f64();
     let histogram = lock(&run.histogram).clone();

@@ -256,7 +256,18 @@ pub fn prometheus() -> &'static PrometheusHandle {
 }
 
 fn describe() {
-    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_requests();
+    describe_delivery_and_storage();
+    describe_operations();
+    record_build_info();
+    // Exported from the start: `increase()` needs the 0 before the first timeout to see it.
+    metrics::counter!("inlet_db_pool_timeouts_total").increment(0);
+    metrics::counter!("inlet_ingest_group_retries_total").increment(0);
+}
+
+/// The HTTP requests and the webhooks' path to their commit.
+fn describe_requests() {
+    use metrics::{describe_counter, describe_histogram, Unit};
     describe_counter!(
         "inlet_http_requests_total",
         "HTTP requests by route pattern and status"
@@ -287,6 +298,11 @@ fn describe() {
         "inlet_ingest_group_retries_total",
         "Groups whose transaction failed and were committed again member by member"
     );
+}
+
+/// Deliveries, the sweeper and the database pool.
+fn describe_delivery_and_storage() {
+    use metrics::{describe_counter, describe_gauge};
     describe_counter!(
         "inlet_deliveries_total",
         "Delivery attempts by destination and outcome"
@@ -313,6 +329,11 @@ fn describe() {
         "inlet_db_pool_timeouts_total",
         "Waits for a database connection that timed out"
     );
+}
+
+/// The sweeper's switch, configuration reloads and the build.
+fn describe_operations() {
+    use metrics::{describe_counter, describe_gauge};
     describe_gauge!(
         "inlet_sweeper_enabled",
         "1 when this instance runs the sweeper (retention.sweeper), else 0"
@@ -333,10 +354,6 @@ fn describe() {
         "inlet_build_info",
         "Always 1; the version and commit labels say which build runs"
     );
-    record_build_info();
-    // Exported from the start: `increase()` needs the 0 before the first timeout to see it.
-    metrics::counter!("inlet_db_pool_timeouts_total").increment(0);
-    metrics::counter!("inlet_ingest_group_retries_total").increment(0);
 }
 
 /// `inlet_build_info`: the version and the commit `inlet --version` names.

@@ -1,7 +1,7 @@
 //! Builds the application on its own listener (port 0 in tests) and runs it until stopped.
 
 use crate::clock::{Clock, SystemClock};
-use crate::config::{LiveSettings, Settings};
+use crate::config::{LiveSettings, ServerSettings, Settings};
 use crate::db::{self, DbPool};
 use crate::delivery::Dispatcher;
 use crate::error::Reason;
@@ -100,19 +100,13 @@ impl Application {
         hooks: Hooks,
         reload_from: Option<PathBuf>,
     ) -> anyhow::Result<Self> {
-        crate::observability::prometheus();
-        let sources: Vec<&str> = settings.sources.iter().map(|s| s.name.as_str()).collect();
-        crate::observability::start_webhook_counters(&sources, &alerted_outcomes());
-        crate::observability::record_sweeper_enabled(settings.retention.sweeper);
-        crate::observability::start_config_reload_metrics(hooks.clock.now().timestamp());
-        warn_about_schemes(&settings, &sources);
+        start_metrics(&settings, hooks.clock.now().timestamp());
         let pool = open_serving_database(&settings).await?;
         let listener = TcpListener::bind(&settings.server.bind)
             .with_context(|| format!("cannot listen on {} (server.bind)", settings.server.bind))?;
         let port = listener.local_addr()?.port();
-        let workers = settings.server.workers;
+        let server_settings = settings.server.clone();
         let grace = settings.server.shutdown_grace;
-        let max_connections = settings.server.max_connections;
         raise_open_files_limit();
         return_freed_memory_periodically();
         let (stop_background, stopped) = watch::channel(false);
@@ -120,54 +114,11 @@ impl Application {
         let dispatcher = start_dispatcher(&settings, &pool, &hooks, &stopped, &mut background)?;
         let sweeper_health = start_sweeper(&settings, &pool, &hooks, &stopped, &mut background);
         let stopped_console = stopped;
-        let checkpointer = db::Checkpointer::start(&settings.database)
-            .context("cannot start the checkpoint thread")?;
-        let committer = Committer::start(pool.clone(), hooks.faults.clone(), &settings.database)
-            .context("cannot start the group-commit writers")?;
         let console = settings.console.clone();
-        let live = LiveSettings::new(settings);
-        let reloader = Arc::new(Reloader::new(
-            reload_from,
-            live.clone(),
-            dispatcher.clone(),
-            Some(pool.clone()),
-            &alerted_outcomes(),
-        ));
-        let state = web::Data::new(AppState {
-            settings: live,
-            reloader: reloader.clone(),
-            pool,
-            clock: hooks.clock,
-            faults: hooks.faults,
-            committer,
-            checkpointer,
-            dispatcher_waker: dispatcher.as_ref().map(|d| d.waker()),
-            brokers: dispatcher.as_ref().map(|d| d.broker_health()),
-            sweeper: sweeper_health,
-            traffic: Default::default(),
-            sign_in: Default::default(),
-        });
+        let background_parts = (dispatcher, sweeper_health);
+        let (state, reloader) = shared_state(settings, pool, hooks, background_parts, reload_from)?;
         // The console is on the main listener unless it has a listener of its own.
         let console_on_main = console.enabled && console.bind.is_none();
-        let main_state = state.clone();
-        let mut server = HttpServer::new(move || {
-            App::new()
-                .app_data(main_state.clone())
-                .wrap(actix_web::middleware::from_fn(observe))
-                .configure(register_routes)
-                .configure(|config| {
-                    if console_on_main {
-                        crate::routes::console::register(config);
-                    }
-                })
-                .default_service(web::to(crate::routes::no_route))
-        })
-        .shutdown_timeout(grace.as_secs())
-        .max_connections(max_connections)
-        .listen(listener)?;
-        if let Some(workers) = workers {
-            server = server.workers(workers);
-        }
         let console_port = match (&console.bind, console.enabled) {
             (Some(bind), true) => {
                 let (port, stop) = serve_console(bind, state.clone(), grace)?;
@@ -176,10 +127,11 @@ impl Application {
             }
             _ => None,
         };
+        let server = main_server(state, listener, console_on_main, &server_settings)?;
         Ok(Self {
             port,
             console_port,
-            server: server.run(),
+            server,
             stop_background,
             background,
             reloader,
@@ -223,6 +175,85 @@ impl Application {
 
 /// Serves the console alone on `bind` (`console.bind`): its port and its server, which
 /// runs until stopped.
+/// What every handler shares — the live settings, the database, the group-commit
+/// writers, the checkpoint thread, the dispatcher's waker and health, the sweeper's — and
+/// the reloader that swaps the settings.
+fn shared_state(
+    settings: Settings,
+    pool: DbPool,
+    hooks: Hooks,
+    (dispatcher, sweeper): (Option<Arc<Dispatcher>>, Option<SweeperHealth>),
+    reload_from: Option<PathBuf>,
+) -> anyhow::Result<(web::Data<AppState>, Arc<Reloader>)> {
+    let checkpointer = db::Checkpointer::start(&settings.database)
+        .context("cannot start the checkpoint thread")?;
+    let committer = Committer::start(pool.clone(), hooks.faults.clone(), &settings.database)
+        .context("cannot start the group-commit writers")?;
+    let live = LiveSettings::new(settings);
+    let reloader = Arc::new(Reloader::new(
+        reload_from,
+        live.clone(),
+        dispatcher.clone(),
+        Some(pool.clone()),
+        &alerted_outcomes(),
+    ));
+    let state = web::Data::new(AppState {
+        settings: live,
+        reloader: reloader.clone(),
+        pool,
+        clock: hooks.clock,
+        faults: hooks.faults,
+        committer,
+        checkpointer,
+        dispatcher_waker: dispatcher.as_ref().map(|d| d.waker()),
+        brokers: dispatcher.as_ref().map(|d| d.broker_health()),
+        sweeper,
+        traffic: Default::default(),
+        sign_in: Default::default(),
+    });
+    Ok((state, reloader))
+}
+
+/// The process-wide metrics, each source's webhook counters from zero, and a warning for
+/// each source whose scheme proves only the sender.
+fn start_metrics(settings: &Settings, now_secs: i64) {
+    crate::observability::prometheus();
+    let sources: Vec<&str> = settings.sources.iter().map(|s| s.name.as_str()).collect();
+    crate::observability::start_webhook_counters(&sources, &alerted_outcomes());
+    crate::observability::record_sweeper_enabled(settings.retention.sweeper);
+    crate::observability::start_config_reload_metrics(now_secs);
+    warn_about_schemes(settings, &sources);
+}
+
+/// The main listener's server, running: every route (and the console's when
+/// `console_on_main`), its connection limit, worker count and shutdown grace.
+fn main_server(
+    state: web::Data<AppState>,
+    listener: TcpListener,
+    console_on_main: bool,
+    settings: &ServerSettings,
+) -> anyhow::Result<Server> {
+    let mut server = HttpServer::new(move || {
+        App::new()
+            .app_data(state.clone())
+            .wrap(actix_web::middleware::from_fn(observe))
+            .configure(register_routes)
+            .configure(|config| {
+                if console_on_main {
+                    crate::routes::console::register(config);
+                }
+            })
+            .default_service(web::to(crate::routes::no_route))
+    })
+    .shutdown_timeout(settings.shutdown_grace.as_secs())
+    .max_connections(settings.max_connections)
+    .listen(listener)?;
+    if let Some(workers) = settings.workers {
+        server = server.workers(workers);
+    }
+    Ok(server.run())
+}
+
 fn serve_console(
     bind: &str,
     state: web::Data<AppState>,

@@ -254,30 +254,8 @@ pub fn validate_destinations(
 }
 
 impl DestinationFile {
-    fn validate(self, prefix: &str, typed: bool) -> Result<DestinationSettings, ConfigError> {
-        let key = |field: &str| format!("{prefix}.{field}");
-        let events = EventTypeFilter::parse(&key("events"), self.events, typed)?;
-        let url = reqwest::Url::parse(&self.url)
-            .map_err(|e| ConfigError::new(key("url"), e.to_string()))?;
-        let Some(host) = url.host_str() else {
-            return Err(ConfigError::new(key("url"), "must have a host"));
-        };
-        let kind =
-            DestinationKind::from_file(url.scheme(), self.subject, self.exchange, self.routing_key)
-                .map_err(|(field, message)| ConfigError::new(key(field), message))?;
-        let name = match self.name {
-            Some(name) if !name.is_empty() && name.len() <= 128 => name,
-            Some(_) => return Err(ConfigError::new(key("name"), "must be 1 to 128 characters")),
-            // Never the query or credentials: they may hold tokens.
-            None => format!(
-                "{host}{}{}",
-                url.port().map(|p| format!(":{p}")).unwrap_or_default(),
-                kind.default_name_path(url.path())
-            ),
-        };
-        let secret =
-            Secret::resolve(&self.secret).map_err(|m| ConfigError::new(key("secret"), m))?;
-        check_standard_secret(&secret).map_err(|m| ConfigError::new(key("secret"), m))?;
+    /// The retry policy and the retry budget's rate, or the key to blame.
+    fn retries(&self, key: &dyn Fn(&str) -> String) -> Result<(RetryPolicy, f64), ConfigError> {
         let get = |field: &str, value: Option<&str>, default: &str| {
             setting(&key(field), value, default).map(|d| d.0)
         };
@@ -297,13 +275,48 @@ impl DestinationFile {
                 "must be a positive number of retries per second",
             ));
         }
+        Ok((policy, retry_rate))
+    }
+
+    fn validate(mut self, prefix: &str, typed: bool) -> Result<DestinationSettings, ConfigError> {
+        let key = |field: &str| format!("{prefix}.{field}");
+        let events = EventTypeFilter::parse(&key("events"), self.events.take(), typed)?;
+        let url = reqwest::Url::parse(&self.url)
+            .map_err(|e| ConfigError::new(key("url"), e.to_string()))?;
+        let Some(host) = url.host_str() else {
+            return Err(ConfigError::new(key("url"), "must have a host"));
+        };
+        let kind = DestinationKind::from_file(
+            url.scheme(),
+            self.subject.take(),
+            self.exchange.take(),
+            self.routing_key.take(),
+        )
+        .map_err(|(field, message)| ConfigError::new(key(field), message))?;
+        let name = match self.name.take() {
+            Some(name) if !name.is_empty() && name.len() <= 128 => name,
+            Some(_) => return Err(ConfigError::new(key("name"), "must be 1 to 128 characters")),
+            // Never the query or credentials: they may hold tokens.
+            None => format!(
+                "{host}{}{}",
+                url.port().map(|p| format!(":{p}")).unwrap_or_default(),
+                kind.default_name_path(url.path())
+            ),
+        };
+        let secret =
+            Secret::resolve(&self.secret).map_err(|m| ConfigError::new(key("secret"), m))?;
+        check_standard_secret(&secret).map_err(|m| ConfigError::new(key("secret"), m))?;
+        let (policy, retry_rate) = self.retries(&key)?;
         let gate = GateSettings::validate(
             &key,
-            self.breaker,
+            self.breaker.take(),
             self.max_in_flight,
             self.rate,
             self.rate_burst,
         )?;
+        let at = |field: &str, value: &Option<String>, default: &str| {
+            setting(&key(field), value.as_deref(), default).map(|d| d.0)
+        };
         Ok(DestinationSettings {
             gate,
             kind,
@@ -311,14 +324,10 @@ impl DestinationFile {
             url: url.to_string(),
             secret,
             events,
-            timeout: get(
-                "timeout",
-                self.timeout.as_deref(),
-                DEFAULT_DESTINATION_TIMEOUT,
-            )?,
-            connect_timeout: get(
+            timeout: at("timeout", &self.timeout, DEFAULT_DESTINATION_TIMEOUT)?,
+            connect_timeout: at(
                 "connect_timeout",
-                self.connect_timeout.as_deref(),
+                &self.connect_timeout,
                 DEFAULT_DESTINATION_CONNECT_TIMEOUT,
             )?,
             policy,

@@ -240,23 +240,9 @@ pub fn show_event(
         )>(conn)
         .optional()?;
     let Some((summary, fingerprint, payload, status, content_type, body, headers)) = row else {
-        let fact = facts::table
-            .filter(facts::source.eq(source))
-            .filter(facts::first_event_id.eq(event_id))
-            .select((facts::kind, facts::fact_key, facts::created_at))
-            .first::<(String, String, NaiveDateTime)>(conn)
-            .optional()?;
-        return Ok(fact.map(|(kind, key, created_at)| {
-            Err(json!({ "kind": kind, "key": key, "first_event_id": event_id, "created_at": rfc3339(created_at) }))
-        }));
+        return Ok(swept_event_fact(conn, source, event_id)?.map(Err));
     };
-    let fact = facts::table
-        .filter(facts::source.eq(source))
-        .filter(facts::kind.eq(&summary.fact_kind))
-        .filter(facts::fact_key.eq(&summary.fact_key))
-        .select((facts::first_event_id, facts::created_at))
-        .first::<(String, NaiveDateTime)>(conn)
-        .optional()?;
+    let fact = event_fact(conn, source, &summary)?;
     // Indexed by deliveries_event_idx (source, event_id).
     let deliveries = deliveries::table
         .filter(deliveries::source.eq(source))
@@ -275,14 +261,49 @@ pub fn show_event(
             "content_type": content_type,
             "body": body.as_deref().map(bytes_json),
         },
-        "fact": fact.map(|(first_event_id, created_at)| json!({
+        "fact": fact,
+        "deliveries": deliveries,
+    }))))
+}
+
+/// The fact a stored event records (none when the event recorded none).
+fn event_fact(
+    conn: &mut DbConnection,
+    source: &str,
+    summary: &EventSummary,
+) -> QueryResult<Option<Value>> {
+    let fact = facts::table
+        .filter(facts::source.eq(source))
+        .filter(facts::kind.eq(&summary.fact_kind))
+        .filter(facts::fact_key.eq(&summary.fact_key))
+        .select((facts::first_event_id, facts::created_at))
+        .first::<(String, NaiveDateTime)>(conn)
+        .optional()?;
+    Ok(fact.map(|(first_event_id, created_at)| {
+        json!({
             "kind": summary.fact_kind,
             "key": summary.fact_key,
             "first_event_id": first_event_id,
             "created_at": rfc3339(created_at),
-        })),
-        "deliveries": deliveries,
-    }))))
+        })
+    }))
+}
+
+/// The fact a swept event recorded first, which outlives it (none: an unknown event).
+fn swept_event_fact(
+    conn: &mut DbConnection,
+    source: &str,
+    event_id: &str,
+) -> QueryResult<Option<Value>> {
+    let fact = facts::table
+        .filter(facts::source.eq(source))
+        .filter(facts::first_event_id.eq(event_id))
+        .select((facts::kind, facts::fact_key, facts::created_at))
+        .first::<(String, String, NaiveDateTime)>(conn)
+        .optional()?;
+    Ok(fact.map(|(kind, key, created_at)| {
+        json!({ "kind": kind, "key": key, "first_event_id": event_id, "created_at": rfc3339(created_at) })
+    }))
 }
 
 /// One attempt at a delivery.

@@ -121,12 +121,7 @@ impl Sweeper {
             ..SweepReport::default()
         };
         if dry_run {
-            let conn = &mut *pool.get()?;
-            report.events = count_expired_events(conn, cutoffs.events)?;
-            report.deliveries = count_finished(conn, Finished::Delivered, &cutoffs)?;
-            report.dead_letters = count_finished(conn, Finished::DeadLetters, &cutoffs)?;
-            report.operator_requests = count_expired_keys(conn, cutoffs.events)?;
-            return Ok(report);
+            return count_all(&mut *pool.get()?, &cutoffs, report);
         }
         let batch = i64::from(self.settings.sweep_batch);
         let (deleted, batches) = sweep_table(pool, "events", batch, |c| {
@@ -337,4 +332,17 @@ fn delete_finished(
     )
     .execute(conn)?;
     Ok(deleted as u64)
+}
+
+/// A dry run's round: what a sweep would delete now, counted and not deleted.
+fn count_all(
+    conn: &mut DbConnection,
+    cutoffs: &Cutoffs,
+    mut report: SweepReport,
+) -> anyhow::Result<SweepReport> {
+    report.events = count_expired_events(conn, cutoffs.events)?;
+    report.deliveries = count_finished(conn, Finished::Delivered, cutoffs)?;
+    report.dead_letters = count_finished(conn, Finished::DeadLetters, cutoffs)?;
+    report.operator_requests = count_expired_keys(conn, cutoffs.events)?;
+    Ok(report)
 }

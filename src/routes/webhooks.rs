@@ -9,8 +9,9 @@ use crate::identity::Identity;
 use crate::ingest::{Claim, Outcome};
 use crate::ledger::{FactIdentity, BODY_KIND};
 use crate::observability::RequestId;
+use crate::provider::SourceSettings;
 use crate::secret::Secret;
-use crate::signature::{Keys, Unverified};
+use crate::signature::{Keys, Unverified, Verified};
 use crate::state::AppState;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
@@ -93,7 +94,31 @@ async fn ingest(
     if let Some(answer) = source.scheme.handshake(&verified, &source.secrets) {
         return Ok((Outcome::Handshake, "-".to_owned(), answer));
     }
-    let identity = Identity::locate(&verified, &source.locators)?;
+    let (claim, routed) = claim_of(request, source, settings, (&verified, &body), now)?;
+    let event_id = claim.identity.event_id.to_string();
+
+    let verdict = state.committer.commit(claim).await;
+    metrics::histogram!("inlet_ingest_duration_seconds", "source" => source.name.as_str().to_owned())
+        .record(seen.elapsed().as_secs_f64());
+    let (outcome, answer) = verdict?;
+    if outcome == Outcome::Accepted {
+        after_accepted(state, settings, source.name.as_str(), routed);
+    }
+    Ok((outcome, event_id, answer))
+}
+
+/// What a verified request claims: its event, its fact (and, for a source keyed on what
+/// was signed, the body's), the stored copy of the request and the outbox rows of the
+/// destinations whose `events` filter takes its type; and whether there is any. `body` is
+/// the bytes `verified` reads (a shared buffer: cloning it copies nothing).
+fn claim_of(
+    request: &HttpRequest,
+    source: &SourceSettings,
+    settings: &Settings,
+    (verified, body): (&Verified<'_>, &web::Bytes),
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<(Claim, bool), Problem> {
+    let identity = Identity::locate(verified, &source.locators)?;
     let fact = FactIdentity::of_event(
         &source.fact_rules,
         identity.event_type.as_deref(),
@@ -101,21 +126,19 @@ async fn ingest(
         identity.document.as_ref(),
         identity.fact_key.as_ref(),
     )?;
-    let event_id = identity.event_id.to_string();
     let content_type = request
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json")
         .to_owned();
-    let fingerprint = verified.content_digest(); // what was signed: the body, or its reading
-                                                 // Only the destinations whose `events` filter takes this type get a row.
+    // What was signed: the body, or its canonical reading.
+    let fingerprint = verified.content_digest();
     let destinations =
         settings
             .destinations
             .deadlines(source.name.as_str(), identity.event_type.as_deref(), now);
     let routed = !destinations.is_empty();
-    let headers = received_headers(request, source.scheme.credential_header(), &source.secrets);
     let body_fact = (source.keys_body_fact && fact.kind != BODY_KIND).then(|| FactIdentity {
         kind: BODY_KIND.to_owned(),
         key: fingerprint.clone(),
@@ -127,29 +150,26 @@ async fn ingest(
         body_fact,
         fingerprint,
         content_type,
-        headers,
+        headers: received_headers(request, source.scheme.credential_header(), &source.secrets),
         received_at: now,
         expires_at: now + settings.retention.events.0,
         destinations,
-        answer: source.scheme.event_answer(&verified),
-        payload: body,
+        answer: source.scheme.event_answer(verified),
+        payload: body.clone(),
     };
+    Ok((claim, routed))
+}
 
-    let verdict = state.committer.commit(claim).await;
-    metrics::histogram!("inlet_ingest_duration_seconds", "source" => source.name.as_str().to_owned())
-        .record(seen.elapsed().as_secs_f64());
-    let (outcome, answer) = verdict?;
-    let has_destinations = !settings.destinations.of(source.name.as_str()).is_empty();
-    if outcome == Outcome::Accepted && !routed && has_destinations {
-        metrics::counter!("inlet_unrouted_facts_total", "source" => source.name.as_str().to_owned())
-            .increment(1);
-    }
-    if outcome == Outcome::Accepted && routed {
+/// After a new fact committed: wake the dispatcher when it has outbox rows, or count it
+/// as unrouted when the source has destinations but none takes its type.
+fn after_accepted(state: &AppState, settings: &Settings, source: &str, routed: bool) {
+    if routed {
         if let Some(waker) = &state.dispatcher_waker {
             waker.notify_one();
         }
+    } else if !settings.destinations.of(source).is_empty() {
+        metrics::counter!("inlet_unrouted_facts_total", "source" => source.to_owned()).increment(1);
     }
-    Ok((outcome, event_id, answer))
 }
 
 /// Headers that carry credentials whatever the source: never stored.
