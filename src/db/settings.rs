@@ -16,7 +16,8 @@ pub const DEFAULT_CONNECT_TIMEOUT: &str = "5s";
 pub const DEFAULT_BUSY_TIMEOUT: &str = "5s";
 pub const DEFAULT_LOCK_TIMEOUT: &str = "5s";
 /// PostgreSQL's default number of group-commit writers: while one group's commit waits
-/// for its WAL flush, the next group is being written (measured, see docs/src/internals/group-commit.md).
+/// for its WAL flush, the next group is being written (measured, see
+/// docs/src/internals/group-commit.md).
 pub const DEFAULT_POSTGRES_WRITERS: u32 = 2;
 /// The most webhooks one group commits together.
 pub const DEFAULT_MAX_GROUP: u32 = 256;

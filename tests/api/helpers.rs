@@ -1171,8 +1171,8 @@ pub async fn metric(app: &TestApp, series: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// The book's bus encoding (docs/src/delivery/event-bus.md), written here independently of Inlet's: a value fills one
-/// subject or routing-key token, ASCII letters, digits, `-` and `_` as they are and every
+/// The book's bus encoding (docs/src/delivery/event-bus.md), written here independently
+/// of Inlet's: a value fills one subject or routing-key token, ASCII letters, digits, `-` and `_` as they are and every
 /// other UTF-8 byte as `%XX` (upper-case hex); a fact without a type is `~`.
 pub fn bus_token(value: Option<&str>) -> String {
     let Some(value) = value else {

@@ -51,8 +51,8 @@ fn status_callback(message_sid: &str, status: &str) -> Vec<u8> {
     ])
 }
 
-/// The event id the book promises for a form (docs/src/providers/twilio.md): the sha256 of Twilio's signed string —
-/// each parameter's name followed by its value, sorted by name (no repeats here).
+/// The event id the book promises for a form (docs/src/providers/twilio.md): the sha256
+/// of Twilio's signed string — each parameter's name followed by its value, sorted by name (no repeats here).
 fn canonical_id(body: &[u8]) -> String {
     let mut pairs: Vec<(String, String)> = form_urlencoded::parse(body).into_owned().collect();
     pairs.sort();

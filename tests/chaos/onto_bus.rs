@@ -1,7 +1,7 @@
 //! The fuzzer's stripe facts go onto NATS JetStream too, many of them with an event type
 //! a hostile sender picked, and the oracle checks where each one landed: on the subject
-//! the book's encoding gives (docs/src/delivery/event-bus.md) (written again in the test helpers as `bus_token`, never
-//! Inlet's code) — one token under the configured prefix — and never on JetStream's API:
+//! the book's encoding gives (docs/src/delivery/event-bus.md; written again in the test
+//! helpers as `bus_token`, never Inlet's code) — one token under the configured prefix — and never on JetStream's API:
 //! another team's stream survives a type that names its purge. Needs the machine's NATS
 //! with JetStream on 127.0.0.1:4222 (`.ci/run` starts it).
 

@@ -1,6 +1,6 @@
 //! The fuzzer's oracle: whether a request carries a matching signature, decided from the
-//! scheme rules in the book (docs/src/providers/) with `hmac`, `sha1`, `sha2` and `ed25519-dalek` directly —
-//! never with Inlet's verification code.
+//! scheme rules in the book (docs/src/providers/) with `hmac`, `sha1`, `sha2` and
+//! `ed25519-dalek` directly — never with Inlet's verification code.
 //!
 //! Three answers. `Valid`: the canonical reading of the request (each header once, in
 //! the documented format) matches an active secret, within the tolerance. `Invalid`: no
@@ -1192,8 +1192,8 @@ fn timestamp_candidates(value: &[u8]) -> Vec<(Vec<u8>, Option<i64>)> {
     candidates
 }
 
-/// What a Twilio request's event is keyed on, as docs/src/providers/twilio.md says: the sha256 (hex) of the
-/// sorted parameters of a form (`content_type`, its first value, names one), of the bytes
+/// What a Twilio request's event is keyed on, as docs/src/providers/twilio.md says: the
+/// sha256 (hex) of the sorted parameters of a form (`content_type`, its first value, names one), of the bytes
 /// of anything else.
 pub fn twilio_event_id(content_type: Option<&[u8]>, body: &[u8]) -> String {
     // HTTP drops the whitespace around a header's value.
