@@ -13,7 +13,7 @@
 //! `lock_timeout` — so a held key delays only its own webhook. An unavailable database
 //! answers every member alike.
 
-use super::group::{process_group, Verdict};
+use super::group::{process_group, Ingested};
 use super::{process, Claim};
 use crate::db::{on_connection, DatabaseSettings, DbPool};
 use crate::error::{Problem, Reason};
@@ -56,15 +56,15 @@ struct Job {
 
 /// What a writer answers a webhook.
 enum Reply {
-    Done(Verdict),
+    Done(Ingested),
     /// Commit it alone, off the writers: its group waited on a key held elsewhere.
     Alone(Box<Claim>),
 }
 
 /// How a member of a committed (or failed) group ends.
 #[derive(Clone)]
-enum Settled {
-    Done(Verdict),
+enum MemberEnd {
+    Done(Ingested),
     Alone,
 }
 
@@ -126,7 +126,7 @@ impl Committer {
 
     /// Commits `claim` with whatever else is queued; its verdict once the group's
     /// transaction has committed (or failed).
-    pub async fn commit(&self, claim: Claim) -> Verdict {
+    pub async fn commit(&self, claim: Claim) -> Ingested {
         let (reply, answer) = oneshot::channel();
         {
             let mut state = self.queue.state.lock();
@@ -152,7 +152,7 @@ impl Committer {
 
     /// One webhook in a transaction of its own on a pooled connection, waiting up to
     /// `database.lock_timeout` on a concurrent claim of its key.
-    async fn commit_alone(&self, claim: Claim) -> Verdict {
+    async fn commit_alone(&self, claim: Claim) -> Ingested {
         let faults = self.faults.clone();
         on_connection(&self.pool, move |conn| process(conn, &claim, &faults)).await
     }
@@ -232,8 +232,8 @@ impl Writer {
                 .record(started.elapsed().as_secs_f64());
             for (job, settled) in fresh.into_iter().zip(verdicts) {
                 let reply = match settled {
-                    Settled::Done(verdict) => Reply::Done(verdict),
-                    Settled::Alone => Reply::Alone(Box::new(job.claim)),
+                    MemberEnd::Done(verdict) => Reply::Done(verdict),
+                    MemberEnd::Alone => Reply::Alone(Box::new(job.claim)),
                 };
                 // A client that went away gets no answer; its event is stored all the same.
                 let _ = job.reply.send(reply);
@@ -247,24 +247,29 @@ impl Writer {
 /// is discarded) is split in halves, each committed again, so that only the member at
 /// fault fails; a group that waited `lock_wait` on a held key has its members
 /// committed each alone; an unavailable database answers every member alike.
-fn commit(pool: &DbPool, claims: &[&Claim], faults: &Faults, lock_wait: Duration) -> Vec<Settled> {
+fn commit(
+    pool: &DbPool,
+    claims: &[&Claim],
+    faults: &Faults,
+    lock_wait: Duration,
+) -> Vec<MemberEnd> {
     let attempt = catch_unwind(AssertUnwindSafe(|| {
         let mut conn = pool.get()?;
         process_group(&mut conn, claims, faults, Some(lock_wait))
     }));
     let failure = match attempt {
-        Ok(Ok(verdicts)) => return verdicts.into_iter().map(Settled::Done).collect(),
+        Ok(Ok(verdicts)) => return verdicts.into_iter().map(MemberEnd::Done).collect(),
         Ok(Err(problem)) if problem.reason == Reason::ClaimInProgress => {
-            return vec![Settled::Alone; claims.len()]
+            return vec![MemberEnd::Alone; claims.len()]
         }
         Ok(Err(problem)) if problem.reason != Reason::Internal => {
-            return vec![Settled::Done(Err(problem)); claims.len()]
+            return vec![MemberEnd::Done(Err(problem)); claims.len()]
         }
         Ok(Err(problem)) => problem,
         Err(_) => Problem::internal("the ingest transaction crashed"),
     };
     if claims.len() == 1 {
-        return vec![Settled::Done(Err(failure))];
+        return vec![MemberEnd::Done(Err(failure))];
     }
     tracing::warn!(members = claims.len(), detail = %failure.detail, "a group's transaction failed; committing each half again");
     metrics::counter!("inlet_ingest_group_retries_total").increment(1);

@@ -24,11 +24,12 @@ use crate::idempotency::{self, Answer, Once, StoredCall};
 use crate::ledger::{self, FactIdentity, FactRow, NewFact};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-/// What one webhook of a group gets: its outcome and answer, or why it failed.
-pub type Verdict = Result<(Outcome, Answer), Problem>;
+/// What the ingest transaction made of one webhook: its outcome and answer, or why it
+/// failed (not to be confused with a delivery's `delivery::Verdict`).
+pub type Ingested = Result<(Outcome, Answer), Problem>;
 
 /// Runs the ingest transaction for one verified webhook alone: a group of one.
-pub fn process(conn: &mut DbConnection, claim: &Claim, faults: &Faults) -> Verdict {
+pub fn process(conn: &mut DbConnection, claim: &Claim, faults: &Faults) -> Ingested {
     let mut verdicts = process_group(conn, &[claim], faults, None)?;
     verdicts
         .pop()
@@ -43,7 +44,7 @@ pub fn process_group(
     claims: &[&Claim],
     faults: &Faults,
     lock_wait: Option<std::time::Duration>,
-) -> Result<Vec<Verdict>, Problem> {
+) -> Result<Vec<Ingested>, Problem> {
     write_transaction(conn, |conn| {
         if let Some(wait) = lock_wait {
             set_local_lock_timeout(conn, wait)?;
@@ -56,7 +57,7 @@ fn run(
     conn: &mut DbConnection,
     claims: &[&Claim],
     faults: &Faults,
-) -> Result<Vec<Verdict>, Problem> {
+) -> Result<Vec<Ingested>, Problem> {
     let leaders = idempotency::leaders(claims.iter().map(|claim| key_of(claim)));
     let accepted = claims
         .iter()
@@ -273,7 +274,7 @@ fn verdict(
     effects: &HashMap<usize, (Outcome, Answer)>,
     stored: &HashMap<EventKey, StoredCall>,
     i: usize,
-) -> Verdict {
+) -> Ingested {
     let claim = claims[i];
     let holder = leaders[i].unwrap_or(i);
     let call = match effects.get(&holder) {

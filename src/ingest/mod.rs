@@ -14,7 +14,7 @@ mod event;
 mod group;
 
 pub use committer::Committer;
-pub use group::{process, process_group, Verdict};
+pub use group::{process, process_group, Ingested};
 
 use crate::error::Problem;
 use crate::idempotency::Answer;

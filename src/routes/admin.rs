@@ -69,9 +69,9 @@ fn authorize(request: &HttpRequest, settings: &Settings) -> Result<Caller, Probl
 /// An authenticated operator: extracting it refuses (401) a request without the right
 /// bearer token, before anything else about the request is looked at. It carries the
 /// request's one settings snapshot, the one the token was checked against.
-pub struct Operator(Caller, Arc<Settings>);
+pub struct Authorized(Caller, Arc<Settings>);
 
-impl FromRequest for Operator {
+impl FromRequest for Authorized {
     type Error = Problem;
     type Future = std::future::Ready<Result<Self, Problem>>;
 
@@ -79,7 +79,7 @@ impl FromRequest for Operator {
         let authorized = match request.app_data::<web::Data<AppState>>() {
             Some(state) => {
                 let settings = state.settings.current();
-                authorize(request, &settings).map(|caller| Operator(caller, settings))
+                authorize(request, &settings).map(|caller| Authorized(caller, settings))
             }
             None => Err(Problem::internal("the application state is missing")),
         };
@@ -162,7 +162,7 @@ struct EventsQuery {
 /// `GET /admin/events`: in id order, `limit` per page, `cursor` = the last page's
 /// `next_cursor`.
 pub async fn list_events(
-    _: Operator,
+    _: Authorized,
     request: HttpRequest,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, Problem> {
@@ -187,7 +187,7 @@ pub async fn list_events(
 
 /// `GET /admin/events/{source}/{event_id}`.
 pub async fn show_event(
-    Operator(_, settings): Operator,
+    Authorized(_, settings): Authorized,
     path: web::Path<(String, String)>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, Problem> {
@@ -226,7 +226,7 @@ struct DeliveriesQuery {
 
 /// `GET /admin/deliveries` (e.g. `?status=dead` for the dead letters).
 pub async fn list_deliveries(
-    _: Operator,
+    _: Authorized,
     request: HttpRequest,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, Problem> {
@@ -250,7 +250,7 @@ pub async fn list_deliveries(
 /// `GET /admin/destinations`: every destination's circuit breaker and limits, as every
 /// instance shares them.
 pub async fn destinations(
-    Operator(_, settings): Operator,
+    Authorized(_, settings): Authorized,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, Problem> {
     let gated = settings.destinations.gated();
@@ -266,7 +266,7 @@ pub async fn destinations(
 }
 
 /// `GET /admin/retention`: the audit's numbers.
-pub async fn retention(Operator(_, settings): Operator) -> Result<HttpResponse, Problem> {
+pub async fn retention(Authorized(_, settings): Authorized) -> Result<HttpResponse, Problem> {
     let retention = &settings.retention;
     let audit = &retention.audit;
     let horizons: Vec<Value> = audit
@@ -527,7 +527,7 @@ pub const REPLAY_ROUTE: &str = "POST /admin/replay";
 /// `POST /admin/replay`; with `"dry_run": true` a preview that changes nothing (and so
 /// needs no Idempotency-Key).
 pub async fn replay(
-    Operator(caller, settings): Operator,
+    Authorized(caller, settings): Authorized,
     request: HttpRequest,
     payload: web::Payload,
     state: web::Data<AppState>,
@@ -666,7 +666,7 @@ pub async fn dead_letter_call(
 
 /// The API's requeue and discard: the key is checked before the body is read.
 async fn on_dead_letters(
-    Operator(caller, settings): Operator,
+    Authorized(caller, settings): Authorized,
     request: HttpRequest,
     payload: web::Payload,
     state: web::Data<AppState>,
@@ -680,7 +680,7 @@ async fn on_dead_letters(
 
 /// `POST /admin/deliveries/requeue`: dead letters back to pending.
 pub async fn requeue(
-    operator: Operator,
+    operator: Authorized,
     request: HttpRequest,
     payload: web::Payload,
     state: web::Data<AppState>,
@@ -690,7 +690,7 @@ pub async fn requeue(
 
 /// `POST /admin/deliveries/discard`: dead letters set aside, never sent.
 pub async fn discard(
-    operator: Operator,
+    operator: Authorized,
     request: HttpRequest,
     payload: web::Payload,
     state: web::Data<AppState>,
@@ -702,7 +702,7 @@ pub async fn discard(
 /// only); 422 naming the key when the file is refused, and then nothing changed. No
 /// Idempotency-Key: a reload applies the file as it is now, so repeating one converges
 /// (the second finds nothing to change) and a stored answer would be stale.
-pub async fn reload(_: Operator, state: web::Data<AppState>) -> HttpResponse {
+pub async fn reload(_: Authorized, state: web::Data<AppState>) -> HttpResponse {
     match state.reloader.reload("api").await {
         Ok(changes) => json_response(
             StatusCode::OK,
