@@ -14,8 +14,8 @@ use crate::identity::{JsonPointer, Locator, Locators};
 use crate::ledger::FactRule;
 use crate::secret::Secret;
 use crate::signature::{
-    zoom_url_validation_token, Basic, Discord, Github, HeaderToken, HmacScheme, Paddle, PublicUrl,
-    Scheme, Shopify, Slack, Square, Standard, Stripe, Twilio, Verified, Zoom,
+    zoom_url_validation_token, Basic, Discord, HeaderToken, HmacScheme, Paddle, PublicUrl, Scheme,
+    Square, Standard, Stripe, Twilio, Verified, GITHUB, SHOPIFY, SLACK, ZOOM,
 };
 use std::time::Duration;
 
@@ -186,12 +186,12 @@ impl SchemeConfig {
     pub fn scheme(&self) -> &dyn Scheme {
         match self {
             Self::Stripe => &Stripe,
-            Self::Github => &Github,
+            Self::Github => &GITHUB,
             Self::Standard => &Standard,
-            Self::Shopify => &Shopify,
-            Self::Slack => &Slack,
+            Self::Shopify => &SHOPIFY,
+            Self::Slack => &SLACK,
             Self::Paddle => &Paddle,
-            Self::Zoom => &Zoom,
+            Self::Zoom => &ZOOM,
             Self::Discord => &Discord,
             Self::Square(scheme) => scheme,
             Self::Twilio(scheme) => scheme,

@@ -113,26 +113,6 @@ impl HmacScheme {
     }
 }
 
-/// A built-in scheme's fixed HMAC parameters, validated once into `cell`.
-pub(super) fn built_in(
-    cell: &'static std::sync::OnceLock<HmacScheme>,
-    header: &str,
-    prefix: Option<&str>,
-    encoding: Encoding,
-    timestamp: Option<(&str, &str)>,
-) -> &'static HmacScheme {
-    cell.get_or_init(|| {
-        HmacScheme::new(
-            header.to_owned(),
-            prefix.map(str::to_owned),
-            encoding,
-            timestamp.map(|(h, _)| h.to_owned()),
-            timestamp.map(|(_, template)| template.to_owned()),
-        )
-        .unwrap_or_else(|_| unreachable!("built-in HMAC parameters are valid"))
-    })
-}
-
 fn parse_template(template: &str) -> Result<Vec<Part>, String> {
     let mut parts = Vec::new();
     let mut rest = template;

@@ -11,34 +11,29 @@
 mod basic;
 mod discord;
 mod ed25519;
-mod github;
+mod fixed;
 mod header_token;
 mod hmac;
 mod paddle;
 mod public_url;
-mod shopify;
-mod slack;
 mod square;
 mod standard;
 mod stripe;
 mod timestamped;
 mod twilio;
-mod zoom;
 
 pub use self::basic::Basic;
 pub use self::discord::Discord;
-pub use self::github::Github;
+pub use self::fixed::{url_validation_token as zoom_url_validation_token, FixedHmac};
+pub use self::fixed::{GITHUB, SHOPIFY, SLACK, ZOOM};
 pub use self::header_token::HeaderToken;
 pub use self::hmac::{Encoding, HmacScheme};
 pub use self::paddle::Paddle;
 pub use self::public_url::PublicUrl;
-pub use self::shopify::Shopify;
-pub use self::slack::Slack;
 pub use self::square::Square;
 pub use self::standard::{check_signing_secret as check_standard_secret, Standard};
 pub use self::stripe::Stripe;
 pub use self::twilio::Twilio;
-pub use self::zoom::{url_validation_token as zoom_url_validation_token, Zoom};
 
 use crate::error::{Problem, Reason};
 use crate::identity::RequestParts;

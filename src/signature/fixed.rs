@@ -1,0 +1,204 @@
+//! The providers whose signature is the generic HMAC scheme with fixed parameters, as
+//! data: one [`FixedHmac`] entry each, read by one implementation of [`Scheme`].
+//!
+//! - GitHub: `X-Hub-Signature-256: sha256=<hex of HMAC-SHA256(body)>`, keyed with the
+//!   webhook secret's bytes. No timestamp is signed. Event id: `X-GitHub-Delivery` (kept
+//!   on redelivery); event type: `X-GitHub-Event`.
+//! - Shopify: `X-Shopify-Hmac-Sha256` = base64 of HMAC-SHA256(body), keyed with the app's
+//!   client secret. No timestamp is signed. Event id: `X-Shopify-Webhook-Id` (one per
+//!   delivery to one subscription); type: `X-Shopify-Topic`; fact key:
+//!   `X-Shopify-Event-Id`, so one event delivered to several subscriptions is one fact.
+//! - Slack: `X-Slack-Signature: v0=<hex>` of HMAC-SHA256 over `"v0:{ts}:{body}"`, with
+//!   `X-Slack-Request-Timestamp` (five-minute window by default). Event id: the Events API
+//!   body's `event_id`; type: `event.type`. Form-encoded requests (slash commands,
+//!   interactivity) carry no `event_id`: they are refused unless the source configures
+//!   one (e.g. `event_id = "form:trigger_id"`). The Events API's `url_verification`
+//!   handshake is answered with its challenge and never stored.
+//! - Zoom: `x-zm-signature: v0=<hex>` of HMAC-SHA256 over `"v0:{ts}:{body}"` keyed with
+//!   the app's secret token, with `x-zm-request-timestamp` (Unix seconds). The
+//!   `endpoint.url_validation` challenge is answered with the plain token and its
+//!   HMAC-SHA256 under the secret that verified the request (the provider profile decides
+//!   when a request is that challenge).
+
+use super::{
+    hmac_sha256, Encoding, EventToSign, HmacScheme, Keys, Scheme, SignatureError, Unverified,
+    Verified,
+};
+use crate::secret::{MinLength, Secret};
+use chrono::{DateTime, Utc};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// What the provider's event carries in a header beside the signature, for `inlet sign`.
+#[derive(Debug, Clone, Copy)]
+enum Sent {
+    EventId,
+    EventType,
+}
+
+/// One provider's fixed HMAC parameters and what its requests carry beside them.
+#[derive(Debug)]
+pub struct FixedHmac {
+    header: &'static str,
+    prefix: Option<&'static str>,
+    encoding: Encoding,
+    /// The timestamp header and the signed template, where the provider signs a time.
+    timestamp: Option<(&'static str, &'static str)>,
+    /// Headers `inlet sign` adds: the event id or type under the provider's names.
+    sends: &'static [(&'static str, Sent)],
+    /// Slack: a body that is not JSON is a form (slash commands, interactivity).
+    forms: bool,
+    /// The provider's rule for its secrets; `None`: the floor for a chosen secret.
+    secret: Option<MinLength>,
+    scheme: OnceLock<HmacScheme>,
+}
+
+pub static GITHUB: FixedHmac = FixedHmac {
+    header: "X-Hub-Signature-256",
+    prefix: Some("sha256="),
+    encoding: Encoding::Hex,
+    timestamp: None,
+    sends: &[
+        ("X-GitHub-Delivery", Sent::EventId),
+        ("X-GitHub-Event", Sent::EventType),
+    ],
+    forms: false,
+    secret: None,
+    scheme: OnceLock::new(),
+};
+
+pub static SHOPIFY: FixedHmac = FixedHmac {
+    header: "X-Shopify-Hmac-Sha256",
+    prefix: None,
+    encoding: Encoding::Base64,
+    timestamp: None,
+    sends: &[
+        ("X-Shopify-Webhook-Id", Sent::EventId),
+        ("X-Shopify-Event-Id", Sent::EventId),
+        ("X-Shopify-Topic", Sent::EventType),
+    ],
+    forms: false,
+    // Shopify issues 32 hex characters (an app's client secret, `shpss_` before them in
+    // newer apps) or 64 (a store's notification key).
+    secret: Some(MinLength {
+        prefix: "shpss_",
+        prefix_required: false,
+        min: 32,
+        rule: "a Shopify client secret or webhook key has at least 32 characters \
+               (after shpss_ where it has one), as Shopify issues them",
+    }),
+    scheme: OnceLock::new(),
+};
+
+pub static SLACK: FixedHmac = FixedHmac {
+    header: "X-Slack-Signature",
+    prefix: Some("v0="),
+    encoding: Encoding::Hex,
+    timestamp: Some(("X-Slack-Request-Timestamp", "v0:{timestamp}:{body}")),
+    sends: &[],
+    forms: true,
+    secret: Some(MinLength::issued(
+        32,
+        "a Slack signing secret is 32 characters, as Slack issues it",
+    )),
+    scheme: OnceLock::new(),
+};
+
+pub static ZOOM: FixedHmac = FixedHmac {
+    header: "x-zm-signature",
+    prefix: Some("v0="),
+    encoding: Encoding::Hex,
+    timestamp: Some(("x-zm-request-timestamp", "v0:{timestamp}:{body}")),
+    sends: &[],
+    forms: false,
+    secret: None,
+    scheme: OnceLock::new(),
+};
+
+impl FixedHmac {
+    /// The generic HMAC scheme with this provider's parameters.
+    fn hmac(&self) -> &HmacScheme {
+        self.scheme.get_or_init(|| {
+            HmacScheme::new(
+                self.header.to_owned(),
+                self.prefix.map(str::to_owned),
+                self.encoding,
+                self.timestamp.map(|(header, _)| header.to_owned()),
+                self.timestamp.map(|(_, template)| template.to_owned()),
+            )
+            .unwrap_or_else(|_| unreachable!("built-in HMAC parameters are valid"))
+        })
+    }
+}
+
+impl Scheme for FixedHmac {
+    fn verify<'r>(
+        &self,
+        request: Unverified<'r>,
+        keys: Keys<'_>,
+        now: DateTime<Utc>,
+    ) -> Result<Verified<'r>, SignatureError> {
+        self.hmac().verify(request, keys, now)
+    }
+
+    fn sign(
+        &self,
+        body: &[u8],
+        secret: &Secret,
+        now: DateTime<Utc>,
+        event: &EventToSign,
+    ) -> Vec<(String, String)> {
+        let mut headers = self.hmac().sign(body, secret, now, event);
+        if self.forms && !body.trim_ascii_start().starts_with(b"{") {
+            for (name, value) in &mut headers {
+                if name == "Content-Type" {
+                    "application/x-www-form-urlencoded".clone_into(value);
+                }
+            }
+        }
+        for (name, sent) in self.sends {
+            let value = match sent {
+                Sent::EventId => &event.id,
+                Sent::EventType => &event.event_type,
+            };
+            headers.push(((*name).to_owned(), value.clone()));
+        }
+        headers
+    }
+
+    fn signs_timestamp(&self) -> bool {
+        self.timestamp.is_some()
+    }
+
+    fn check_secret(&self, secret: &Secret) -> Result<(), String> {
+        self.secret
+            .as_ref()
+            .unwrap_or(&MinLength::CHOSEN)
+            .check(secret)
+    }
+}
+
+/// Zoom's `encryptedToken` for a verified `endpoint.url_validation` request: the hex
+/// HMAC-SHA256 of `plain_token` under the secret whose signature the request carries
+/// (during a rotation, the one Zoom holds). `None` if no secret signed it.
+pub fn url_validation_token(
+    request: &Verified<'_>,
+    secrets: &[Secret],
+    plain_token: &str,
+) -> Option<String> {
+    // The request already passed the tolerance check; here only the signing secret counts.
+    let any_time = Duration::MAX;
+    let signer = secrets.iter().find(|secret| {
+        let keys = Keys {
+            secrets: std::slice::from_ref(*secret),
+            tolerance: any_time,
+        };
+        ZOOM.hmac()
+            .verify(request.request, keys, DateTime::<Utc>::UNIX_EPOCH)
+            .is_ok()
+    })?;
+    Some(hex::encode(hmac_sha256(
+        signer.expose().as_bytes(),
+        &[plain_token.as_bytes()],
+    )))
+}
