@@ -631,25 +631,43 @@ async fn an_open_breaker_stands_out_on_the_sources_page_and_the_overview(backend
     let row = browser.text("table.destinations tr.breaker-open").await;
     assert!(row.starts_with("app"), "{row}");
     assert_eq!(browser.text("tr.breaker-open .badge.open").await, "open");
-    for shown in [
-        "open until ".to_owned(),
-        format!("· {failures} failures"),
-        "/ 4".to_owned(),
-        "50/s, burst 50".to_owned(),
-    ] {
-        assert!(row.contains(&shown), "{shown} in {row}");
+    for shown in ["open until ", "/ 4", "50/s, burst 50"] {
+        assert!(row.contains(shown), "{shown} in {row}");
     }
+    // The count as the gate had it when the page was drawn: a delivery still in flight
+    // when the breaker opened may add a failure after `failures` was read.
+    let shown = failure_count(&row);
+    let after = gate(&app, "app").await["consecutive_failures"]
+        .as_i64()
+        .expect("consecutive_failures");
+    assert!(
+        (failures..=after).contains(&shown),
+        "{shown} failures shown, the gate had {failures} before and {after} after: {row}"
+    );
     browser.screenshot("sources-breaker", backend).await;
 
     browser.visit("/console").await;
     let backlog = browser.text("tr.breaker-open").await;
     let backlog = backlog.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(backlog.starts_with("stripe app"), "{backlog}");
+    let last = gate(&app, "app").await["consecutive_failures"]
+        .as_i64()
+        .expect("consecutive_failures");
+    assert!(backlog.contains("open until"), "{backlog}");
     assert!(
-        backlog.contains("open until") && backlog.contains(&format!("{failures} failures")),
-        "{backlog}"
+        (shown..=last).contains(&failure_count(&backlog)),
+        "the gate had {shown} to {last} failures: {backlog}"
     );
     browser.close().await;
+}
+
+/// The `N` of the first `N failures` in a page's text.
+fn failure_count(text: &str) -> i64 {
+    text.split(" failures")
+        .next()
+        .and_then(|before| before.rsplit([' ', '·']).find(|w| !w.is_empty()))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no failure count in {text}"))
 }
 
 /// Wrong tokens in a row make the next attempts wait (429, counted), and the right token
