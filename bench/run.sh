@@ -103,9 +103,7 @@ cleanup() {
 trap cleanup EXIT
 
 # release always: the load generator and the runs above it are the release binary's.
-for profile in release $PROFILES; do
-  [ "$profile" = release ] && [ -n "${built_release:-}" ] && continue
-  [ "$profile" = release ] && built_release=1
+for profile in $(printf '%s\n' release $PROFILES | awk '!seen[$0]++'); do
   echo "== building ($profile)"
   cargo build --profile "$profile" --quiet --bin inlet
 done

@@ -6,7 +6,7 @@ mod routing;
 use super::gates::{BreakerFile, GateSettings};
 use super::target::DestinationKind;
 use super::RetryPolicy;
-use crate::duration::{setting, span, HumanDuration};
+use crate::duration::{span, HumanDuration};
 use crate::error::ConfigError;
 use crate::secret::Secret;
 use crate::signature::check_standard_secret;
@@ -256,14 +256,14 @@ pub fn validate_destinations(
 impl DestinationFile {
     /// The retry policy and the retry budget's rate, or the key to blame.
     fn retries(&self, key: &dyn Fn(&str) -> String) -> Result<(RetryPolicy, f64), ConfigError> {
-        let get = |field: &str, value: Option<&str>, default: &str| {
-            setting(&key(field), value, default).map(|d| d.0)
+        let get = |field: &str, value: &Option<String>, default: &str| {
+            span(&key(field), value.as_deref(), default)
         };
         let policy = RetryPolicy {
-            base: get("retry_base", self.retry_base.as_deref(), DEFAULT_RETRY_BASE)?,
-            cap: get("retry_cap", self.retry_cap.as_deref(), DEFAULT_RETRY_CAP)?,
+            base: get("retry_base", &self.retry_base, DEFAULT_RETRY_BASE)?,
+            cap: get("retry_cap", &self.retry_cap, DEFAULT_RETRY_CAP)?,
             max_attempts: self.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
-            deadline: get("deadline", self.deadline.as_deref(), DEFAULT_DEADLINE)?,
+            deadline: get("deadline", &self.deadline, DEFAULT_DEADLINE)?,
         };
         if policy.max_attempts == 0 {
             return Err(ConfigError::new(key("max_attempts"), "must be at least 1"));
@@ -314,9 +314,6 @@ impl DestinationFile {
             self.rate,
             self.rate_burst,
         )?;
-        let at = |field: &str, value: &Option<String>, default: &str| {
-            setting(&key(field), value.as_deref(), default).map(|d| d.0)
-        };
         Ok(DestinationSettings {
             gate,
             kind,
@@ -324,10 +321,14 @@ impl DestinationFile {
             url: url.to_string(),
             secret,
             events,
-            timeout: at("timeout", &self.timeout, DEFAULT_DESTINATION_TIMEOUT)?,
-            connect_timeout: at(
-                "connect_timeout",
-                &self.connect_timeout,
+            timeout: span(
+                &key("timeout"),
+                self.timeout.as_deref(),
+                DEFAULT_DESTINATION_TIMEOUT,
+            )?,
+            connect_timeout: span(
+                &key("connect_timeout"),
+                self.connect_timeout.as_deref(),
                 DEFAULT_DESTINATION_CONNECT_TIMEOUT,
             )?,
             policy,
