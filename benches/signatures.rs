@@ -66,7 +66,7 @@ fn verification(c: &mut Criterion) {
                 b.iter(|| {
                     let verified =
                         source
-                            .scheme
+                            .provider
                             .scheme()
                             .verify(Unverified::new(&headers, body), keys, now);
                     black_box(verified.is_ok())
@@ -88,7 +88,7 @@ fn extraction(c: &mut Criterion) {
             tolerance: source.tolerance,
         };
         let verified = source
-            .scheme
+            .provider
             .scheme()
             .verify(Unverified::new(&headers, &body), keys, Utc::now())
             .expect("verifies");
@@ -136,7 +136,7 @@ fn hostile_lists(c: &mut Criterion) {
             b.iter(|| {
                 let verified =
                     source
-                        .scheme
+                        .provider
                         .scheme()
                         .verify(Unverified::new(&headers, &body), keys, now);
                 black_box(verified.is_err())

@@ -36,13 +36,13 @@ pub fn signing_secret<'a>(
     source: &'a SourceSettings,
     private_key: Option<&'a Secret>,
 ) -> anyhow::Result<&'a Secret> {
-    let scheme = source.scheme.scheme();
+    let scheme = source.provider.scheme();
     if let Some(key) = private_key {
         scheme.check_private_key(key).map_err(|m| {
             anyhow!(
                 "the private key cannot sign for source {} ({}): {m}",
                 source.name,
-                source.scheme.name()
+                source.provider.name()
             )
         })?;
         return Ok(key);
@@ -81,7 +81,7 @@ pub fn signed_headers_with(
     now: DateTime<Utc>,
     event: &EventToSign,
 ) -> Vec<(String, String)> {
-    let mut headers = source.scheme.scheme().sign(body, signer, now, event);
+    let mut headers = source.provider.scheme().sign(body, signer, now, event);
     let located = [
         (Some(&source.locators.event_id), &event.id),
         (source.locators.event_type.as_ref(), &event.event_type),

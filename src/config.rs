@@ -318,7 +318,7 @@ impl Settings {
         let horizons = sources
             .iter()
             .map(|source| AuditLine {
-                name: format!("source {} ({})", source.name, source.scheme.name()),
+                name: format!("source {} ({})", source.name, source.provider.name()),
                 value: source.resend_horizon.0,
                 origin: source.resend_horizon.1.clone(),
             })

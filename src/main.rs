@@ -559,11 +559,11 @@ async fn run_locally(command: Command, config: &std::path::Path) -> anyhow::Resu
                 );
             }
             for source in &settings.sources {
-                if let Some(meaning) = source.scheme.authenticates_sender_only() {
+                if let Some(meaning) = source.provider.authenticates_sender_only() {
                     println!(
                         "note: source {} ({}) {meaning}",
                         source.name,
-                        source.scheme.name()
+                        source.provider.name()
                     );
                 }
             }

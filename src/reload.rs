@@ -255,10 +255,10 @@ pub fn warn_about_schemes(settings: &Settings, names: &[&str]) {
         .iter()
         .filter(|s| named.contains(s.name.as_str()))
     {
-        if let Some(meaning) = source.scheme.authenticates_sender_only() {
-            tracing::warn!(source = %source.name, scheme = source.scheme.name(), "{meaning}");
+        if let Some(meaning) = source.provider.authenticates_sender_only() {
+            tracing::warn!(source = %source.name, scheme = source.provider.name(), "{meaning}");
         }
-        let unsigned_type = source.keys_body_fact && !source.scheme.signs_a_reading();
+        let unsigned_type = source.keys_body_fact && !source.provider.signs_a_reading();
         if unsigned_type && filtered.contains(source.name.as_str()) {
             tracing::warn!(source = %source.name, "this source's event type is not signed, so its facts are keyed on the body: an event whose exact body an event of another type already brought is a known fact, and reaches no destination, even one filtered to its own type");
         }

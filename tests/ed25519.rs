@@ -48,7 +48,7 @@ fn verify(
     };
     let map = header_map(headers);
     source
-        .scheme
+        .provider
         .scheme()
         .verify(Unverified::new(&map, body), keys, now)
         .map(drop)
@@ -332,11 +332,11 @@ fn discord_ping_is_a_handshake_answered_pong() {
             tolerance: discord.tolerance,
         };
         let verified = discord
-            .scheme
+            .provider
             .scheme()
             .verify(Unverified::new(&headers, body), keys, now)
             .expect("signed");
-        discord.scheme.handshake(&verified, &discord.secrets)
+        discord.provider.handshake(&verified, &discord.secrets)
     };
     let pong = answer(br#"{"id":"1","type":1,"version":1}"#).expect("PONG");
     assert_eq!(pong.status, 200);

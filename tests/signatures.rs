@@ -104,7 +104,7 @@ fn verify(
         tolerance: source.tolerance,
     };
     source
-        .scheme
+        .provider
         .scheme()
         .verify(Unverified::new(headers, body), keys, now)
         .map(drop)
@@ -595,12 +595,12 @@ fn zoom_url_validation_answers_the_documented_token() {
                 tolerance: source.tolerance,
             };
             let verified = source
-                .scheme
+                .provider
                 .scheme()
                 .verify(Unverified::new(&map, body), keys, now)
                 .expect("the validation request is signed");
             let answer = source
-                .scheme
+                .provider
                 .handshake(&verified, &source.secrets)
                 .expect("a handshake");
             assert_eq!(answer.status, 200);
@@ -621,12 +621,12 @@ fn zoom_url_validation_answers_the_documented_token() {
         tolerance: source.tolerance,
     };
     let verified = source
-        .scheme
+        .provider
         .scheme()
         .verify(Unverified::new(&map, body), keys, now)
         .expect("verifies");
     assert!(source
-        .scheme
+        .provider
         .handshake(&verified, &source.secrets)
         .is_none());
 }

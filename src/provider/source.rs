@@ -1,7 +1,7 @@
 //! A configured source: one provider's sender, its secrets, where its identity is read and
 //! which facts it keys on objects — validated from its `[[sources]]` table.
 
-use super::SchemeConfig;
+use super::{Provider, SchemeParams};
 use crate::duration::HumanDuration;
 use crate::error::ConfigError;
 use crate::identity::{JsonPointer, Locator, Locators};
@@ -50,7 +50,7 @@ impl fmt::Display for SourceName {
 #[derive(Debug, Clone)]
 pub struct SourceSettings {
     pub name: SourceName,
-    pub scheme: SchemeConfig,
+    pub provider: Provider,
     /// Where the event id, type and fact key are read (provider defaults, overridden).
     pub locators: Locators,
     /// Every one of these verifies (rotation); the first one signs (`inlet sign`).
@@ -112,7 +112,7 @@ impl SourceFile {
     pub fn validate(self, index: usize) -> Result<SourceSettings, ConfigError> {
         let key = |field: &str| format!("sources[{index}].{field}");
         let name = SourceName::parse(&self.name).map_err(|m| ConfigError::new(key("name"), m))?;
-        let scheme = self.scheme_config(&key)?;
+        let scheme = self.provider(&key)?;
         let secrets = self.secrets(&scheme, &key)?;
         if self.tolerance_secs.is_some() && !scheme.scheme().signs_timestamp() {
             return Err(ConfigError::new(
@@ -134,12 +134,12 @@ impl SourceFile {
             resend_horizon: resend_horizon(self.replay_horizon.as_deref(), &scheme, index)?,
             tolerance: Duration::from_secs(self.tolerance_secs.unwrap_or(DEFAULT_TOLERANCE_SECS)),
             name,
-            scheme,
+            provider: scheme,
             secrets,
         })
     }
 
-    fn scheme_config(&self, key: &dyn Fn(&str) -> String) -> Result<SchemeConfig, ConfigError> {
+    fn provider(&self, key: &dyn Fn(&str) -> String) -> Result<Provider, ConfigError> {
         let hmac = match &self.hmac {
             None => None,
             Some(h) => {
@@ -168,13 +168,17 @@ impl SourceFile {
             .map(PublicUrl::parse)
             .transpose()
             .map_err(|m| ConfigError::new(key("public_url"), m))?;
-        SchemeConfig::named(&self.scheme, hmac, token_header, public_url)
-            .map_err(|m| ConfigError::new(key("scheme"), m))
+        let params = SchemeParams {
+            hmac,
+            token_header,
+            public_url,
+        };
+        Provider::named(&self.scheme, params).map_err(|m| ConfigError::new(key("scheme"), m))
     }
 
     fn secrets(
         &self,
-        scheme: &SchemeConfig,
+        scheme: &Provider,
         key: &dyn Fn(&str) -> String,
     ) -> Result<Vec<Secret>, ConfigError> {
         if self.secrets.is_empty() {
@@ -201,7 +205,7 @@ impl SourceFile {
     /// holds a captured request could otherwise re-send its signed body under a fresh id.
     fn locators(
         &self,
-        scheme: &SchemeConfig,
+        scheme: &Provider,
         key: &dyn Fn(&str) -> String,
     ) -> Result<Locators, ConfigError> {
         let locator = |field: &str, value: &str| {
@@ -251,7 +255,7 @@ impl SourceFile {
 /// The configured rules, then the provider's.
 fn fact_rules(
     files: Vec<FactRuleFile>,
-    scheme: &SchemeConfig,
+    scheme: &Provider,
     key: &dyn Fn(&str) -> String,
 ) -> Result<Vec<FactRule>, ConfigError> {
     let mut rules = Vec::with_capacity(files.len());
@@ -281,7 +285,7 @@ fn fact_rules(
 /// The source's own horizon, or its provider's documented one.
 fn resend_horizon(
     configured: Option<&str>,
-    scheme: &SchemeConfig,
+    scheme: &Provider,
     index: usize,
 ) -> Result<(HumanDuration, String), ConfigError> {
     let key = format!("sources[{index}].replay_horizon");

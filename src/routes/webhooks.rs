@@ -85,13 +85,13 @@ async fn ingest(
     let seen = Instant::now();
 
     let now = state.clock.now();
-    let scheme = source.scheme.scheme();
+    let scheme = source.provider.scheme();
     let keys = Keys {
         secrets: &source.secrets,
         tolerance: source.tolerance,
     };
     let verified = scheme.verify(Unverified::new(request.headers(), &body), keys, now)?;
-    if let Some(answer) = source.scheme.handshake(&verified, &source.secrets) {
+    if let Some(answer) = source.provider.handshake(&verified, &source.secrets) {
         return Ok((Outcome::Handshake, "-".to_owned(), answer));
     }
     let (claim, routed) = claim_of(request, source, settings, (&verified, &body), now)?;
@@ -150,11 +150,15 @@ fn claim_of(
         body_fact,
         fingerprint,
         content_type,
-        headers: received_headers(request, source.scheme.credential_header(), &source.secrets),
+        headers: received_headers(
+            request,
+            source.provider.credential_header(),
+            &source.secrets,
+        ),
         received_at: now,
         expires_at: now + settings.retention.events.0,
         destinations,
-        answer: source.scheme.event_answer(verified),
+        answer: source.provider.event_answer(verified),
         payload: body.clone(),
     };
     Ok((claim, routed))

@@ -209,7 +209,7 @@ fn verifies_as_standard_webhook(request: &wiremock::Request) -> bool {
         tolerance: source.tolerance,
     };
     source
-        .scheme
+        .provider
         .scheme()
         .verify(
             inlet::signature::Unverified::new(&headers, &request.body),

@@ -5,7 +5,7 @@
 
 use crate::helpers::{spawn_app_with, Backend, TestApp, TestOptions, NO_HEADERS};
 use crate::on_both_backends;
-use inlet::provider::SchemeConfig;
+use inlet::provider::{Provider, SchemeParams};
 use inlet::signature::PublicUrl;
 use sha2::{Digest, Sha256};
 
@@ -74,7 +74,11 @@ fn sign(app: &TestApp, body: &[u8], token: &str) -> Vec<(String, String)> {
 fn sign_for_url(app: &TestApp, body: &[u8], url: &str) -> Vec<(String, String)> {
     let mut source = app.settings.source("twilio").expect("a source").clone();
     let url = PublicUrl::parse(url.to_owned()).expect("a URL");
-    source.scheme = SchemeConfig::named("twilio", None, None, Some(url)).expect("twilio");
+    let params = SchemeParams {
+        public_url: Some(url),
+        ..SchemeParams::default()
+    };
+    source.provider = Provider::named("twilio", params).expect("twilio");
     let event = inlet::signature::EventToSign {
         id: String::new(),
         event_type: String::new(),

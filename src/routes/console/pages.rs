@@ -683,10 +683,10 @@ pub async fn sources(
             section.card {
                 h2 { (name) }
                 dl.facts {
-                    dt { "Scheme" } dd { (source.scheme.name()) }
+                    dt { "Scheme" } dd { (source.provider.name()) }
                     dt { "Active secrets" } dd { (source.secrets.len()) }
                     dt { "Resend horizon" } dd { (source.resend_horizon.0) " — " (source.resend_horizon.1) }
-                    @if source.scheme.scheme().signs_timestamp() {
+                    @if source.provider.scheme().signs_timestamp() {
                         dt { "Timestamp tolerance" } dd { (source.tolerance.as_secs()) " s" }
                     }
                     dt { "Fact rules" }

@@ -1,0 +1,347 @@
+//! The provider table: one static [`Profile`] per provider — its signature scheme, where
+//! its event id, type and fact key live, how late it can send a copy, the facts it keys
+//! on objects, and the handshake it expects. Adding a provider is one entry here, plus
+//! its scheme in [`crate::signature`] when no existing one fits, its vectors and tests.
+
+use super::handshake::{
+    discord_deferred_answer, discord_ping, slack_url_verification, zoom_url_validation,
+};
+use crate::idempotency::Answer;
+use crate::secret::Secret;
+use crate::signature::{
+    Basic, Discord, Paddle, PublicUrl, Scheme, Square, Standard, Stripe, Twilio, Verified, GITHUB,
+    SHOPIFY, SLACK, ZOOM,
+};
+use std::time::Duration;
+
+/// Where a profile reads a value, as static data (a source's own `event_id`, `event_type`
+/// and `fact_key` override it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// A JSON pointer into the body.
+    Json(&'static str),
+    /// The first of these headers that is present.
+    Headers(&'static [&'static str]),
+    /// A field of a form body.
+    Form(&'static str),
+    /// What was signed: the sha256 of the body, or of the scheme's canonical reading.
+    BodyDigest,
+}
+
+/// Where a provider's event id, type and fact key live.
+#[derive(Debug, Clone, Copy)]
+pub struct Places {
+    pub event_id: Place,
+    pub event_type: Option<Place>,
+    pub fact_key: Option<Place>,
+    /// A form body must carry both the type and the fact key.
+    pub form_requires_fact: bool,
+}
+
+/// How a provider's requests are verified, and what its source's table must give for it.
+#[derive(Clone, Copy)]
+pub enum Signing {
+    /// A scheme with no parameters of its own.
+    Fixed(&'static dyn Scheme),
+    /// A scheme that signs the URL the provider calls: built from `public_url`.
+    PublicUrl(fn(PublicUrl) -> Configured),
+    /// The generic HMAC scheme: `[sources.hmac]`.
+    Hmac,
+    /// A shared token in the header that `token_header` names.
+    HeaderToken,
+}
+
+/// A scheme built from a source's own parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Configured {
+    Square(Square),
+    Twilio(Twilio),
+    Hmac(crate::signature::HmacScheme),
+    HeaderToken(crate::signature::HeaderToken),
+}
+
+impl Configured {
+    pub fn scheme(&self) -> &dyn Scheme {
+        match self {
+            Self::Square(scheme) => scheme,
+            Self::Twilio(scheme) => scheme,
+            Self::Hmac(scheme) => scheme,
+            Self::HeaderToken(scheme) => scheme,
+        }
+    }
+}
+
+/// A verified request that is part of the provider's setup protocol: its answer.
+pub type Handshake = fn(&Verified<'_>, &[Secret]) -> Option<Answer>;
+
+/// One provider, as data.
+pub struct Profile {
+    /// As written in `sources[].scheme`.
+    pub name: &'static str,
+    pub signing: Signing,
+    /// `None`: the source must say where its event id is (generic and token schemes).
+    pub places: Option<Places>,
+    /// How late a copy of an event can still arrive, and why; `None` when the provider
+    /// has no documented window (the source must state one).
+    pub horizon: Option<(Duration, &'static str)>,
+    /// Event types that happen once per real-world object, and the JSON pointer to it.
+    pub once_per_object: Option<(&'static [&'static str], &'static str)>,
+    pub handshake: Option<Handshake>,
+    /// The answer an event needs in place of Inlet's receipt, stored and replayed like it.
+    pub event_answer: Option<fn(&Verified<'_>) -> Option<Answer>>,
+    /// For schemes that authenticate the sender only (nothing is signed), what that means.
+    pub sender_only: Option<&'static str>,
+    /// The header that carries a shared credential, when it is always the same one.
+    pub credential_header: Option<&'static str>,
+    /// The signature covers a reading of the body that other field values can produce
+    /// too (Twilio's sorted parameters run together).
+    pub signs_a_reading: bool,
+}
+
+impl std::fmt::Debug for Profile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// Stripe event types that happen once per real-world object: keyed on `data.object.id`,
+/// so the same payment arriving under another event id has no second effect.
+pub const STRIPE_ONCE_PER_OBJECT_TYPES: [&str; 4] = [
+    "payment_intent.succeeded",
+    "charge.succeeded",
+    "invoice.paid",
+    "checkout.session.completed",
+];
+
+/// Square event types that happen once per payment or refund: keyed on `data.id`.
+pub const SQUARE_ONCE_PER_OBJECT_TYPES: [&str; 2] = ["payment.created", "refund.created"];
+
+/// Paddle Billing event types that happen once per transaction or subscription: keyed on
+/// `data.id`, so the same transaction under another event id has no second effect.
+pub const PADDLE_ONCE_PER_OBJECT_TYPES: [&str; 3] = [
+    "transaction.paid",
+    "transaction.completed",
+    "subscription.created",
+];
+
+const fn days(n: u64) -> Duration {
+    Duration::from_secs(n * 86_400)
+}
+
+const SENDER_ONLY: &str = "proves who sent a request (a shared credential), not that its body \
+    is unaltered or fresh: nothing is signed, and anyone who sees one request can send any \
+    body; use it only over TLS, for senders that cannot sign";
+
+/// A provider whose event id, type and fact key are where `places` says, with nothing
+/// else special: the common shape, filled in by each entry that needs more.
+const fn plain(
+    name: &'static str,
+    signing: Signing,
+    places: Places,
+    horizon: (Duration, &'static str),
+) -> Profile {
+    Profile {
+        places: Some(places),
+        horizon: Some(horizon),
+        ..configured(name, signing)
+    }
+}
+
+/// The id and type at these places, the event its own fact.
+const fn at(event_id: Place, event_type: Place) -> Places {
+    Places {
+        event_id,
+        event_type: Some(event_type),
+        fact_key: None,
+        form_requires_fact: false,
+    }
+}
+
+/// A provider with nothing of its own: a source of it must say where its event id is and
+/// how late a copy can come.
+const fn configured(name: &'static str, signing: Signing) -> Profile {
+    Profile {
+        name,
+        signing,
+        places: None,
+        horizon: None,
+        once_per_object: None,
+        handshake: None,
+        event_answer: None,
+        sender_only: None,
+        credential_header: None,
+        signs_a_reading: false,
+    }
+}
+
+fn square(url: PublicUrl) -> Configured {
+    Configured::Square(Square::new(url))
+}
+
+fn twilio(url: PublicUrl) -> Configured {
+    Configured::Twilio(Twilio::new(url))
+}
+
+/// Every provider, in the order the documentation lists them.
+pub static PROFILES: [Profile; 13] = [
+    Profile {
+        once_per_object: Some((&STRIPE_ONCE_PER_OBJECT_TYPES, "/data/object/id")),
+        ..plain(
+            "stripe",
+            Signing::Fixed(&Stripe),
+            at(Place::Json("/id"), Place::Json("/type")),
+            (
+                days(30),
+                "events can be listed and resent for 30 days (live-mode retries end after 3 days)",
+            ),
+        )
+    },
+    plain(
+        "github",
+        Signing::Fixed(&GITHUB),
+        at(
+            Place::Headers(&["X-GitHub-Delivery"]),
+            Place::Headers(&["X-GitHub-Event"]),
+        ),
+        (
+            days(3),
+            "GitHub redelivers for 3 days (7 on Enterprise Server: set replay_horizon = \"7d\")",
+        ),
+    ),
+    plain(
+        "standard",
+        Signing::Fixed(&Standard),
+        at(
+            Place::Headers(&["webhook-id", "svix-id"]),
+            Place::Json("/type"),
+        ),
+        (
+            days(5),
+            "common Standard Webhooks/Svix schedules end within about 3 days, with margin",
+        ),
+    ),
+    // One event delivered to several subscriptions shares X-Shopify-Event-Id; the
+    // source's validation replaces it with the body digest (the header is unsigned).
+    plain(
+        "shopify",
+        Signing::Fixed(&SHOPIFY),
+        Places {
+            fact_key: Some(Place::Headers(&["X-Shopify-Event-Id"])),
+            ..at(
+                Place::Headers(&["X-Shopify-Webhook-Id"]),
+                Place::Headers(&["X-Shopify-Topic"]),
+            )
+        },
+        (days(2), "8 retries over 4 hours, with margin"),
+    ),
+    Profile {
+        handshake: Some(slack_url_verification),
+        ..plain(
+            "slack",
+            Signing::Fixed(&SLACK),
+            at(Place::Json("/event_id"), Place::Json("/event/type")),
+            (
+                days(1),
+                "Slack retries 3 times within the hour, with margin",
+            ),
+        )
+    },
+    Profile {
+        once_per_object: Some((&PADDLE_ONCE_PER_OBJECT_TYPES, "/data/id")),
+        ..plain(
+            "paddle",
+            Signing::Fixed(&Paddle),
+            at(Place::Json("/event_id"), Place::Json("/event_type")),
+            (
+                days(90),
+                "notifications can be replayed, under the same event_id, for 90 days (live-mode \
+                 retries end after 3 days)",
+            ),
+        )
+    },
+    // Zoom's body carries no event id; a retry resends the same signed body, so the event
+    // is its body's digest.
+    Profile {
+        handshake: Some(zoom_url_validation),
+        ..plain(
+            "zoom",
+            Signing::Fixed(&ZOOM),
+            at(Place::BodyDigest, Place::Json("/event")),
+            (
+                days(1),
+                "Zoom retries 3 times (after 5, 20 and 60 minutes), with margin",
+            ),
+        )
+    },
+    // Ed25519; the secrets are the application's public keys. An interaction's type is a
+    // number (2 = application command, 3 = message component, 4 = autocomplete, 5 = modal
+    // submit): recorded as its text, "2".
+    Profile {
+        handshake: Some(discord_ping),
+        event_answer: Some(discord_deferred_answer),
+        ..plain(
+            "discord",
+            Signing::Fixed(&Discord),
+            at(Place::Json("/id"), Place::Json("/type")),
+            (
+                days(1),
+                "Discord sends an interaction once and never retries it (it waits 3 seconds \
+                 for the answer; the interaction's token lives 15 minutes), with margin",
+            ),
+        )
+    },
+    // Signs the notification URL registered with Square.
+    Profile {
+        once_per_object: Some((&SQUARE_ONCE_PER_OBJECT_TYPES, "/data/id")),
+        ..plain(
+            "square",
+            Signing::PublicUrl(square),
+            at(Place::Json("/event_id"), Place::Json("/type")),
+            (
+                days(4),
+                "Square retries unacknowledged notifications for up to 72 hours, with margin",
+            ),
+        )
+    },
+    // Twilio signs the URL it calls, and sends no event id; one message's status
+    // callbacks (queued, sent, delivered) share its MessageSid. The event is what was
+    // signed — the sorted parameters of a form, the bytes of a JSON body — (a retry
+    // resends the same; the unsigned I-Twilio-Idempotency-Token is never the id); the
+    // fact is one status of one message, so the same status re-sent in another signed
+    // content (a second callback) has no second effect. A form must carry both.
+    Profile {
+        signs_a_reading: true,
+        ..plain(
+            "twilio",
+            Signing::PublicUrl(twilio),
+            Places {
+                event_id: Place::BodyDigest,
+                event_type: Some(Place::Form("MessageStatus")),
+                fact_key: Some(Place::Form("MessageSid")),
+                form_requires_fact: true,
+            },
+            (
+                days(1),
+                "Twilio retries a failed connection at most 5 times within 15 seconds \
+                 (connection overrides rc, tt), Event Streams for up to 4 hours, with margin",
+            ),
+        )
+    },
+    configured("hmac", Signing::Hmac),
+    // HTTP Basic credentials: authenticates the sender only.
+    Profile {
+        sender_only: Some(SENDER_ONLY),
+        credential_header: Some("authorization"),
+        ..configured("basic", Signing::Fixed(&Basic))
+    },
+    // A shared token in a named header: authenticates the sender only.
+    Profile {
+        sender_only: Some(SENDER_ONLY),
+        ..configured("header_token", Signing::HeaderToken)
+    },
+];
+
+/// The profile named `name`.
+pub fn profile(name: &str) -> Option<&'static Profile> {
+    PROFILES.iter().find(|profile| profile.name == name)
+}
