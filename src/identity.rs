@@ -3,7 +3,6 @@
 //! field, or the body's digest. Each provider has default locators; a source may override
 //! them. Shared by ingest, the ledger and the provider profiles.
 
-use crate::error::{Problem, Reason};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -61,6 +60,25 @@ pub fn is_form_type(content_type: &[u8]) -> bool {
 /// with a source name of at most 64 bytes — far below PostgreSQL's 2,704-byte btree limit.
 pub const MAX_IDENTITY_BYTES: usize = 255;
 
+/// Why a verified request has no identity Inlet can store. Each variant's text is the
+/// detail shown to the sender.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdentityError {
+    #[error("{0}")]
+    MissingEventId(String),
+    #[error("{0}")]
+    InvalidEventId(String),
+    #[error("{0}")]
+    InvalidEventType(String),
+    #[error("{0}")]
+    InvalidFactKey(String),
+    #[error("{0}")]
+    MissingFactKey(String),
+    /// The body cannot be read where the source's locators look.
+    #[error("{0}")]
+    InvalidBody(String),
+}
+
 /// The identity values a request carries, each bounded the same way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Field {
@@ -78,44 +96,47 @@ impl Field {
         }
     }
 
-    fn invalid(self) -> Reason {
+    fn invalid(self, detail: String) -> IdentityError {
         match self {
-            Self::EventId => Reason::InvalidEventId,
-            Self::EventType => Reason::InvalidEventType,
-            Self::FactKey => Reason::InvalidFactKey,
+            Self::EventId => IdentityError::InvalidEventId(detail),
+            Self::EventType => IdentityError::InvalidEventType(detail),
+            Self::FactKey => IdentityError::InvalidFactKey(detail),
         }
+    }
+
+    /// Whether `error` refuses a value of this field as unstorable.
+    fn refused(self, error: &IdentityError) -> bool {
+        matches!(
+            (self, error),
+            (Self::EventId, IdentityError::InvalidEventId(_))
+                | (Self::EventType, IdentityError::InvalidEventType(_))
+                | (Self::FactKey, IdentityError::InvalidFactKey(_))
+        )
     }
 
     /// Refuses a value that is longer than [`MAX_IDENTITY_BYTES`] or holds a control
     /// character (NUL, newline, …): it could not be stored, indexed or sent as a header.
-    pub fn check(self, value: &str) -> Result<(), Problem> {
+    pub fn check(self, value: &str) -> Result<(), IdentityError> {
         if value.len() > MAX_IDENTITY_BYTES || value.chars().any(char::is_control) {
-            return Err(Problem::new(
-                self.invalid(),
-                format!(
-                    "the {} is {} bytes{}: it must be at most {MAX_IDENTITY_BYTES} bytes of \
+            return Err(self.invalid(format!(
+                "the {} is {} bytes{}: it must be at most {MAX_IDENTITY_BYTES} bytes of \
                      printable UTF-8 text",
-                    self.name(),
-                    value.len(),
-                    if value.chars().any(char::is_control) {
-                        " with a control character"
-                    } else {
-                        ""
-                    }
-                ),
-            ));
+                self.name(),
+                value.len(),
+                if value.chars().any(char::is_control) {
+                    " with a control character"
+                } else {
+                    ""
+                }
+            )));
         }
         Ok(())
     }
 
     /// A header's raw value as text, or why it is not.
-    fn text(self, raw: &[u8]) -> Result<&str, Problem> {
-        std::str::from_utf8(raw).map_err(|_| {
-            Problem::new(
-                self.invalid(),
-                format!("the {} is not valid UTF-8", self.name()),
-            )
-        })
+    fn text(self, raw: &[u8]) -> Result<&str, IdentityError> {
+        std::str::from_utf8(raw)
+            .map_err(|_| self.invalid(format!("the {} is not valid UTF-8", self.name())))
     }
 }
 
@@ -124,21 +145,19 @@ impl Field {
 pub struct EventId(String);
 
 impl EventId {
-    pub fn parse(id: &str) -> Result<Self, Problem> {
+    pub fn parse(id: &str) -> Result<Self, IdentityError> {
         if id.is_empty() {
-            return Err(Problem::new(
-                Reason::MissingEventId,
-                "the event id is empty",
+            return Err(IdentityError::MissingEventId(
+                "the event id is empty".to_owned(),
             ));
         }
         Field::EventId.check(id)?;
         // A dot segment, encoded or not, is resolved away by browsers and HTTP clients:
         // such an event could never be opened at its URL (`/admin/events/{source}/..`).
         if id == "." || id == ".." {
-            return Err(Problem::new(
-                Reason::InvalidEventId,
-                format!("the event id '{id}' is a path segment of its own, not an id"),
-            ));
+            return Err(IdentityError::InvalidEventId(format!(
+                "the event id '{id}' is a path segment of its own, not an id"
+            )));
         }
         Ok(Self(id.to_owned()))
     }
@@ -187,7 +206,7 @@ impl Locator {
             return Err(invalid());
         }
         match kind {
-            "header" => actix_web::http::header::HeaderName::from_bytes(rest.as_bytes())
+            "header" => http::HeaderName::from_bytes(rest.as_bytes())
                 .map(|_| Self::Header(vec![rest.to_owned()]))
                 .map_err(|_| format!("'{rest}' is not a valid header name")),
             "json" => JsonPointer::parse(rest).map(Self::Json),
@@ -273,7 +292,7 @@ impl<'r> Body<'r> {
 
     /// The located value as text: strings as they are, numbers as written; bounded as
     /// `field`.
-    fn find(&mut self, locator: &Locator, field: Field) -> Result<Option<String>, Problem> {
+    fn find(&mut self, locator: &Locator, field: Field) -> Result<Option<String>, IdentityError> {
         let found = self.find_unchecked(locator, field)?;
         if let Some(value) = &found {
             field.check(value)?;
@@ -285,7 +304,7 @@ impl<'r> Body<'r> {
         &mut self,
         locator: &Locator,
         field: Field,
-    ) -> Result<Option<String>, Problem> {
+    ) -> Result<Option<String>, IdentityError> {
         match locator {
             Locator::Header(names) => names
                 .iter()
@@ -297,20 +316,16 @@ impl<'r> Body<'r> {
                     None | Some(Value::Null) => Ok(None),
                     Some(Value::String(s)) => Ok(Some(s.clone())),
                     Some(Value::Number(n)) => Ok(Some(n.to_string())),
-                    Some(_) => Err(Problem::new(
-                        Reason::InvalidEventId,
-                        format!("{locator} is neither a string nor a number"),
-                    )),
+                    Some(_) => Err(IdentityError::InvalidEventId(format!(
+                        "{locator} is neither a string nor a number"
+                    ))),
                 },
-                Err(_) if self.is_form() => Err(Problem::new(
-                    Reason::MissingEventId,
-                    format!(
-                        "this form-encoded request has no JSON body, so no value at {}; \
+                Err(_) if self.is_form() => Err(IdentityError::MissingEventId(format!(
+                    "this form-encoded request has no JSON body, so no value at {}; \
                          configure the source's event_id (e.g. \"form:trigger_id\")",
-                        pointer.as_str()
-                    ),
-                )),
-                Err(detail) => Err(Problem::new(Reason::InvalidBody, detail.clone())),
+                    pointer.as_str()
+                ))),
+                Err(detail) => Err(IdentityError::InvalidBody(detail.clone())),
             },
             Locator::BodyDigest => Ok(Some(self.request.content_digest())),
             Locator::Form(field) => {
@@ -331,27 +346,27 @@ impl<'r> Body<'r> {
 
 impl Identity {
     /// Reads the event id (required), type and fact key (optional) from a verified request.
-    pub fn locate(request: &dyn RequestParts, locators: &Locators) -> Result<Self, Problem> {
+    pub fn locate(request: &dyn RequestParts, locators: &Locators) -> Result<Self, IdentityError> {
         let mut body = Body::new(request);
         let event_id = body
             .find(&locators.event_id, Field::EventId)?
             .ok_or_else(|| {
-                Problem::new(
-                    Reason::MissingEventId,
-                    format!("no event id: expected {}", locators.event_id),
-                )
+                IdentityError::MissingEventId(format!(
+                    "no event id: expected {}",
+                    locators.event_id
+                ))
             })?;
         let event_id = EventId::parse(&event_id)?;
         // Type and fact key are optional: absent, empty or of the wrong shape (a JSON
         // object, say) counts as absent; present but unstorable (too long, a control
         // character, not UTF-8) is refused.
-        let mut optional = |locator: &Option<Locator>, field: Field| -> Result<_, Problem> {
+        let mut optional = |locator: &Option<Locator>, field: Field| -> Result<_, IdentityError> {
             let Some(locator) = locator else {
                 return Ok(None);
             };
             match body.find(locator, field) {
                 Ok(value) => Ok(value.filter(|v| !v.is_empty())),
-                Err(problem) if problem.reason == field.invalid() => Err(problem),
+                Err(error) if field.refused(&error) => Err(error),
                 Err(_) => Ok(None),
             }
         };
@@ -374,7 +389,7 @@ impl Identity {
 }
 
 /// Refuses a form whose type or fact key is absent, naming what its fact is keyed on.
-fn require_fact(locators: &Locators, has_type: bool, has_key: bool) -> Result<(), Problem> {
+fn require_fact(locators: &Locators, has_type: bool, has_key: bool) -> Result<(), IdentityError> {
     let missing: Vec<String> = [
         (&locators.event_type, has_type),
         (&locators.fact_key, has_key),
@@ -388,13 +403,10 @@ fn require_fact(locators: &Locators, has_type: bool, has_key: bool) -> Result<()
     if missing.is_empty() {
         return Ok(());
     }
-    Err(Problem::new(
-        Reason::MissingFactKey,
-        format!(
-            "this source keys its facts on the event type and fact key, and the request lacks {}",
-            missing.join(" and ")
-        ),
-    ))
+    Err(IdentityError::MissingFactKey(format!(
+        "this source keys its facts on the event type and fact key, and the request lacks {}",
+        missing.join(" and ")
+    )))
 }
 
 #[cfg(test)]
@@ -404,20 +416,18 @@ mod tests {
     #[test]
     fn event_ids_are_bounded_printable_text() {
         assert!(EventId::parse("evt_1").is_ok());
-        assert_eq!(
-            EventId::parse("").unwrap_err().reason,
-            Reason::MissingEventId
-        );
-        assert_eq!(
-            EventId::parse("a\nb").unwrap_err().reason,
-            Reason::InvalidEventId
-        );
-        assert_eq!(
-            EventId::parse(&"x".repeat(MAX_IDENTITY_BYTES + 1))
-                .unwrap_err()
-                .reason,
-            Reason::InvalidEventId
-        );
+        assert!(matches!(
+            EventId::parse(""),
+            Err(IdentityError::MissingEventId(_))
+        ));
+        assert!(matches!(
+            EventId::parse("a\nb"),
+            Err(IdentityError::InvalidEventId(_))
+        ));
+        assert!(matches!(
+            EventId::parse(&"x".repeat(MAX_IDENTITY_BYTES + 1)),
+            Err(IdentityError::InvalidEventId(_))
+        ));
     }
 
     #[test]

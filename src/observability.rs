@@ -8,18 +8,12 @@
 //! and the source, event id and outcome where known. `INLET_LOG` (or `RUST_LOG`) sets the
 //! filter, `info` by default.
 
-use crate::error::{Problem, Reason};
-use actix_web::body::MessageBody;
-use actix_web::dev::{ServiceRequest, ServiceResponse};
-use actix_web::http::header::{HeaderName, HeaderValue};
-use actix_web::middleware::Next;
-use actix_web::HttpMessage;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use std::ffi::OsStr;
 use std::io::IsTerminal;
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
-use std::time::{Duration, Instant};
-use tracing::{Instrument, Level, Metadata, Subscriber};
+use std::time::Duration;
+use tracing::{Level, Metadata, Subscriber};
 use tracing_subscriber::filter::filter_fn;
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::util::SubscriberInitExt;
@@ -419,93 +413,6 @@ fn set_last_reload(applied: bool, at: i64) {
 /// "never swept" from "sweeping is done elsewhere" (`retention.sweeper = false`).
 pub fn record_sweeper_enabled(enabled: bool) {
     metrics::gauge!("inlet_sweeper_enabled").set(if enabled { 1.0 } else { 0.0 });
-}
-
-/// This request's id, for handlers (in the request's extensions).
-#[derive(Debug, Clone)]
-pub struct RequestId(pub String);
-
-/// A client's request id when it is short printable text, else a fresh one.
-fn request_id(request: &ServiceRequest) -> String {
-    request
-        .headers()
-        .get(REQUEST_ID)
-        .and_then(|v| v.to_str().ok())
-        .filter(|id| !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_graphic()))
-        .map(str::to_owned)
-        .unwrap_or_else(|| format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..)))
-}
-
-/// A route pattern as a label: `/webhooks/{source}` → `/webhooks/:source`, since braces
-/// inside label values trip simple scrapers and parsers.
-fn route_label(pattern: &str) -> String {
-    pattern.replace('{', ":").replace('}', "")
-}
-
-/// Whether `path` is under `/admin` (matched by a route or not).
-fn is_operator_path(path: &str) -> bool {
-    path == "/admin" || path.starts_with("/admin/")
-}
-
-/// Operator API refusals: warnings, and errors when Inlet failed.
-fn log_operator_refusal(problem: &Problem) {
-    let reason = problem.reason.code();
-    if problem.reason == Reason::Internal {
-        tracing::error!(reason, detail = %problem.detail, "operator request failed");
-    } else {
-        tracing::warn!(reason, detail = %problem.detail, "operator request refused");
-    }
-}
-
-/// Middleware: a span per request (request id, method, route; handlers add source, event
-/// id and outcome), the request id echoed back, the HTTP metrics, and `Cache-Control:
-/// no-store` on every answer under `/admin`.
-pub async fn observe(
-    request: ServiceRequest,
-    next: Next<impl MessageBody + 'static>,
-) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
-    let id = request_id(&request);
-    let route = request
-        .match_pattern()
-        .map_or_else(|| "unmatched".to_owned(), |pattern| route_label(&pattern));
-    let span = tracing::info_span!(
-        "request",
-        request_id = %id,
-        method = %request.method(),
-        route = %route,
-        source = tracing::field::Empty,
-        event_id = tracing::field::Empty,
-        outcome = tracing::field::Empty,
-    );
-    request.extensions_mut().insert(RequestId(id.clone()));
-    // The route as matched (its path decoded, as the router reads it): `/%61dmin/…` is
-    // an operator answer too.
-    let operator = route.starts_with("/admin") || is_operator_path(request.match_info().as_str());
-    let started = Instant::now();
-    let mut response = next.call(request).instrument(span.clone()).await?;
-    if operator {
-        // Payloads, headers and tokens' refusals: never kept by a browser or a proxy.
-        response.headers_mut().insert(
-            actix_web::http::header::CACHE_CONTROL,
-            HeaderValue::from_static("no-store"),
-        );
-    }
-    if route.starts_with("/admin") {
-        if let Some(problem) = response.response().extensions().get::<Problem>() {
-            span.in_scope(|| log_operator_refusal(problem));
-        }
-    }
-    let status = response.status().as_u16().to_string();
-    metrics::counter!("inlet_http_requests_total", "route" => route.clone(), "status" => status)
-        .increment(1);
-    metrics::histogram!("inlet_http_request_duration_seconds", "route" => route)
-        .record(started.elapsed().as_secs_f64());
-    if let Ok(value) = HeaderValue::from_str(&id) {
-        response
-            .headers_mut()
-            .insert(HeaderName::from_static(REQUEST_ID), value);
-    }
-    Ok(response)
 }
 
 #[cfg(test)]

@@ -27,6 +27,22 @@ const LAYERS: &[&[&str]] = &[
     ],
 ];
 
+/// The HTTP edge: the only modules that may name actix, status codes or `Problem` (the
+/// problem+json error type). Below it, modules return their own errors and take `http`
+/// and `bytes` types.
+const EDGE: &[&str] = &["main", "cli", "bench", "receive", "startup", "routes"];
+
+/// What only the edge may write: actix's paths and the edge's error and response types.
+const EDGE_ONLY: &[&str] = &[
+    "actix_web::",
+    "actix_http::",
+    "use actix_",
+    "Problem",
+    "HttpResponse",
+    "HttpRequest",
+    "ResponseError",
+];
+
 fn layer_of(module: &str) -> Option<usize> {
     LAYERS.iter().position(|layer| layer.contains(&module))
 }
@@ -117,6 +133,60 @@ fn no_module_imports_one_above_it() {
         upward.is_empty(),
         "imports pointing up a layer: {upward:#?}"
     );
+}
+
+/// `code` without its comment lines (doc comments may name what the edge does).
+fn without_comments(code: &str) -> String {
+    code.lines()
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Whether `word` occurs in `code` as a whole identifier (or path prefix).
+fn names(code: &str, word: &str) -> bool {
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    code.match_indices(word).any(|(at, _)| {
+        let before = code[..at].chars().next_back();
+        let after = code[at + word.len()..].chars().next();
+        before.is_none_or(|c| !is_ident(c))
+            && (word.ends_with(':') || word.ends_with('_') || after.is_none_or(|c| !is_ident(c)))
+    })
+}
+
+#[test]
+fn only_the_edge_speaks_http() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut found: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    for file in &files {
+        let module = module_of(file, &src);
+        if module == "lib" || EDGE.contains(&module.as_str()) {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).expect("read a source file");
+        let code = without_comments(production_code(&text));
+        for word in EDGE_ONLY.iter().filter(|word| names(&code, word)) {
+            found
+                .entry(file.display().to_string())
+                .or_default()
+                .push(word);
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "HTTP types below the edge (routes/): {found:#?}"
+    );
+}
+
+#[test]
+fn the_edge_check_sees_what_it_looks_for() {
+    assert!(names("use crate::routes::Problem;", "Problem"));
+    assert!(names("fn f() -> actix_web::HttpResponse", "actix_web::"));
+    assert!(!names("ProblemSolver", "Problem"));
+    assert!(!names("\"actix_http\"", "actix_http::"));
+    assert_eq!(without_comments("// Problem\nlet x = 1;"), "let x = 1;");
 }
 
 #[test]

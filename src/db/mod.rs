@@ -11,11 +11,13 @@ pub mod schema;
 mod settings;
 
 mod checkpoint;
+mod error;
 mod locks;
 mod migrations;
 mod target;
 
 pub use checkpoint::Checkpointer;
+pub use error::StoreError;
 pub use locks::{AdvisoryLock, SessionLock};
 pub use migrations::{pending_migrations, run_migrations};
 pub use target::DatabaseTarget;

@@ -14,9 +14,8 @@
 //! answers every member alike.
 
 use super::group::{process_group, Ingested};
-use super::{process, Claim};
-use crate::db::{on_connection, DatabaseSettings, DbPool};
-use crate::error::{Problem, Reason};
+use super::{process, Claim, IngestError};
+use crate::db::{on_connection, DatabaseSettings, DbPool, StoreError};
 use crate::faults::Faults;
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
@@ -142,8 +141,10 @@ impl Committer {
         match tokio::time::timeout(self.answer_within, answer).await {
             Ok(Ok(Reply::Done(verdict))) => verdict,
             Ok(Ok(Reply::Alone(claim))) => self.commit_alone(*claim).await,
-            Ok(Err(_)) => Err(Problem::internal("the writer stopped before answering")),
-            Err(_) => Err(Problem::unavailable(format!(
+            Ok(Err(_)) => Err(IngestError::Internal(
+                "the writer stopped before answering".to_owned(),
+            )),
+            Err(_) => Err(unavailable(format!(
                 "no answer from the database within {}",
                 crate::duration::HumanDuration(self.answer_within)
             ))),
@@ -217,7 +218,7 @@ impl Writer {
                 .partition(|job| job.queued.elapsed() <= self.patience);
             for job in stale {
                 let waited = crate::duration::HumanDuration(job.queued.elapsed());
-                let _ = job.reply.send(Reply::Done(Err(Problem::unavailable(format!(
+                let _ = job.reply.send(Reply::Done(Err(unavailable(format!(
                     "no database write within {waited}"
                 )))));
             }
@@ -242,6 +243,10 @@ impl Writer {
     }
 }
 
+fn unavailable(detail: String) -> IngestError {
+    IngestError::Store(StoreError::Unavailable(detail))
+}
+
 /// One group's transaction, with its failure rules: a group the database refuses (an
 /// internal error) or that crashes (a panic; its connection, with the open transaction,
 /// is discarded) is split in halves, each committed again, so that only the member at
@@ -254,24 +259,24 @@ fn commit(
     lock_wait: Duration,
 ) -> Vec<MemberEnd> {
     let attempt = catch_unwind(AssertUnwindSafe(|| {
-        let mut conn = pool.get()?;
+        let mut conn = pool.get().map_err(StoreError::from)?;
         process_group(&mut conn, claims, faults, Some(lock_wait))
     }));
     let failure = match attempt {
         Ok(Ok(verdicts)) => return verdicts.into_iter().map(MemberEnd::Done).collect(),
-        Ok(Err(problem)) if problem.reason == Reason::ClaimInProgress => {
+        Ok(Err(IngestError::Store(StoreError::Contended(_)))) => {
             return vec![MemberEnd::Alone; claims.len()]
         }
-        Ok(Err(problem)) if problem.reason != Reason::Internal => {
-            return vec![MemberEnd::Done(Err(problem)); claims.len()]
+        Ok(Err(error)) if !error.is_internal() => {
+            return vec![MemberEnd::Done(Err(error)); claims.len()]
         }
-        Ok(Err(problem)) => problem,
-        Err(_) => Problem::internal("the ingest transaction crashed"),
+        Ok(Err(error)) => error,
+        Err(_) => IngestError::Internal("the ingest transaction crashed".to_owned()),
     };
     if claims.len() == 1 {
         return vec![MemberEnd::Done(Err(failure))];
     }
-    tracing::warn!(members = claims.len(), detail = %failure.detail, "a group's transaction failed; committing each half again");
+    tracing::warn!(members = claims.len(), detail = %failure, "a group's transaction failed; committing each half again");
     metrics::counter!("inlet_ingest_group_retries_total").increment(1);
     let (first, second) = claims.split_at(claims.len() / 2);
     let mut settled = commit(pool, first, faults, lock_wait);

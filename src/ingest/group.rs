@@ -15,10 +15,9 @@
 //! order, so concurrent groups on PostgreSQL take their locks in one order.
 
 use super::event::{self, EventKey, NewEvent, STATUS_PROCESSED};
-use super::{receipt, Claim, Outcome};
-use crate::db::{set_local_lock_timeout, write_transaction, DbConnection};
+use super::{receipt, Claim, IngestError, Outcome};
+use crate::db::{set_local_lock_timeout, write_transaction, DbConnection, StoreError};
 use crate::delivery::{Message, NewDelivery};
-use crate::error::{Problem, Reason};
 use crate::faults::Faults;
 use crate::idempotency::{self, Answer, Once, StoredCall};
 use crate::ledger::{self, FactIdentity, FactRow, NewFact};
@@ -26,14 +25,16 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// What the ingest transaction made of one webhook: its outcome and answer, or why it
 /// failed (not to be confused with a delivery's `delivery::Verdict`).
-pub type Ingested = Result<(Outcome, Answer), Problem>;
+pub type Ingested = Result<(Outcome, Answer), IngestError>;
 
 /// Runs the ingest transaction for one verified webhook alone: a group of one.
 pub fn process(conn: &mut DbConnection, claim: &Claim, faults: &Faults) -> Ingested {
     let mut verdicts = process_group(conn, &[claim], faults, None)?;
-    verdicts
-        .pop()
-        .unwrap_or_else(|| Err(Problem::internal("a group of one gave no verdict")))
+    verdicts.pop().unwrap_or_else(|| {
+        Err(IngestError::Internal(
+            "a group of one gave no verdict".to_owned(),
+        ))
+    })
 }
 
 /// Runs one transaction for `claims`: a verdict for each, in order. An error fails the
@@ -44,7 +45,7 @@ pub fn process_group(
     claims: &[&Claim],
     faults: &Faults,
     lock_wait: Option<std::time::Duration>,
-) -> Result<Vec<Ingested>, Problem> {
+) -> Result<Vec<Ingested>, IngestError> {
     write_transaction(conn, |conn| {
         if let Some(wait) = lock_wait {
             set_local_lock_timeout(conn, wait)?;
@@ -57,7 +58,7 @@ fn run(
     conn: &mut DbConnection,
     claims: &[&Claim],
     faults: &Faults,
-) -> Result<Vec<Ingested>, Problem> {
+) -> Result<Vec<Ingested>, IngestError> {
     let leaders = idempotency::leaders(claims.iter().map(|claim| key_of(claim)));
     let accepted = claims
         .iter()
@@ -98,7 +99,7 @@ fn claim_events(
     claims: &[&Claim],
     leaders: &[Option<usize>],
     accepted: &[Answer],
-) -> Result<HashMap<EventKey, i64>, Problem> {
+) -> Result<HashMap<EventKey, i64>, IngestError> {
     let mut order: Vec<usize> = (0..claims.len())
         .filter(|&i| leaders[i].is_none())
         .collect();
@@ -135,7 +136,7 @@ fn stored_calls(
     conn: &mut DbConnection,
     claims: &[&Claim],
     held: &[usize],
-) -> Result<HashMap<EventKey, StoredCall>, Problem> {
+) -> Result<HashMap<EventKey, StoredCall>, IngestError> {
     if held.is_empty() {
         return Ok(HashMap::new());
     }
@@ -163,7 +164,7 @@ fn record_effects(
     owned: &[usize],
     accepted: &[Answer],
     faults: &Faults,
-) -> Result<HashMap<usize, (Outcome, Answer)>, Problem> {
+) -> Result<HashMap<usize, (Outcome, Answer)>, IngestError> {
     let ledger = Recorded::record(conn, claims, owned)?;
     let mut effects = HashMap::new();
     let mut deliveries = Vec::new();
@@ -203,7 +204,7 @@ impl Recorded {
         conn: &mut DbConnection,
         claims: &[&Claim],
         owned: &[usize],
-    ) -> Result<Self, Problem> {
+    ) -> Result<Self, IngestError> {
         let mut first: BTreeMap<FactRow, usize> = BTreeMap::new();
         for &i in owned {
             let claim = claims[i];
@@ -239,7 +240,7 @@ impl Recorded {
         claims: &[&Claim],
         i: usize,
         held: &FactIdentity,
-    ) -> Result<(Outcome, Answer), Problem> {
+    ) -> Result<(Outcome, Answer), IngestError> {
         let claim = claims[i];
         let row = fact_row(claim, held);
         let first_event_id = match self.first.get(&row) {
@@ -285,24 +286,20 @@ fn verdict(
         },
         None => stored.get(&key_of(claim)).cloned().ok_or_else(|| {
             // The row that refused the claim was swept before it could be read.
-            Problem::new(
-                Reason::ClaimInProgress,
-                "the event's record changed while it was read; retry",
-            )
+            IngestError::Store(StoreError::Contended(
+                "the event's record changed while it was read; retry".to_owned(),
+            ))
         })?,
     };
     match idempotency::copy_of::<()>(call, &claim.fingerprint) {
         Once::Stored(answer) => Ok((Outcome::StoredAnswer, answer)),
-        Once::Mismatch { stored_fingerprint } => Err(Problem::new(
-            Reason::FingerprintMismatch,
-            format!(
-                "event {} was first received with a body of sha256 {stored_fingerprint}; \
+        Once::Mismatch { stored_fingerprint } => Err(IngestError::FingerprintMismatch(format!(
+            "event {} was first received with a body of sha256 {stored_fingerprint}; \
                  this copy's is {}",
-                claim.identity.event_id, claim.fingerprint
-            ),
+            claim.identity.event_id, claim.fingerprint
+        ))),
+        Once::Ran(..) | Once::Unanswered => Err(IngestError::Internal(
+            "the stored event has no answer".to_owned(),
         )),
-        Once::Ran(..) | Once::Unanswered => {
-            Err(Problem::internal("the stored event has no answer"))
-        }
     }
 }

@@ -16,7 +16,7 @@ mod group;
 pub use committer::Committer;
 pub use group::{process, process_group, Ingested};
 
-use crate::error::Problem;
+use crate::db::StoreError;
 use crate::idempotency::Answer;
 use crate::identity::Identity;
 use crate::ledger::FactIdentity;
@@ -40,7 +40,7 @@ pub struct Claim {
     /// fresh id and another type then still finds its fact.
     pub body_fact: Option<FactIdentity>,
     pub fingerprint: String,
-    pub payload: actix_web::web::Bytes,
+    pub payload: bytes::Bytes,
     /// The request's content type, passed on to destinations.
     pub content_type: String,
     /// The request headers as received, credentials redacted: JSON `[[name, value], …]`.
@@ -52,6 +52,45 @@ pub struct Claim {
     /// The provider's own answer in place of Inlet's receipt (a Discord interaction's
     /// deferred response), stored and replayed like it.
     pub answer: Option<Answer>,
+}
+
+/// Why the ingest transaction gave a webhook no answer of its own.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IngestError {
+    /// The event id was first received with another body.
+    #[error("{0}")]
+    FingerprintMismatch(String),
+    /// The database: unavailable, contended, or refusing.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A failure inside Inlet.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl IngestError {
+    /// A failure of Inlet or its database rather than of the webhook or its conditions.
+    pub fn is_internal(&self) -> bool {
+        matches!(self, Self::Internal(_) | Self::Store(StoreError::Failed(_)))
+    }
+}
+
+impl From<diesel::result::Error> for IngestError {
+    fn from(error: diesel::result::Error) -> Self {
+        Self::Store(error.into())
+    }
+}
+
+impl From<r2d2::Error> for IngestError {
+    fn from(error: r2d2::Error) -> Self {
+        Self::Store(error.into())
+    }
+}
+
+impl From<tokio::task::JoinError> for IngestError {
+    fn from(error: tokio::task::JoinError) -> Self {
+        Self::Store(error.into())
+    }
 }
 
 /// What became of a webhook.
@@ -104,7 +143,7 @@ fn receipt(
     outcome: Outcome,
     fact: &FactIdentity,
     first_event_id: &str,
-) -> Result<Answer, Problem> {
+) -> Result<Answer, IngestError> {
     if let Some(answer) = &claim.answer {
         return Ok(answer.clone());
     }
@@ -119,7 +158,7 @@ fn receipt(
             first_event_id,
         },
     })
-    .map_err(|e| Problem::internal(format!("cannot encode the receipt: {e}")))?;
+    .map_err(|e| IngestError::Internal(format!("cannot encode the receipt: {e}")))?;
     Ok(Answer {
         status: 200,
         content_type: "application/json".to_owned(),

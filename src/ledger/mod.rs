@@ -12,8 +12,7 @@ pub use sources::{stored_sources, stored_sources_in};
 
 use crate::db::schema::facts;
 use crate::db::{dialect, DbConnection};
-use crate::error::{Problem, Reason};
-use crate::identity::{EventId, FactKey, Field, JsonPointer};
+use crate::identity::{EventId, FactKey, Field, IdentityError, JsonPointer};
 use chrono::NaiveDateTime;
 use diesel::prelude::*;
 use serde_json::Value;
@@ -74,7 +73,7 @@ impl FactIdentity {
         event_id: &EventId,
         document: Option<&Value>,
         fact_key: Option<&FactKey>,
-    ) -> Result<Self, Problem> {
+    ) -> Result<Self, IdentityError> {
         let mut kind = event_type.unwrap_or(UNTYPED_KIND).to_owned();
         let rule = event_type.and_then(|t| rules.iter().find(|rule| rule.applies_to(t)));
         let key = match rule {
@@ -89,14 +88,11 @@ impl FactIdentity {
             Some(rule) => document
                 .and_then(|doc| rule.key.key_in(doc))
                 .ok_or_else(|| {
-                    Problem::new(
-                        Reason::MissingFactKey,
-                        format!(
-                            "events of type {kind} are one fact per object, keyed on {}, \
-                         which this body does not hold as a string or number",
-                            rule.key.as_str()
-                        ),
-                    )
+                    IdentityError::MissingFactKey(format!(
+                        "events of type {kind} are one fact per object, keyed on {}, which \
+                         this body does not hold as a string or number",
+                        rule.key.as_str()
+                    ))
                 })?,
         };
         Field::FactKey.check(&key)?;
@@ -270,7 +266,7 @@ mod tests {
                 None,
             )
             .unwrap_err();
-            assert_eq!(err.reason, Reason::MissingFactKey);
+            assert!(matches!(err, IdentityError::MissingFactKey(_)), "{err}");
         }
     }
 }

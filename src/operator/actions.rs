@@ -1,12 +1,12 @@
 //! What the operator API reads and does, on a connection. Replay, requeue and discard run
 //! inside the caller's Idempotency-Key transaction.
 
+use super::OperatorError;
 use crate::clock::{rfc3339, serde_rfc3339};
 use crate::db::schema::{deliveries, delivery_attempts, events, facts};
 use crate::db::DbConnection;
 use crate::delivery::Destinations;
 use crate::delivery::{Message, DEAD, DISCARDED, IN_PROGRESS, PENDING};
-use crate::error::{Problem, Reason};
 use crate::identity::MAX_IDENTITY_BYTES;
 use crate::ledger::{FactIdentity, NewFact};
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -47,32 +47,30 @@ pub struct EventSummary {
 
 /// Refuses a filter value no query should see: longer than an identity value, or holding
 /// a control character (PostgreSQL refuses NUL in text).
-pub fn check_text(name: &str, value: Option<&str>) -> Result<(), Problem> {
+pub fn check_text(name: &str, value: Option<&str>) -> Result<(), OperatorError> {
     match value {
         Some(text) if text.len() > MAX_IDENTITY_BYTES || text.chars().any(char::is_control) => {
-            Err(Problem::new(
-                Reason::InvalidRequest,
-                format!("{name} is at most {MAX_IDENTITY_BYTES} bytes of printable text"),
-            ))
+            Err(OperatorError::Invalid(format!(
+                "{name} is at most {MAX_IDENTITY_BYTES} bytes of printable text"
+            )))
         }
         _ => Ok(()),
     }
 }
 
 /// Refuses a time outside the years 1 to 9999 (both databases store those).
-fn check_time(name: &str, value: Option<DateTime<Utc>>) -> Result<(), Problem> {
+fn check_time(name: &str, value: Option<DateTime<Utc>>) -> Result<(), OperatorError> {
     match value {
-        Some(at) if !(1..=9999).contains(&at.year()) => Err(Problem::new(
-            Reason::InvalidRequest,
-            format!("{name} must fall in the years 1 to 9999"),
-        )),
+        Some(at) if !(1..=9999).contains(&at.year()) => Err(OperatorError::Invalid(format!(
+            "{name} must fall in the years 1 to 9999"
+        ))),
         _ => Ok(()),
     }
 }
 
 impl EventFilter {
     /// Checks every value before any query runs.
-    pub fn validate(&self) -> Result<(), Problem> {
+    pub fn validate(&self) -> Result<(), OperatorError> {
         check_text("source", self.source.as_deref())?;
         check_text("type", self.event_type.as_deref())?;
         check_text("status", self.status.as_deref())?;
@@ -83,7 +81,7 @@ impl EventFilter {
 
 impl DeliveryFilter {
     /// Checks every value before any query runs.
-    pub fn validate(&self) -> Result<(), Problem> {
+    pub fn validate(&self) -> Result<(), OperatorError> {
         check_text("status", self.status.as_deref())?;
         check_text("source", self.source.as_deref())?;
         check_text("destination", self.destination.as_deref())

@@ -3,11 +3,13 @@
 //! mutating ones inside the caller's Idempotency-Key transaction.
 
 pub mod actions;
+mod error;
 pub mod sessions;
 mod settings;
 mod sign_in;
 pub mod views;
 
+pub use error::OperatorError;
 pub use settings::{
     ConsoleFile, ConsoleSettings, OperatorFile, OperatorSettings, DEFAULT_MAX_REPLAY,
     DEFAULT_SESSION_TTL,

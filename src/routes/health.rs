@@ -5,7 +5,7 @@
 
 use crate::db::{pending_migrations, write_transaction, DbConnection};
 use crate::delivery::{count_by_status, BrokerState, DEAD, IN_PROGRESS, PENDING};
-use crate::error::Problem;
+use crate::routes::Problem;
 use crate::state::AppState;
 use actix_web::{web, HttpResponse, ResponseError};
 use diesel::connection::SimpleConnection;

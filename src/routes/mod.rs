@@ -2,9 +2,10 @@
 //! which the OpenAPI document is checked against — and the helpers the handlers share.
 
 pub use crate::idempotency::REPLAYED_HEADER;
+pub use middleware::{observe, RequestId};
+pub use problem::{Problem, Reason};
 pub use webhooks::read_body;
 
-use crate::error::{Problem, Reason};
 use crate::state::AppState;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
@@ -26,6 +27,8 @@ macro_rules! routes {
 pub mod admin;
 pub mod console;
 pub mod health;
+mod middleware;
+mod problem;
 pub mod webhooks;
 
 routes! {

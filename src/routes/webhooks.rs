@@ -3,20 +3,27 @@
 //! Every outcome and every rejection is logged and counted here, in one place.
 
 use crate::config::{ServerSettings, Settings};
-use crate::error::{Problem, Reason};
 use crate::idempotency::{Answer, REPLAYED_HEADER};
 use crate::identity::Identity;
 use crate::ingest::{Claim, Outcome};
 use crate::ledger::{FactIdentity, BODY_KIND};
-use crate::observability::RequestId;
 use crate::provider::SourceSettings;
+use crate::routes::RequestId;
+use crate::routes::{Problem, Reason};
 use crate::secret::Secret;
-use crate::signature::{Keys, Unverified, Verified};
+use crate::signature::{Headers, Keys, Unverified, Verified};
 use crate::state::AppState;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse, ResponseError};
 use std::time::Instant;
+
+/// The schemes read the headers actix received.
+impl Headers for header::HeaderMap {
+    fn first(&self, name: &str) -> Option<&[u8]> {
+        self.get(name).map(HeaderValue::as_bytes)
+    }
+}
 
 pub async fn receive_webhook(
     request: HttpRequest,

@@ -65,7 +65,7 @@ pub struct HeaderToken {
 impl HeaderToken {
     /// Validates the header name, refusing the [`RESERVED`] ones.
     pub fn new(header: String) -> Result<Self, String> {
-        actix_web::http::header::HeaderName::from_bytes(header.as_bytes())
+        http::HeaderName::from_bytes(header.as_bytes())
             .map_err(|_| format!("'{header}' is not a valid header name"))?;
         let lower = header.to_ascii_lowercase();
         let reserved = RESERVED
@@ -128,7 +128,7 @@ impl Scheme for HeaderToken {
     /// could never match), of at least the floor for secrets the user chooses.
     fn check_secret(&self, secret: &Secret) -> Result<(), String> {
         let token = secret.expose();
-        actix_web::http::header::HeaderValue::from_str(token)
+        http::HeaderValue::from_str(token)
             .map_err(|_| "a header token must be a valid header value".to_owned())?;
         if token.trim() != token {
             return Err("a header token cannot start or end with whitespace".to_owned());

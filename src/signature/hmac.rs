@@ -77,7 +77,7 @@ impl HmacScheme {
             ("timestamp_header", timestamp_header.as_ref()),
         ] {
             if let Some(name) = name {
-                actix_web::http::header::HeaderName::from_bytes(name.as_bytes())
+                http::HeaderName::from_bytes(name.as_bytes())
                     .map_err(|_| (field, format!("'{name}' is not a valid header name")))?;
             }
         }

@@ -35,11 +35,9 @@ pub use self::standard::{check_signing_secret as check_standard_secret, Standard
 pub use self::stripe::Stripe;
 pub use self::twilio::Twilio;
 
-use crate::error::{Problem, Reason};
 use crate::identity::RequestParts;
 use crate::secret::Secret;
 use ::hmac::{Hmac, KeyInit, Mac};
-use actix_web::http::header::HeaderMap;
 use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 use std::time::Duration;
@@ -52,21 +50,34 @@ pub struct Keys<'a> {
     pub tolerance: Duration,
 }
 
+/// A request's headers as the schemes read them, whatever HTTP library received them
+/// (the edge implements it for its own header map).
+pub trait Headers: std::fmt::Debug {
+    /// The raw bytes of the first header named `name` (case-insensitive), when present.
+    fn first(&self, name: &str) -> Option<&[u8]>;
+}
+
+impl Headers for http::HeaderMap {
+    fn first(&self, name: &str) -> Option<&[u8]> {
+        self.get(name).map(http::HeaderValue::as_bytes)
+    }
+}
+
 /// A request as it arrived: headers and raw body bytes, not yet trusted.
 #[derive(Debug, Clone, Copy)]
 pub struct Unverified<'r> {
-    headers: &'r HeaderMap,
+    headers: &'r dyn Headers,
     body: &'r [u8],
 }
 
 impl<'r> Unverified<'r> {
-    pub fn new(headers: &'r HeaderMap, body: &'r [u8]) -> Self {
+    pub fn new(headers: &'r impl Headers, body: &'r [u8]) -> Self {
         Self { headers, body }
     }
 
     /// A header's raw bytes (the first one, when repeated).
     fn header(&self, name: &str) -> Option<&'r [u8]> {
-        self.headers.get(name).map(|value| value.as_bytes())
+        self.headers.first(name)
     }
 
     /// The first of `names` present, with the name it was found under.
@@ -164,18 +175,6 @@ impl SignatureError {
             header: header.to_owned(),
             detail: detail.into(),
         }
-    }
-}
-
-impl From<SignatureError> for Problem {
-    fn from(error: SignatureError) -> Self {
-        let reason = match error {
-            SignatureError::Missing(_) => Reason::MissingSignature,
-            SignatureError::Malformed { .. } => Reason::MalformedSignature,
-            SignatureError::Mismatch(_) => Reason::BadSignature,
-            SignatureError::OutOfTolerance { .. } => Reason::TimestampOutOfTolerance,
-        };
-        Problem::new(reason, error.to_string())
     }
 }
 

@@ -61,7 +61,7 @@ impl Scheme for Stripe {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue};
+    use http::{HeaderMap, HeaderName, HeaderValue};
     use std::time::Duration;
 
     fn headers(value: &str) -> HeaderMap {

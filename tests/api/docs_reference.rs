@@ -13,7 +13,7 @@
 //! - Commands (`reference/commands.md`): every subcommand `inlet --help` lists.
 
 use inlet::config::Settings;
-use inlet::error::Reason;
+use inlet::routes::Reason;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;

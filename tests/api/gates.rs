@@ -3,8 +3,8 @@
 //! moves it, so retries and cool-downs come due only when the test says so.
 
 use crate::helpers::{
-    eventually, gate, serve_application, spawn_app_with, stripe_event, Backend, Seen, TestApp,
-    TestOptions,
+    eventually, eventually_within, gate, serve_application, spawn_app_with, stripe_event, Backend,
+    Seen, TestApp, TestOptions,
 };
 use crate::on_both_backends;
 use diesel::prelude::*;
@@ -477,8 +477,10 @@ async fn each_of_many_destinations_gets_its_delivery_once_when_slots_are_shared(
     };
     let app = Arc::new(spawn_app_with(backend, options).await);
     post_facts(&app, "many", 1).await;
-    eventually("every destination's delivery", || async {
-        delivered(&app).await == i64::try_from(DESTINATIONS).expect("a count")
+    let all = i64::try_from(DESTINATIONS).expect("a count");
+    let limit = std::time::Duration::from_secs(90);
+    eventually_within("every destination's delivery", limit, || async {
+        delivered(&app).await == all
     })
     .await;
     let_it_poll().await;

@@ -1,7 +1,7 @@
 //! Why a console request was not served as asked. Each renders as a page: the front
 //! door (`mod.rs`) turns it into a response with the views.
 
-use crate::error::Problem;
+use crate::routes::Problem;
 
 /// Why a console request was not served as asked: each renders as a page.
 #[derive(Debug, thiserror::Error)]
@@ -34,16 +34,22 @@ impl From<Problem> for ConsoleError {
     }
 }
 
+impl From<crate::operator::OperatorError> for ConsoleError {
+    fn from(error: crate::operator::OperatorError) -> Self {
+        Self::Problem(error.into())
+    }
+}
+
 impl ConsoleError {
     /// Failures of Inlet itself are logged (refusals are the operator's to read).
     pub(super) fn log(&self) {
         match self {
             Self::Internal(detail) => tracing::error!(%detail, "console error"),
-            Self::Problem(problem) if problem.reason == crate::error::Reason::Internal => {
+            Self::Problem(problem) if problem.reason == crate::routes::Reason::Internal => {
                 tracing::error!(detail = %problem.detail, "console error")
             }
             Self::Problem(problem)
-                if problem.reason == crate::error::Reason::DatabaseUnavailable =>
+                if problem.reason == crate::routes::Reason::DatabaseUnavailable =>
             {
                 tracing::warn!(detail = %problem.detail, "console: database unavailable")
             }

@@ -44,7 +44,7 @@ async fn read<T: Send + 'static>(
     work: impl FnOnce(&mut DbConnection) -> diesel::QueryResult<T> + Send + 'static,
 ) -> Result<T, ConsoleError> {
     let found = crate::db::on_connection(&state.pool, move |c| {
-        work(c).map_err(crate::error::Problem::from)
+        work(c).map_err(crate::routes::Problem::from)
     })
     .await?;
     Ok(found)

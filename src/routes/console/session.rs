@@ -13,9 +13,9 @@
 use super::error::ConsoleError;
 use super::forms::field;
 use crate::config::Settings;
-use crate::error::Problem;
 use crate::operator::sessions::{self, SessionKey};
 use crate::routes::admin::Caller;
+use crate::routes::Problem;
 use crate::secret::{hmac_sha256, secrets_equal, Secret};
 use crate::state::AppState;
 use actix_web::http::header;
