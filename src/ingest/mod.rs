@@ -1,6 +1,7 @@
-//! The request path of `POST /webhooks/{source}` past verification: the claim, and the
-//! transaction that claims the event, records its fact, writes its outbox rows and stores
-//! its answer — run for a whole group of webhooks at once by the [`Committer`].
+//! The request path of `POST /webhooks/{source}` once its body is read: verification,
+//! the claim ([`Intake`]), and the transaction that claims the event, records its fact,
+//! writes its outbox rows and stores its answer — run for a whole group of webhooks at
+//! once by the [`Committer`].
 //!
 //! ```text
 //! claim event (INSERT … ON CONFLICT DO NOTHING RETURNING)
@@ -12,9 +13,13 @@
 mod committer;
 mod event;
 mod group;
+mod intake;
+mod stored_headers;
 
 pub use committer::Committer;
 pub use group::{process, process_group, Ingested};
+pub use intake::{Intake, Received, Refusal, Webhook};
+pub use stored_headers::REDACTED;
 
 use crate::db::StoreError;
 use crate::idempotency::Answer;

@@ -100,16 +100,7 @@ pub async fn no_route(request: HttpRequest, state: web::Data<AppState>) -> HttpR
             .strip_prefix("/webhooks/")
             .and_then(|name| settings.source(name))
             .map_or("unknown", |source| source.name.as_str());
-        let reason = problem.reason.code();
-        let span = tracing::Span::current();
-        span.record("source", source);
-        span.record("outcome", reason);
-        metrics::counter!("inlet_webhooks_total", "source" => source.to_owned(), "outcome" => reason)
-            .increment(1);
-        state
-            .traffic
-            .record(source, reason, state.clock.now().timestamp());
-        tracing::warn!(%source, reason, detail = %problem.detail, method = %request.method(), "webhook rejected");
+        webhooks::reject_webhook(&state, source, &problem, Some(request.method()));
     }
     let mut response = problem.error_response();
     if let Ok(value) = HeaderValue::from_str(&allow) {

@@ -55,11 +55,19 @@ pub struct Keys<'a> {
 pub trait Headers: std::fmt::Debug {
     /// The raw bytes of the first header named `name` (case-insensitive), when present.
     fn first(&self, name: &str) -> Option<&[u8]>;
+    /// Every header as received: its name in lower case, its raw value.
+    fn all(&self) -> Vec<(&str, &[u8])>;
 }
 
 impl Headers for http::HeaderMap {
     fn first(&self, name: &str) -> Option<&[u8]> {
         self.get(name).map(http::HeaderValue::as_bytes)
+    }
+
+    fn all(&self) -> Vec<(&str, &[u8])> {
+        self.iter()
+            .map(|(name, value)| (name.as_str(), value.as_bytes()))
+            .collect()
     }
 }
 
@@ -71,7 +79,7 @@ pub struct Unverified<'r> {
 }
 
 impl<'r> Unverified<'r> {
-    pub fn new(headers: &'r impl Headers, body: &'r [u8]) -> Self {
+    pub fn new(headers: &'r dyn Headers, body: &'r [u8]) -> Self {
         Self { headers, body }
     }
 

@@ -1,0 +1,186 @@
+//! The request path from verification to the answer: a webhook's bytes are verified
+//! against its source's secrets, a setup handshake is answered, a verified request becomes
+//! a [`Claim`] (its identity, its facts, its stored copy and its outbox rows), the claim
+//! is committed with its group, and what follows a commit is done. The HTTP edge only
+//! reads the body and speaks HTTP around [`Intake::receive`].
+
+use super::stored_headers::stored_headers;
+use super::{Claim, Committer, IngestError, Outcome};
+use crate::delivery::Destinations;
+use crate::idempotency::Answer;
+use crate::identity::{Identity, IdentityError};
+use crate::ledger::{FactIdentity, BODY_KIND};
+use crate::provider::SourceSettings;
+use crate::signature::{Headers, Keys, SignatureError, Unverified, Verified};
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+/// Everything a webhook of one source is received under: one settings snapshot, read
+/// once per request by the edge.
+pub struct Intake<'a> {
+    pub source: &'a SourceSettings,
+    pub destinations: &'a Destinations,
+    /// How long an event's payload and answer are kept (`retention.events`).
+    pub retention: Duration,
+    pub now: DateTime<Utc>,
+    /// Wakes this instance's dispatcher when a new fact has deliveries.
+    pub waker: Option<&'a Notify>,
+}
+
+/// A webhook as received: its headers and its raw body (a shared buffer: the claim keeps
+/// it without a copy).
+pub struct Webhook<'r> {
+    pub headers: &'r dyn Headers,
+    pub body: &'r Bytes,
+}
+
+/// What a webhook was answered: its outcome, its event id (none for a handshake) and the
+/// answer itself.
+#[derive(Debug)]
+pub struct Received {
+    pub outcome: Outcome,
+    pub event_id: Option<String>,
+    pub answer: Answer,
+}
+
+/// Why a webhook was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    #[error(transparent)]
+    Signature(#[from] SignatureError),
+    #[error(transparent)]
+    Identity(#[from] IdentityError),
+    #[error(transparent)]
+    Ingest(#[from] IngestError),
+}
+
+/// Where a claim's fact goes: whether any destination takes its type, and whether the
+/// source has destinations at all (a fact none takes is counted as unrouted).
+#[derive(Debug, Clone, Copy)]
+struct Routing {
+    routed: bool,
+    has_destinations: bool,
+}
+
+impl Intake<'_> {
+    /// Verifies `webhook`, answers a handshake, or claims its event with its group; then
+    /// does what follows a commit.
+    pub async fn receive(
+        &self,
+        committer: &Committer,
+        webhook: Webhook<'_>,
+    ) -> Result<Received, Refusal> {
+        let seen = Instant::now();
+        let source = self.source;
+        let verified = self.verify(&webhook)?;
+        if let Some(answer) = source.provider.handshake(&verified, &source.secrets) {
+            return Ok(Received {
+                outcome: Outcome::Handshake,
+                event_id: None,
+                answer,
+            });
+        }
+        let (claim, routing) = self.claim(&verified, &webhook)?;
+        let event_id = claim.identity.event_id.to_string();
+        let ingested = committer.commit(claim).await;
+        metrics::histogram!("inlet_ingest_duration_seconds", "source" => source.name.as_str().to_owned())
+            .record(seen.elapsed().as_secs_f64());
+        let (outcome, answer) = ingested?;
+        if outcome == Outcome::Accepted {
+            self.after_accepted(routing);
+        }
+        Ok(Received {
+            outcome,
+            event_id: Some(event_id),
+            answer,
+        })
+    }
+
+    /// The signature over the raw bytes, against every secret of the source.
+    fn verify<'r>(&self, webhook: &Webhook<'r>) -> Result<Verified<'r>, SignatureError> {
+        let keys = Keys {
+            secrets: &self.source.secrets,
+            tolerance: self.source.tolerance,
+        };
+        let unverified = Unverified::new(webhook.headers, webhook.body);
+        self.source
+            .provider
+            .scheme()
+            .verify(unverified, keys, self.now)
+    }
+
+    /// What a verified request claims: its event, its fact (and, for a source keyed on
+    /// what was signed, the body's), the stored copy of the request and the outbox rows of
+    /// the destinations whose `events` filter takes its type.
+    fn claim(
+        &self,
+        verified: &Verified<'_>,
+        webhook: &Webhook<'_>,
+    ) -> Result<(Claim, Routing), IdentityError> {
+        let source = self.source;
+        let identity = Identity::locate(verified, &source.locators)?;
+        let fact = FactIdentity::of_event(
+            &source.fact_rules,
+            identity.event_type.as_deref(),
+            &identity.event_id,
+            identity.document.as_ref(),
+            identity.fact_key.as_ref(),
+        )?;
+        // What was signed: the body, or its canonical reading.
+        let fingerprint = verified.content_digest();
+        let name = source.name.as_str();
+        let destinations =
+            (self.destinations).deadlines(name, identity.event_type.as_deref(), self.now);
+        let routing = Routing {
+            routed: !destinations.is_empty(),
+            has_destinations: !self.destinations.of(name).is_empty(),
+        };
+        let body_fact = (source.keys_body_fact && fact.kind != BODY_KIND).then(|| FactIdentity {
+            kind: BODY_KIND.to_owned(),
+            key: fingerprint.clone(),
+        });
+        let claim = Claim {
+            source: name.to_owned(),
+            identity,
+            fact,
+            body_fact,
+            fingerprint,
+            content_type: content_type(webhook.headers),
+            headers: stored_headers(
+                webhook.headers,
+                source.provider.credential_header(),
+                &source.secrets,
+            ),
+            received_at: self.now,
+            expires_at: self.now + self.retention,
+            destinations,
+            answer: source.provider.event_answer(verified),
+            payload: webhook.body.clone(),
+        };
+        Ok((claim, routing))
+    }
+
+    /// After a new fact committed: wake the dispatcher when it has outbox rows, or count it
+    /// as unrouted when the source has destinations but none takes its type.
+    fn after_accepted(&self, routing: Routing) {
+        if routing.routed {
+            if let Some(waker) = self.waker {
+                waker.notify_one();
+            }
+        } else if routing.has_destinations {
+            metrics::counter!("inlet_unrouted_facts_total", "source" => self.source.name.as_str().to_owned())
+                .increment(1);
+        }
+    }
+}
+
+/// The request's content type, passed on to destinations (JSON when it names none).
+fn content_type(headers: &dyn Headers) -> String {
+    headers
+        .first("content-type")
+        .and_then(|value| std::str::from_utf8(value).ok())
+        .unwrap_or("application/json")
+        .to_owned()
+}
