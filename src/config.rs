@@ -268,6 +268,21 @@ fn without_values(kind: &figment::error::Kind) -> String {
     }
 }
 
+/// The operator's use cases read one snapshot of these settings.
+impl crate::operator::Ground for Settings {
+    fn destinations(&self) -> &Destinations {
+        &self.destinations
+    }
+
+    fn retention(&self) -> &RetentionSettings {
+        &self.retention
+    }
+
+    fn max_replay(&self) -> u32 {
+        self.operator.max_replay
+    }
+}
+
 impl Settings {
     /// Loads `path` (which must exist) with environment overrides.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {

@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
 /// Filters over events (listing and replay by filter).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct EventFilter {
     pub source: Option<String>,
@@ -166,7 +166,7 @@ pub struct DeliverySummary {
 }
 
 /// Filters over deliveries (listing and requeue by filter).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeliveryFilter {
     pub status: Option<String>,
@@ -361,14 +361,14 @@ pub fn events_matching(
 }
 
 /// What replaying one event does (or, in a preview, would do).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RedeliveryResult {
     pub source: String,
     pub event_id: String,
     /// `requeued`, `duplicate_fact`, `already_pending` (every destination it is routed to
     /// still has it pending or in flight), `no_destinations` (no destination's `events`
     /// filter takes its type), `expired`, `not_found` or `unknown_source`.
-    pub result: &'static str,
+    pub result: String,
     /// For `duplicate_fact`: the event that first recorded this event's fact, and so the
     /// one whose replay delivers it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -380,10 +380,10 @@ pub struct RedeliveryResult {
 }
 
 /// Totals of a replay: events by result, and deliveries per destination.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RedeliverySummary {
     pub events: usize,
-    pub results: BTreeMap<&'static str, usize>,
+    pub results: BTreeMap<String, usize>,
     pub deliveries: BTreeMap<String, usize>,
 }
 
@@ -394,7 +394,7 @@ impl RedeliverySummary {
             ..Self::default()
         };
         for result in results {
-            *summary.results.entry(result.result).or_default() += 1;
+            *summary.results.entry(result.result.clone()).or_default() += 1;
             for destination in &result.destinations {
                 *summary.deliveries.entry(destination.clone()).or_default() += 1;
             }
@@ -424,10 +424,10 @@ fn plan_redelivery(
 ) -> QueryResult<Vec<(RedeliveryResult, Option<Redelivery>)>> {
     let mut planned = Vec::with_capacity(items.len());
     for (source, event_id) in items {
-        let outcome = |result, first_event_id, destinations: Vec<String>| RedeliveryResult {
+        let outcome = |result: &str, first_event_id, destinations: Vec<String>| RedeliveryResult {
             source: source.clone(),
             event_id: event_id.clone(),
-            result,
+            result: result.to_owned(),
             first_event_id,
             deliveries: destinations.len(),
             destinations,
@@ -599,12 +599,12 @@ fn deadlines(
 }
 
 /// What an operator action did to one dead delivery.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DeadLetterResult {
     pub id: i64,
     /// `requeued` or `discarded`; `not_dead`, `not_found`, `unknown_destination`, or
     /// `not_routed` (the destination's `events` filter no longer takes the event's type).
-    pub result: &'static str,
+    pub result: String,
 }
 
 /// Dead deliveries matching a filter (requeue or discard by filter).
@@ -663,7 +663,10 @@ fn on_dead_letters(
                 },
             )?,
         };
-        results.push(DeadLetterResult { id, result });
+        results.push(DeadLetterResult {
+            id,
+            result: result.to_owned(),
+        });
     }
     Ok(results)
 }

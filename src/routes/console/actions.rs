@@ -1,19 +1,26 @@
 //! The console's actions: replay (a preview first, then a confirmation) and requeue or
-//! discard dead letters. Each builds the same JSON request the operator API takes and
-//! runs it through the API's code path under the session's caller, with the
-//! Idempotency-Key the form was rendered with: a double click or a browser re-submit
-//! does the action once and shows the stored result.
+//! discard dead letters. Each fills in the operator use case's typed request and calls it
+//! as the API does, under the session's caller, with the Idempotency-Key the form was
+//! rendered with and the API's encoding of the answer: a double click or a browser
+//! re-submit does the action once and shows the stored result.
 
 use super::error::ConsoleError;
 use super::forms::{field, form_fields};
 use super::session::check_csrf;
 use super::session::{Session, PATH};
 use super::view::{self, badge, csrf_field, event_link, layout, page_response};
-use crate::routes::admin::{self, CallAnswer, DeadLetterAction};
+use crate::config::Settings;
+use crate::idempotency::Answer;
+use crate::operator::actions::{DeadLetterResult, RedeliveryResult};
+use crate::operator::{
+    Called, DeadLetterAction, DeadLetterRequest, DeadLetters, EventRef, IdempotencyKey, Keyed,
+    Replay, ReplayReport, ReplayRequest,
+};
+use crate::routes::admin::{self, calls};
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use maud::{html, Markup};
-use serde_json::{json, Value};
+use serde::Serialize;
 
 /// `POST /console/replay/preview`: what replaying the event would do, and a form to
 /// confirm it.
@@ -24,12 +31,11 @@ pub async fn replay_preview(
 ) -> Result<HttpResponse, ConsoleError> {
     let fields = checked_form(&session, &body)?;
     let (source, event_id) = event_of(&fields)?;
-    let answer = call_replay(&state, None, source, event_id).await?;
-    let preview = answer_json(&answer)?;
+    let preview = preview_replay(&state, source, event_id).await?;
     let key = view::form_key()?;
     let body = html! {
         p { "Replaying " (event_link(source, event_id)) " would do this; nothing has changed yet." }
-        (replay_results(&preview))
+        (replay_results(&preview.results))
         form.card method="post" action={ (PATH) "/replay" } {
             (csrf_field(&session))
             input type="hidden" name="idempotency_key" value=(key);
@@ -55,11 +61,11 @@ pub async fn replay(
     let fields = checked_form(&session, &body)?;
     let (source, event_id) = event_of(&fields)?;
     let key = form_key_of(&fields)?;
-    let answer = call_replay(&state, Some(key), source, event_id).await?;
-    let result = answer_json(&answer)?;
+    let called = call_replay(&state, key, source, event_id).await?;
+    let report = result_of(&called)?;
     let body = html! {
-        (resubmitted(&answer))
-        (replay_results(&result))
+        (resubmitted(&called))
+        (replay_results(&report.results))
         p { a href=(view::event_href(source, event_id)) { "Back to the event" } }
     };
     Ok(page_response(
@@ -68,24 +74,65 @@ pub async fn replay(
     ))
 }
 
-/// Replays one event through the API's code path: a preview without a key, the replay
-/// itself under the form's key.
-async fn call_replay(
-    state: &AppState,
-    key: Option<String>,
-    source: &str,
-    event_id: &str,
-) -> Result<CallAnswer, ConsoleError> {
-    let request = json!({
-        "events": [{ "source": source, "event_id": event_id }],
-        "dry_run": key.is_none(),
-    });
-    let settings = state.settings.current();
-    let caller = Session::caller(&settings)?;
-    Ok(admin::replay_call(state, &settings, caller, key, &encode(&request)?).await?)
+fn replay_of(source: &str, event_id: &str, dry_run: bool) -> ReplayRequest {
+    ReplayRequest {
+        events: Some(vec![EventRef {
+            source: source.to_owned(),
+            event_id: event_id.to_owned(),
+        }]),
+        dry_run,
+        ..ReplayRequest::default()
+    }
 }
 
-fn encode(request: &Value) -> Result<Vec<u8>, ConsoleError> {
+/// What replaying one event would do; a refusal (one swept event: 410) is the page's.
+async fn preview_replay(
+    state: &AppState,
+    source: &str,
+    event_id: &str,
+) -> Result<ReplayReport, ConsoleError> {
+    let settings = state.settings.current();
+    let replay = Replay::parse(
+        replay_of(source, event_id, true),
+        settings.operator.max_replay,
+    )?;
+    let report = calls(state, &settings).preview_replay(replay).await?;
+    refused(&admin::replay_answer(&report, &settings)?)?;
+    Ok(report)
+}
+
+/// Replays one event under the form's key, as the API would.
+async fn call_replay(
+    state: &AppState,
+    key: IdempotencyKey,
+    source: &str,
+    event_id: &str,
+) -> Result<Called<ReplayReport>, ConsoleError> {
+    let request = replay_of(source, event_id, false);
+    let settings = state.settings.current();
+    let encoded = encode(&request)?;
+    let keyed = keyed(&settings, key, &encoded)?;
+    let replay = Replay::parse(request, settings.operator.max_replay)?;
+    Ok(calls(state, &settings)
+        .replay(keyed, replay, admin::replay_answer)
+        .await?)
+}
+
+/// The session's caller under the form's key, for the request as `encoded`.
+fn keyed<'a>(
+    settings: &Settings,
+    key: IdempotencyKey,
+    encoded: &'a [u8],
+) -> Result<Keyed<'a>, ConsoleError> {
+    Ok(Keyed {
+        caller: Session::caller(settings)?,
+        key,
+        request: encoded,
+    })
+}
+
+/// The request as the key's fingerprint covers it.
+fn encode(request: &impl Serialize) -> Result<Vec<u8>, ConsoleError> {
     serde_json::to_vec(request)
         .map_err(|e| ConsoleError::Internal(format!("cannot encode the request: {e}")))
 }
@@ -127,26 +174,15 @@ pub async fn dead_letters(
         ));
     }
     let key = form_key_of(&fields)?;
-    let request = encode(&json!({ "ids": ids }))?;
-    let settings = state.settings.current();
-    let caller = Session::caller(&settings)?;
-    let answer =
-        admin::dead_letter_call(&state, &settings, caller, Some(key), &request, action).await?;
-    let result = answer_json(&answer)?;
+    let called = call_dead_letters(&state, key, action, ids).await?;
+    let report = result_of(&called)?;
     let title = match action {
         DeadLetterAction::Requeue => "Requeued",
         DeadLetterAction::Discard => "Discarded",
     };
     let body = html! {
-        (resubmitted(&answer))
-        table {
-            thead { tr { th { "Delivery" } th { "Result" } } }
-            tbody {
-                @for row in result["results"].as_array().into_iter().flatten() {
-                    tr { td.num { (row["id"]) } td { (badge(row["result"].as_str().unwrap_or_default())) } }
-                }
-            }
-        }
+        (resubmitted(&called))
+        (dead_letter_results(&report.results))
         p { a href={ (PATH) "/deliveries" } { "Back to the deliveries" } }
     };
     Ok(page_response(
@@ -165,32 +201,58 @@ fn event_of(fields: &[(String, String)]) -> Result<(&str, &str), ConsoleError> {
     }
 }
 
-/// The Idempotency-Key the form was rendered with.
-fn form_key_of(fields: &[(String, String)]) -> Result<String, ConsoleError> {
-    field(fields, "idempotency_key")
-        .map(str::to_owned)
-        .ok_or_else(|| ConsoleError::Invalid("the form carries no idempotency_key".to_owned()))
+/// Requeues or discards the dead letters `ids` under the form's key, as the API would.
+async fn call_dead_letters(
+    state: &AppState,
+    key: IdempotencyKey,
+    action: DeadLetterAction,
+    ids: Vec<i64>,
+) -> Result<Called<crate::operator::DeadLetterReport>, ConsoleError> {
+    let request = DeadLetterRequest {
+        ids: Some(ids),
+        ..DeadLetterRequest::default()
+    };
+    let settings = state.settings.current();
+    let encoded = encode(&request)?;
+    let keyed = keyed(&settings, key, &encoded)?;
+    let dead = DeadLetters::parse(action, request, settings.operator.max_replay)?;
+    Ok(calls(state, &settings)
+        .dead_letters(keyed, dead, admin::dead_letter_answer)
+        .await?)
 }
 
-/// The answer's JSON; a refusal (4xx) becomes the page's error.
-fn answer_json(answer: &CallAnswer) -> Result<Value, ConsoleError> {
-    let value: Value = serde_json::from_slice(&answer.answer.body).unwrap_or(Value::Null);
-    if answer.answer.status >= 400 {
-        let detail = value["detail"]
-            .as_str()
-            .unwrap_or("the operator API refused the request");
-        return Err(ConsoleError::Refused(
-            answer.answer.status,
-            detail.to_owned(),
-        ));
+/// The Idempotency-Key the form was rendered with.
+fn form_key_of(fields: &[(String, String)]) -> Result<IdempotencyKey, ConsoleError> {
+    let key = field(fields, "idempotency_key")
+        .ok_or_else(|| ConsoleError::Invalid("the form carries no idempotency_key".to_owned()))?;
+    Ok(IdempotencyKey::parse(key)?)
+}
+
+/// A refusal (4xx) stored as the answer becomes the page's error.
+fn refused(answer: &Answer) -> Result<(), ConsoleError> {
+    if answer.status < 400 {
+        return Ok(());
     }
-    Ok(value)
+    let value: serde_json::Value =
+        serde_json::from_slice(&answer.body).unwrap_or(serde_json::Value::Null);
+    let detail = value["detail"]
+        .as_str()
+        .unwrap_or("the operator API refused the request");
+    Err(ConsoleError::Refused(answer.status, detail.to_owned()))
+}
+
+/// The call's result, or its refusal.
+fn result_of<T>(called: &Called<T>) -> Result<&T, ConsoleError> {
+    refused(&called.answer)?;
+    called.result.as_ref().ok_or_else(|| {
+        ConsoleError::Internal("the stored answer is not a result this console reads".to_owned())
+    })
 }
 
 /// Says so when the answer is the stored one of an earlier submission of this form.
-fn resubmitted(answer: &CallAnswer) -> Markup {
+fn resubmitted<T>(called: &Called<T>) -> Markup {
     html! {
-        @if answer.replayed {
+        @if called.replayed {
             p.notice.calm role="status" { "This form was already submitted: nothing was done again. The result of the first submission:" }
         } @else {
             p.notice.good role="status" { "Done." }
@@ -198,23 +260,37 @@ fn resubmitted(answer: &CallAnswer) -> Markup {
     }
 }
 
+/// What a requeue or discard did to each dead letter.
+fn dead_letter_results(results: &[DeadLetterResult]) -> Markup {
+    html! {
+        table {
+            thead { tr { th { "Delivery" } th { "Result" } } }
+            tbody {
+                @for row in results {
+                    tr { td.num { (row.id) } td { (badge(&row.result)) } }
+                }
+            }
+        }
+    }
+}
+
 /// A replay's (or its preview's) results: per event, and deliveries per destination.
-fn replay_results(answer: &Value) -> Markup {
+fn replay_results(results: &[RedeliveryResult]) -> Markup {
     html! {
         table.results {
             thead { tr { th { "Event" } th { "Result" } th { "Deliveries" } th { "Destinations" } } }
             tbody {
-                @for row in answer["results"].as_array().into_iter().flatten() {
+                @for row in results {
                     tr {
-                        td.id { (event_link(row["source"].as_str().unwrap_or_default(), row["event_id"].as_str().unwrap_or_default())) }
+                        td.id { (event_link(&row.source, &row.event_id)) }
                         td {
-                            (badge(row["result"].as_str().unwrap_or_default()))
-                            @if let Some(first) = row["first_event_id"].as_str() {
-                                " — its fact is delivered by replaying " (event_link(row["source"].as_str().unwrap_or_default(), first))
+                            (badge(&row.result))
+                            @if let Some(first) = &row.first_event_id {
+                                " — its fact is delivered by replaying " (event_link(&row.source, first))
                             }
                         }
-                        td.num { (row["deliveries"]) }
-                        td { @for d in row["destinations"].as_array().into_iter().flatten() { (d.as_str().unwrap_or_default()) " " } }
+                        td.num { (row.deliveries) }
+                        td { @for d in &row.destinations { (d) " " } }
                     }
                 }
             }

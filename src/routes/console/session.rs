@@ -14,7 +14,7 @@ use super::error::ConsoleError;
 use super::forms::field;
 use crate::config::Settings;
 use crate::operator::sessions::{self, SessionKey};
-use crate::routes::admin::Caller;
+use crate::operator::Caller;
 use crate::routes::Problem;
 use crate::secret::{hmac_sha256, secrets_equal, Secret};
 use crate::state::AppState;

@@ -1,0 +1,119 @@
+//! Dead letters, requeued (back to pending with a fresh deadline) or discarded (set
+//! aside, never sent, swept after `retention.dead_letters`), named by id or by a filter.
+
+use super::actions::{self, DeadLetterResult, DeliveryFilter};
+use super::calls::{Called, Calls, Encode, Ground, Keyed};
+use super::OperatorError;
+use crate::db::DbConnection;
+use crate::delivery::Destinations;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// A requeue or discard as the API takes it (JSON).
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeadLetterRequest {
+    pub ids: Option<Vec<i64>>,
+    pub filter: Option<DeliveryFilter>,
+    pub limit: Option<u32>,
+}
+
+/// What an operator does to dead letters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeadLetterAction {
+    /// Back to pending, with a fresh deadline.
+    Requeue,
+    /// Set aside, never sent, swept after `retention.dead_letters`.
+    Discard,
+}
+
+impl DeadLetterAction {
+    /// The route the action is (the Idempotency-Key fingerprint covers it).
+    pub fn route(self) -> &'static str {
+        match self {
+            Self::Requeue => "POST /admin/deliveries/requeue",
+            Self::Discard => "POST /admin/deliveries/discard",
+        }
+    }
+
+    fn run(
+        self,
+        conn: &mut DbConnection,
+        destinations: &Destinations,
+        ids: &[i64],
+        now: DateTime<Utc>,
+    ) -> diesel::QueryResult<Vec<DeadLetterResult>> {
+        match self {
+            Self::Requeue => actions::requeue(conn, destinations, ids, now),
+            Self::Discard => actions::discard(conn, ids, now),
+        }
+    }
+}
+
+/// A checked action on dead letters: its ids, or a filter over dead deliveries.
+#[derive(Debug)]
+pub struct DeadLetters {
+    action: DeadLetterAction,
+    selection: Selection,
+}
+
+#[derive(Debug)]
+enum Selection {
+    Ids(Vec<i64>),
+    Filter(DeliveryFilter, i64),
+}
+
+impl DeadLetters {
+    /// Checks `request`: either 1 to `max` ids, or a filter (at most `max` dead letters).
+    pub fn parse(
+        action: DeadLetterAction,
+        request: DeadLetterRequest,
+        max: u32,
+    ) -> Result<Self, OperatorError> {
+        let limit = i64::from(request.limit.unwrap_or(max).min(max));
+        let selection = match (request.ids, request.filter) {
+            (Some(ids), None) if !ids.is_empty() && ids.len() as u32 <= max => Selection::Ids(ids),
+            (None, Some(filter)) => {
+                filter.validate()?;
+                Selection::Filter(filter, limit)
+            }
+            _ => {
+                return Err(OperatorError::Invalid(format!(
+                    "send either \"ids\" (1 to {max}) or \"filter\""
+                )))
+            }
+        };
+        Ok(Self { action, selection })
+    }
+
+    pub fn action(&self) -> DeadLetterAction {
+        self.action
+    }
+}
+
+/// What the action did to each dead letter.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeadLetterReport {
+    pub results: Vec<DeadLetterResult>,
+}
+
+impl<S: Ground> Calls<S> {
+    /// Requeues or discards the dead letters, once per key.
+    pub async fn dead_letters(
+        &self,
+        keyed: Keyed<'_>,
+        dead: DeadLetters,
+        encode: Encode<DeadLetterReport, S>,
+    ) -> Result<Called<DeadLetterReport>, OperatorError> {
+        let DeadLetters { action, selection } = dead;
+        let work = move |conn: &mut DbConnection, settings: &S, now| {
+            let ids = match selection {
+                Selection::Ids(ids) => ids,
+                Selection::Filter(filter, limit) => actions::dead_matching(conn, &filter, limit)?,
+            };
+            let results = action.run(conn, settings.destinations(), &ids, now)?;
+            Ok(DeadLetterReport { results })
+        };
+        self.once(action.route(), keyed, work, encode).await
+    }
+}
