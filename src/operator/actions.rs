@@ -208,13 +208,26 @@ pub fn filter_deliveries<'a, ST: 'a>(
     query
 }
 
-/// Everything about one event, or `None` when it is unknown. `Some(Err(fact))` when its
-/// row was swept but its fact remains.
-pub fn show_event(
-    conn: &mut DbConnection,
-    source: &str,
-    event_id: &str,
-) -> QueryResult<Option<Result<Value, Value>>> {
+/// What is known of one event.
+#[derive(Debug)]
+pub enum Shown {
+    /// Everything: metadata, payload, stored answer, fact, deliveries with attempts.
+    Stored(Value),
+    /// Its row was swept after the retention window; the fact it recorded remains.
+    Swept(SweptFact),
+    /// No such event was ever received (or it recorded no fact before it was swept).
+    Unknown,
+}
+
+/// The fact a swept event recorded first.
+#[derive(Debug)]
+pub struct SweptFact {
+    pub kind: String,
+    pub key: String,
+}
+
+/// Everything about one event, as far as it is still stored.
+pub fn show_event(conn: &mut DbConnection, source: &str, event_id: &str) -> QueryResult<Shown> {
     let row = events::table
         .filter(events::source.eq(source))
         .filter(events::event_id.eq(event_id))
@@ -238,7 +251,7 @@ pub fn show_event(
         )>(conn)
         .optional()?;
     let Some((summary, fingerprint, payload, status, content_type, body, headers)) = row else {
-        return Ok(swept_event_fact(conn, source, event_id)?.map(Err));
+        return Ok(swept_event_fact(conn, source, event_id)?.map_or(Shown::Unknown, Shown::Swept));
     };
     let fact = event_fact(conn, source, &summary)?;
     // Indexed by deliveries_event_idx (source, event_id).
@@ -249,7 +262,7 @@ pub fn show_event(
         .select(DeliverySummary::as_select())
         .load(conn)?;
     let deliveries = with_attempts(conn, deliveries)?;
-    Ok(Some(Ok(json!({
+    Ok(Shown::Stored(json!({
         "event": summary,
         "fingerprint": fingerprint,
         "headers": headers.and_then(|h| serde_json::from_str::<Value>(&h).ok()),
@@ -261,7 +274,7 @@ pub fn show_event(
         },
         "fact": fact,
         "deliveries": deliveries,
-    }))))
+    })))
 }
 
 /// The fact a stored event records (none when the event recorded none).
@@ -292,16 +305,14 @@ fn swept_event_fact(
     conn: &mut DbConnection,
     source: &str,
     event_id: &str,
-) -> QueryResult<Option<Value>> {
+) -> QueryResult<Option<SweptFact>> {
     let fact = facts::table
         .filter(facts::source.eq(source))
         .filter(facts::first_event_id.eq(event_id))
-        .select((facts::kind, facts::fact_key, facts::created_at))
-        .first::<(String, String, NaiveDateTime)>(conn)
+        .select((facts::kind, facts::fact_key))
+        .first::<(String, String)>(conn)
         .optional()?;
-    Ok(fact.map(|(kind, key, created_at)| {
-        json!({ "kind": kind, "key": key, "first_event_id": event_id, "created_at": rfc3339(created_at) })
-    }))
+    Ok(fact.map(|(kind, key)| SweptFact { kind, key }))
 }
 
 /// One attempt at a delivery.

@@ -1,7 +1,7 @@
 //! What an operator reads: events and deliveries a page at a time, one event whole, and
 //! every destination's breaker and limits.
 
-use super::actions::{self, DeliveryFilter, DeliverySummary, EventFilter, EventSummary};
+use super::actions::{self, DeliveryFilter, DeliverySummary, EventFilter, EventSummary, Shown};
 use super::calls::{Calls, Ground};
 use super::OperatorError;
 use crate::db::DbConnection;
@@ -99,14 +99,13 @@ impl<S: Ground> Calls<S> {
             .await?;
         let window = self.settings.retention().events;
         match shown {
-            Some(Ok(event)) => Ok(event),
-            Some(Err(fact)) => Err(OperatorError::Expired(format!(
+            Shown::Stored(event) => Ok(event),
+            Shown::Swept(fact) => Err(OperatorError::Expired(format!(
                 "event {source}/{event_id} was swept after the retention window ({window}); \
                  its fact {}:{} remains in the ledger",
-                fact["kind"].as_str().unwrap_or_default(),
-                fact["key"].as_str().unwrap_or_default()
+                fact.kind, fact.key
             ))),
-            None => Err(OperatorError::UnknownEvent(format!(
+            Shown::Unknown => Err(OperatorError::UnknownEvent(format!(
                 "no event {source}/{event_id} has been received"
             ))),
         }

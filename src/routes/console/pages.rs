@@ -368,7 +368,7 @@ pub async fn event(
     actions::check_text("event_id", Some(&event_id))?;
     let (s, e) = (source.clone(), event_id.clone());
     let shown = read(&state, move |c| {
-        let Some(Ok(event)) = actions::show_event(c, &s, &e)? else {
+        let actions::Shown::Stored(event) = actions::show_event(c, &s, &e)? else {
             return Ok(None);
         };
         let fact = &event["event"];

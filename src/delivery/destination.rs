@@ -1,0 +1,116 @@
+//! The destinations a dispatcher sends to, built from their settings: an HTTP client
+//! (one per connect timeout, all on one TLS connector) or a broker link each, with its
+//! retry budget; kept across a reload while their settings stay the same.
+
+use super::bus::{self, BrokerHealth};
+use super::sender::{attempt, Clients};
+use super::{
+    AttemptResult, DestinationKind, DestinationSettings, Destinations, Leased, RetryBudget,
+};
+use chrono::{DateTime, Utc};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// A destination ready to send to.
+pub(super) struct Destination {
+    pub(super) settings: DestinationSettings,
+    pub(super) transport: Transport,
+    pub(super) budget: Mutex<RetryBudget>,
+}
+
+/// How a destination's attempts go out.
+pub(super) enum Transport {
+    Http(reqwest::Client),
+    /// NATS JetStream or RabbitMQ: one connection per destination.
+    Broker(Box<bus::Link>),
+}
+
+impl Destination {
+    pub(super) fn new(
+        source: &str,
+        settings: &DestinationSettings,
+        health: &Arc<BrokerHealth>,
+        clients: &mut Clients,
+    ) -> reqwest::Result<Self> {
+        let transport = match settings.kind {
+            DestinationKind::Http => Transport::Http(clients.client_for(settings)?),
+            _ => Transport::Broker(Box::new(bus::Link::new(source, settings, health.clone()))),
+        };
+        Ok(Self {
+            transport,
+            budget: Mutex::new(RetryBudget::new(settings.retry_rate, settings.retry_burst)),
+            settings: settings.clone(),
+        })
+    }
+
+    /// One attempt: a POST, or a publish waiting for the broker's confirmation.
+    pub(super) async fn attempt(&self, delivery: &Leased, now: DateTime<Utc>) -> AttemptResult {
+        match &self.transport {
+            Transport::Http(client) => attempt(client, &self.settings, delivery, now).await,
+            Transport::Broker(link) => link.publish(delivery, now).await,
+        }
+    }
+}
+
+/// Destinations ready to send to, and how many HTTP clients building them took.
+pub(super) struct Prepared {
+    pub(super) ready: DestinationMap,
+    /// The destinations built anew (the others are kept from before).
+    pub(super) built: Vec<Arc<Destination>>,
+    pub(super) clients_built: usize,
+}
+
+/// Every destination of `wanted`, reusing those of `current` whose settings are the
+/// same. HTTP destinations share one client per connect timeout (the ones `current` has
+/// first), all on the `tls` connector: nothing per destination but its settings.
+pub(super) fn prepare(
+    wanted: &Destinations,
+    current: &DestinationMap,
+    brokers: &Arc<BrokerHealth>,
+    tls: &native_tls::TlsConnector,
+) -> anyhow::Result<Prepared> {
+    let mut clients = Clients::new(tls);
+    for destination in current.values() {
+        if let Transport::Http(client) = &destination.transport {
+            clients.reuse(destination.settings.connect_timeout, client);
+        }
+    }
+    let mut ready = HashMap::new();
+    let mut built = Vec::new();
+    for (source, settings) in wanted.iter() {
+        let key = (source.to_owned(), settings.name.clone());
+        let destination = match current.get(&key) {
+            Some(kept) if same_destination(&kept.settings, settings) => kept.clone(),
+            _ => {
+                let fresh = Destination::new(source, settings, brokers, &mut clients)?;
+                let fresh = Arc::new(fresh);
+                built.push(fresh.clone());
+                fresh
+            }
+        };
+        ready.insert(key, destination);
+    }
+    Ok(Prepared {
+        ready,
+        built,
+        clients_built: clients.built(),
+    })
+}
+
+/// Connects to each broker destination and logs whether it answered.
+pub(super) async fn probe(destinations: &[Arc<Destination>]) {
+    for destination in destinations {
+        if let Transport::Broker(link) = &destination.transport {
+            link.probe().await;
+        }
+    }
+}
+
+/// The destinations ready to send to, by (source, name).
+pub(super) type DestinationMap = HashMap<(String, String), Arc<Destination>>;
+
+/// Whether two destination settings send alike (a reload keeps the one it has). `Debug`
+/// shows every field but the signing secret, which is compared itself.
+pub fn same_destination(a: &DestinationSettings, b: &DestinationSettings) -> bool {
+    a.secret == b.secret && format!("{a:?}") == format!("{b:?}")
+}
