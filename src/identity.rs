@@ -173,6 +173,29 @@ impl fmt::Display for EventId {
     }
 }
 
+/// `(source, event id)`: what a webhook is deduplicated on (UNIQUE in `events`), and how
+/// an operator names an event.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EventKey {
+    pub source: String,
+    pub event_id: String,
+}
+
+impl EventKey {
+    pub fn new(source: impl Into<String>, event_id: impl Into<String>) -> Self {
+        Self {
+            source: source.into(),
+            event_id: event_id.into(),
+        }
+    }
+}
+
+impl fmt::Display for EventKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.source, self.event_id)
+    }
+}
+
 /// Where a value lives in a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Locator {

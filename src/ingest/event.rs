@@ -4,15 +4,13 @@
 use crate::db::schema::events;
 use crate::db::{dialect, DbConnection};
 use crate::idempotency::{Answer, StoredCall};
+use crate::identity::EventKey;
 use chrono::NaiveDateTime;
 use diesel::prelude::*;
 use std::collections::{HashMap, HashSet};
 
 /// The status of an event whose transaction committed.
 pub const STATUS_PROCESSED: &str = "processed";
-
-/// `(source, event_id)`: what a webhook is deduplicated on.
-pub type EventKey = (String, String);
 
 /// An event about to be claimed, with the answer it gets if its fact turns out new (the
 /// common case, so that storing the answer costs no second write of the row).
@@ -52,18 +50,21 @@ pub fn claim_all(
         .get_results(c))?;
     Ok(claimed
         .into_iter()
-        .map(|(id, source, event_id)| ((source, event_id), id))
+        .map(|(id, source, event_id)| (EventKey { source, event_id }, id))
         .collect())
 }
 
 /// The stored calls that hold `keys`: their fingerprints and answers, in one read.
 pub fn stored_calls(
     conn: &mut DbConnection,
-    keys: &[(&str, &str)],
+    keys: &[&EventKey],
 ) -> QueryResult<HashMap<EventKey, StoredCall>> {
-    let wanted: HashSet<(&str, &str)> = keys.iter().copied().collect();
-    let sources: HashSet<&str> = keys.iter().map(|(source, _)| *source).collect();
-    let ids: Vec<&str> = keys.iter().map(|(_, id)| *id).collect();
+    let wanted: HashSet<(&str, &str)> = keys
+        .iter()
+        .map(|key| (key.source.as_str(), key.event_id.as_str()))
+        .collect();
+    let sources: HashSet<&str> = keys.iter().map(|key| key.source.as_str()).collect();
+    let ids: Vec<&str> = keys.iter().map(|key| key.event_id.as_str()).collect();
     let rows = events::table
         .filter(events::source.eq_any(sources))
         .filter(events::event_id.eq_any(ids))
@@ -98,7 +99,7 @@ pub fn stored_calls(
                 fingerprint,
                 answer,
             };
-            ((source, id), call)
+            (EventKey::new(source, id), call)
         })
         .collect())
 }

@@ -14,13 +14,14 @@
 //! of a fact records it and later ones are `duplicate_fact`. Keys are written in sorted
 //! order, so concurrent groups on PostgreSQL take their locks in one order.
 
-use super::event::{self, EventKey, NewEvent, STATUS_PROCESSED};
+use super::event::{self, NewEvent, STATUS_PROCESSED};
 use super::{receipt, Claim, IngestError, Outcome};
 use crate::db::{set_local_lock_timeout, write_transaction, DbConnection, StoreError};
 use crate::delivery::{Message, NewDelivery};
 use crate::faults::Faults;
 use crate::idempotency::{self, Answer, Once, StoredCall};
-use crate::ledger::{self, FactIdentity, FactRow, NewFact};
+use crate::identity::EventKey;
+use crate::ledger::{self, FactIdentity, LedgerKey, NewFact};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// What the ingest transaction made of one webhook: its outcome and answer, or why it
@@ -87,10 +88,7 @@ fn run(
 }
 
 fn key_of(claim: &Claim) -> EventKey {
-    (
-        claim.source.clone(),
-        claim.identity.event_id.as_str().to_owned(),
-    )
+    EventKey::new(claim.source.as_str(), claim.identity.event_id.as_str())
 }
 
 /// Claims the first copy of every event id, in one statement, keys sorted.
@@ -140,20 +138,15 @@ fn stored_calls(
     if held.is_empty() {
         return Ok(HashMap::new());
     }
-    let keys: Vec<(&str, &str)> = held
-        .iter()
-        .map(|&i| {
-            (
-                claims[i].source.as_str(),
-                claims[i].identity.event_id.as_str(),
-            )
-        })
-        .collect();
-    Ok(event::stored_calls(conn, &keys)?)
+    let keys: Vec<EventKey> = held.iter().map(|&i| key_of(claims[i])).collect();
+    Ok(event::stored_calls(conn, &keys.iter().collect::<Vec<_>>())?)
 }
 
-fn fact_row(claim: &Claim, fact: &FactIdentity) -> FactRow {
-    (claim.source.clone(), fact.kind.clone(), fact.key.clone())
+fn fact_row(claim: &Claim, fact: &FactIdentity) -> LedgerKey {
+    LedgerKey {
+        source: claim.source.clone(),
+        fact: fact.clone(),
+    }
 }
 
 /// The effects of the events this group claimed (`owned`, in arrival order): their facts
@@ -195,8 +188,8 @@ fn record_effects(
 /// A group's facts after their one insert: which claimed event named each first, and
 /// which of them the ledger did not hold before.
 struct Recorded {
-    first: BTreeMap<FactRow, usize>,
-    inserted: HashSet<FactRow>,
+    first: BTreeMap<LedgerKey, usize>,
+    inserted: HashSet<LedgerKey>,
 }
 
 impl Recorded {
@@ -205,7 +198,7 @@ impl Recorded {
         claims: &[&Claim],
         owned: &[usize],
     ) -> Result<Self, IngestError> {
-        let mut first: BTreeMap<FactRow, usize> = BTreeMap::new();
+        let mut first: BTreeMap<LedgerKey, usize> = BTreeMap::new();
         for &i in owned {
             let claim = claims[i];
             for fact in std::iter::once(&claim.fact).chain(&claim.body_fact) {
@@ -214,10 +207,10 @@ impl Recorded {
         }
         let facts: Vec<NewFact<'_>> = first
             .iter()
-            .map(|((source, kind, key), &i)| NewFact {
-                source,
-                kind,
-                fact_key: key,
+            .map(|(row, &i)| NewFact {
+                source: &row.source,
+                kind: &row.fact.kind,
+                fact_key: &row.fact.key,
                 first_event_id: claims[i].identity.event_id.as_str(),
                 created_at: claims[i].received_at.naive_utc(),
             })

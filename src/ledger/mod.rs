@@ -56,7 +56,7 @@ impl FactRule {
 }
 
 /// Which fact an event describes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FactIdentity {
     pub kind: String,
     pub key: String,
@@ -128,23 +128,36 @@ impl NewFact<'_> {
 }
 
 /// `(source, kind, fact_key)`: what the ledger is unique on.
-pub type FactRow = (String, String, String);
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LedgerKey {
+    pub source: String,
+    pub fact: FactIdentity,
+}
 
 /// Records a group's facts with one `INSERT … ON CONFLICT DO NOTHING RETURNING`: the
 /// facts that are new. The rest the ledger already held (a concurrent recorder of the same
 /// fact is waited for on the unique index). `facts` must hold each fact once, sorted, so
 /// concurrent groups lock them in one order.
-pub fn record_all(conn: &mut DbConnection, facts: &[NewFact<'_>]) -> QueryResult<HashSet<FactRow>> {
+pub fn record_all(
+    conn: &mut DbConnection,
+    facts: &[NewFact<'_>],
+) -> QueryResult<HashSet<LedgerKey>> {
     if facts.is_empty() {
         return Ok(Default::default());
     }
-    let inserted: Vec<FactRow> = dialect!(conn, c => diesel::insert_into(facts::table)
+    let inserted: Vec<(String, String, String)> = dialect!(conn, c => diesel::insert_into(facts::table)
         .values(facts)
         .on_conflict((facts::source, facts::kind, facts::fact_key))
         .do_nothing()
         .returning((facts::source, facts::kind, facts::fact_key))
         .get_results(c))?;
-    Ok(inserted.into_iter().collect())
+    Ok(inserted
+        .into_iter()
+        .map(|(source, kind, key)| LedgerKey {
+            source,
+            fact: FactIdentity { kind, key },
+        })
+        .collect())
 }
 
 /// The event id under which a fact was first recorded.

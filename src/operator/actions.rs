@@ -7,7 +7,7 @@ use crate::db::schema::{deliveries, delivery_attempts, events, facts};
 use crate::db::DbConnection;
 use crate::delivery::Destinations;
 use crate::delivery::{Message, DEAD, DISCARDED, IN_PROGRESS, PENDING};
-use crate::identity::MAX_IDENTITY_BYTES;
+use crate::identity::{EventKey, MAX_IDENTITY_BYTES};
 use crate::ledger::{FactIdentity, NewFact};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
@@ -364,10 +364,10 @@ pub fn events_matching(
     conn: &mut DbConnection,
     filter: &EventFilter,
     limit: i64,
-) -> QueryResult<Vec<(String, String)>> {
+) -> QueryResult<Vec<EventKey>> {
     Ok(list_events(conn, filter, None, limit)?
         .into_iter()
-        .map(|e| (e.source, e.event_id))
+        .map(|e| EventKey::new(e.source, e.event_id))
         .collect())
 }
 
@@ -431,10 +431,10 @@ struct Redelivery {
 fn plan_redelivery(
     conn: &mut DbConnection,
     destinations: &Destinations,
-    items: &[(String, String)],
+    items: &[EventKey],
 ) -> QueryResult<Vec<(RedeliveryResult, Option<Redelivery>)>> {
     let mut planned = Vec::with_capacity(items.len());
-    for (source, event_id) in items {
+    for EventKey { source, event_id } in items {
         let outcome = |result: &str, first_event_id, destinations: Vec<String>| RedeliveryResult {
             source: source.clone(),
             event_id: event_id.clone(),
@@ -550,7 +550,7 @@ fn fact_first_recorded_by(
 pub fn preview_redelivery(
     conn: &mut DbConnection,
     destinations: &Destinations,
-    items: &[(String, String)],
+    items: &[EventKey],
 ) -> QueryResult<Vec<RedeliveryResult>> {
     Ok(plan_redelivery(conn, destinations, items)?
         .into_iter()
@@ -563,7 +563,7 @@ pub fn preview_redelivery(
 pub fn redeliver(
     conn: &mut DbConnection,
     destinations: &Destinations,
-    items: &[(String, String)],
+    items: &[EventKey],
     now: DateTime<Utc>,
 ) -> QueryResult<Vec<RedeliveryResult>> {
     let planned = plan_redelivery(conn, destinations, items)?;

@@ -6,6 +6,7 @@ use super::actions::{self, EventFilter, RedeliveryResult, RedeliverySummary};
 use super::calls::{Called, Calls, Encode, Ground, Keyed};
 use super::OperatorError;
 use crate::db::DbConnection;
+use crate::identity::EventKey;
 use serde::{Deserialize, Serialize};
 
 /// The route of a replay (the Idempotency-Key fingerprint covers it).
@@ -40,7 +41,7 @@ pub struct Replay {
 /// The events a replay names: a list, or a filter (at most `limit` events).
 #[derive(Debug)]
 enum ReplayTarget {
-    Events(Vec<(String, String)>),
+    Events(Vec<EventKey>),
     Filter(EventFilter, i64),
 }
 
@@ -54,7 +55,11 @@ impl Replay {
                     actions::check_text("source", Some(&event.source))?;
                     actions::check_text("event_id", Some(&event.event_id))?;
                 }
-                ReplayTarget::Events(events.into_iter().map(|e| (e.source, e.event_id)).collect())
+                ReplayTarget::Events(
+                    (events.into_iter())
+                        .map(|e| EventKey::new(e.source, e.event_id))
+                        .collect(),
+                )
             }
             (None, Some(filter)) => {
                 filter.validate()?;
@@ -75,7 +80,7 @@ impl Replay {
 
 impl ReplayTarget {
     /// The events, and whether a filter matched more than its limit let through.
-    fn items(self, conn: &mut DbConnection) -> diesel::QueryResult<(Vec<(String, String)>, bool)> {
+    fn items(self, conn: &mut DbConnection) -> diesel::QueryResult<(Vec<EventKey>, bool)> {
         match self {
             Self::Events(mut items) => {
                 let mut seen = std::collections::HashSet::new();
