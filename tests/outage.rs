@@ -3,7 +3,6 @@
 //! per process (an Inlet process has one database), so in the shared API test process it
 //! would stall the other tests' SQLite writes.
 
-#[path = "api/helpers.rs"]
 mod helpers;
 
 use helpers::{spawn_app_with, stripe_event, Backend, TestApp, TestOptions};

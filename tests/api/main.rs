@@ -10,6 +10,7 @@ mod docs_reference;
 mod ed25519;
 mod gates;
 mod groups;
+#[path = "../helpers/mod.rs"]
 mod helpers;
 mod hostile;
 mod ingest;

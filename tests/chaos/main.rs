@@ -12,7 +12,7 @@
 //! accepted"` (a verdict and an outcome as the fuzzer's figures name them) prints each
 //! such request.
 
-#[path = "../api/helpers.rs"]
+#[path = "../helpers/mod.rs"]
 mod helpers;
 
 /// One ignored `#[tokio::test]` per backend for each listed `async fn(Backend)`.

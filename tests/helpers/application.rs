@@ -1,0 +1,147 @@
+//! Stand-ins for the user's application and what a test watches through it: deliveries per
+//! key, gates, metrics, the bus encoding, and waiting for something to hold.
+
+use super::*;
+use actix_web::dev::ServerHandle;
+
+/// How many requests a mock application received under each Idempotency-Key.
+pub async fn requests_per_key(
+    server: &wiremock::MockServer,
+) -> std::collections::HashMap<String, usize> {
+    let mut per_key = std::collections::HashMap::new();
+    for request in server.received_requests().await.unwrap_or_default() {
+        let key = request
+            .headers
+            .get("idempotency-key")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        *per_key.entry(key).or_default() += 1;
+    }
+    per_key
+}
+
+/// The destination's gate as `GET /admin/destinations` shows it.
+pub async fn gate(app: &TestApp, destination: &str) -> serde_json::Value {
+    let reply = app.admin("/admin/destinations", None, None).await;
+    reply.assert_status(200);
+    reply.json()["destinations"]
+        .as_array()
+        .and_then(|all| all.iter().find(|d| d["destination"] == destination))
+        .cloned()
+        .unwrap_or_else(|| panic!("no destination {destination} in {}", reply.text()))
+}
+
+/// Waits (up to 15 s) until `check` holds.
+pub async fn eventually<F, Fut>(what: &str, check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    eventually_within(what, std::time::Duration::from_secs(15), check).await
+}
+
+/// Waits up to `limit` until `check` holds: for work whose size, not its speed, is what
+/// a test is about (hundreds of deliveries on a busy machine).
+pub async fn eventually_within<F, Fut>(what: &str, limit: std::time::Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    // 50 ms between checks, the time of the checks not counted (as before: a slow
+    // machine slows the checks too).
+    for _ in 0..limit.as_millis() / 50 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// A stand-in for the user's application: answers every POST with `status`.
+pub async fn application_answering(status: u16) -> wiremock::MockServer {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(wiremock::ResponseTemplate::new(status))
+        .mount(&server)
+        .await;
+    server
+}
+
+/// Serves `handler` for every request on a port of its own, with `data` (a stand-in for
+/// the user's application that a test watches): its URL and its server's handle.
+pub fn serve_application<T, F, Args>(
+    data: actix_web::web::Data<T>,
+    handler: F,
+) -> (String, ServerHandle)
+where
+    T: Send + Sync + 'static,
+    F: actix_web::Handler<Args> + Clone + Send + 'static,
+    Args: actix_web::FromRequest + 'static,
+    F::Output: actix_web::Responder + 'static,
+{
+    use actix_web::{web, App, HttpServer};
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(data.clone())
+            .default_service(web::to(handler.clone()))
+    })
+    .workers(2)
+    .bind(("127.0.0.1", 0))
+    .expect("bind the application");
+    let url = format!("http://{}", server.addrs()[0]);
+    let server = server.run();
+    let handle = server.handle();
+    tokio::spawn(server);
+    (url, handle)
+}
+
+/// What a watching application saw: deliveries out at once, and per Idempotency-Key.
+#[derive(Debug, Default, Clone)]
+pub struct Seen {
+    pub in_flight: usize,
+    pub most_in_flight: usize,
+    /// Idempotency-Key → deliveries received under it.
+    pub per_key: std::collections::HashMap<String, usize>,
+}
+
+impl Seen {
+    /// A delivery arrives: counted under its key and as in flight; how many are out now.
+    pub fn arrive(&mut self, request: &actix_web::HttpRequest) -> usize {
+        let key = request
+            .headers()
+            .get("idempotency-key")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        *self.per_key.entry(key).or_default() += 1;
+        self.in_flight += 1;
+        self.most_in_flight = self.most_in_flight.max(self.in_flight);
+        self.in_flight
+    }
+}
+
+/// The value of one exposed series (`name{labels}` as Prometheus prints it), 0 when absent.
+pub async fn metric(app: &TestApp, series: &str) -> f64 {
+    let text = app.get("/metrics").await.text();
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// The book's bus encoding (docs/src/delivery/event-bus.md), written here independently
+/// of Inlet's: a value fills one subject or routing-key token, ASCII letters, digits, `-` and `_` as they are and every
+/// other UTF-8 byte as `%XX` (upper-case hex); a fact without a type is `~`.
+pub fn bus_token(value: Option<&str>) -> String {
+    let Some(value) = value else {
+        return "~".to_owned();
+    };
+    value
+        .bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
