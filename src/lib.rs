@@ -4,7 +4,7 @@
 //! on a UNIQUE constraint, records its fact in a permanent ledger and stores the answer —
 //! all in one database transaction — so that every duplicate gets the stored answer and
 //! every real-world fact takes effect once. The book (docs/) describes the contract, and
-//! docs/src/internals/layout.md the layout of these modules (each imports only its own
+//! docs/src/internals/architecture.md the layout of these modules (each imports only its own
 //! layer and the ones below).
 
 pub mod bench;

@@ -1,4 +1,4 @@
-//! The module layout of docs/src/internals/layout.md, checked: every
+//! The module layout of docs/src/internals/architecture.md, checked: every
 //! `crate::` path in `src/` names a module on the same layer or below, never above.
 //! (Import cycles between top-level modules are what `../shared/tools/module-cycles`
 //! reports; a same-layer import is allowed, so both checks run in CI.)
@@ -111,7 +111,7 @@ fn no_module_imports_one_above_it() {
             continue;
         }
         let Some(own) = layer_of(&module) else {
-            panic!("src module {module} is on no layer: add it to LAYERS and docs/src/internals/layout.md");
+            panic!("src module {module} is on no layer: add it to LAYERS and docs/src/internals/architecture.md");
         };
         let text = std::fs::read_to_string(file).expect("read a source file");
         for imported in imported_modules(production_code(&text)) {
@@ -187,6 +187,40 @@ fn the_edge_check_sees_what_it_looks_for() {
     assert!(!names("ProblemSolver", "Problem"));
     assert!(!names("\"actix_http\"", "actix_http::"));
     assert_eq!(without_comments("// Problem\nlet x = 1;"), "let x = 1;");
+}
+
+/// The layers as the book's architecture page draws them: the first code block after
+/// `## The layers`, a layer a line, its modules before the `│`.
+fn layers_in_the_book() -> Vec<Vec<String>> {
+    let page = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/internals/architecture.md");
+    let text = std::fs::read_to_string(&page).expect("the architecture page");
+    let section = &text[text.find("## The layers").expect("a layers section")..];
+    let block = section
+        .split("```")
+        .nth(1)
+        .expect("a code block in the layers section");
+    block
+        .lines()
+        .skip(1) // the fence's info string
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| {
+            let modules = line.split('│').next().unwrap_or_default();
+            modules.split_whitespace().map(str::to_owned).collect()
+        })
+        .collect()
+}
+
+#[test]
+fn the_book_draws_the_layers_the_code_keeps() {
+    let code: Vec<Vec<String>> = LAYERS
+        .iter()
+        .map(|layer| layer.iter().map(|m| (*m).to_owned()).collect())
+        .collect();
+    assert_eq!(
+        layers_in_the_book(),
+        code,
+        "docs/src/internals/architecture.md and LAYERS disagree"
+    );
 }
 
 #[test]
