@@ -1,8 +1,8 @@
 //! Fault injection for crash-atomicity tests. Without the `fault-injection` feature (every
 //! release build) `Faults` is an empty struct whose checkpoints do nothing; with it, a test
-//! can make the ingest transaction crash at a named instruction, or a dispatcher abandon a
-//! delivery between sending and settling it, hold a reload in its build step, and read how
-//! many HTTP clients the dispatcher built.
+//! can make the ingest transaction crash at a named instruction or lose its COMMIT, make a
+//! dispatcher abandon a delivery between sending and settling it, hold a reload in its
+//! build step, and read how many HTTP clients the dispatcher built.
 
 #[cfg(feature = "fault-injection")]
 use std::collections::HashMap;
@@ -18,9 +18,20 @@ use std::time::Duration;
 #[cfg(feature = "fault-injection")]
 const LONGEST_HOLD: Duration = Duration::from_secs(60);
 
+/// How a test loses a transaction's COMMIT: the connection fails after the server
+/// committed it, or before the server saw it. Either way the client cannot tell which.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LostCommit {
+    AfterCommit,
+    BeforeCommit,
+}
+
 /// Crash points armed by tests.
 #[derive(Debug, Default)]
 pub struct Faults {
+    #[cfg(feature = "fault-injection")]
+    /// Event id → how the next COMMIT of a group holding it is lost.
+    lost_commit: Mutex<HashMap<String, LostCommit>>,
     #[cfg(feature = "fault-injection")]
     /// Event id → how many more ingests of it crash.
     crash_after_fact: Mutex<HashMap<String, usize>>,
@@ -133,6 +144,37 @@ impl Faults {
 }
 
 impl Faults {
+    /// Checkpoint before a group's COMMIT: how a test armed it to be lost, when one of
+    /// `_event_ids` is armed (once).
+    #[inline]
+    pub(crate) fn lost_commit<'a>(
+        &self,
+        _event_ids: impl IntoIterator<Item = &'a str>,
+    ) -> Option<LostCommit> {
+        #[cfg(feature = "fault-injection")]
+        {
+            let mut armed = self
+                .lost_commit
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if armed.is_empty() {
+                return None;
+            }
+            _event_ids.into_iter().find_map(|id| armed.remove(id))
+        }
+        #[cfg(not(feature = "fault-injection"))]
+        None
+    }
+
+    /// Makes the next COMMIT of a group holding `event_id` lose its connection, `how`.
+    #[cfg(feature = "fault-injection")]
+    pub fn lose_commit(&self, event_id: &str, how: LostCommit) {
+        self.lost_commit
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(event_id.to_owned(), how);
+    }
+
     /// Checkpoint in a reload, before it builds its destinations: waits while a test holds
     /// reloads there (at most a minute). Blocks the thread it runs on, as building does.
     #[inline]

@@ -256,6 +256,7 @@ fn describe() {
     record_build_info();
     // Exported from the start: `increase()` needs the 0 before the first timeout to see it.
     metrics::counter!("inlet_db_pool_timeouts_total").increment(0);
+    metrics::counter!("inlet_db_commits_in_doubt_total").increment(0);
     metrics::counter!("inlet_ingest_group_retries_total").increment(0);
 }
 
@@ -322,6 +323,10 @@ fn describe_delivery_and_storage() {
     describe_counter!(
         "inlet_db_pool_timeouts_total",
         "Waits for a database connection that timed out"
+    );
+    describe_counter!(
+        "inlet_db_commits_in_doubt_total",
+        "COMMITs whose connection failed in flight (outcome unknown; answered 503)"
     );
 }
 

@@ -14,9 +14,33 @@ pub enum StoreError {
     /// serialization failure, or a row swept while it was read).
     #[error("{0}")]
     Contended(String),
+    /// The connection failed while COMMIT was in flight: the transaction may or may not
+    /// have committed. Nothing may be answered as done; a retry finds out.
+    #[error("{0}")]
+    InDoubt(String),
     /// Anything else the database refused.
     #[error("{0}")]
     Failed(String),
+}
+
+/// A COMMIT whose outcome is unknown (see [`StoreError::InDoubt`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitInDoubt(pub String);
+
+impl From<CommitInDoubt> for StoreError {
+    fn from(error: CommitInDoubt) -> Self {
+        Self::InDoubt(error.0)
+    }
+}
+
+/// Callers that speak diesel's error see an in-doubt commit as a failed connection.
+impl From<CommitInDoubt> for diesel::result::Error {
+    fn from(error: CommitInDoubt) -> Self {
+        diesel::result::Error::DatabaseError(
+            diesel::result::DatabaseErrorKind::ClosedConnection,
+            Box::new(error.0),
+        )
+    }
 }
 
 impl From<diesel::result::Error> for StoreError {

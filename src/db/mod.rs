@@ -17,11 +17,12 @@ mod migrations;
 mod target;
 
 pub use checkpoint::Checkpointer;
-pub use error::StoreError;
+pub use error::{CommitInDoubt, StoreError};
 pub use locks::{AdvisoryLock, SessionLock};
 pub use migrations::{pending_migrations, run_migrations};
 pub use target::DatabaseTarget;
 
+use crate::faults::LostCommit;
 use diesel::connection::{AnsiTransactionManager, SimpleConnection, TransactionManager};
 use diesel::pg::PgConnection;
 use diesel::sqlite::SqliteConnection;
@@ -220,15 +221,44 @@ where
 /// Runs `work` in one write transaction: `BEGIN IMMEDIATE` on SQLite (take the write lock
 /// up front, after the in-process writer queue, so no transaction has to upgrade a read
 /// lock and fail), `BEGIN` (read committed) on PostgreSQL. Commits when `work` succeeds,
-/// rolls back otherwise.
+/// rolls back otherwise. A COMMIT whose outcome is unknown — the connection failed while
+/// it was in flight — is [`CommitInDoubt`], never a success.
 pub fn write_transaction<T, E>(
     conn: &mut DbConnection,
     work: impl FnOnce(&mut DbConnection) -> Result<T, E>,
 ) -> Result<T, E>
 where
-    E: From<diesel::result::Error>,
+    E: From<diesel::result::Error> + From<CommitInDoubt>,
 {
-    let _turn = match conn {
+    write_transaction_losing(conn, None, work)
+}
+
+/// [`write_transaction`], with its COMMIT lost as `lost` says (fault injection: `None`
+/// outside tests).
+pub fn write_transaction_losing<T, E>(
+    conn: &mut DbConnection,
+    lost: Option<LostCommit>,
+    work: impl FnOnce(&mut DbConnection) -> Result<T, E>,
+) -> Result<T, E>
+where
+    E: From<diesel::result::Error> + From<CommitInDoubt>,
+{
+    let _turn = begin_write(conn)?;
+    match work(conn) {
+        Ok(value) => {
+            commit::<E>(conn, lost)?;
+            Ok(value)
+        }
+        Err(error) => {
+            rollback(conn);
+            Err(error)
+        }
+    }
+}
+
+/// `BEGIN IMMEDIATE` after the process's SQLite writer queue, or PostgreSQL's `BEGIN`.
+fn begin_write(conn: &mut DbConnection) -> diesel::QueryResult<FairTurn> {
+    match conn {
         DbConnection::Sqlite(c) => {
             let wait = Duration::from_millis(SQLITE_WRITER_WAIT_MS.load(Ordering::Relaxed));
             let Some(turn) = SQLITE_WRITERS.try_lock_for(wait) else {
@@ -238,32 +268,79 @@ where
                         "database is locked: no write turn within {}ms",
                         wait.as_millis()
                     )),
-                )
-                .into());
+                ));
             };
             AnsiTransactionManager::begin_transaction_sql(c, "BEGIN IMMEDIATE")?;
-            FairTurn(Some(turn))
+            Ok(FairTurn(Some(turn)))
         }
         DbConnection::Postgres(c) => {
             AnsiTransactionManager::begin_transaction(c)?;
-            FairTurn(None)
+            Ok(FairTurn(None))
         }
-    };
-    match work(conn) {
-        Ok(value) => {
-            <DbConnection as Connection>::TransactionManager::commit_transaction(conn)?;
-            Ok(value)
+    }
+}
+
+/// Commits, telling a refused COMMIT (nothing was committed) from one whose answer never
+/// came (it may have been).
+fn commit<E>(conn: &mut DbConnection, lost: Option<LostCommit>) -> Result<(), E>
+where
+    E: From<diesel::result::Error> + From<CommitInDoubt>,
+{
+    type Manager = <DbConnection as Connection>::TransactionManager;
+    let injected = |when| CommitInDoubt(format!("injected: the connection was lost {when} COMMIT"));
+    match lost {
+        Some(LostCommit::BeforeCommit) => {
+            rollback(conn);
+            return Err(injected("before").into());
         }
+        Some(LostCommit::AfterCommit) => {
+            Manager::commit_transaction(conn)?;
+            return Err(injected("after").into());
+        }
+        None => {}
+    }
+    match Manager::commit_transaction(conn) {
+        Ok(()) => Ok(()),
+        Err(error) if refused_commit(&error) => Err(error.into()),
         Err(error) => {
-            if let Err(rollback) =
-                <DbConnection as Connection>::TransactionManager::rollback_transaction(conn)
-            {
-                // The connection is now marked broken and the pool discards it, which
-                // rolls the transaction back on the server.
-                tracing::warn!(error = %rollback, "rollback failed");
-            }
-            Err(error)
+            metrics::counter!("inlet_db_commits_in_doubt_total").increment(1);
+            Err(CommitInDoubt(format!(
+                "the connection failed while COMMIT was in flight, so whether it committed is \
+                 unknown: {error}"
+            ))
+            .into())
         }
+    }
+}
+
+/// Whether a failed COMMIT is the database's refusal — a constraint checked at commit, a
+/// serialization failure, SQLite's busy lock — after which nothing was committed.
+fn refused_commit(error: &diesel::result::Error) -> bool {
+    use diesel::result::{DatabaseErrorKind as Kind, Error};
+    match error {
+        Error::DatabaseError(
+            Kind::UniqueViolation
+            | Kind::ForeignKeyViolation
+            | Kind::NotNullViolation
+            | Kind::CheckViolation
+            | Kind::SerializationFailure
+            | Kind::ReadOnlyTransaction,
+            _,
+        ) => true,
+        Error::DatabaseError(_, info) => {
+            info.message().contains("database is locked") || info.message().contains("busy")
+        }
+        _ => false,
+    }
+}
+
+fn rollback(conn: &mut DbConnection) {
+    if let Err(rollback) =
+        <DbConnection as Connection>::TransactionManager::rollback_transaction(conn)
+    {
+        // The connection is now marked broken and the pool discards it, which rolls the
+        // transaction back on the server.
+        tracing::warn!(error = %rollback, "rollback failed");
     }
 }
 

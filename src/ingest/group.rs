@@ -16,7 +16,7 @@
 
 use super::event::{self, NewEvent, STATUS_PROCESSED};
 use super::{receipt, Claim, IngestError, Outcome};
-use crate::db::{set_local_lock_timeout, write_transaction, DbConnection, StoreError};
+use crate::db::{set_local_lock_timeout, write_transaction_losing, DbConnection, StoreError};
 use crate::delivery::{Message, NewDelivery};
 use crate::faults::Faults;
 use crate::idempotency::{self, Answer, Once, StoredCall};
@@ -39,7 +39,8 @@ pub fn process(conn: &mut DbConnection, claim: &Claim, faults: &Faults) -> Inges
 }
 
 /// Runs one transaction for `claims`: a verdict for each, in order. An error fails the
-/// whole group, and then nothing of it is stored. `lock_wait` shortens, for this
+/// whole group, and then nothing of it is stored — or, when its COMMIT is in doubt, perhaps
+/// all of it: every member is then answered 503, and each retry finds out. `lock_wait` shortens, for this
 /// transaction, how long PostgreSQL waits on a key another transaction holds.
 pub fn process_group(
     conn: &mut DbConnection,
@@ -47,7 +48,8 @@ pub fn process_group(
     faults: &Faults,
     lock_wait: Option<std::time::Duration>,
 ) -> Result<Vec<Ingested>, IngestError> {
-    write_transaction(conn, |conn| {
+    let lost = faults.lost_commit(claims.iter().map(|claim| claim.identity.event_id.as_str()));
+    write_transaction_losing(conn, lost, |conn| {
         if let Some(wait) = lock_wait {
             set_local_lock_timeout(conn, wait)?;
         }

@@ -86,6 +86,12 @@ impl From<diesel::result::Error> for IngestError {
     }
 }
 
+impl From<crate::db::CommitInDoubt> for IngestError {
+    fn from(error: crate::db::CommitInDoubt) -> Self {
+        Self::Store(error.into())
+    }
+}
+
 impl From<r2d2::Error> for IngestError {
     fn from(error: r2d2::Error) -> Self {
         Self::Store(error.into())

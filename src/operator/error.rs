@@ -33,6 +33,12 @@ impl From<diesel::result::Error> for OperatorError {
     }
 }
 
+impl From<crate::db::CommitInDoubt> for OperatorError {
+    fn from(error: crate::db::CommitInDoubt) -> Self {
+        Self::Store(error.into())
+    }
+}
+
 impl From<r2d2::Error> for OperatorError {
     fn from(error: r2d2::Error) -> Self {
         Self::Store(error.into())

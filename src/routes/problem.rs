@@ -271,11 +271,17 @@ impl ResponseError for Problem {
 impl From<StoreError> for Problem {
     fn from(error: StoreError) -> Self {
         let reason = match error {
-            StoreError::Unavailable(_) => Reason::DatabaseUnavailable,
+            StoreError::Unavailable(_) | StoreError::InDoubt(_) => Reason::DatabaseUnavailable,
             StoreError::Contended(_) => Reason::ClaimInProgress,
             StoreError::Failed(_) => Reason::Internal,
         };
         Problem::new(reason, error.to_string())
+    }
+}
+
+impl From<crate::db::CommitInDoubt> for Problem {
+    fn from(error: crate::db::CommitInDoubt) -> Self {
+        StoreError::from(error).into()
     }
 }
 

@@ -13,6 +13,7 @@ mod groups;
 #[path = "../helpers/mod.rs"]
 mod helpers;
 mod hostile;
+mod in_doubt;
 mod ingest;
 mod lifecycle;
 mod observability;
