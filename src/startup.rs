@@ -55,6 +55,7 @@ pub async fn open_database(settings: &Settings) -> anyhow::Result<DbPool> {
     web::block(move || -> anyhow::Result<DbPool> {
         let pool = db::build_pool(&database)
             .with_context(|| format!("cannot connect to {}", database.target))?;
+        db::check_pooler(&database)?;
         let mut conn = pool.get().context("no database connection")?;
         let applied = db::run_migrations(&mut conn)?;
         if !applied.is_empty() {

@@ -3,6 +3,7 @@
 
 use super::{AdvisoryLock, DbConnection};
 use diesel::connection::SimpleConnection;
+use diesel::Connection;
 use diesel_migrations::{embed_migrations, EmbeddedMigrations, MigrationHarness};
 
 const SQLITE: EmbeddedMigrations = embed_migrations!("migrations/sqlite");
@@ -19,14 +20,14 @@ pub fn run_migrations(conn: &mut DbConnection) -> anyhow::Result<Vec<String>> {
                 .map_err(|e| anyhow::anyhow!("SQLite migration failed: {e}"))?
         }
         DbConnection::Postgres(c) => {
-            // Instances sharing one database migrate one at a time.
-            AdvisoryLock::Migrations.wait(c)?;
-            let result = c
-                .run_pending_migrations(POSTGRES)
-                .map(|versions| versions.iter().map(ToString::to_string).collect())
-                .map_err(|e| anyhow::anyhow!("PostgreSQL migration failed: {e}"));
-            AdvisoryLock::Migrations.release(c)?;
-            result?
+            // Instances sharing one database migrate one at a time, all migrations in
+            // one transaction that holds the lock (each migration a savepoint in it).
+            c.transaction::<_, anyhow::Error, _>(|c| {
+                AdvisoryLock::Migrations.wait_in_transaction(c)?;
+                c.run_pending_migrations(POSTGRES)
+                    .map(|versions| versions.iter().map(ToString::to_string).collect())
+                    .map_err(|e| anyhow::anyhow!("PostgreSQL migration failed: {e}"))
+            })?
         }
     };
     Ok(applied)

@@ -14,12 +14,14 @@ mod checkpoint;
 mod error;
 mod locks;
 mod migrations;
+mod pooler;
 mod target;
 
 pub use checkpoint::Checkpointer;
 pub use error::{CommitInDoubt, StoreError};
-pub use locks::{AdvisoryLock, SessionLock};
+pub use locks::AdvisoryLock;
 pub use migrations::{pending_migrations, run_migrations};
+pub use pooler::{check_pooler, PoolerError};
 pub use target::DatabaseTarget;
 
 use crate::faults::LostCommit;
@@ -28,7 +30,8 @@ use diesel::pg::PgConnection;
 use diesel::sqlite::SqliteConnection;
 use diesel::Connection;
 pub use settings::{
-    DatabaseFile, DatabaseSettings, SqliteSynchronous, DEFAULT_POOL_SIZE, DEFAULT_SQLITE_POOL_SIZE,
+    DatabaseFile, DatabaseSettings, Pooler, SqliteSynchronous, DEFAULT_POOL_SIZE,
+    DEFAULT_SQLITE_POOL_SIZE,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -100,11 +103,21 @@ impl ConnectionManager {
     fn connect_postgres(&self, url: &str) -> Result<DbConnection, ConnectError> {
         let url = with_connect_timeout(url, self.settings.connect_timeout);
         let mut conn = PgConnection::establish(&url).map_err(|e| ConnectError(e.to_string()))?;
-        conn.batch_execute(&format!(
-            "SET lock_timeout = '{}ms'",
-            self.settings.lock_timeout.as_millis()
-        ))
-        .map_err(|e| ConnectError(format!("cannot configure the session: {e}")))?;
+        match self.settings.pooler {
+            // The session is ours: set once, cache statements on the server.
+            Pooler::None => conn
+                .batch_execute(&format!(
+                    "SET lock_timeout = '{}ms'",
+                    self.settings.lock_timeout.as_millis()
+                ))
+                .map_err(|e| ConnectError(format!("cannot configure the session: {e}")))?,
+            // The next transaction may run on another server connection, where a named
+            // prepared statement does not exist or — worse — names another statement:
+            // every statement goes unnamed (parse, bind and execute in one round).
+            Pooler::Transaction => {
+                conn.set_prepared_statement_cache_size(diesel::connection::CacheSize::Disabled)
+            }
+        }
         Ok(DbConnection::Postgres(conn))
     }
 }
@@ -171,6 +184,10 @@ impl r2d2::HandleError<ConnectError> for LogConnectErrors {
 pub fn build_pool(settings: &DatabaseSettings) -> Result<DbPool, r2d2::Error> {
     let busy_ms = u64::try_from(settings.busy_timeout.as_millis()).unwrap_or(u64::MAX);
     SQLITE_WRITER_WAIT_MS.fetch_max(busy_ms, Ordering::Relaxed);
+    if settings.pooler == Pooler::Transaction {
+        let lock_ms = u64::try_from(settings.lock_timeout.as_millis()).unwrap_or(u64::MAX);
+        POOLED_LOCK_TIMEOUT_MS.fetch_max(lock_ms.max(1), Ordering::Relaxed);
+    }
     r2d2::Pool::builder()
         .max_size(settings.pool_size)
         .min_idle(Some(1))
@@ -192,6 +209,10 @@ pub fn build_pool(settings: &DatabaseSettings) -> Result<DbPool, r2d2::Error> {
 static SQLITE_WRITERS: parking_lot::Mutex<()> = parking_lot::const_mutex(());
 /// How long a writer waits at the gate: the largest configured `busy_timeout`, in ms.
 static SQLITE_WRITER_WAIT_MS: AtomicU64 = AtomicU64::new(5_000);
+
+/// Behind a transaction pooler no session setting survives: every write transaction
+/// sets `lock_timeout` itself (the largest configured, in ms; 0 while no pool is pooled).
+static POOLED_LOCK_TIMEOUT_MS: AtomicU64 = AtomicU64::new(0);
 
 /// A writer's turn at the SQLite gate, handed to the next waiter when dropped.
 struct FairTurn(Option<parking_lot::MutexGuard<'static, ()>>);
@@ -274,7 +295,14 @@ fn begin_write(conn: &mut DbConnection) -> diesel::QueryResult<FairTurn> {
             Ok(FairTurn(Some(turn)))
         }
         DbConnection::Postgres(c) => {
-            AnsiTransactionManager::begin_transaction(c)?;
+            match POOLED_LOCK_TIMEOUT_MS.load(Ordering::Relaxed) {
+                0 => AnsiTransactionManager::begin_transaction(c)?,
+                // One round trip, as a plain BEGIN.
+                ms => AnsiTransactionManager::begin_transaction_sql(
+                    c,
+                    &format!("BEGIN; SET LOCAL lock_timeout = '{ms}ms'"),
+                )?,
+            }
             Ok(FairTurn(None))
         }
     }

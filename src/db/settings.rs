@@ -41,6 +41,46 @@ pub struct DatabaseSettings {
     pub writers: u32,
     /// The most webhooks one group commits in one transaction.
     pub max_group: u32,
+    /// What sits between Inlet and PostgreSQL (`database.pooler`).
+    pub pooler: Pooler,
+}
+
+/// `database.pooler`: whether a connection pooler between Inlet and PostgreSQL hands one
+/// server connection to many clients between transactions (PgBouncer's `pool_mode =
+/// transaction`). Then nothing may outlive a transaction on the server: no session
+/// settings, no named prepared statements, no session locks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pooler {
+    /// PostgreSQL itself, or a pooler that keeps a server connection per client session.
+    None,
+    /// A transaction-pooling pooler: statements are not cached on the server, and
+    /// `lock_timeout` is set in every write transaction instead of once per session.
+    Transaction,
+}
+
+impl Pooler {
+    fn parse(text: Option<&str>, is_postgres: bool) -> Result<Self, ConfigError> {
+        let key = "database.pooler";
+        match text {
+            None | Some("none") => Ok(Self::None),
+            Some("transaction") if is_postgres => Ok(Self::Transaction),
+            Some("transaction") => Err(ConfigError::new(
+                key,
+                "only PostgreSQL is reached through a pooler: leave it unset for SQLite",
+            )),
+            Some(other) => Err(ConfigError::new(
+                key,
+                format!("'{other}' is not one of none, transaction"),
+            )),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Transaction => "transaction",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +121,7 @@ pub struct DatabaseFile {
     synchronous: Option<String>,
     writers: Option<u32>,
     max_group: Option<u32>,
+    pooler: Option<String>,
 }
 
 impl DatabaseFile {
@@ -102,7 +143,7 @@ impl DatabaseFile {
         if is_postgres && pool_size < 2 {
             return Err(ConfigError::new(
                 "database.pool_size",
-                "PostgreSQL needs at least 2 (the sweeper holds one for its lock while it sweeps)",
+                "PostgreSQL needs at least 2 (a writer, and one for readiness, delivery and the sweeper)",
             ));
         }
         let writers = writers(self.writers, is_postgres, pool_size)?;
@@ -134,6 +175,7 @@ impl DatabaseFile {
                 DEFAULT_LOCK_TIMEOUT,
             )?,
             synchronous: SqliteSynchronous::parse(self.synchronous.as_deref())?,
+            pooler: Pooler::parse(self.pooler.as_deref(), is_postgres)?,
         })
     }
 }

@@ -4,14 +4,15 @@
 //! it for longer than one batch. It never touches `facts`, nor a delivery that is still
 //! pending or in progress.
 //!
-//! With several Inlet instances on one PostgreSQL database, one sweeps at a time: a round
-//! starts by taking a session advisory lock, and an instance that cannot take it skips
-//! the round.
+//! With several Inlet instances on one PostgreSQL database, one sweeps at a time: every
+//! batch's transaction first takes the sweep's advisory lock for itself (a transaction's
+//! lock, so it works through a transaction pooler), and an instance that finds it held
+//! ends its round as skipped — another instance is sweeping.
 
 use super::RetentionSettings;
 use crate::clock::Clock;
 use crate::db::schema::{deliveries, delivery_attempts, events};
-use crate::db::{write_transaction, AdvisoryLock, DbConnection, DbPool, SessionLock};
+use crate::db::{write_transaction, AdvisoryLock, DbConnection, DbPool};
 use crate::delivery::{DEAD, DELIVERED, DISCARDED};
 use chrono::{DateTime, NaiveDateTime, Utc};
 use diesel::prelude::*;
@@ -26,7 +27,7 @@ use tokio::sync::watch;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SweepReport {
     pub dry_run: bool,
-    /// Another instance held the sweep lock: nothing was done.
+    /// Another instance held the sweep lock: this round stopped where it found it held.
     pub skipped: bool,
     pub events: u64,
     /// Delivered deliveries older than the event window.
@@ -100,14 +101,6 @@ impl Sweeper {
     /// One round: every expired row, batch by batch (blocking; call off the executor).
     pub fn sweep(&self, dry_run: bool) -> anyhow::Result<SweepReport> {
         let now = self.clock.now();
-        // With several instances on one PostgreSQL database, one sweeps a round.
-        let Some(_lock) = SessionLock::try_take(&self.pool, AdvisoryLock::Sweep)? else {
-            return Ok(SweepReport {
-                dry_run,
-                skipped: true,
-                ..SweepReport::default()
-            });
-        };
         let cutoffs = Cutoffs {
             events: now.naive_utc(),
             deliveries: (now - self.settings.events.0).naive_utc(),
@@ -116,43 +109,41 @@ impl Sweeper {
         // A connection per step, never across batches: with SQLite's single connection,
         // webhooks get their turn between any two batches.
         let pool = &self.pool;
-        let mut report = SweepReport {
+        let report = SweepReport {
             dry_run,
             ..SweepReport::default()
         };
         if dry_run {
             return count_all(&mut *pool.get()?, &cutoffs, report);
         }
-        let batch = i64::from(self.settings.sweep_batch);
-        let (deleted, batches) = sweep_table(pool, "events", batch, |c| {
+        let mut round = Round {
+            pool,
+            batch: i64::from(self.settings.sweep_batch),
+            report,
+        };
+        let batch = round.batch;
+        round.report.events = round.table("events", |c| {
             delete_expired_events(c, cutoffs.events, batch)
         })?;
-        report.events = deleted;
-        report.batches += batches;
-        let (deleted, batches) = sweep_table(pool, "deliveries", batch, |c| {
+        round.report.deliveries = round.table("deliveries", |c| {
             delete_finished(c, Finished::Delivered, &cutoffs, batch)
         })?;
-        report.deliveries = deleted;
-        report.batches += batches;
-        let (deleted, batches) = sweep_table(pool, "dead_letters", batch, |c| {
+        let dead_letters = round.table("dead_letters", |c| {
             delete_finished(c, Finished::DeadLetters, &cutoffs, batch)
         })?;
-        report.dead_letters = deleted;
-        report.batches += batches;
-        if deleted > 0 {
+        if dead_letters > 0 {
             // Undelivered facts leave the outbox here: say so where operators look.
             tracing::warn!(
-                rows = deleted,
+                rows = dead_letters,
                 window = %self.settings.dead_letters,
                 "swept dead and discarded deliveries older than retention.dead_letters"
             );
         }
-        let (deleted, batches) = sweep_table(pool, "operator_requests", batch, |c| {
+        round.report.dead_letters = dead_letters;
+        round.report.operator_requests = round.table("operator_requests", |c| {
             crate::idempotency::delete_expired_operator_keys(c, cutoffs.events, batch)
         })?;
-        report.operator_requests = deleted;
-        report.batches += batches;
-        Ok(report)
+        Ok(round.report)
     }
 
     /// Sweeps every `sweep_interval` until `shutdown` (a dropped sender also stops it).
@@ -194,23 +185,51 @@ impl Sweeper {
     }
 }
 
-/// Runs `delete_batch` in its own short write transaction until a batch comes back
-/// short; returns the rows deleted and the batches run.
-fn sweep_table(
-    pool: &DbPool,
-    table: &'static str,
+/// One round's progress: once it finds the sweep lock held, every later table is left
+/// to the instance holding it.
+struct Round<'a> {
+    pool: &'a DbPool,
     batch: i64,
-    delete_batch: impl Fn(&mut DbConnection) -> QueryResult<u64>,
-) -> anyhow::Result<(u64, u64)> {
-    let (mut deleted, mut batches) = (0, 0);
-    loop {
-        let count = write_transaction(&mut *pool.get()?, |c| delete_batch(c))?;
-        metrics::counter!("inlet_sweeper_deleted_total", "table" => table).increment(count);
-        deleted += count;
-        batches += 1;
-        if count < batch.unsigned_abs() {
-            return Ok((deleted, batches));
+    report: SweepReport,
+}
+
+impl Round<'_> {
+    /// Runs `delete_batch` in its own short write transaction, holding the sweep lock,
+    /// until a batch comes back short; returns the rows deleted.
+    fn table(
+        &mut self,
+        table: &'static str,
+        delete_batch: impl Fn(&mut DbConnection) -> QueryResult<u64>,
+    ) -> anyhow::Result<u64> {
+        let mut deleted = 0;
+        while !self.report.skipped {
+            let batch = write_transaction(&mut *self.pool.get()?, |c| {
+                if !holds_sweep_lock(c)? {
+                    return Ok(None);
+                }
+                delete_batch(c).map(Some)
+            })?;
+            let Some(count) = batch else {
+                self.report.skipped = true;
+                break;
+            };
+            metrics::counter!("inlet_sweeper_deleted_total", "table" => table).increment(count);
+            deleted += count;
+            self.report.batches += 1;
+            if count < self.batch.unsigned_abs() {
+                break;
+            }
         }
+        Ok(deleted)
+    }
+}
+
+/// Takes the sweep lock for this transaction: `false` when another instance's batch holds
+/// it. SQLite's write lock already excludes other writers.
+fn holds_sweep_lock(conn: &mut DbConnection) -> QueryResult<bool> {
+    match conn {
+        DbConnection::Postgres(pg) => AdvisoryLock::Sweep.try_in_transaction(pg),
+        DbConnection::Sqlite(_) => Ok(true),
     }
 }
 

@@ -199,3 +199,31 @@ async fn postgres_two_sweepers_at_once_delete_each_row_once() {
     );
     assert_eq!(app.count_events().await, 0);
 }
+
+/// PostgreSQL: while another instance's batch holds the sweep lock (a transaction's, so it
+/// works through a transaction pooler), a round is skipped and deletes nothing; once that
+/// transaction ends, the next round sweeps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_round_is_skipped_while_another_transaction_holds_the_sweep_lock() {
+    let app = spawn_app(Backend::Postgres).await;
+    insert_expired_events(&app, 10).await;
+    let mut holder = app.direct_connection();
+    let inlet::db::DbConnection::Postgres(pg) = &mut holder else {
+        panic!("a PostgreSQL connection");
+    };
+    pg.batch_execute("BEGIN").expect("begin");
+    inlet::db::AdvisoryLock::Sweep
+        .wait_in_transaction(pg)
+        .expect("hold the sweep lock");
+
+    let skipped = app.sweep(false).await;
+    assert!(skipped.skipped, "{skipped:?}");
+    assert_eq!((skipped.events, skipped.batches), (0, 0));
+    assert_eq!(app.count_events().await, 10);
+
+    pg.batch_execute("COMMIT").expect("commit");
+    let swept = app.sweep(false).await;
+    assert!(!swept.skipped, "{swept:?}");
+    assert_eq!(swept.events, 10);
+    assert_eq!(app.count_events().await, 0);
+}

@@ -46,6 +46,10 @@ pub struct TestOptions {
     pub unchecked_secrets: Option<(&'static str, &'static [&'static str])>,
     /// `server.workers` (default 2).
     pub workers: usize,
+    /// PostgreSQL through this transaction pooler (a server URL without a database, as
+    /// [`PrivatePgBouncer::url`]), with `database.pooler = "transaction"`; default: the
+    /// run's `INLET_TEST_POSTGRES_POOLER_URL`, else direct.
+    pub through_pooler: Option<String>,
 }
 
 impl Default for TestOptions {
@@ -65,6 +69,7 @@ impl Default for TestOptions {
             delivery_concurrency: None,
             unchecked_secrets: None,
             workers: 2,
+            through_pooler: None,
         }
     }
 }
@@ -124,13 +129,45 @@ pub async fn spawn_app_with(backend: Backend, options: TestOptions) -> TestApp {
     start_instance(backend, Arc::new(database), proxy, options).await
 }
 
+/// `count` Inlet instances started at once on one new, empty database: they race to
+/// migrate it.
+pub async fn spawn_apps_at_once(
+    backend: Backend,
+    options: TestOptions,
+    count: usize,
+) -> Vec<TestApp> {
+    let database = tokio::task::spawn_blocking(move || TestDatabase::create(backend))
+        .await
+        .expect("create the test database");
+    let database = Arc::new(database);
+    let starting: Vec<_> = (0..count)
+        .map(|_| {
+            let (database, options) = (database.clone(), options.clone());
+            tokio::spawn(async move { start_instance(backend, database, None, options).await })
+        })
+        .collect();
+    let mut apps = Vec::with_capacity(count);
+    for app in starting {
+        apps.push(app.await.expect("an instance starts"));
+    }
+    apps
+}
+
 async fn start_instance(
     backend: Backend,
     database: Arc<TestDatabase>,
     proxy: Option<Arc<ToggleProxy>>,
     options: TestOptions,
 ) -> TestApp {
-    let url = database.url(proxy.as_ref().map(|p| p.port));
+    let through_pooler = match (backend, &proxy) {
+        (Backend::Postgres, None) => options.through_pooler.clone().or_else(postgres_pooler_url),
+        _ => None,
+    };
+    let pooler = match through_pooler {
+        Some(_) => "pooler = \"transaction\"",
+        None => "",
+    };
+    let url = database.app_url(proxy.as_ref().map(|p| p.port), through_pooler);
     let lock_timeout = options.lock_timeout.unwrap_or("5s");
     let destination = options
         .destination
@@ -153,6 +190,7 @@ async fn start_instance(
         busy_timeout = "2s"
         lock_timeout = "{lock_timeout}"
         {max_group}
+        {pooler}
 
         [operator]
         token = "{OPERATOR_TOKEN}"

@@ -28,6 +28,16 @@ fn postgres_admin_url() -> String {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
 }
 
+/// `INLET_TEST_POSTGRES_POOLER_URL` (a server URL without a database, e.g.
+/// `postgres://postgres@127.0.0.1:6432`): a transaction-pooling PgBouncer in front of the
+/// server above, through which the Inlet under test connects (with `database.pooler =
+/// "transaction"`); the test's own connections stay direct.
+pub fn postgres_pooler_url() -> Option<String> {
+    std::env::var("INLET_TEST_POSTGRES_POOLER_URL")
+        .ok()
+        .filter(|url| !url.is_empty())
+}
+
 /// A database that exists for one test and is removed afterwards.
 pub enum TestDatabase {
     Sqlite(PathBuf),
@@ -74,22 +84,38 @@ impl TestDatabase {
         }
     }
 
-    pub(crate) fn upstream(&self) -> SocketAddr {
-        let admin = postgres_admin_url();
-        let host = admin
-            .rsplit_once('@')
-            .map(|(_, rest)| rest)
-            .and_then(|rest| rest.split('/').next())
-            .unwrap_or("127.0.0.1:5432");
-        let host = if host.contains(':') {
-            host.to_owned()
-        } else {
-            format!("{host}:5432")
-        };
-        host.replace("localhost", "127.0.0.1")
-            .parse()
-            .expect("an IP:port PostgreSQL address")
+    /// The URL the Inlet under test connects with: through `via`'s proxy, else through
+    /// `pooler` (a server URL without a database), else [`Self::url`].
+    pub(crate) fn app_url(&self, via: Option<u16>, pooler: Option<String>) -> String {
+        match (self, via, pooler) {
+            (Self::Postgres { name }, None, Some(pooler)) => {
+                format!("{}/{name}", pooler.trim_end_matches('/'))
+            }
+            _ => self.url(via),
+        }
     }
+
+    pub(crate) fn upstream(&self) -> SocketAddr {
+        postgres_upstream()
+    }
+}
+
+/// The test PostgreSQL server's address (`INLET_TEST_POSTGRES_URL`'s host and port).
+pub fn postgres_upstream() -> SocketAddr {
+    let admin = postgres_admin_url();
+    let host = admin
+        .rsplit_once('@')
+        .map(|(_, rest)| rest)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or("127.0.0.1:5432");
+    let host = if host.contains(':') {
+        host.to_owned()
+    } else {
+        format!("{host}:5432")
+    };
+    host.replace("localhost", "127.0.0.1")
+        .parse()
+        .expect("an IP:port PostgreSQL address")
 }
 
 impl Drop for TestDatabase {
@@ -169,5 +195,47 @@ impl Drop for ToggleProxy {
     fn drop(&mut self) {
         self.accept.abort();
         self.down();
+    }
+}
+
+/// A PgBouncer of the test's own in transaction pooling (`scripts/pgbouncer`: its own
+/// scratch directory and port) in front of the test PostgreSQL server; stopped on drop.
+pub struct PrivatePgBouncer {
+    dir: PathBuf,
+    /// The server URL through it, without a database.
+    pub url: String,
+}
+
+impl PrivatePgBouncer {
+    pub fn start() -> Self {
+        let dir = std::env::temp_dir().join(unique_name());
+        let upstream = postgres_upstream();
+        let output = std::process::Command::new(Self::script())
+            .arg("start")
+            .arg(&dir)
+            .arg(upstream.to_string())
+            .output()
+            .expect("run scripts/pgbouncer (Debian's pgbouncer; scripts/prepare installs it)");
+        assert!(
+            output.status.success(),
+            "scripts/pgbouncer start failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let url = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+        Self { dir, url }
+    }
+
+    fn script() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/pgbouncer")
+    }
+}
+
+impl Drop for PrivatePgBouncer {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(Self::script())
+            .arg("stop")
+            .arg(&self.dir)
+            .status();
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
