@@ -7,6 +7,8 @@
 use diesel::connection::SimpleConnection;
 use diesel::{Connection, PgConnection};
 use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -108,27 +110,13 @@ impl Cluster {
             .expect("create the campaign's database");
     }
 
-    /// Every member Patroni knows of, as the first node that answers reports them.
+    /// Every member Patroni knows of, as the first node that answers within 300 ms
+    /// reports them (a frozen node does not answer; a dead one refuses).
     pub fn members(&self) -> Vec<Member> {
-        let output = Command::new(script())
-            .args(["members", self.dir_text()])
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .output();
-        let Ok(output) = output else {
-            return Vec::new();
-        };
-        String::from_utf8_lossy(&output.stdout)
-            .lines()
-            .filter_map(|line| {
-                let mut words = line.split_whitespace();
-                Some(Member {
-                    name: words.next()?.to_owned(),
-                    role: words.next()?.to_owned(),
-                    state: words.next()?.to_owned(),
-                })
-            })
-            .collect()
+        ["NODE1_API", "NODE2_API", "NODE3_API"]
+            .iter()
+            .find_map(|port| patroni_cluster_view(self.var(port)))
+            .unwrap_or_default()
     }
 
     /// The running leader's name, if there is one.
@@ -201,6 +189,39 @@ impl Cluster {
             if on { "on" } else { "off" },
         ]);
     }
+}
+
+/// `GET /cluster` of the Patroni REST API on `port`, read with a plain socket (HTTP/1.0:
+/// the body ends with the connection); `None` if it does not answer in time.
+fn patroni_cluster_view(port: &str) -> Option<Vec<Member>> {
+    let timeout = Duration::from_millis(300);
+    let address = format!("127.0.0.1:{port}").parse().ok()?;
+    let mut stream = TcpStream::connect_timeout(&address, timeout).ok()?;
+    stream.set_read_timeout(Some(timeout)).ok()?;
+    stream.set_write_timeout(Some(timeout)).ok()?;
+    stream
+        .write_all(b"GET /cluster HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .ok()?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).ok()?;
+    let text = String::from_utf8_lossy(&response);
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    if !head.starts_with("HTTP/1.0 200") && !head.starts_with("HTTP/1.1 200") {
+        return None;
+    }
+    let view: serde_json::Value = serde_json::from_str(body).ok()?;
+    let field = |m: &serde_json::Value, key: &str| m[key].as_str().unwrap_or_default().to_owned();
+    Some(
+        view["members"]
+            .as_array()?
+            .iter()
+            .map(|m| Member {
+                name: field(m, "name"),
+                role: field(m, "role"),
+                state: field(m, "state"),
+            })
+            .collect(),
+    )
 }
 
 impl Drop for Cluster {

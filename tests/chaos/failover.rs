@@ -14,9 +14,11 @@
 //! outbox, then on the new primary every acknowledged event stored with its answer (and a
 //! duplicate of each answered byte for byte), one fact per fact, every fact delivered, no
 //! request answered later than Inlet's documented bound, no answer but 200 or a 503/409
-//! with `Retry-After`. Last, the same `kill -9` with `synchronous_mode` off counts the
-//! acknowledged events the new primary does not have: what asynchronous replication costs
-//! (reported, not failed). `INLET_CHAOS_FAILOVER_ROUNDS` repeats every scenario.
+//! with `Retry-After`. Last, the same `kill -9` and SIGSTOP with `synchronous_mode` off
+//! count the acknowledged events the new primary does not have: what asynchronous
+//! replication costs (reported, not failed). `INLET_CHAOS_FAILOVER_ROUNDS` repeats every
+//! scenario; `INLET_CHAOS_FAILOVER_FREEZE_HOLD` keeps a frozen primary frozen that many
+//! seconds longer after the promotion (CI: thawed at once).
 
 use crate::cluster::Cluster;
 use crate::helpers::Process;
@@ -93,8 +95,14 @@ struct Figures {
     first_failure: Option<Duration>,
     window: Option<Duration>,
     last_failure: Option<Duration>,
+    /// The longest stretch after the fault in which no request was answered 200: the
+    /// write gap providers saw.
+    gap: Duration,
     /// From the fault until every instance had answered 200 again.
     recovered: Duration,
+    /// COMMITs whose outcome Inlet could not know (`inlet_db_commits_in_doubt_total`,
+    /// both instances), each answered 503.
+    in_doubt: u64,
     longest: Duration,
     over_five_secs: usize,
     /// Acknowledged events the new primary lost (asynchronous replication only).
@@ -139,18 +147,16 @@ async fn postgres_failover_under_load() {
         }
         failures.extend(campaign.finish().await);
     }
-    // Asynchronous replication: what a kill of the primary may cost.
+    // Asynchronous replication: what a lost or frozen primary may cost.
     let cluster_for_mode = cluster.clone();
     tokio::task::spawn_blocking(move || cluster_for_mode.set_synchronous(false))
         .await
         .expect("synchronous_mode off");
     let mut campaign = Campaign::start(cluster.clone(), Topology::MultiHost, "async").await;
     for round in 1..=rounds {
-        figures.push(
-            campaign
-                .scenario(Fault::Kill, round, rng.u64(..), true)
-                .await,
-        );
+        for fault in [Fault::Kill, Fault::Freeze] {
+            figures.push(campaign.scenario(fault, round, rng.u64(..), true).await);
+        }
     }
     failures.extend(campaign.finish().await);
 
@@ -250,7 +256,14 @@ impl Campaign {
         let tag = format!("{}{round}{}", self.topology.tag(), fault.tag());
         let attempts: Arc<Mutex<Vec<Attempt>>> = Arc::default();
         let ports: Vec<u16> = self.instances.iter().map(|p| p.port).collect();
-        let load = ProviderLoad::start(self.ledger.clone(), attempts.clone(), ports, &tag, seed);
+        let in_doubt_before = in_doubt(&ports).await;
+        let load = ProviderLoad::start(
+            self.ledger.clone(),
+            attempts.clone(),
+            ports.clone(),
+            &tag,
+            seed,
+        );
         tokio::time::sleep(Duration::from_millis(2_000 + seed % 1_000)).await;
 
         let fault_at = Instant::now();
@@ -277,13 +290,16 @@ impl Campaign {
             }
         );
         let lost = self.check(&what, &snapshot, count_losses);
+        let in_doubt = in_doubt(&ports).await - in_doubt_before;
         let attempts = std::mem::take(&mut *attempts.lock().expect("attempts"));
         self.check_answers(&what, &attempts);
         println!(
             "chaos failover: {what}: done, {retried} retried after recovery; {}",
             stored_and_applied(&snapshot, &self.rig.app.log())
         );
-        Figures::of(what, &attempts, fault_at, failover, recovered, lost)
+        Figures::of(
+            what, &attempts, fault_at, failover, recovered, in_doubt, lost,
+        )
     }
 
     /// Until every instance has answered 200 to a request it got after `after` (at most
@@ -433,6 +449,8 @@ impl Campaign {
 
 /// Injects `fault` into the cluster's current primary and waits for another node to
 /// lead: (the old primary, the time from the fault to the new leader).
+/// A frozen primary is thawed `INLET_CHAOS_FAILOVER_FREEZE_HOLD` seconds (CI: 0) after
+/// another node was promoted.
 fn inject(cluster: &Cluster, fault: Fault) -> (String, Duration) {
     let old = cluster.leader().expect("a leader before the fault");
     let within = Duration::from_secs(60);
@@ -451,10 +469,40 @@ fn inject(cluster: &Cluster, fault: Fault) -> (String, Duration) {
             let pids = cluster.pids(&old);
             Cluster::signal(&pids, "STOP");
             let promoted = cluster.wait_new_leader(&old, at, within);
+            std::thread::sleep(Duration::from_secs(knob(
+                "INLET_CHAOS_FAILOVER_FREEZE_HOLD",
+                0,
+            )));
             Cluster::signal(&pids, "CONT");
             (old, promoted)
         }
     }
+}
+
+/// `inlet_db_commits_in_doubt_total` summed over the instances on `ports`.
+async fn in_doubt(ports: &[u16]) -> u64 {
+    let client = crate::support::load_client();
+    let mut total = 0;
+    for port in ports {
+        let text = client
+            .get(format!("http://127.0.0.1:{port}/metrics"))
+            .send()
+            .await
+            .expect("GET /metrics")
+            .text()
+            .await
+            .expect("the metrics");
+        total += text
+            .lines()
+            .find_map(|line| {
+                line.strip_prefix("inlet_db_commits_in_doubt_total ")?
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+            })
+            .unwrap_or(0.0) as u64;
+    }
+    total
 }
 
 /// Providers posting to the instances in turn, each attempt timed, until stopped.
@@ -557,6 +605,7 @@ impl Figures {
         fault_at: Instant,
         failover: Duration,
         recovered: Duration,
+        in_doubt: u64,
         lost: Option<usize>,
     ) -> Self {
         let mut statuses = BTreeMap::new();
@@ -578,6 +627,18 @@ impl Figures {
                 .map(|a| a.ended - first)
                 .min()
         });
+        let mut ok_ends: Vec<Instant> = attempts
+            .iter()
+            .filter(|a| a.ok() && a.ended >= fault_at)
+            .map(|a| a.ended)
+            .collect();
+        ok_ends.sort();
+        let gap = std::iter::once(fault_at)
+            .chain(ok_ends.iter().copied())
+            .zip(ok_ends.iter().copied())
+            .map(|(before, after)| after - before)
+            .max()
+            .unwrap_or_default();
         let allowed = |a: &Attempt| matches!(a.answer, Some((200, _)) | Some((503 | 409, true)));
         Self {
             what,
@@ -592,7 +653,9 @@ impl Figures {
             first_failure: first_failure.map(|t| t - fault_at),
             window,
             last_failure: last_failure.map(|t| t - fault_at),
+            gap,
             recovered: recovered + failover,
+            in_doubt,
             longest: attempts.iter().map(Attempt::took).max().unwrap_or_default(),
             over_five_secs: attempts
                 .iter()
@@ -614,8 +677,9 @@ impl Figures {
             "failover {}: {} requests, {ok} 200, {unavailable} 503, statuses {:?}, {} other \
              answers, {} without an answer\n\
              \x20 new leader after {:.2} s; first failure at {} after the fault, 503 window \
-             (first failure to first 200) {}, last failure at {}; every instance answered 200 \
-             again {:.2} s after the fault; longest request {:.2} s ({} over 5 s){lost}",
+             (first failure to first 200) {}, last failure at {}, longest stretch without a 200 \
+             {:.2} s; every instance answered 200 again {:.2} s after the fault; longest \
+             request {:.2} s ({} over 5 s); {} COMMITs in doubt (any writer's: webhooks answered 503, deliveries retried){lost}",
             self.what,
             self.requests,
             self.statuses,
@@ -625,9 +689,11 @@ impl Figures {
             secs(self.first_failure),
             secs(self.window),
             secs(self.last_failure),
+            self.gap.as_secs_f64(),
             self.recovered.as_secs_f64(),
             self.longest.as_secs_f64(),
             self.over_five_secs,
+            self.in_doubt,
         )
     }
 }
