@@ -20,7 +20,7 @@
 //! scenario; `INLET_CHAOS_FAILOVER_FREEZE_HOLD` keeps a frozen primary frozen that many
 //! seconds longer after the promotion (CI: thawed at once).
 
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, Member};
 use crate::helpers::Process;
 use crate::load::{retry_unacknowledged, Ledger};
 use crate::support::{
@@ -297,9 +297,11 @@ impl Campaign {
             "chaos failover: {what}: done, {retried} retried after recovery; {}",
             stored_and_applied(&snapshot, &self.rig.app.log())
         );
-        Figures::of(
+        let figures = Figures::of(
             what, &attempts, fault_at, failover, recovered, in_doubt, lost,
-        )
+        );
+        println!("chaos {}", figures.render());
+        figures
     }
 
     /// Until every instance has answered 200 to a request it got after `after` (at most
@@ -335,7 +337,8 @@ impl Campaign {
     }
 
     /// Brings the cluster back to three members (a killed node restarted) and checks that
-    /// the old primary came back as a replica.
+    /// the old primary came back as a replica, within two minutes: a thawed one may look
+    /// healthy for a moment before Patroni demotes it and rewinds it.
     async fn heal(&mut self, fault: Fault, old: &str) {
         let cluster = self.cluster.clone();
         let old_node = old.to_owned();
@@ -343,13 +346,19 @@ impl Campaign {
             if fault == Fault::Kill {
                 cluster.start_node(&old_node);
             }
-            cluster.wait_healthy(120);
-            cluster.members()
+            let deadline = Instant::now() + Duration::from_secs(120);
+            loop {
+                cluster.wait_healthy(120);
+                let members = cluster.members();
+                if is_replica(&members, &old_node) || Instant::now() > deadline {
+                    return members;
+                }
+                std::thread::sleep(Duration::from_millis(500));
+            }
         })
         .await
         .expect("heal the cluster");
-        let old_member = members.iter().find(|m| m.name == old);
-        if !old_member.is_some_and(|m| m.role != "leader" && m.state == "running") {
+        if !is_replica(&members, old) {
             self.failures.push(format!(
                 "{}: after {fault:?} the old primary {old} is not a running replica: {members:?}",
                 self.topology.name()
@@ -445,6 +454,13 @@ impl Campaign {
         }
         self.failures
     }
+}
+
+/// Whether `node` is a running replica (or sync standby) among `members`.
+fn is_replica(members: &[Member], node: &str) -> bool {
+    members
+        .iter()
+        .any(|m| m.name == node && m.role != "leader" && m.state == "running")
 }
 
 /// Injects `fault` into the cluster's current primary and waits for another node to
