@@ -90,7 +90,7 @@ impl Ledger {
     }
 
     /// What to send next: a new event, a regenerated payment, or a duplicate.
-    fn next_request(&mut self, rng: &mut fastrand::Rng, tag: &str) -> (String, Vec<u8>) {
+    pub fn next_request(&mut self, rng: &mut fastrand::Rng, tag: &str) -> (String, Vec<u8>) {
         if !self.order.is_empty() && rng.f64() < DUPLICATE_SHARE {
             let id = self.order[rng.usize(..self.order.len())].clone();
             self.duplicates_sent += 1;
@@ -126,7 +126,7 @@ impl Ledger {
         (id, body)
     }
 
-    fn record(&mut self, id: &str, result: Result<Answer, reqwest::Error>) {
+    pub fn record(&mut self, id: &str, result: Result<Answer, reqwest::Error>) {
         self.requests += 1;
         match result {
             Ok(answer) => {

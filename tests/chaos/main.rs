@@ -7,7 +7,9 @@
 //! on their own: `cargo test --test chaos -- --include-ignored --test-threads=1
 //! --nocapture`. CI mode is bounded to a few minutes; longer runs with
 //! `INLET_CHAOS_ROUNDS` (kill and outage rounds), `INLET_CHAOS_FANOUT_EVENTS` (events fanned
-//! out to three instances) and `INLET_CHAOS_FUZZ_CASES` (fuzzed requests per backend);
+//! out to three instances), `INLET_CHAOS_FUZZ_CASES` (fuzzed requests per backend) and
+//! `INLET_CHAOS_FAILOVER_ROUNDS` (each PostgreSQL failover scenario, on a Patroni cluster
+//! of the test's own: `scripts/patroni-cluster`);
 //! `INLET_CHAOS_SEED` replays a run's random choices, and `INLET_CHAOS_FUZZ_SHOW="Either
 //! accepted"` (a verdict and an outcome as the fuzzer's figures name them) prints each
 //! such request.
@@ -40,6 +42,8 @@ macro_rules! chaos_on_both_backends {
     };
 }
 
+mod cluster;
+mod failover;
 mod fanout;
 mod fuzz;
 mod kill;

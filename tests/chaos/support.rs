@@ -66,8 +66,14 @@ pub const LEASE_SECS: u64 = 2;
 pub const DELIVERY_CONCURRENCY: usize = 16;
 
 /// Writes the configuration of an `inlet serve` with one stripe source delivering to
-/// `destination`, on `database_url`; returns its path.
-fn write_config(dir: &Path, database_url: &str, destination: &str) -> PathBuf {
+/// `destination`, on `database_url`, waiting `connect_timeout` for a database connection;
+/// returns its path.
+fn write_config(
+    dir: &Path,
+    database_url: &str,
+    destination: &str,
+    connect_timeout: &str,
+) -> PathBuf {
     let path = dir.join("inlet.toml");
     let pool_size = if database_url.starts_with("sqlite://") {
         1
@@ -76,7 +82,7 @@ fn write_config(dir: &Path, database_url: &str, destination: &str) -> PathBuf {
     };
     let toml = format!(
         "[server]\nbind = \"127.0.0.1:0\"\nworkers = 2\nshutdown_grace = \"2s\"\n\
-         [database]\nurl = \"{database_url}\"\npool_size = {pool_size}\nconnect_timeout = \"1s\"\n\
+         [database]\nurl = \"{database_url}\"\npool_size = {pool_size}\nconnect_timeout = \"{connect_timeout}\"\n\
          busy_timeout = \"5s\"\n\
          [delivery]\npoll_interval = \"50ms\"\nlease = \"{LEASE_SECS}s\"\n\
          concurrency = {DELIVERY_CONCURRENCY}\n\
@@ -109,12 +115,23 @@ impl Rig {
     pub async fn fresh(backend: Backend, campaign: &str, refuse_share: f64) -> Self {
         let holder = spawn_database_holder(backend).await;
         let url = holder.database_url();
-        Self::build(url, Some(holder), campaign, refuse_share).await
+        Self::build(url, Some(holder), campaign, refuse_share, "1s").await
     }
 
     /// On the database at `url`, which the campaign looks after itself.
     pub async fn on(url: String, campaign: &str, refuse_share: f64) -> Self {
-        Self::build(url, None, campaign, refuse_share).await
+        Self::build(url, None, campaign, refuse_share, "1s").await
+    }
+
+    /// On the database at `url` (the campaign's own), with `database.connect_timeout` set
+    /// to `connect_timeout`: a multi-host URL needs room for a try at every host.
+    pub async fn on_waiting(
+        url: String,
+        campaign: &str,
+        refuse_share: f64,
+        connect_timeout: &str,
+    ) -> Self {
+        Self::build(url, None, campaign, refuse_share, connect_timeout).await
     }
 
     async fn build(
@@ -122,10 +139,11 @@ impl Rig {
         holder: Option<TestApp>,
         campaign: &str,
         refuse_share: f64,
+        connect_timeout: &str,
     ) -> Self {
         let app = FakeApp::start(refuse_share).await;
         let dir = ScratchDir::new(campaign);
-        let config = write_config(&dir.0, &url, &app.uri());
+        let config = write_config(&dir.0, &url, &app.uri(), connect_timeout);
         Self {
             app,
             url,
