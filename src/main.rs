@@ -628,14 +628,13 @@ async fn sweep(settings: Settings, dry_run: bool) -> anyhow::Result<()> {
     let clock = std::sync::Arc::new(inlet::clock::SystemClock);
     let sweeper = Sweeper::new(pool, clock, settings.retention.clone());
     let report = tokio::task::spawn_blocking(move || sweeper.sweep(dry_run)).await??;
+    let verb = if dry_run { "would delete" } else { "deleted" };
+    println!(
+        "{verb}: events {}, deliveries {}, dead letters {}, operator keys {}",
+        report.events, report.deliveries, report.dead_letters, report.operator_requests
+    );
     if report.skipped {
-        println!("skipped: another instance is sweeping");
-    } else {
-        let verb = if dry_run { "would delete" } else { "deleted" };
-        println!(
-            "{verb}: events {}, deliveries {}, dead letters {}, operator keys {}",
-            report.events, report.deliveries, report.dead_letters, report.operator_requests
-        );
+        println!("stopped: another instance is sweeping");
     }
     Ok(())
 }

@@ -53,9 +53,16 @@ pub struct Application {
 pub async fn open_database(settings: &Settings) -> anyhow::Result<DbPool> {
     let database = settings.database.clone();
     web::block(move || -> anyhow::Result<DbPool> {
+        // Before the pool: its connections set session state a transaction pooler would
+        // hand to other clients.
+        db::check_pooler(&database).map_err(|error| match error {
+            db::PoolerError::Probe(_) => {
+                anyhow::Error::new(error).context(format!("cannot connect to {}", database.target))
+            }
+            refused => anyhow::Error::new(refused),
+        })?;
         let pool = db::build_pool(&database)
             .with_context(|| format!("cannot connect to {}", database.target))?;
-        db::check_pooler(&database)?;
         let mut conn = pool.get().context("no database connection")?;
         let applied = db::run_migrations(&mut conn)?;
         if !applied.is_empty() {

@@ -185,8 +185,9 @@ pub fn build_pool(settings: &DatabaseSettings) -> Result<DbPool, r2d2::Error> {
     let busy_ms = u64::try_from(settings.busy_timeout.as_millis()).unwrap_or(u64::MAX);
     SQLITE_WRITER_WAIT_MS.fetch_max(busy_ms, Ordering::Relaxed);
     if settings.pooler == Pooler::Transaction {
-        let lock_ms = u64::try_from(settings.lock_timeout.as_millis()).unwrap_or(u64::MAX);
-        POOLED_LOCK_TIMEOUT_MS.fetch_max(lock_ms.max(1), Ordering::Relaxed);
+        // Stored plus one: 0 stays "no pool is pooled", a lock_timeout of 0 stays 0.
+        let lock_ms = u64::try_from(settings.lock_timeout.as_millis()).unwrap_or(u64::MAX - 1);
+        POOLED_LOCK_TIMEOUT_MS.fetch_max(lock_ms.saturating_add(1), Ordering::Relaxed);
     }
     r2d2::Pool::builder()
         .max_size(settings.pool_size)
@@ -211,7 +212,8 @@ static SQLITE_WRITERS: parking_lot::Mutex<()> = parking_lot::const_mutex(());
 static SQLITE_WRITER_WAIT_MS: AtomicU64 = AtomicU64::new(5_000);
 
 /// Behind a transaction pooler no session setting survives: every write transaction
-/// sets `lock_timeout` itself (the largest configured, in ms; 0 while no pool is pooled).
+/// sets `lock_timeout` itself — the largest configured, in ms, plus one; 0 while no pool
+/// is pooled. One per process, like the SQLite gate: an Inlet process has one database.
 static POOLED_LOCK_TIMEOUT_MS: AtomicU64 = AtomicU64::new(0);
 
 /// A writer's turn at the SQLite gate, handed to the next waiter when dropped.
@@ -298,9 +300,9 @@ fn begin_write(conn: &mut DbConnection) -> diesel::QueryResult<FairTurn> {
             match POOLED_LOCK_TIMEOUT_MS.load(Ordering::Relaxed) {
                 0 => AnsiTransactionManager::begin_transaction(c)?,
                 // One round trip, as a plain BEGIN.
-                ms => AnsiTransactionManager::begin_transaction_sql(
+                stored => AnsiTransactionManager::begin_transaction_sql(
                     c,
-                    &format!("BEGIN; SET LOCAL lock_timeout = '{ms}ms'"),
+                    &format!("BEGIN; SET LOCAL lock_timeout = '{}ms'", stored - 1),
                 )?,
             }
             Ok(FairTurn(None))
@@ -315,35 +317,37 @@ where
     E: From<diesel::result::Error> + From<CommitInDoubt>,
 {
     type Manager = <DbConnection as Connection>::TransactionManager;
-    let injected = |when| CommitInDoubt(format!("injected: the connection was lost {when} COMMIT"));
-    match lost {
+    let outcome = match lost {
         Some(LostCommit::BeforeCommit) => {
             rollback(conn);
-            return Err(injected("before").into());
+            Err("injected: the connection was lost before COMMIT".to_owned())
         }
-        Some(LostCommit::AfterCommit) => {
-            Manager::commit_transaction(conn)?;
-            return Err(injected("after").into());
-        }
-        None => {}
-    }
-    match Manager::commit_transaction(conn) {
-        Ok(()) => Ok(()),
-        Err(error) if refused_commit(&error) => Err(error.into()),
-        Err(error) => {
-            metrics::counter!("inlet_db_commits_in_doubt_total").increment(1);
-            Err(CommitInDoubt(format!(
+        Some(LostCommit::AfterCommit) => match Manager::commit_transaction(conn) {
+            Ok(()) => Err("injected: the connection was lost after COMMIT".to_owned()),
+            Err(error) => return Err(error.into()),
+        },
+        None => match Manager::commit_transaction(conn) {
+            Ok(()) => Ok(()),
+            Err(error) if refused_commit(&error, matches!(conn, DbConnection::Sqlite(_))) => {
+                return Err(error.into())
+            }
+            Err(error) => Err(format!(
                 "the connection failed while COMMIT was in flight, so whether it committed is \
                  unknown: {error}"
-            ))
-            .into())
-        }
-    }
+            )),
+        },
+    };
+    outcome.map_err(|doubt| {
+        metrics::counter!("inlet_db_commits_in_doubt_total").increment(1);
+        CommitInDoubt(doubt).into()
+    })
 }
 
 /// Whether a failed COMMIT is the database's refusal — a constraint checked at commit, a
-/// serialization failure, SQLite's busy lock — after which nothing was committed.
-fn refused_commit(error: &diesel::result::Error) -> bool {
+/// serialization failure, SQLite's busy lock — after which nothing was committed. Anything
+/// else (a closed connection, a terminated backend, an error with no class) may have come
+/// after the commit landed.
+fn refused_commit(error: &diesel::result::Error, sqlite: bool) -> bool {
     use diesel::result::{DatabaseErrorKind as Kind, Error};
     match error {
         Error::DatabaseError(
@@ -355,7 +359,7 @@ fn refused_commit(error: &diesel::result::Error) -> bool {
             | Kind::ReadOnlyTransaction,
             _,
         ) => true,
-        Error::DatabaseError(_, info) => {
+        Error::DatabaseError(_, info) if sqlite => {
             info.message().contains("database is locked") || info.message().contains("busy")
         }
         _ => false,
@@ -408,5 +412,48 @@ mod tests {
             ),
             "postgres://h/db?connect_timeout=9&keepalives_idle=60&keepalives_interval=3&keepalives_count=3"
         );
+    }
+
+    use diesel::result::{DatabaseErrorKind as Kind, Error};
+
+    fn error(kind: Kind, message: &str) -> Error {
+        Error::DatabaseError(kind, Box::new(message.to_owned()))
+    }
+
+    #[test]
+    fn a_commit_the_database_refused_is_not_in_doubt() {
+        for kind in [
+            Kind::UniqueViolation,
+            Kind::ForeignKeyViolation,
+            Kind::SerializationFailure,
+            Kind::ReadOnlyTransaction,
+        ] {
+            assert!(refused_commit(&error(kind, "refused"), false));
+        }
+        assert!(refused_commit(
+            &error(Kind::Unknown, "database is locked"),
+            true
+        ));
+    }
+
+    #[test]
+    fn a_commit_whose_connection_failed_is_in_doubt() {
+        for (kind, message) in [
+            (
+                Kind::ClosedConnection,
+                "server closed the connection unexpectedly",
+            ),
+            (
+                Kind::Unknown,
+                "terminating connection due to administrator command",
+            ),
+            (Kind::Unknown, "SSL SYSCALL error: EOF detected"),
+            // Only SQLite's lock messages are refusals; the same words from PostgreSQL
+            // or a pooler prove nothing.
+            (Kind::Unknown, "database is locked"),
+        ] {
+            assert!(!refused_commit(&error(kind, message), false), "{message}");
+        }
+        assert!(!refused_commit(&Error::BrokenTransactionManager, false));
     }
 }

@@ -54,17 +54,19 @@ fn sessions_are_shared(url: &str) -> anyhow::Result<bool> {
         chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default()
     );
     first.batch_execute(&format!("SELECT set_config('{PROBE}', '{token}', false)"))?;
-    let mut shared = false;
-    for _ in 0..4 {
-        shared = setting(&mut second)?.as_deref() == Some(token.as_str())
-            || setting(&mut first)?.as_deref() != Some(token.as_str());
-        if shared {
-            break;
+    let shared = (|| -> QueryResult<bool> {
+        for _ in 0..4 {
+            if setting(&mut second)?.as_deref() == Some(token.as_str())
+                || setting(&mut first)?.as_deref() != Some(token.as_str())
+            {
+                return Ok(true);
+            }
         }
-    }
+        Ok(false)
+    })();
     // Leave no value behind on a server connection someone else gets next.
-    first.batch_execute(&format!("SELECT set_config('{PROBE}', '', false)"))?;
-    Ok(shared)
+    let cleared = first.batch_execute(&format!("SELECT set_config('{PROBE}', '', false)"));
+    Ok(shared.and_then(|shared| cleared.map(|()| shared))?)
 }
 
 fn probe_connection(url: &str) -> anyhow::Result<PgConnection> {

@@ -76,6 +76,7 @@ async fn every_member_of_a_group_whose_commit_is_in_doubt_is_answered_503(backen
         .collect();
     app.faults
         .lose_commit("evt_doubt_group_2", LostCommit::AfterCommit);
+    let before = metric(&app, "inlet_db_commits_in_doubt_total").await;
     app.faults.gather_next_group(bodies.len());
     let tasks: Vec<_> = bodies
         .iter()
@@ -98,9 +99,58 @@ async fn every_member_of_a_group_whose_commit_is_in_doubt_is_answered_503(backen
         assert!(retry.replayed());
     }
     assert_eq!(app.count_facts().await, 5);
-    assert_eq!(
-        metric(&app, "inlet_db_commits_in_doubt_total").await,
-        0.0,
-        "only real losses count"
+    // One lost COMMIT, however many members: counted once (at least: the recorder is the
+    // test process's, and other tests' losses may count too).
+    let after = metric(&app, "inlet_db_commits_in_doubt_total").await;
+    assert!(after >= before + 1.0, "{before} -> {after}");
+}
+
+/// PostgreSQL, no fault point: the server really drops the connection during COMMIT (a
+/// deferred constraint trigger terminates its own backend while the commit runs it). The
+/// webhook is answered 503 and counted as in doubt; nothing had landed, so once the
+/// trigger is gone the retry is accepted — once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_connection_dropped_during_commit_is_answered_503_and_counted() {
+    let app = app(Backend::Postgres).await;
+    let body = stripe_event("evt_dies_at_commit", "charge.succeeded", "ch_dies");
+    let run = |sql: &'static str| {
+        let app = app.clone();
+        async move {
+            app.with_conn(move |conn| {
+                diesel::connection::SimpleConnection::batch_execute(conn, sql)
+            })
+            .await
+        }
+    };
+    run(
+        "CREATE FUNCTION inlet_test_die_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$ \
+         BEGIN IF NEW.event_id = 'evt_dies_at_commit' THEN \
+         PERFORM pg_terminate_backend(pg_backend_pid()); END IF; RETURN NULL; END $$; \
+         CREATE CONSTRAINT TRIGGER inlet_test_die_at_commit AFTER INSERT ON events \
+         DEFERRABLE INITIALLY DEFERRED FOR EACH ROW \
+         EXECUTE FUNCTION inlet_test_die_at_commit();",
+    )
+    .await;
+
+    // The recorder is the test process's: other tests' losses may count too.
+    let before = metric(&app, "inlet_db_commits_in_doubt_total").await;
+    let first = app.post_stripe(&body).await;
+    first.assert_problem(503, "database_unavailable");
+    assert!(first.header("retry-after").is_some());
+    let after = metric(&app, "inlet_db_commits_in_doubt_total").await;
+    assert!(
+        after >= before + 1.0,
+        "counted as in doubt, not as refused: {before} -> {after}"
     );
+    assert_eq!(
+        app.count_events().await,
+        0,
+        "the backend died before the commit"
+    );
+
+    run("DROP TRIGGER inlet_test_die_at_commit ON events").await;
+    let retry = app.post_stripe(&body).await;
+    retry.assert_status(200);
+    assert!(!retry.replayed(), "the retry is the first time it lands");
+    assert_eq!(app.count_facts().await, 1);
 }
