@@ -2,7 +2,9 @@
 //! transaction of their own keeps. Each test holds the next group until all its requests
 //! are queued (`Faults::gather_next_group`), then checks that they were one group.
 
-use crate::helpers::{spawn_app_with, stripe_event, Backend, Reply, TestApp, TestOptions};
+use crate::helpers::{
+    post_as_one_group, spawn_app_with, stripe_event, Backend, TestApp, TestOptions,
+};
 use crate::on_both_backends;
 use diesel::connection::SimpleConnection;
 use diesel::prelude::*;
@@ -29,29 +31,6 @@ async fn app_with_outbox(backend: Backend) -> Arc<TestApp> {
         ..Default::default()
     };
     Arc::new(spawn_app_with(backend, options).await)
-}
-
-/// Sends every body at once as one group: the group waits until all are queued.
-async fn post_as_one_group(app: &Arc<TestApp>, bodies: &[Vec<u8>]) -> Vec<Reply> {
-    app.faults.gather_next_group(bodies.len());
-    let tasks: Vec<_> = bodies
-        .iter()
-        .cloned()
-        .map(|body| {
-            let app = app.clone();
-            tokio::spawn(async move { app.post_stripe(&body).await })
-        })
-        .collect();
-    let mut replies = Vec::with_capacity(tasks.len());
-    for task in tasks {
-        replies.push(task.await.expect("request task"));
-    }
-    assert_eq!(
-        app.faults.gathered_group(),
-        bodies.len(),
-        "the requests were committed as one group"
-    );
-    replies
 }
 
 async fn count_deliveries(app: &TestApp) -> Vec<String> {

@@ -5,7 +5,9 @@
 //! answered alike. The loss is a fault point (`Faults::lose_commit`) in the group's
 //! transaction, on either side of the COMMIT.
 
-use crate::helpers::{metric, spawn_app_with, stripe_event, Backend, TestApp, TestOptions};
+use crate::helpers::{
+    metric, post_as_one_group, spawn_app_with, stripe_event, Backend, TestApp, TestOptions,
+};
 use crate::on_both_backends;
 use inlet::faults::LostCommit;
 use std::sync::Arc;
@@ -77,21 +79,9 @@ async fn every_member_of_a_group_whose_commit_is_in_doubt_is_answered_503(backen
     app.faults
         .lose_commit("evt_doubt_group_2", LostCommit::AfterCommit);
     let before = metric(&app, "inlet_db_commits_in_doubt_total").await;
-    app.faults.gather_next_group(bodies.len());
-    let tasks: Vec<_> = bodies
-        .iter()
-        .cloned()
-        .map(|body| {
-            let app = app.clone();
-            tokio::spawn(async move { app.post_stripe(&body).await })
-        })
-        .collect();
-    for task in tasks {
-        task.await
-            .expect("a request")
-            .assert_problem(503, "database_unavailable");
+    for reply in post_as_one_group(&app, &bodies).await {
+        reply.assert_problem(503, "database_unavailable");
     }
-    assert_eq!(app.faults.gathered_group(), bodies.len(), "one group");
     assert_eq!(app.count_events().await, 5, "the group's commit had landed");
     for body in &bodies {
         let retry = app.post_stripe(body).await;

@@ -5,10 +5,9 @@
 //! also runs the whole PostgreSQL half of the suite through one.)
 
 use crate::helpers::{
-    spawn_app_with, spawn_apps_at_once, stripe_event, Backend, PrivatePgBouncer, Reply, TestApp,
-    TestOptions,
+    spawn_app_with, spawn_apps_at_once, stripe_event, Backend, PrivatePgBouncer, Reply,
+    SweepLockHolder, TestApp, TestOptions,
 };
-use diesel::connection::SimpleConnection;
 use inlet::config::Settings;
 use inlet::retention::Sweeper;
 use inlet::startup::Application;
@@ -148,17 +147,10 @@ async fn postgres_replays_and_sweeps_hold_through_a_transaction_pooler() {
         })
     };
     // The sweep lock, held by a transaction of the test's own, stops a pooled sweep.
-    let mut holder = app.direct_connection();
-    let inlet::db::DbConnection::Postgres(pg) = &mut holder else {
-        panic!("a PostgreSQL connection");
-    };
-    pg.batch_execute("BEGIN").expect("begin");
-    inlet::db::AdvisoryLock::Sweep
-        .wait_in_transaction(pg)
-        .expect("hold the sweep lock");
+    let holder = SweepLockHolder::take(&app);
     let held = pooled(&app).await.expect("task").expect("a sweep");
     assert!(held.skipped && held.events == 0, "{held:?}");
-    pg.batch_execute("COMMIT").expect("commit");
+    holder.release();
 
     let (one, two) = (pooled(&app), pooled(&other));
     let one = one.await.expect("task").expect("a sweep");

@@ -1,7 +1,9 @@
 //! Retention: the audit refuses unsafe windows, the sweeper deletes expired dedupe
 //! records in batches and never a fact, and a copy of a swept event has no second effect.
 
-use crate::helpers::{spawn_app, spawn_app_with, stripe_event, Backend, TestApp, TestOptions};
+use crate::helpers::{
+    spawn_app, spawn_app_with, stripe_event, Backend, SweepLockHolder, TestApp, TestOptions,
+};
 use crate::on_both_backends;
 use diesel::connection::SimpleConnection;
 use inlet::retention::Sweeper;
@@ -207,21 +209,14 @@ async fn postgres_two_sweepers_at_once_delete_each_row_once() {
 async fn postgres_a_round_is_skipped_while_another_transaction_holds_the_sweep_lock() {
     let app = spawn_app(Backend::Postgres).await;
     insert_expired_events(&app, 10).await;
-    let mut holder = app.direct_connection();
-    let inlet::db::DbConnection::Postgres(pg) = &mut holder else {
-        panic!("a PostgreSQL connection");
-    };
-    pg.batch_execute("BEGIN").expect("begin");
-    inlet::db::AdvisoryLock::Sweep
-        .wait_in_transaction(pg)
-        .expect("hold the sweep lock");
+    let holder = SweepLockHolder::take(&app);
 
     let skipped = app.sweep(false).await;
     assert!(skipped.skipped, "{skipped:?}");
     assert_eq!((skipped.events, skipped.batches), (0, 0));
     assert_eq!(app.count_events().await, 10);
 
-    pg.batch_execute("COMMIT").expect("commit");
+    holder.release();
     let swept = app.sweep(false).await;
     assert!(!swept.skipped, "{swept:?}");
     assert_eq!(swept.events, 10);

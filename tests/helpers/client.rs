@@ -332,3 +332,48 @@ async fn read(response: reqwest::Response) -> Reply {
         body,
     }
 }
+
+/// Sends every body at once as one group: the group waits until all are queued.
+pub async fn post_as_one_group(app: &std::sync::Arc<TestApp>, bodies: &[Vec<u8>]) -> Vec<Reply> {
+    app.faults.gather_next_group(bodies.len());
+    let tasks: Vec<_> = bodies
+        .iter()
+        .cloned()
+        .map(|body| {
+            let app = app.clone();
+            tokio::spawn(async move { app.post_stripe(&body).await })
+        })
+        .collect();
+    let mut replies = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        replies.push(task.await.expect("request task"));
+    }
+    assert_eq!(
+        app.faults.gathered_group(),
+        bodies.len(),
+        "the requests were committed as one group"
+    );
+    replies
+}
+
+/// PostgreSQL: a transaction of the test's own that holds the sweep lock, as another
+/// instance's sweep batch does, until [`SweepLockHolder::release`] (or drop).
+pub struct SweepLockHolder(inlet::db::DbConnection);
+
+impl SweepLockHolder {
+    pub fn take(app: &TestApp) -> Self {
+        let mut conn = app.direct_connection();
+        let inlet::db::DbConnection::Postgres(pg) = &mut conn else {
+            panic!("the sweep lock is PostgreSQL's");
+        };
+        pg.batch_execute("BEGIN").expect("begin");
+        inlet::db::AdvisoryLock::Sweep
+            .wait_in_transaction(pg)
+            .expect("hold the sweep lock");
+        Self(conn)
+    }
+
+    pub fn release(mut self) {
+        self.0.batch_execute("COMMIT").expect("commit");
+    }
+}
