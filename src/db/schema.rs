@@ -43,7 +43,8 @@ diesel::table! {
         event_id -> Text,
         event_type -> Nullable<Text>,
         destination -> Text,
-        payload -> Binary,
+        /// NULL while the event's row holds the bytes (the sweeper copies them here first).
+        payload -> Nullable<Binary>,
         content_type -> Text,
         status -> Text,
         attempt -> Integer,

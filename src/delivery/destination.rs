@@ -45,6 +45,17 @@ impl Destination {
 
     /// One attempt: a POST, or a publish waiting for the broker's confirmation.
     pub(super) async fn attempt(&self, delivery: &Leased, now: DateTime<Utc>) -> AttemptResult {
+        if delivery.payload.is_none() {
+            // Neither the row nor its event holds the bytes (written by hand, or the event
+            // deleted outside the sweeper): nothing to send, ever. A dead letter, with why.
+            return AttemptResult {
+                status: None,
+                verdict: super::Verdict::Dead,
+                error: Some(
+                    "the payload is gone: neither the delivery nor its event holds it".to_owned(),
+                ),
+            };
+        }
         match &self.transport {
             Transport::Http(client) => attempt(client, &self.settings, delivery, now).await,
             Transport::Broker(link) => link.publish(delivery, now).await,

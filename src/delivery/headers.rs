@@ -20,7 +20,7 @@ pub fn delivery_headers(
         event_type: delivery.event_type.clone().unwrap_or_default(),
     };
     let mut headers: Vec<(String, String)> = Standard
-        .sign(&delivery.payload, &destination.secret, now, &message)
+        .sign(delivery.body(), &destination.secret, now, &message)
         .into_iter()
         .filter(|(name, _)| !name.eq_ignore_ascii_case("content-type"))
         .collect();

@@ -10,8 +10,9 @@ use super::gates::{read_committed, record_observations, BreakerChange, Observed}
 use crate::db::schema::{deliveries, delivery_attempts};
 use crate::db::{dialect, write_transaction, DbConnection};
 use chrono::{DateTime, NaiveDateTime, Utc};
+use diesel::expression::SqlLiteral;
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Bool, Integer, Nullable, Text, Timestamp};
+use diesel::sql_types::{BigInt, Binary, Bool, Integer, Nullable, Text, Timestamp};
 use std::collections::HashSet;
 
 pub const PENDING: &str = "pending";
@@ -21,13 +22,13 @@ pub const DEAD: &str = "dead";
 /// A dead letter an operator chose not to send: kept, like a dead one, until swept.
 pub const DISCARDED: &str = "discarded";
 
-/// What is delivered for one event, to each destination.
+/// What is delivered for one event, to each destination. Its payload is the event row's:
+/// the outbox rows refer to it rather than copying it.
 #[derive(Debug, Clone, Copy)]
 pub struct Message<'a> {
     pub source: &'a str,
     pub event_id: &'a str,
     pub event_type: Option<&'a str>,
-    pub payload: &'a [u8],
     pub content_type: &'a str,
 }
 
@@ -57,7 +58,7 @@ impl<'m> Message<'m> {
                 event_id: self.event_id,
                 event_type: self.event_type,
                 destination,
-                payload: self.payload,
+                payload: None,
                 content_type: self.content_type,
                 status: PENDING,
                 attempt: 0,
@@ -74,7 +75,8 @@ const INSERT_ROWS: usize = 2_000;
 /// The most payload bytes one outbox `INSERT` carries (at least one row).
 const INSERT_BYTES: usize = 16 * 1024 * 1024;
 
-/// A delivery about to be enqueued.
+/// A delivery about to be enqueued. `payload` is `None` when the event's row, written in
+/// the same transaction or before, holds the bytes: one copy of each payload.
 #[derive(Debug, Insertable)]
 #[diesel(table_name = deliveries, treat_none_as_default_value = false)]
 pub struct NewDelivery<'a> {
@@ -82,7 +84,7 @@ pub struct NewDelivery<'a> {
     pub event_id: &'a str,
     pub event_type: Option<&'a str>,
     pub destination: &'a str,
-    pub payload: &'a [u8],
+    pub payload: Option<&'a [u8]>,
     pub content_type: &'a str,
     pub status: &'a str,
     pub attempt: i32,
@@ -107,7 +109,7 @@ impl NewDelivery<'_> {
                 .iter()
                 .take(INSERT_ROWS)
                 .take_while(|row| {
-                    bytes += row.payload.len();
+                    bytes += row.payload.map_or(0, <[u8]>::len);
                     bytes <= INSERT_BYTES
                 })
                 .count()
@@ -132,14 +134,32 @@ pub struct Leased {
     pub event_id: String,
     pub event_type: Option<String>,
     pub destination: String,
-    pub payload: Vec<u8>,
+    /// The row's own copy, else the event row's bytes; `None` only if both are gone.
+    #[diesel(select_expression = shared_payload())]
+    #[diesel(select_expression_type = SqlLiteral<Nullable<Binary>>)]
+    pub payload: Option<Vec<u8>>,
     pub content_type: String,
     /// This lease's fencing token.
     pub attempt: i32,
     pub deadline_at: NaiveDateTime,
 }
 
+/// The payload a leased row delivers, read in its lease statement: the row's own copy, or
+/// the bytes of the event it refers to. One statement sees one snapshot, so a sweep that
+/// copies the bytes into the row and deletes the event is seen wholly or not at all.
+fn shared_payload() -> SqlLiteral<Nullable<Binary>> {
+    diesel::dsl::sql(
+        "COALESCE(deliveries.payload, (SELECT e.payload FROM events e \
+         WHERE e.source = deliveries.source AND e.event_id = deliveries.event_id))",
+    )
+}
+
 impl Leased {
+    /// The bytes to send (empty when the payload is gone: see [`Leased::payload`]).
+    pub fn body(&self) -> &[u8] {
+        self.payload.as_deref().unwrap_or_default()
+    }
+
     /// The key the destination deduplicates on: the same on every attempt and replay.
     pub fn idempotency_key(&self) -> String {
         format!("{}:{}", self.source, self.event_id)

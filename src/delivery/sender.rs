@@ -103,7 +103,7 @@ pub async fn attempt(
     let mut request = client
         .post(&destination.url)
         .timeout(destination.timeout)
-        .body(delivery.payload.clone());
+        .body(delivery.body().to_vec());
     for (name, value) in delivery_headers(destination, delivery, now) {
         request = request.header(name, value);
     }

@@ -256,7 +256,6 @@ fn message(claim: &Claim) -> Message<'_> {
         source: &claim.source,
         event_id: claim.identity.event_id.as_str(),
         event_type: claim.identity.event_type.as_deref(),
-        payload: &claim.payload,
         content_type: &claim.content_type,
     }
 }

@@ -418,7 +418,6 @@ impl RedeliverySummary {
 struct Redelivery {
     event_type: Option<String>,
     fact: FactIdentity,
-    payload: Vec<u8>,
     content_type: Option<String>,
 }
 
@@ -500,19 +499,15 @@ fn stored_redelivery(
             events::event_type,
             events::fact_kind,
             events::fact_key,
-            events::payload,
             events::content_type,
         ))
-        .first::<(Option<String>, String, String, Vec<u8>, Option<String>)>(conn)
+        .first::<(Option<String>, String, String, Option<String>)>(conn)
         .optional()?;
-    Ok(row.map(
-        |(event_type, kind, key, payload, content_type)| Redelivery {
-            event_type,
-            fact: FactIdentity { kind, key },
-            payload,
-            content_type,
-        },
-    ))
+    Ok(row.map(|(event_type, kind, key, content_type)| Redelivery {
+        event_type,
+        fact: FactIdentity { kind, key },
+        content_type,
+    }))
 }
 
 /// Whether `destination` has a delivery of this event that is pending or in flight.
@@ -566,6 +561,7 @@ pub fn redeliver(
     items: &[EventKey],
     now: DateTime<Utc>,
 ) -> QueryResult<Vec<RedeliveryResult>> {
+    lock_events(conn, items)?;
     let planned = plan_redelivery(conn, destinations, items)?;
     let mut results = Vec::with_capacity(planned.len());
     for (result, redelivery) in planned {
@@ -582,7 +578,6 @@ pub fn redeliver(
                 source: &result.source,
                 event_id: &result.event_id,
                 event_type: redelivery.event_type.as_deref(),
-                payload: &redelivery.payload,
                 content_type: redelivery
                     .content_type
                     .as_deref()
@@ -593,6 +588,26 @@ pub fn redeliver(
         results.push(result);
     }
     Ok(results)
+}
+
+/// Locks the rows of the events about to be replayed (PostgreSQL: `FOR SHARE`, until this
+/// transaction ends): the sweeper, which locks an event before it copies its payload into
+/// the deliveries still referring to it and deletes it, then either waits for this replay's
+/// deliveries to commit, or has deleted the event already and the replay finds it gone.
+/// SQLite's transactions take turns anyway.
+fn lock_events(conn: &mut DbConnection, items: &[EventKey]) -> QueryResult<()> {
+    let DbConnection::Postgres(c) = conn else {
+        return Ok(());
+    };
+    for EventKey { source, event_id } in items {
+        events::table
+            .filter(events::source.eq(source))
+            .filter(events::event_id.eq(event_id))
+            .select(events::id)
+            .for_share()
+            .load::<i64>(c)?;
+    }
+    Ok(())
 }
 
 /// The deadlines of the destinations a redelivery goes to (routed when it was planned).

@@ -16,7 +16,7 @@ use crate::db::{write_transaction, AdvisoryLock, DbConnection, DbPool};
 use crate::delivery::{DEAD, DELIVERED, DISCARDED};
 use chrono::{DateTime, NaiveDateTime, Utc};
 use diesel::prelude::*;
-use diesel::sql_types::{Bool, Nullable};
+use diesel::sql_types::{Array, BigInt, Bool, Nullable, Text};
 
 type Backend = <DbConnection as diesel::Connection>::Backend;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -295,20 +295,29 @@ fn count_expired_keys(conn: &mut DbConnection, cutoff: NaiveDateTime) -> QueryRe
         .map(|n| n.unsigned_abs())
 }
 
+/// Deletes a batch of expired events. Their payloads go first into every delivery still
+/// referring to them that may yet be sent (pending, in flight, a dead letter that can be
+/// requeued): no delivery ever loses its body. On PostgreSQL the events are locked before
+/// the copy, so a replay enqueuing a delivery of one of them (it locks the event too)
+/// either commits before the copy, which then sees its row, or finds the event gone.
 fn delete_expired_events(
     conn: &mut DbConnection,
     cutoff: NaiveDateTime,
     batch: i64,
 ) -> QueryResult<u64> {
-    let ids: Vec<i64> = events::table
+    let expired = events::table
         .filter(events::expires_at.le(cutoff))
         .order(events::expires_at)
         .limit(batch)
-        .select(events::id)
-        .load(conn)?;
+        .select(events::id);
+    let ids: Vec<i64> = match conn {
+        DbConnection::Postgres(c) => expired.for_update().load(c)?,
+        DbConnection::Sqlite(c) => expired.load(c)?,
+    };
     if ids.is_empty() {
         return Ok(0);
     }
+    keep_payloads(conn, &ids)?;
     diesel::delete(
         events::table
             .filter(events::id.eq_any(&ids))
@@ -316,6 +325,32 @@ fn delete_expired_events(
     )
     .execute(conn)
     .map(|n| n as u64)
+}
+
+/// Copies the payloads of the events `ids` into the deliveries that refer to them without
+/// a copy of their own and are not delivered (a delivered row is never sent again).
+fn keep_payloads(conn: &mut DbConnection, ids: &[i64]) -> QueryResult<usize> {
+    let set_from_event = format!(
+        "UPDATE deliveries SET payload = e.payload FROM events e \
+         WHERE deliveries.payload IS NULL AND deliveries.status <> '{DELIVERED}' \
+         AND e.source = deliveries.source AND e.event_id = deliveries.event_id"
+    );
+    match conn {
+        DbConnection::Postgres(c) => {
+            diesel::sql_query(format!("{set_from_event} AND e.id = ANY($1)"))
+                .bind::<Array<BigInt>, _>(ids)
+                .execute(c)
+        }
+        DbConnection::Sqlite(c) => {
+            // The ids as one JSON array: a statement of one shape whatever the batch.
+            let ids: Vec<String> = ids.iter().map(i64::to_string).collect();
+            diesel::sql_query(format!(
+                "{set_from_event} AND e.id IN (SELECT value FROM json_each(?))"
+            ))
+            .bind::<Text, _>(format!("[{}]", ids.join(",")))
+            .execute(c)
+        }
+    }
 }
 
 fn delete_finished(

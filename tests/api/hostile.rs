@@ -156,7 +156,7 @@ async fn a_delivery_that_cannot_be_built_is_dead_at_once(backend: Backend) {
             event_id: "evt_unsendable",
             event_type: Some("line\nbreak"),
             destination: "app",
-            payload: b"{}",
+            payload: Some(b"{}"),
             content_type: "application/json",
             status: "pending",
             attempt: 0,

@@ -320,7 +320,7 @@ async fn an_event_shows_its_deliveries_on_a_busy_source(backend: Backend) {
                     event_id: &format!("evt_busy_{i}"),
                     event_type: None,
                     destination: "app",
-                    payload: b"{}",
+                    payload: Some(b"{}"),
                     content_type: "application/json",
                     status: "delivered",
                     attempt: 1,

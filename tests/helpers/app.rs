@@ -35,6 +35,8 @@ pub struct TestOptions {
     pub extra_sources: String,
     /// Run the sweeper in this instance every this often (default: no sweeper).
     pub sweep_interval: Option<&'static str>,
+    /// More `[retention]` lines (TOML), e.g. `dead_letters = "90d"`.
+    pub retention: &'static str,
     /// Write the configuration to a file of the test's and start from it, so the test
     /// can edit it ([`TestApp::write_config`]) and reload ([`TestApp::reload`]).
     pub config_file: bool,
@@ -65,6 +67,7 @@ impl Default for TestOptions {
             shutdown_grace: "2s",
             extra_sources: String::new(),
             sweep_interval: None,
+            retention: "",
             config_file: false,
             delivery_concurrency: None,
             unchecked_secrets: None,
@@ -198,6 +201,7 @@ async fn start_instance(
         [retention]
         sweeper = {sweeper}
         sweep_interval = "{sweep_interval}"
+        {retention}
 
         [delivery]
         enabled = {dispatch}
@@ -225,6 +229,7 @@ async fn start_instance(
             .unwrap_or_default(),
         sweeper = options.sweep_interval.is_some(),
         sweep_interval = options.sweep_interval.unwrap_or("10m"),
+        retention = options.retention,
         sources = sources_toml(&destination) + &options.extra_sources,
     );
     let config_path = options.config_file.then(|| {

@@ -75,7 +75,7 @@ pub(super) async fn publish(
     let sent = tokio::time::timeout(timeout, async {
         let channel = &session.channel;
         channel
-            .basic_publish(exchange_name, key, options, &delivery.payload, properties)
+            .basic_publish(exchange_name, key, options, delivery.body(), properties)
             .await?
             .await
     })

@@ -40,7 +40,7 @@ pub(super) async fn publish(
     }
     let key = delivery.idempotency_key();
     map.insert(NATS_MESSAGE_ID, header_value("Nats-Msg-Id", &key)?);
-    let payload = delivery.payload.clone().into();
+    let payload = delivery.body().to_vec().into();
     let sent = tokio::time::timeout(timeout, async {
         let jetstream = &session.jetstream;
         jetstream

@@ -1,0 +1,43 @@
+-- One copy of each payload: a delivery's payload is NULL while its event's row holds the
+-- bytes (deliveries.source, deliveries.event_id → events), and the dispatcher reads them
+-- from there. The sweeper copies them into every delivery row still referring to an event
+-- it deletes, in the same transaction, so no delivery ever loses its body. Rows written
+-- before keep their own copy. SQLite cannot drop a NOT NULL in place: the table is
+-- rebuilt, same columns, ids and indexes.
+CREATE TABLE deliveries_rebuilt (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    source TEXT NOT NULL,
+    event_id TEXT NOT NULL,
+    event_type TEXT,
+    destination TEXT NOT NULL,
+    payload BLOB,
+    content_type TEXT NOT NULL,
+    status TEXT NOT NULL,               -- pending | in_progress | delivered | dead | discarded
+    attempt INTEGER NOT NULL,           -- leases taken so far: the fencing token
+    locked_until TIMESTAMP,             -- lease expiry while in_progress
+    next_attempt_at TIMESTAMP NOT NULL,
+    deadline_at TIMESTAMP NOT NULL,     -- no retry is scheduled past this
+    created_at TIMESTAMP NOT NULL,
+    delivered_at TIMESTAMP,
+    last_status INTEGER,                -- the destination's last HTTP status
+    last_error TEXT,
+    settled_at TIMESTAMP
+);
+INSERT INTO deliveries_rebuilt
+       (id, source, event_id, event_type, destination, payload, content_type, status, attempt,
+        locked_until, next_attempt_at, deadline_at, created_at, delivered_at, last_status,
+        last_error, settled_at)
+SELECT id, source, event_id, event_type, destination, payload, content_type, status, attempt,
+       locked_until, next_attempt_at, deadline_at, created_at, delivered_at, last_status,
+       last_error, settled_at
+  FROM deliveries;
+-- Ids are never reused (delivery_attempts refers to them): the sequence carries over.
+DELETE FROM sqlite_sequence WHERE name = 'deliveries_rebuilt';
+INSERT INTO sqlite_sequence (name, seq)
+SELECT 'deliveries_rebuilt', seq FROM sqlite_sequence WHERE name = 'deliveries';
+DROP TABLE deliveries;
+ALTER TABLE deliveries_rebuilt RENAME TO deliveries;
+CREATE INDEX deliveries_due_idx ON deliveries (status, next_attempt_at);
+CREATE INDEX deliveries_event_idx ON deliveries (source, event_id);
+CREATE INDEX deliveries_destination_due_idx
+    ON deliveries (source, destination, status, next_attempt_at);
