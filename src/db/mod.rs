@@ -6,6 +6,7 @@
 //! dialect (the claim upserts, `SKIP LOCKED` leasing) use [`dialect!`] and live next to
 //! the model that owns them — nowhere else.
 
+pub mod arrays;
 pub mod schema;
 
 mod settings;

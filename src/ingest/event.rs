@@ -1,12 +1,14 @@
 //! The `events` table: the inbox and dedupe record — the key store of webhooks, holding
 //! the stored answer every duplicate receives. A group's claims are one statement.
 
+use crate::db::arrays::ArrayStatement;
 use crate::db::schema::events;
-use crate::db::{dialect, DbConnection};
+use crate::db::DbConnection;
 use crate::idempotency::{Answer, StoredCall};
 use crate::identity::EventKey;
 use chrono::NaiveDateTime;
 use diesel::prelude::*;
+use diesel::sql_types::{BigInt, Binary, Integer, Nullable, Text, Timestamp};
 use std::collections::{HashMap, HashSet};
 
 /// The status of an event whose transaction committed.
@@ -38,21 +40,63 @@ pub struct NewEvent<'a> {
 /// NOTHING RETURNING`: the row id of each event this group now owns. The rest were
 /// claimed before (a concurrent, uncommitted claim is waited for on the unique index).
 /// `rows` must hold each key once, sorted, so concurrent groups lock keys in one order.
+/// PostgreSQL: one statement text whatever the group's size ([`claim_statement`]).
 pub fn claim_all(
     conn: &mut DbConnection,
     rows: &[NewEvent<'_>],
 ) -> QueryResult<HashMap<EventKey, i64>> {
-    let claimed: Vec<(i64, String, String)> = dialect!(conn, c => diesel::insert_into(events::table)
-        .values(rows)
-        .on_conflict((events::source, events::event_id))
-        .do_nothing()
-        .returning((events::id, events::source, events::event_id))
-        .get_results(c))?;
+    let claimed: Vec<(i64, String, String)> = match conn {
+        DbConnection::Postgres(c) => claim_statement(rows).get_results(c)?,
+        DbConnection::Sqlite(c) => diesel::insert_into(events::table)
+            .values(rows)
+            .on_conflict((events::source, events::event_id))
+            .do_nothing()
+            .returning((events::id, events::source, events::event_id))
+            .get_results(c)?,
+    };
     Ok(claimed
         .into_iter()
         .map(|(id, source, event_id)| (EventKey { source, event_id }, id))
         .collect())
 }
+
+/// The claim on PostgreSQL, over one array per column. `unnest` yields the rows in the
+/// arrays' order, so keys are still locked sorted.
+fn claim_statement<'a>(
+    rows: &'a [NewEvent<'a>],
+) -> ArrayStatement<'a, ClaimEvents, (BigInt, Text, Text)> {
+    let column = |f: fn(&'a NewEvent<'a>) -> &'a str| rows.iter().map(f).collect::<Vec<_>>();
+    let optional =
+        |f: fn(&'a NewEvent<'a>) -> Option<&'a str>| rows.iter().map(f).collect::<Vec<_>>();
+    let time = |f: fn(&NewEvent<'_>) -> NaiveDateTime| rows.iter().map(f).collect::<Vec<_>>();
+    ArrayStatement::new(
+        "INSERT INTO events (source, event_id, event_type, fingerprint, status, fact_kind, \
+         fact_key, payload, received_at, expires_at, content_type, headers, response_status, \
+         response_content_type, response_body) \
+         SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], \
+         ?::text[], ?::bytea[], ?::timestamp[], ?::timestamp[], ?::text[], ?::text[], ?::int4[], \
+         ?::text[], ?::bytea[]) \
+         ON CONFLICT (source, event_id) DO NOTHING RETURNING id, source, event_id",
+    )
+    .bind::<Text, _>(column(|r| r.source))
+    .bind::<Text, _>(column(|r| r.event_id))
+    .bind::<Nullable<Text>, _>(optional(|r| r.event_type))
+    .bind::<Text, _>(column(|r| r.fingerprint))
+    .bind::<Text, _>(column(|r| r.status))
+    .bind::<Text, _>(column(|r| r.fact_kind))
+    .bind::<Text, _>(column(|r| r.fact_key))
+    .bind::<Binary, _>(rows.iter().map(|r| r.payload).collect::<Vec<_>>())
+    .bind::<Timestamp, _>(time(|r| r.received_at))
+    .bind::<Timestamp, _>(time(|r| r.expires_at))
+    .bind::<Nullable<Text>, _>(optional(|r| r.content_type))
+    .bind::<Nullable<Text>, _>(optional(|r| r.headers))
+    .bind::<Nullable<Integer>, _>(rows.iter().map(|r| r.response_status).collect::<Vec<_>>())
+    .bind::<Nullable<Text>, _>(optional(|r| r.response_content_type))
+    .bind::<Nullable<Binary>, _>(rows.iter().map(|r| r.response_body).collect::<Vec<_>>())
+}
+
+/// The claim statement's name in each connection's statement cache.
+enum ClaimEvents {}
 
 /// The stored calls that hold `keys`: their fingerprints and answers, in one read.
 pub fn stored_calls(

@@ -10,11 +10,13 @@ mod sources;
 
 pub use sources::{stored_sources, stored_sources_in};
 
+use crate::db::arrays::ArrayStatement;
 use crate::db::schema::facts;
 use crate::db::{dialect, DbConnection};
 use crate::identity::{EventId, FactKey, Field, IdentityError, JsonPointer};
 use chrono::NaiveDateTime;
 use diesel::prelude::*;
+use diesel::sql_types::{Text, Timestamp};
 use serde_json::Value;
 use std::collections::HashSet;
 
@@ -145,12 +147,15 @@ pub fn record_all(
     if facts.is_empty() {
         return Ok(Default::default());
     }
-    let inserted: Vec<(String, String, String)> = dialect!(conn, c => diesel::insert_into(facts::table)
-        .values(facts)
-        .on_conflict((facts::source, facts::kind, facts::fact_key))
-        .do_nothing()
-        .returning((facts::source, facts::kind, facts::fact_key))
-        .get_results(c))?;
+    let inserted: Vec<(String, String, String)> = match conn {
+        DbConnection::Postgres(c) => record_statement(facts).get_results(c)?,
+        DbConnection::Sqlite(c) => diesel::insert_into(facts::table)
+            .values(facts)
+            .on_conflict((facts::source, facts::kind, facts::fact_key))
+            .do_nothing()
+            .returning((facts::source, facts::kind, facts::fact_key))
+            .get_results(c)?,
+    };
     Ok(inserted
         .into_iter()
         .map(|(source, kind, key)| LedgerKey {
@@ -159,6 +164,27 @@ pub fn record_all(
         })
         .collect())
 }
+
+/// [`record_all`] on PostgreSQL: one statement text over one array per column, whatever
+/// the group's size (see `db::arrays`).
+fn record_statement<'a>(
+    facts: &'a [NewFact<'a>],
+) -> ArrayStatement<'a, RecordFacts, (Text, Text, Text)> {
+    let column = |f: fn(&'a NewFact<'a>) -> &'a str| facts.iter().map(f).collect::<Vec<_>>();
+    ArrayStatement::new(
+        "INSERT INTO facts (source, kind, fact_key, first_event_id, created_at) \
+         SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::timestamp[]) \
+         ON CONFLICT (source, kind, fact_key) DO NOTHING RETURNING source, kind, fact_key",
+    )
+    .bind::<Text, _>(column(|f| f.source))
+    .bind::<Text, _>(column(|f| f.kind))
+    .bind::<Text, _>(column(|f| f.fact_key))
+    .bind::<Text, _>(column(|f| f.first_event_id))
+    .bind::<Timestamp, _>(facts.iter().map(|f| f.created_at).collect::<Vec<_>>())
+}
+
+/// The record statement's name in each connection's statement cache.
+enum RecordFacts {}
 
 /// The event id under which a fact was first recorded.
 pub fn first_event_id(
