@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """The arithmetic and formatting of bench/run.sh, kept out of the shell script.
 
-    report.py pgbench OUTPUT LOG_PREFIX WAL_BYTES WAL_DB_BYTES
+    report.py pgbench OUTPUT LOG_PREFIX WAL_BYTES WAL_DB_BYTES [PER_TX]
                                                     pgbench's output and per-transaction
                                                     logs -> one JSON result on stdout
+                                                    (PER_TX webhooks per transaction)
+    report.py median RESULTS_DIR NAME               of NAME_r1.json, NAME_r2.json, …: the
+                                                    round of median throughput -> NAME.json
     report.py line LABEL RESULT.json                one line per run
     report.py summary RESULTS_DIR                   every target of issue 12: figure,
                                                     ratio, pass or fail
@@ -27,8 +30,9 @@ def percentile(sorted_values, q):
     return sorted_values[index]
 
 
-def pgbench(output_file, log_prefix, wal_bytes, wal_bytes_db):
-    """pgbench's summary and its `-l` logs (third column: latency in µs) as a result."""
+def pgbench(output_file, log_prefix, wal_bytes, wal_bytes_db, per_tx="1"):
+    """pgbench's summary and its `-l` logs (third column: latency in µs) as a result;
+    `per_tx` webhooks per transaction (the batched ceiling's 64)."""
     text = open(output_file, encoding="utf-8").read()
 
     def number(pattern):
@@ -45,8 +49,12 @@ def pgbench(output_file, log_prefix, wal_bytes, wal_bytes_db):
     micros.sort()
     ms = [m / 1000.0 for m in micros]
     transactions = int(number(r"^number of transactions actually processed: (\d+)"))
+    per_tx = int(per_tx)
     result = {
         "tps": number(r"^tps = ([\d.]+)"),
+        "per_tx": per_tx,
+        "webhooks_per_sec": number(r"^tps = ([\d.]+)") * per_tx,
+        "webhooks": transactions * per_tx,
         "transactions": transactions,
         "failed": int(number(r"^number of failed transactions: (\d+)")),
         "wal_bytes": int(wal_bytes),
@@ -85,13 +93,17 @@ def wal_per(r, count):
 def line(label, path):
     r = json.load(open(path, encoding="utf-8"))
     if "tps" in r:  # pgbench
+        per_tx = r.get("per_tx", 1)
+        rate = f"{r['webhooks_per_sec']:>8.0f} webhooks/s" if per_tx > 1 else ""
+        wal = wal_text(r, r.get("webhooks", r["transactions"]), "webhook")
         print(
-            f"{label:<44} {r['tps']:>8.0f} tx/s  {'':>18} {latency(r['latency_ms'])}"
-            f"   {wal_text(r, r['transactions'], 'tx')}, failed {r['failed']}"
+            f"{label:<44} {r['tps']:>8.0f} tx/s  {rate:>18} {latency(r['latency_ms'])}"
+            f"   {wal}, failed {r['failed']}"
         )
         return
     if r["mode"].startswith("ceiling"):
-        print(f"{label:<44} {r['accepted_per_sec']:>8.0f} tx/s  {'':>18} {latency(r['latency_ms'])}")
+        print(f"{label:<44} {r['accepted_per_sec']:>8.0f} webhooks/s {'':>12} "
+              f"{latency(r['latency_ms'])} (per transaction)")
         return
     extra = ""
     if "wal_bytes" in r:
@@ -101,6 +113,26 @@ def line(label, path):
         f"{label:<44} {r['requests_per_sec']:>8.0f} req/s {r['accepted_per_sec']:>8.0f} accepted/s"
         f"  {latency(r['latency_ms'])}   {{{statuses}}}{extra}"
     )
+
+
+def throughput(r):
+    """Webhooks (or messages) per second of any result."""
+    if "tps" in r:
+        return r.get("webhooks_per_sec", r["tps"])
+    return r["accepted_per_sec"]
+
+
+def median(directory, name):
+    """Of a run's rounds (NAME_r1.json, …), the one of median throughput, as NAME.json;
+    the rounds' figures are kept in it under "rounds"."""
+    paths = sorted(glob.glob(os.path.join(directory, name + "_r*.json")))
+    rounds = [json.load(open(p, encoding="utf-8")) for p in paths]
+    if not rounds:
+        return
+    ordered = sorted(rounds, key=throughput)
+    chosen = dict(ordered[(len(ordered) - 1) // 2])
+    chosen["rounds"] = [round(throughput(r)) for r in rounds]
+    json.dump(chosen, open(os.path.join(directory, name + ".json"), "w", encoding="utf-8"))
 
 
 def errors(report):
@@ -142,11 +174,35 @@ def summary(directory, only=""):
         return result
 
     pg_ceiling, svix16, svix64 = load("pg_ceiling"), load("svix16"), load("svix64")
+    pg_batched, sq_batched = load("pg_batched"), load("sq_batched")
     pg16, pg64, pg64d, pg_open = (load(n) for n in ("pg_c16", "pg_c64", "pg_c64_dups", "pg_open"))
     sq_ceiling, sq16, sq64, sq64d, sq_open = (
         load(n) for n in ("sq_ceiling", "sq_c16", "sq_c64", "sq_c64_dups", "sq_open")
     )
 
+    at_least(
+        "PostgreSQL c64 unique vs batched ceiling (64 per tx)",
+        get(pg64, "accepted_per_sec"), "accepted/s",
+        get(pg_batched, "webhooks_per_sec"), "webhooks/s", 0.6,
+    )
+    at_least(
+        "PostgreSQL c16 unique vs per-transaction ceiling",
+        get(pg16, "accepted_per_sec"), "accepted/s",
+        get(pg_ceiling, "tps"), "tx/s", 2.5,
+    )
+    at_least(
+        "SQLite FULL c64 unique vs its batched ceiling (FULL)",
+        get(sq64, "accepted_per_sec"), "accepted/s",
+        get(sq_batched, "accepted_per_sec"), "webhooks/s", 0.6,
+    )
+    if pg64:
+        p99 = pg64["latency_ms"]["p99"]
+        row("PostgreSQL c64 unique p99 ≤ 10 ms", f"{p99:.1f} ms", f"{p99 / 10:.2f}× of 10 ms",
+            p99 <= 10)
+    if pg64 and "wal_bytes" in pg64:
+        inlet = wal_per(pg64, pg64["accepted"])
+        row("WAL per accepted webhook ≤ 2.6 KB (c64)", f"{inlet:,.0f} B",
+            f"{inlet / 2600:.2f}× of 2,600 B", inlet <= 2600)
     at_least(
         "PostgreSQL c64 unique vs ceiling (pgbench c16)",
         get(pg64, "accepted_per_sec"), "accepted/s",
@@ -174,13 +230,27 @@ def summary(directory, only=""):
     if pg64 and "wal_bytes" in pg64:
         inlet = wal_per(pg64, pg64["accepted"])
         parts = [f"Inlet {inlet:,.0f}"]
-        for name, r in (("ceiling", pg_ceiling), ("Svix-shaped c64", svix64)):
+        for name, r in (("ceiling", pg_ceiling), ("batched", pg_batched),
+                        ("Svix-shaped c64", svix64)):
             if r:
-                parts.append(f"{name} {wal_per(r, r['transactions']):,.0f}")
+                parts.append(f"{name} {wal_per(r, r.get('webhooks', r['transactions'])):,.0f}")
         svix = wal_per(svix64, svix64["transactions"]) if svix64 else 0
         ratio = f"{inlet / svix:.2f}× Svix-shaped" if svix else ""
         whose = "this database's" if pg64.get("wal_bytes_db") is not None else "cluster"
         row(f"WAL bytes per accepted webhook (c64, {whose})", ", ".join(parts), ratio, None)
+    for clients in (256, 1024):
+        r = load(f"pg_c{clients}")
+        if r is not None:
+            failed = errors(r)
+            row(f"PostgreSQL c{clients:,} keep-alive: no error, p99",
+                f"{r['accepted_per_sec']:,.0f} accepted/s, p99 {r['latency_ms']['p99']:.1f} ms, "
+                f"{failed} errors", "", failed == 0)
+    idle, after = load("idle"), load("pg_after_idle")
+    if idle is not None:
+        failed = errors(after) if after else None
+        row(f"{idle['asked']:,} idle connections: RSS, no error after",
+            f"{idle['opened']:,} connected; RSS {idle['before_mb']} → peak {idle['peak_mb']} MB; "
+            f"then c64: {failed} errors", "", idle["opened"] == idle["asked"] and failed == 0)
     for backend, r in (("PostgreSQL", pg_open), ("SQLite", sq_open)):
         if r is None:
             row(f"{backend} open loop 1,000/s: p99 ≤ 10 ms, no error", "not run", "", False)
@@ -280,4 +350,5 @@ def bus(kind, load_path, out_path, published, left, took, stored):
 
 if __name__ == "__main__":
     command, args = sys.argv[1], sys.argv[2:]
-    {"pgbench": pgbench, "line": line, "summary": summary, "bus": bus}[command](*args)
+    {"pgbench": pgbench, "line": line, "summary": summary, "bus": bus,
+     "median": median}[command](*args)

@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Measures Inlet against its yardsticks on this machine, side by side in one run (the
-# targets of issue 12, group commit), and ends with a table: each target, the figure, the
-# ratio, ✓ or ✗.
+# targets of issue 12, group commit, and of issue 33, toward the physical limit), and ends
+# with a table: each target, the figure, the ratio, ✓ or ✗. It starts with the machine's
+# idle CPU over 3 s and says so when other work is running (then repeat the run). The
+# ceilings and Inlet's c16 and c64 unique runs take ROUNDS rounds and report the median.
 #
 #   PostgreSQL (a scratch database at PG_ADMIN), a CHECKPOINT before every run:
-#     1. the per-transaction ceiling: pgbench, bench/ceiling.sql, 16 clients
+#     1. the per-transaction ceiling: pgbench -M prepared, bench/ceiling.sql (the rows of
+#        one accepted webhook per transaction), 16 clients; and the batched ceiling:
+#        bench/ceiling-batched.sql, the same rows of 64 webhooks per transaction in one
+#        multi-row statement per table, 4 clients
 #     2. a Svix-shaped server's database work per message: pgbench, bench/svix.sql
 #        (tables from bench/svix-schema.sql, in their own schema), 16 and 64 clients
 #     3. Inlet, closed loop: concurrency 16 and 64 with unique events, 64 with 30 %
@@ -13,8 +18,11 @@
 #     pg_current_wal_lsn() before and after (the cluster's, so anything else writing to
 #     this PostgreSQL meanwhile counts too) and, where the pg_walinspect extension is
 #     available, the bytes of only this database's records and its transactions' commits
+#     and, with MANY (default on), Inlet at 256 and 1,024 keep-alive connections, then
+#     IDLE_CONNECTIONS idle ones (bench/flood.py … idle: its RSS) and a c64 run after them
 #   SQLite (a scratch file):
-#     4. the ceiling: `inlet bench --ceiling`, one connection, synchronous = "normal"
+#     4. the ceiling: `inlet bench --ceiling`, one connection, synchronous = "normal"; the
+#        batched ceiling: `--ceiling --batch 64` with synchronous = "full"
 #     5. Inlet with synchronous = "full": concurrency 16 and 64 unique, 64 with 30 %
 #        duplicates, open loop at 1,000 requests/s
 #   End to end (E2E_BACKENDS, a fresh database each, dispatcher on, delivering to
@@ -37,6 +45,8 @@
 # runs add about one), up to 10 when they do not (each drain waits at most DRAIN_TIMEOUT),
 # plus the release build. Settings (environment):
 #   DURATION=10s          each measured run (whole seconds)
+#   ROUNDS=3              rounds of the ceilings and of Inlet's c16/c64 unique runs (median)
+#   MANY=1                the many-connections runs ("" for none); IDLE_CONNECTIONS=10000
 #   E2E_DURATION=60s      each end-to-end run; E2E_BACKENDS="postgres sqlite" (or "" for none)
 #   DRAIN_TIMEOUT=120     seconds to wait for the backlog to drain after an end-to-end run
 #   SINK_DELAY=5ms        the sink's answer delay
@@ -72,6 +82,9 @@ PG_ADMIN=${PG_ADMIN:-postgres://postgres@127.0.0.1:5432/postgres}
 PG_SETTINGS=${PG_SETTINGS-pool_size = 32}
 SQLITE_SETTINGS=${SQLITE_SETTINGS-}
 PORT_BASE=${PORT_BASE:-18080}
+ROUNDS=${ROUNDS:-3}
+MANY=${MANY-1}
+IDLE_CONNECTIONS=${IDLE_CONNECTIONS:-10000}
 PROFILES=${PROFILES:-release}
 SECRET=whsec_bench_secret_for_local_runs_0123456789
 
@@ -191,17 +204,18 @@ wal_since() {
   echo "$cluster ${mine:-null}"
 }
 
-# pgbench_run NAME SCRIPT CLIENTS LABEL: after a checkpoint, with the WAL it writes.
+# pgbench_run NAME LABEL SCRIPT CLIENTS [PER_TX]: after a checkpoint, with the WAL it
+# writes; PER_TX webhooks per transaction (default 1). Prepared statements: the best case.
 pgbench_run() {
-  local name=$1 script=$2 clients=$3 label=$4 before cluster mine
+  local name=$1 label=$2 script=$3 clients=$4 per_tx=${5:-1} before cluster mine
   checkpoint
   before=$(lsn)
-  if ! pgbench -n -f "$script" -c "$clients" -j 2 -T "$seconds" -l \
+  if ! pgbench -n -M prepared -f "$script" -c "$clients" -j 2 -T "$seconds" -l \
       --log-prefix "$work/pgbench_$name" "$pg_url" > "$work/pgbench_$name.out" 2>&1; then
     echo "pgbench $script failed:"; cat "$work/pgbench_$name.out"; exit 1
   fi
   read -r cluster mine < <(wal_since "$before")
-  report pgbench "$work/pgbench_$name.out" "$work/pgbench_$name" "$cluster" "$mine" \
+  report pgbench "$work/pgbench_$name.out" "$work/pgbench_$name" "$cluster" "$mine" "$per_tx" \
     > "$results/$name.json"
   rm -f "$work/pgbench_$name".*
   report line "$label" "$results/$name.json"
@@ -222,6 +236,36 @@ inlet_run() {
   report line "$label" "$results/$name.json"
 }
 
+# pg_inlet_run: inlet_run after a checkpoint.
+pg_inlet_run() { checkpoint; inlet_run "$@"; }
+
+# rounds NAME RUNNER LABEL ARGS...: ROUNDS rounds of one run (RUNNER is pgbench_run or
+# inlet_run, called with NAME_rN and LABEL), then the median round as NAME.
+rounds() {
+  local name=$1 runner=$2 label=$3 r
+  shift 3
+  for r in $(seq 1 "$ROUNDS"); do
+    "$runner" "${name}_r$r" "$label (round $r)" "$@"
+  done
+  report median "$results" "$name"
+}
+
+# The machine's idle CPU over 3 s, in percent: a figure below 90 says other work ran.
+idle_cpu() {
+  local a b
+  read -r -a a < <(head -n 1 /proc/stat)
+  sleep 3
+  read -r -a b < <(head -n 1 /proc/stat)
+  local total=0 i
+  for i in 1 2 3 4 5 6 7 8; do total=$((total + b[i] - a[i])); done
+  echo $(( (100 * (b[4] - a[4] + b[5] - a[5])) / (total > 0 ? total : 1) ))
+}
+
+idle=$(idle_cpu)
+echo "== idle CPU before the run: ${idle} %"
+if [ "$idle" -lt 90 ]; then
+  echo "   other work is running on this machine: these figures are not quiet ones; repeat the run"
+fi
 echo "== machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, PostgreSQL $(psql "$PG_ADMIN" -tAc 'SHOW server_version')"
 if [ -n "$ONLY_BUS" ]; then
   E2E_BACKENDS=""
@@ -238,19 +282,28 @@ if [ -z "$ONLY_BUS" ]; then
   psql "$pg_url" -v ON_ERROR_STOP=1 -qf bench/svix-schema.sql
   walinspect=no
   psql "$pg_url" -qc "CREATE EXTENSION IF NOT EXISTS pg_walinspect" >/dev/null 2>&1 && walinspect=yes
-  pgbench_run pg_ceiling bench/ceiling.sql 16 "ceiling: pgbench ceiling.sql, 16 clients"
-  pgbench_run svix16 bench/svix.sql 16 "Svix-shaped: pgbench svix.sql, 16 clients"
-  pgbench_run svix64 bench/svix.sql 64 "Svix-shaped: pgbench svix.sql, 64 clients"
+  rounds pg_ceiling pgbench_run "ceiling: pgbench ceiling.sql, 16 clients" bench/ceiling.sql 16
+  rounds pg_batched pgbench_run "batched ceiling: ceiling-batched.sql, 4 clients" \
+    bench/ceiling-batched.sql 4 64
+  pgbench_run svix16 "Svix-shaped: pgbench svix.sql, 16 clients" bench/svix.sql 16
+  pgbench_run svix64 "Svix-shaped: pgbench svix.sql, 64 clients" bench/svix.sql 64
 
   serve "$pg" "$PORT_BASE"
-  checkpoint
-  inlet_run pg_c16 "inlet PostgreSQL, c16, unique" - --config "$pg" --concurrency 16 --duration "$DURATION"
-  checkpoint
-  inlet_run pg_c64 "inlet PostgreSQL, c64, unique" wal --config "$pg" --concurrency 64 --duration "$DURATION"
+  rounds pg_c16 pg_inlet_run "inlet PostgreSQL, c16, unique" - --config "$pg" --concurrency 16 --duration "$DURATION"
+  rounds pg_c64 pg_inlet_run "inlet PostgreSQL, c64, unique" wal --config "$pg" --concurrency 64 --duration "$DURATION"
   checkpoint
   inlet_run pg_c64_dups "inlet PostgreSQL, c64, 30% duplicates" - --config "$pg" --concurrency 64 --duration "$DURATION" --duplicates 0.3
   checkpoint
   inlet_run pg_open "inlet PostgreSQL, open loop 1000/s" - --config "$pg" --rate 1000 --duration "$DURATION"
+  if [ -n "$MANY" ]; then
+    echo "== many connections (keep-alive; then $IDLE_CONNECTIONS idle ones)"
+    pg_inlet_run pg_c256 "inlet PostgreSQL, c256, unique" - --config "$pg" --concurrency 256 --duration "$DURATION"
+    pg_inlet_run pg_c1024 "inlet PostgreSQL, c1024, unique" - --config "$pg" --concurrency 1024 --duration "$DURATION"
+    python3 bench/flood.py "$server" "$PORT_BASE" 1 "$IDLE_CONNECTIONS" idle | tee "$work/idle.txt"
+    python3 -c 'import json,re,sys; t=open(sys.argv[1]).read(); m=re.search(r"\((\d+)/(\d+) connected, peak (\d+) MB", t); b=re.search(r"rss before: (\d+)", t); json.dump({"opened": int(m[1]), "asked": int(m[2]), "peak_mb": int(m[3]), "before_mb": int(b[1])}, open(sys.argv[2], "w"))' \
+      "$work/idle.txt" "$results/idle.json"
+    inlet_run pg_after_idle "inlet PostgreSQL, c64 after the idle ones" - --config "$pg" --concurrency 64 --duration "$DURATION"
+  fi
   if [ -n "${MEMORY_REQUESTS:-}" ]; then
     echo "== resident memory over ${MEMORY_REQUESTS} requests (c16, 30% duplicates)"
     rss() { awk '/VmRSS/{print $2}' "/proc/$server/status"; }
@@ -275,9 +328,10 @@ if [ -z "$ONLY_BUS" ]; then
   sqlite=$(config sqlite "sqlite://$sqlite_file" $((PORT_BASE + 1)) $'synchronous = "full"\n'"$SQLITE_SETTINGS")
   "$bin" migrate --config "$sqlite" >/dev/null
   inlet_run sq_ceiling "ceiling: SQLite NORMAL, one connection" - --config "$sqlite_normal" --ceiling --concurrency 1 --duration "$DURATION"
+  rounds sq_batched inlet_run "batched ceiling: SQLite FULL, 64 per tx" - --config "$sqlite" --ceiling --batch 64 --concurrency 1 --duration "$DURATION"
   serve "$sqlite" $((PORT_BASE + 1))
   inlet_run sq_c16 "inlet SQLite FULL, c16, unique" - --config "$sqlite" --concurrency 16 --duration "$DURATION"
-  inlet_run sq_c64 "inlet SQLite FULL, c64, unique" - --config "$sqlite" --concurrency 64 --duration "$DURATION"
+  rounds sq_c64 inlet_run "inlet SQLite FULL, c64, unique" - --config "$sqlite" --concurrency 64 --duration "$DURATION"
   inlet_run sq_c64_dups "inlet SQLite FULL, c64, 30% duplicates" - --config "$sqlite" --concurrency 64 --duration "$DURATION" --duplicates 0.3
   inlet_run sq_open "inlet SQLite FULL, open loop 1000/s" - --config "$sqlite" --rate 1000 --duration "$DURATION"
   stop

@@ -10,7 +10,7 @@
 use crate::db::{DbConnection, DbPool};
 use crate::faults::Faults;
 use crate::identity::{EventId, Identity};
-use crate::ingest::{process, Claim};
+use crate::ingest::{process_group, Claim};
 use crate::ledger::FactIdentity;
 use crate::provider::SourceSettings;
 use crate::signature::EventToSign;
@@ -274,18 +274,34 @@ pub async fn run_load(options: LoadOptions) -> anyhow::Result<Report> {
     })
 }
 
-/// One accepted webhook's database work — the real ingest transaction (claim with the
-/// payload, fact, one delivery row, stored answer) on a synthetic, already verified claim,
-/// straight on a connection: no HTTP, no signature.
+/// Headers like those a benchmark request stores beside its event (about their size).
+const CEILING_HEADERS: &str = r#"[["host","127.0.0.1:18080"],["content-type","application/json"],["content-length","1024"],["stripe-signature","t=1764748800,v1=9f2c4e6a8b0d1f3e5a7c9b1d3f5e7a9c1b3d5f7e9a1c3b5d7f9e1a3c5b7d9f1e"]]"#;
+
+/// The database work of `ids.len()` accepted webhooks in one transaction — the real
+/// ingest transaction of a group (claims with their payloads, headers and answers, facts,
+/// one delivery row each, in one statement per table) on synthetic, already verified
+/// claims, straight on a connection: no HTTP, no signature, no queue.
 fn ceiling_transaction(
     conn: &mut DbConnection,
-    id: &str,
+    ids: &[String],
     payload: &Bytes,
     fingerprint: &str,
 ) -> anyhow::Result<()> {
+    let claims = ids
+        .iter()
+        .map(|id| ceiling_claim(id, payload, fingerprint))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let group: Vec<&Claim> = claims.iter().collect();
+    for verdict in process_group(conn, &group, &Faults::default(), None)? {
+        verdict.map_err(|p| anyhow::anyhow!("{p}"))?;
+    }
+    Ok(())
+}
+
+fn ceiling_claim(id: &str, payload: &Bytes, fingerprint: &str) -> anyhow::Result<Claim> {
     let now = Utc::now();
     let event_id = EventId::parse(id).map_err(|p| anyhow::anyhow!("{p}"))?;
-    let claim = Claim {
+    Ok(Claim {
         source: "bench".to_owned(),
         identity: Identity {
             event_id,
@@ -301,49 +317,44 @@ fn ceiling_transaction(
         fingerprint: fingerprint.to_owned(),
         payload: payload.clone(),
         content_type: "application/json".to_owned(),
-        headers: "[]".to_owned(),
+        headers: CEILING_HEADERS.to_owned(),
         received_at: now,
         expires_at: now + chrono::Duration::days(35),
         destinations: vec![("app".to_owned(), now + chrono::Duration::days(3))],
         answer: None,
-    };
-    process(conn, &claim, &Faults::default()).map_err(|p| anyhow::anyhow!("{p}"))?;
-    Ok(())
+    })
 }
 
-/// Runs the ceiling transaction from `concurrency` threads for `duration`.
-pub fn run_ceiling(
-    pool: &DbPool,
-    concurrency: usize,
-    duration: Duration,
-    body_bytes: usize,
-) -> anyhow::Result<Report> {
-    let payload = Bytes::from(vec![b'x'; body_bytes]);
-    let fingerprint = crate::ingest::fingerprint(&payload);
-    let run_id = format!("{:x}", fastrand::u64(..));
+/// How `inlet bench --ceiling` loads the database.
+#[derive(Debug, Clone, Copy)]
+pub struct CeilingOptions {
+    pub concurrency: usize,
+    pub duration: Duration,
+    pub body_bytes: usize,
+    /// Webhooks per transaction: 1 is the per-transaction ceiling, 64 the batched one.
+    pub batch: usize,
+}
+
+/// Runs the ceiling transaction from `concurrency` threads for `duration`; every figure
+/// counts webhooks but the latency, which is each transaction's.
+pub fn run_ceiling(pool: &DbPool, options: CeilingOptions) -> anyhow::Result<Report> {
+    let batch = options.batch.max(1);
+    // Each worker holds a connection for the whole run: no more workers than the pool has.
+    let concurrency = options.concurrency.clamp(1, pool.max_size() as usize);
+    let payload = Bytes::from(vec![b'x'; options.body_bytes]);
+    let work = CeilingWork {
+        fingerprint: crate::ingest::fingerprint(&payload),
+        payload,
+        run_id: format!("{:x}", fastrand::u64(..)),
+        batch,
+    };
     let started = Instant::now();
-    let deadline = started + duration;
+    let deadline = started + options.duration;
     let results: Vec<anyhow::Result<Histogram<u64>>> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..concurrency.max(1))
+        let workers: Vec<_> = (0..concurrency)
             .map(|worker| {
-                let (payload, fingerprint, run_id) = (&payload, &fingerprint, &run_id);
-                scope.spawn(move || -> anyhow::Result<Histogram<u64>> {
-                    let mut histogram = Histogram::new_with_bounds(1, 60_000_000, 3)?;
-                    let mut conn = pool.get()?;
-                    let mut n = 0u64;
-                    while Instant::now() < deadline {
-                        let id = format!("ceiling_{run_id}_{worker}_{n}");
-                        let begun = Instant::now();
-                        ceiling_transaction(&mut conn, &id, payload, fingerprint)?;
-                        histogram.record(
-                            u64::try_from(begun.elapsed().as_micros())
-                                .unwrap_or(u64::MAX)
-                                .max(1),
-                        )?;
-                        n += 1;
-                    }
-                    Ok(histogram)
-                })
+                let work = &work;
+                scope.spawn(move || work.run(pool, worker, deadline))
             })
             .collect();
         workers
@@ -359,17 +370,51 @@ pub fn run_ceiling(
         histogram.add(result?)?;
     }
     let seconds = started.elapsed().as_secs_f64();
-    let transactions = histogram.len();
+    let webhooks = histogram.len() * batch as u64;
     Ok(Report {
-        mode: format!("ceiling, {concurrency} connections"),
+        mode: format!("ceiling, {concurrency} connections, {batch} webhooks per transaction"),
         seconds,
-        requests: transactions,
-        requests_per_sec: transactions as f64 / seconds,
-        accepted: transactions,
-        accepted_per_sec: transactions as f64 / seconds,
+        requests: webhooks,
+        requests_per_sec: webhooks as f64 / seconds,
+        accepted: webhooks,
+        accepted_per_sec: webhooks as f64 / seconds,
         statuses: BTreeMap::new(),
         latency_ms: Percentiles::of(&histogram),
     })
+}
+
+/// What every ceiling worker writes: the same payload, ids of the run's own.
+struct CeilingWork {
+    payload: Bytes,
+    fingerprint: String,
+    run_id: String,
+    batch: usize,
+}
+
+impl CeilingWork {
+    /// One worker: ceiling transactions on a connection of its own until `deadline`, each
+    /// one's latency recorded.
+    fn run(
+        &self,
+        pool: &DbPool,
+        worker: usize,
+        deadline: Instant,
+    ) -> anyhow::Result<Histogram<u64>> {
+        let mut histogram = Histogram::new_with_bounds(1, 60_000_000, 3)?;
+        let mut conn = pool.get()?;
+        let mut n = 0u64;
+        while Instant::now() < deadline {
+            let ids: Vec<String> = (0..self.batch)
+                .map(|i| format!("ceiling_{}_{worker}_{n}_{i:04}", self.run_id))
+                .collect();
+            let begun = Instant::now();
+            ceiling_transaction(&mut conn, &ids, &self.payload, &self.fingerprint)?;
+            let micros = u64::try_from(begun.elapsed().as_micros()).unwrap_or(u64::MAX);
+            histogram.record(micros.max(1))?;
+            n += 1;
+        }
+        Ok(histogram)
+    }
 }
 
 /// The largest body the sink reads; bigger ones are refused (and not counted).

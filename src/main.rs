@@ -222,9 +222,12 @@ struct BenchArgs {
     /// Size of each webhook body in bytes.
     #[arg(long, default_value_t = 1024)]
     body_bytes: usize,
-    /// Run the statements of one accepted webhook on the database, no HTTP.
+    /// Run the statements of accepted webhooks on the database, no HTTP.
     #[arg(long)]
     ceiling: bool,
+    /// With --ceiling: webhooks per transaction (64: the batched ceiling).
+    #[arg(long, default_value_t = 1, requires = "ceiling")]
+    batch: usize,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -691,11 +694,13 @@ async fn bench(settings: Settings, options: BenchArgs) -> anyhow::Result<()> {
         .0;
     let report = if options.ceiling {
         let pool = open_database(&settings).await?;
-        let (concurrency, body_bytes) = (options.concurrency, options.body_bytes);
-        tokio::task::spawn_blocking(move || {
-            inlet::bench::run_ceiling(&pool, concurrency, duration, body_bytes)
-        })
-        .await??
+        let ceiling = inlet::bench::CeilingOptions {
+            concurrency: options.concurrency,
+            duration,
+            body_bytes: options.body_bytes,
+            batch: options.batch,
+        };
+        tokio::task::spawn_blocking(move || inlet::bench::run_ceiling(&pool, ceiling)).await??
     } else {
         let source = settings
             .source(&options.source)

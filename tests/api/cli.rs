@@ -1,7 +1,7 @@
 //! The `inlet` binary as an operator runs it: the retention audit at startup and in
 //! `check-config`, the maintenance commands, `inlet send`, and its logs.
 
-use crate::helpers::{spawn_app, Backend, STRIPE_SECRET};
+use crate::helpers::{spawn_app, spawn_app_with, Backend, TestOptions, STRIPE_SECRET};
 use crate::on_both_backends;
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -9,6 +9,7 @@ use std::process::{Command, Output};
 on_both_backends!(
     send_prints_the_idempotent_replayed_header,
     healthcheck_exits_0_when_ready_and_1_with_the_reason_when_not,
+    the_batched_ceiling_writes_the_rows_of_whole_groups,
 );
 
 /// Writes `toml` to a fresh directory (its SQLite file goes there too) and runs `inlet`.
@@ -475,5 +476,55 @@ async fn healthcheck_exits_0_when_ready_and_1_with_the_reason_when_not(backend: 
         text(&gone.stderr).contains(&format!("{dead}/readyz")),
         "{}",
         text(&gone.stderr)
+    );
+}
+
+/// `inlet bench --ceiling --batch 64`: Inlet's group transaction on the database alone,
+/// 64 webhooks a transaction — each with its event, fact and (payload-free) delivery row.
+async fn the_batched_ceiling_writes_the_rows_of_whole_groups(backend: Backend) {
+    let app = spawn_app_with(
+        backend,
+        TestOptions {
+            config_file: true,
+            ..Default::default()
+        },
+    )
+    .await;
+    let config = app.config_path.clone().expect("a configuration file");
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_inlet"))
+            .arg("--config")
+            .arg(config)
+            .args(["bench", "--ceiling", "--batch", "64", "--concurrency", "2"])
+            .args(["--duration", "1s", "--json"])
+            .output()
+            .expect("run inlet bench")
+    })
+    .await
+    .expect("bench task");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("a JSON report");
+    let accepted = report["accepted"].as_i64().expect("accepted");
+    assert!(accepted >= 64 && accepted % 64 == 0, "{report}");
+    assert_eq!(app.count_events().await, accepted);
+    assert_eq!(app.count_facts().await, accepted);
+    assert_eq!(app.count_deliveries().await, accepted);
+    let shared = app
+        .with_conn(|c| {
+            use diesel::prelude::*;
+            use inlet::db::schema::deliveries;
+            deliveries::table
+                .filter(deliveries::payload.is_null())
+                .count()
+                .get_result::<i64>(c)
+        })
+        .await;
+    assert_eq!(
+        shared, accepted,
+        "every outbox row refers to its event's payload"
     );
 }

@@ -1,0 +1,34 @@
+-- pgbench script: the batched ceiling — the rows of 64 accepted webhooks (exactly those of
+-- bench/ceiling.sql) in one transaction, one multi-row statement per table, keys sorted:
+-- the best this database can do with this schema, whatever the server in front of it.
+-- One pgbench transaction is 64 webhooks. Run by bench/run.sh:
+--   pgbench -n -M prepared -f bench/ceiling-batched.sql -c 4 -j 2 -T 10 <database>
+\set n random(1, 1000000000000)
+BEGIN;
+INSERT INTO events (source, event_id, event_type, fingerprint, status, fact_kind, fact_key,
+                    payload, received_at, expires_at, content_type, headers, response_status,
+                    response_content_type, response_body)
+SELECT 'bench', id, 'bench.event',
+       '3f1a5e0c4b7d9e2f8a6c1b0d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f', 'processed',
+       'bench.event', id, convert_to(repeat('x', 1024), 'UTF8'), now(),
+       now() + interval '35 days', 'application/json',
+       '[["host","127.0.0.1:18080"],["content-type","application/json"],["content-length","1024"],["stripe-signature","t=1764748800,v1=9f2c4e6a8b0d1f3e5a7c9b1d3f5e7a9c1b3d5f7e9a1c3b5d7f9e1a3c5b7d9f1e"]]',
+       200, 'application/json',
+       convert_to('{"outcome":"accepted","source":"bench","event_id":"' || id || '","fact":{"kind":"bench.event","key":"' || id || '","first_event_id":"' || id || '"}}', 'UTF8')
+  FROM (SELECT 'pgbb_' || :client_id || '_' || :n || '_' || lpad(g::text, 2, '0') AS id
+          FROM generate_series(1, 64) g) ids
+ ORDER BY id
+ON CONFLICT (source, event_id) DO NOTHING RETURNING id;
+INSERT INTO facts (source, kind, fact_key, first_event_id, created_at)
+SELECT 'bench', 'bench.event', id, id, now()
+  FROM (SELECT 'pgbb_' || :client_id || '_' || :n || '_' || lpad(g::text, 2, '0') AS id
+          FROM generate_series(1, 64) g) ids
+ ORDER BY id
+ON CONFLICT (source, kind, fact_key) DO NOTHING RETURNING id;
+INSERT INTO deliveries (source, event_id, event_type, destination, content_type, status,
+                        attempt, next_attempt_at, deadline_at, created_at)
+SELECT 'bench', 'pgbb_' || :client_id || '_' || :n || '_' || lpad(g::text, 2, '0'),
+       'bench.event', 'app', 'application/json', 'pending', 0, now(),
+       now() + interval '3 days', now()
+  FROM generate_series(1, 64) g;
+COMMIT;
