@@ -14,22 +14,31 @@ use diesel::sql_types::{Array, SqlType};
 use diesel::{PgConnection, QueryResult, RunQueryDsl};
 use std::marker::PhantomData;
 
-/// A statement whose text is `sql` with each `?` one array parameter, in order. `Id` names
-/// the statement (an uninhabited type of the caller's): diesel's cache keys on it, so one
-/// `Id` must always go with one text. `Row` is the SQL type of what it returns.
+/// A statement's one text, each `?` an array parameter in order, named by the type that
+/// implements it (an uninhabited type of the caller's): diesel's statement cache keys on
+/// that type, so the text belongs to it and can be no other.
+pub trait ArraySql: 'static {
+    const SQL: &'static str;
+}
+
+/// The statement `Id::SQL` with its values bound. `Row` is the SQL type of what it returns.
 pub struct ArrayStatement<'a, Id, Row> {
-    sql: &'static str,
     binds: Vec<Box<dyn QueryFragment<Pg> + Send + 'a>>,
     shape: PhantomData<fn() -> (Id, Row)>,
 }
 
-impl<'a, Id, Row> ArrayStatement<'a, Id, Row> {
-    pub fn new(sql: &'static str) -> Self {
+impl<Id: ArraySql, Row> Default for ArrayStatement<'_, Id, Row> {
+    fn default() -> Self {
         Self {
-            sql,
             binds: Vec::new(),
             shape: PhantomData,
         }
+    }
+}
+
+impl<'a, Id: ArraySql, Row> ArrayStatement<'a, Id, Row> {
+    pub fn new() -> Self {
+        Self::default()
     }
 
     /// Binds the next `?` to `values`, an array of `T`.
@@ -44,7 +53,7 @@ impl<'a, Id, Row> ArrayStatement<'a, Id, Row> {
     }
 }
 
-impl<Id: 'static, Row> QueryId for ArrayStatement<'_, Id, Row> {
+impl<Id: ArraySql, Row> QueryId for ArrayStatement<'_, Id, Row> {
     type QueryId = Id;
     const HAS_STATIC_QUERY_ID: bool = true;
 }
@@ -53,9 +62,9 @@ impl<Id, Row: SqlType> Query for ArrayStatement<'_, Id, Row> {
     type SqlType = Row;
 }
 
-impl<Id, Row> QueryFragment<Pg> for ArrayStatement<'_, Id, Row> {
+impl<Id: ArraySql, Row> QueryFragment<Pg> for ArrayStatement<'_, Id, Row> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
-        let mut parts = self.sql.split('?');
+        let mut parts = Id::SQL.split('?');
         if let Some(first) = parts.next() {
             out.push_sql(first);
         }
@@ -78,7 +87,7 @@ impl<Id, Row> QueryFragment<Pg> for ArrayStatement<'_, Id, Row> {
     }
 }
 
-impl<Id, Row> RunQueryDsl<PgConnection> for ArrayStatement<'_, Id, Row> {}
+impl<Id: ArraySql, Row> RunQueryDsl<PgConnection> for ArrayStatement<'_, Id, Row> {}
 
 #[cfg(test)]
 mod tests {
@@ -86,6 +95,9 @@ mod tests {
     use diesel::sql_types::{BigInt, Text};
 
     enum Probe {}
+    impl ArraySql for Probe {
+        const SQL: &'static str = "SELECT count(*) FROM unnest(?::text[], ?::text[])";
+    }
 
     fn text(statement: &ArrayStatement<'_, Probe, BigInt>) -> String {
         diesel::debug_query::<Pg, _>(statement).to_string()
@@ -93,11 +105,9 @@ mod tests {
 
     #[test]
     fn each_question_mark_is_the_next_array_parameter() {
-        let statement = ArrayStatement::<Probe, BigInt>::new(
-            "SELECT count(*) FROM unnest(?::text[], ?::text[])",
-        )
-        .bind::<Text, _>(vec!["a", "b"])
-        .bind::<Text, _>(vec!["c", "d"]);
+        let statement = ArrayStatement::<Probe, BigInt>::new()
+            .bind::<Text, _>(vec!["a", "b"])
+            .bind::<Text, _>(vec!["c", "d"]);
         let shown = text(&statement);
         assert!(
             shown.starts_with("SELECT count(*) FROM unnest($1::text[], $2::text[])"),
@@ -107,10 +117,11 @@ mod tests {
 
     #[test]
     fn a_missing_or_extra_value_is_an_error_not_a_statement() {
-        let short = ArrayStatement::<Probe, BigInt>::new("SELECT ?, ?").bind::<Text, _>(vec!["a"]);
-        let long = ArrayStatement::<Probe, BigInt>::new("SELECT ?")
+        let short = ArrayStatement::<Probe, BigInt>::new().bind::<Text, _>(vec!["a"]);
+        let long = ArrayStatement::<Probe, BigInt>::new()
             .bind::<Text, _>(vec!["a"])
-            .bind::<Text, _>(vec!["b"]);
+            .bind::<Text, _>(vec!["b"])
+            .bind::<Text, _>(vec!["c"]);
         for statement in [short, long] {
             let mut builder = diesel::pg::PgQueryBuilder::default();
             assert!(statement.to_sql(&mut builder, &Pg).is_err());

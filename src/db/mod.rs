@@ -56,6 +56,20 @@ macro_rules! dialect {
 }
 pub(crate) use dialect;
 
+/// PostgreSQL: this transaction runs at READ COMMITTED whatever the server's or role's
+/// default isolation, so each statement sees what committed before it — for the steps
+/// that lock a row and then read what its holder wrote. Must be a transaction's first
+/// statement. SQLite's transactions are serializable anyway.
+pub fn read_committed(conn: &mut DbConnection) -> diesel::QueryResult<()> {
+    if let DbConnection::Postgres(c) = conn {
+        diesel::RunQueryDsl::execute(
+            diesel::sql_query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED"),
+            c,
+        )?;
+    }
+    Ok(())
+}
+
 pub type DbPool = r2d2::Pool<ConnectionManager>;
 pub type PooledConnection = r2d2::PooledConnection<ConnectionManager>;
 

@@ -7,7 +7,7 @@
 //! settle in groups: one statement records many rows, each still fenced on its own.
 
 use super::gates::{read_committed, record_observations, BreakerChange, Observed};
-use crate::db::arrays::ArrayStatement;
+use crate::db::arrays::{ArraySql, ArrayStatement};
 use crate::db::schema::{deliveries, delivery_attempts};
 use crate::db::{dialect, write_transaction, DbConnection};
 use chrono::{DateTime, NaiveDateTime, Utc};
@@ -135,27 +135,30 @@ fn enqueue_statement<'a>(
 ) -> ArrayStatement<'a, EnqueueDeliveries, Integer> {
     let column = |f: fn(&'a NewDelivery<'a>) -> &'a str| rows.iter().map(f).collect::<Vec<_>>();
     let time = |f: fn(&NewDelivery<'_>) -> NaiveDateTime| rows.iter().map(f).collect::<Vec<_>>();
-    ArrayStatement::new(
-        "INSERT INTO deliveries (source, event_id, event_type, destination, payload, \
-         content_type, status, attempt, next_attempt_at, deadline_at, created_at) \
-         SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::bytea[], \
-         ?::text[], ?::text[], ?::int4[], ?::timestamp[], ?::timestamp[], ?::timestamp[])",
-    )
-    .bind::<Text, _>(column(|r| r.source))
-    .bind::<Text, _>(column(|r| r.event_id))
-    .bind::<Nullable<Text>, _>(rows.iter().map(|r| r.event_type).collect::<Vec<_>>())
-    .bind::<Text, _>(column(|r| r.destination))
-    .bind::<Nullable<Binary>, _>(rows.iter().map(|r| r.payload).collect::<Vec<_>>())
-    .bind::<Text, _>(column(|r| r.content_type))
-    .bind::<Text, _>(column(|r| r.status))
-    .bind::<Integer, _>(rows.iter().map(|r| r.attempt).collect::<Vec<_>>())
-    .bind::<Timestamp, _>(time(|r| r.next_attempt_at))
-    .bind::<Timestamp, _>(time(|r| r.deadline_at))
-    .bind::<Timestamp, _>(time(|r| r.created_at))
+    ArrayStatement::new()
+        .bind::<Text, _>(column(|r| r.source))
+        .bind::<Text, _>(column(|r| r.event_id))
+        .bind::<Nullable<Text>, _>(rows.iter().map(|r| r.event_type).collect::<Vec<_>>())
+        .bind::<Text, _>(column(|r| r.destination))
+        .bind::<Nullable<Binary>, _>(rows.iter().map(|r| r.payload).collect::<Vec<_>>())
+        .bind::<Text, _>(column(|r| r.content_type))
+        .bind::<Text, _>(column(|r| r.status))
+        .bind::<Integer, _>(rows.iter().map(|r| r.attempt).collect::<Vec<_>>())
+        .bind::<Timestamp, _>(time(|r| r.next_attempt_at))
+        .bind::<Timestamp, _>(time(|r| r.deadline_at))
+        .bind::<Timestamp, _>(time(|r| r.created_at))
 }
 
 /// The enqueue statement's name in each connection's statement cache.
 enum EnqueueDeliveries {}
+
+impl ArraySql for EnqueueDeliveries {
+    const SQL: &'static str =
+        "INSERT INTO deliveries (source, event_id, event_type, destination, payload, \
+         content_type, status, attempt, next_attempt_at, deadline_at, created_at) \
+         SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::bytea[], \
+         ?::text[], ?::text[], ?::int4[], ?::timestamp[], ?::timestamp[], ?::timestamp[])";
+}
 
 /// A leased delivery: what the dispatcher needs to send it and to settle it.
 #[derive(Debug, Clone, Queryable, Selectable)]

@@ -1,7 +1,7 @@
 //! The `events` table: the inbox and dedupe record — the key store of webhooks, holding
 //! the stored answer every duplicate receives. A group's claims are one statement.
 
-use crate::db::arrays::ArrayStatement;
+use crate::db::arrays::{ArraySql, ArrayStatement};
 use crate::db::schema::events;
 use crate::db::DbConnection;
 use crate::idempotency::{Answer, StoredCall};
@@ -69,34 +69,37 @@ fn claim_statement<'a>(
     let optional =
         |f: fn(&'a NewEvent<'a>) -> Option<&'a str>| rows.iter().map(f).collect::<Vec<_>>();
     let time = |f: fn(&NewEvent<'_>) -> NaiveDateTime| rows.iter().map(f).collect::<Vec<_>>();
-    ArrayStatement::new(
+    ArrayStatement::new()
+        .bind::<Text, _>(column(|r| r.source))
+        .bind::<Text, _>(column(|r| r.event_id))
+        .bind::<Nullable<Text>, _>(optional(|r| r.event_type))
+        .bind::<Text, _>(column(|r| r.fingerprint))
+        .bind::<Text, _>(column(|r| r.status))
+        .bind::<Text, _>(column(|r| r.fact_kind))
+        .bind::<Text, _>(column(|r| r.fact_key))
+        .bind::<Binary, _>(rows.iter().map(|r| r.payload).collect::<Vec<_>>())
+        .bind::<Timestamp, _>(time(|r| r.received_at))
+        .bind::<Timestamp, _>(time(|r| r.expires_at))
+        .bind::<Nullable<Text>, _>(optional(|r| r.content_type))
+        .bind::<Nullable<Text>, _>(optional(|r| r.headers))
+        .bind::<Nullable<Integer>, _>(rows.iter().map(|r| r.response_status).collect::<Vec<_>>())
+        .bind::<Nullable<Text>, _>(optional(|r| r.response_content_type))
+        .bind::<Nullable<Binary>, _>(rows.iter().map(|r| r.response_body).collect::<Vec<_>>())
+}
+
+/// The claim statement's name in each connection's statement cache.
+enum ClaimEvents {}
+
+impl ArraySql for ClaimEvents {
+    const SQL: &'static str =
         "INSERT INTO events (source, event_id, event_type, fingerprint, status, fact_kind, \
          fact_key, payload, received_at, expires_at, content_type, headers, response_status, \
          response_content_type, response_body) \
          SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], \
          ?::text[], ?::bytea[], ?::timestamp[], ?::timestamp[], ?::text[], ?::text[], ?::int4[], \
          ?::text[], ?::bytea[]) \
-         ON CONFLICT (source, event_id) DO NOTHING RETURNING id, source, event_id",
-    )
-    .bind::<Text, _>(column(|r| r.source))
-    .bind::<Text, _>(column(|r| r.event_id))
-    .bind::<Nullable<Text>, _>(optional(|r| r.event_type))
-    .bind::<Text, _>(column(|r| r.fingerprint))
-    .bind::<Text, _>(column(|r| r.status))
-    .bind::<Text, _>(column(|r| r.fact_kind))
-    .bind::<Text, _>(column(|r| r.fact_key))
-    .bind::<Binary, _>(rows.iter().map(|r| r.payload).collect::<Vec<_>>())
-    .bind::<Timestamp, _>(time(|r| r.received_at))
-    .bind::<Timestamp, _>(time(|r| r.expires_at))
-    .bind::<Nullable<Text>, _>(optional(|r| r.content_type))
-    .bind::<Nullable<Text>, _>(optional(|r| r.headers))
-    .bind::<Nullable<Integer>, _>(rows.iter().map(|r| r.response_status).collect::<Vec<_>>())
-    .bind::<Nullable<Text>, _>(optional(|r| r.response_content_type))
-    .bind::<Nullable<Binary>, _>(rows.iter().map(|r| r.response_body).collect::<Vec<_>>())
+         ON CONFLICT (source, event_id) DO NOTHING RETURNING id, source, event_id";
 }
-
-/// The claim statement's name in each connection's statement cache.
-enum ClaimEvents {}
 
 /// The stored calls that hold `keys`: their fingerprints and answers, in one read.
 pub fn stored_calls(

@@ -10,7 +10,7 @@ mod sources;
 
 pub use sources::{stored_sources, stored_sources_in};
 
-use crate::db::arrays::ArrayStatement;
+use crate::db::arrays::{ArraySql, ArrayStatement};
 use crate::db::schema::facts;
 use crate::db::{dialect, DbConnection};
 use crate::identity::{EventId, FactKey, Field, IdentityError, JsonPointer};
@@ -171,20 +171,23 @@ fn record_statement<'a>(
     facts: &'a [NewFact<'a>],
 ) -> ArrayStatement<'a, RecordFacts, (Text, Text, Text)> {
     let column = |f: fn(&'a NewFact<'a>) -> &'a str| facts.iter().map(f).collect::<Vec<_>>();
-    ArrayStatement::new(
-        "INSERT INTO facts (source, kind, fact_key, first_event_id, created_at) \
-         SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::timestamp[]) \
-         ON CONFLICT (source, kind, fact_key) DO NOTHING RETURNING source, kind, fact_key",
-    )
-    .bind::<Text, _>(column(|f| f.source))
-    .bind::<Text, _>(column(|f| f.kind))
-    .bind::<Text, _>(column(|f| f.fact_key))
-    .bind::<Text, _>(column(|f| f.first_event_id))
-    .bind::<Timestamp, _>(facts.iter().map(|f| f.created_at).collect::<Vec<_>>())
+    ArrayStatement::new()
+        .bind::<Text, _>(column(|f| f.source))
+        .bind::<Text, _>(column(|f| f.kind))
+        .bind::<Text, _>(column(|f| f.fact_key))
+        .bind::<Text, _>(column(|f| f.first_event_id))
+        .bind::<Timestamp, _>(facts.iter().map(|f| f.created_at).collect::<Vec<_>>())
 }
 
 /// The record statement's name in each connection's statement cache.
 enum RecordFacts {}
+
+impl ArraySql for RecordFacts {
+    const SQL: &'static str =
+        "INSERT INTO facts (source, kind, fact_key, first_event_id, created_at) \
+         SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::timestamp[]) \
+         ON CONFLICT (source, kind, fact_key) DO NOTHING RETURNING source, kind, fact_key";
+}
 
 /// The event id under which a fact was first recorded.
 pub fn first_event_id(

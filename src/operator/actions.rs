@@ -15,7 +15,7 @@ use chrono::{DateTime, Datelike, NaiveDateTime, Utc};
 use diesel::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 /// Filters over events (listing and replay by filter).
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -599,14 +599,17 @@ fn lock_events(conn: &mut DbConnection, items: &[EventKey]) -> QueryResult<()> {
     let DbConnection::Postgres(c) = conn else {
         return Ok(());
     };
-    for EventKey { source, event_id } in items {
-        events::table
-            .filter(events::source.eq(source))
-            .filter(events::event_id.eq(event_id))
-            .select(events::id)
-            .for_share()
-            .load::<i64>(c)?;
-    }
+    // One statement, in id order, as the sweeper locks them (the rows of every source ×
+    // id pair asked about: a few more than the items at worst, locked for share only).
+    let sources: HashSet<&str> = items.iter().map(|key| key.source.as_str()).collect();
+    let ids: Vec<&str> = items.iter().map(|key| key.event_id.as_str()).collect();
+    events::table
+        .filter(events::source.eq_any(sources))
+        .filter(events::event_id.eq_any(ids))
+        .order(events::id)
+        .select(events::id)
+        .for_share()
+        .load::<i64>(c)?;
     Ok(())
 }
 

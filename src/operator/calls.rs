@@ -5,7 +5,7 @@
 //! click or a re-submitted form gets the stored answer, byte for byte.
 
 use super::OperatorError;
-use crate::db::{write_transaction, DbConnection, DbPool};
+use crate::db::{read_committed, write_transaction, DbConnection, DbPool};
 use crate::delivery::Destinations;
 use crate::idempotency::{self, Answer, Once, OperatorKey};
 use crate::retention::RetentionSettings;
@@ -158,6 +158,9 @@ impl<S: Ground> Calls<S> {
         let called = self
             .read(move |conn, settings| {
                 write_transaction(conn, |conn| {
+                    // Each statement sees what committed before it (a replay's event
+                    // locks against a sweep), whatever the server's default isolation.
+                    read_committed(conn)?;
                     let key = OperatorKey {
                         caller: &caller.0,
                         idempotency_key: &key.0,

@@ -12,7 +12,7 @@
 use super::RetentionSettings;
 use crate::clock::Clock;
 use crate::db::schema::{deliveries, delivery_attempts, events};
-use crate::db::{write_transaction, AdvisoryLock, DbConnection, DbPool};
+use crate::db::{read_committed, write_transaction, AdvisoryLock, DbConnection, DbPool};
 use crate::delivery::{DEAD, DELIVERED, DISCARDED};
 use chrono::{DateTime, NaiveDateTime, Utc};
 use diesel::prelude::*;
@@ -204,6 +204,9 @@ impl Round<'_> {
         let mut deleted = 0;
         while !self.report.skipped {
             let batch = write_transaction(&mut *self.pool.get()?, |c| {
+                // The payload copy reads the deliveries a replay committed while this
+                // batch waited for its event locks: each statement its own snapshot.
+                read_committed(c)?;
                 if !holds_sweep_lock(c)? {
                     return Ok(None);
                 }
@@ -305,14 +308,22 @@ fn delete_expired_events(
     cutoff: NaiveDateTime,
     batch: i64,
 ) -> QueryResult<u64> {
-    let expired = events::table
+    let oldest: Vec<i64> = events::table
         .filter(events::expires_at.le(cutoff))
         .order(events::expires_at)
         .limit(batch)
+        .select(events::id)
+        .load(conn)?;
+    // Locked in id order, like a replay locks them: two lockers never wait on each other
+    // in a circle.
+    let locked = events::table
+        .filter(events::id.eq_any(&oldest))
+        .filter(events::expires_at.le(cutoff))
+        .order(events::id)
         .select(events::id);
     let ids: Vec<i64> = match conn {
-        DbConnection::Postgres(c) => expired.for_update().load(c)?,
-        DbConnection::Sqlite(c) => expired.load(c)?,
+        DbConnection::Postgres(c) => locked.for_update().load(c)?,
+        DbConnection::Sqlite(_) => oldest,
     };
     if ids.is_empty() {
         return Ok(0);

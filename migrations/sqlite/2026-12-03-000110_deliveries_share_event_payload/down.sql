@@ -1,3 +1,12 @@
+UPDATE deliveries SET payload = (SELECT e.payload FROM events e
+                                  WHERE e.source = deliveries.source AND e.event_id = deliveries.event_id)
+ WHERE payload IS NULL;
+-- A row that may still be sent but whose bytes are gone is a dead letter, never an empty
+-- body sent as if it were the webhook's; a delivered one is never sent again.
+UPDATE deliveries
+   SET status = 'dead', settled_at = COALESCE(settled_at, strftime('%Y-%m-%d %H:%M:%f', 'now')),
+       last_error = 'the payload is gone: neither the delivery nor its event held it when the schema was downgraded'
+ WHERE payload IS NULL AND status <> 'delivered';
 CREATE TABLE deliveries_rebuilt (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     source TEXT NOT NULL,
@@ -21,7 +30,7 @@ INSERT INTO deliveries_rebuilt
        (id, source, event_id, event_type, destination, payload, content_type, status, attempt,
         locked_until, next_attempt_at, deadline_at, created_at, delivered_at, last_status,
         last_error, settled_at)
-SELECT id, source, event_id, event_type, destination, COALESCE(payload, (SELECT e.payload FROM events e WHERE e.source = deliveries.source AND e.event_id = deliveries.event_id), X''), content_type, status, attempt,
+SELECT id, source, event_id, event_type, destination, COALESCE(payload, X''), content_type, status, attempt,
        locked_until, next_attempt_at, deadline_at, created_at, delivered_at, last_status,
        last_error, settled_at
   FROM deliveries;

@@ -149,15 +149,9 @@ pub(in crate::delivery) fn save(conn: &mut DbConnection, row: &GateRow) -> Query
     Ok(())
 }
 
-/// PostgreSQL: the gates count on each statement seeing what committed before it (the
-/// in-flight count after waiting for a gate's lock), whatever the server's default
-/// isolation. Must be a transaction's first statement.
-pub(in crate::delivery) fn read_committed(conn: &mut DbConnection) -> QueryResult<()> {
-    if let DbConnection::Postgres(c) = conn {
-        diesel::sql_query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED").execute(c)?;
-    }
-    Ok(())
-}
+/// The gates count on each statement seeing what committed before it (the in-flight
+/// count after waiting for a gate's lock), whatever the server's default isolation.
+pub(in crate::delivery) use crate::db::read_committed;
 
 /// Applies finished attempts to their breakers, inside the settling transaction. A
 /// healthy destination whose breaker is closed is not written; any other is locked,
