@@ -54,18 +54,25 @@ TOML
 "$bin" migrate --config "$work/inlet.toml" >/dev/null
 INLET_LOG=warn "$bin" serve --config "$work/inlet.toml" > "$work/serve.log" 2>&1 &
 server=$!
+ready=""
 for _ in $(seq 1 100); do
-  curl -sf "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break
+  curl -sf "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && { ready=1; break; }
   sleep 0.1
 done
+[ -n "$ready" ] || { echo "inlet did not become ready:"; cat "$work/serve.log"; exit 1; }
 # Warm up: every connection of the pool opened, its statements prepared.
 "$bin" bench --config "$work/inlet.toml" --concurrency "$CONCURRENCY" --duration 3s >/dev/null
 "$bin" bench --config "$work/inlet.toml" --concurrency "$CONCURRENCY" --duration "${DURATION}s" \
   > "$work/bench.txt" &
 load=$!
 sleep 2
-pids=$(pgrep -d, -f "postgres: .* $db ")
-perf record -q -F 499 -g -o "$work/perf.data" -p "$pids" -- sleep "$PERF_SECONDS" 2>/dev/null
+pids=$(pgrep -d, -f "postgres: .* $db " || true)
+[ -n "$pids" ] || { echo "no PostgreSQL backend of $db on this machine (is PG_ADMIN local?)"; exit 1; }
+# perf attaches to backends owned by the postgres user: root, or that user.
+if ! perf record -q -F 499 -g -o "$work/perf.data" -p "$pids" -- sleep "$PERF_SECONDS" \
+    2> "$work/perf.err"; then
+  echo "perf record failed:"; cat "$work/perf.err"; exit 1
+fi
 wait "$load"
 grep -E '^(accepted|latency)' "$work/bench.txt"
 perf report -i "$work/perf.data" --children --sort symbol --stdio 2>/dev/null > "$work/report.txt"
@@ -84,6 +91,8 @@ for line in open(sys.argv[1], encoding="utf-8"):
     m = re.match(r"\s+([\d.]+)%\s+[\d.]+%\s+\[\.\]\s+(\S+)", line)
     if m:
         share.setdefault(m.group(2), float(m.group(1)))
+if not any(s in share for _, symbols in stages for s in symbols):
+    sys.exit("perf found none of PostgreSQL's stage functions: are its symbols available?")
 print("share of PostgreSQL's CPU samples in this database's backends (inclusive):")
 for name, symbols in stages:
     print(f"  {name:<26} {sum(share.get(s, 0.0) for s in symbols):5.1f} %")

@@ -249,8 +249,10 @@ def summary(directory, only=""):
     if idle is not None:
         failed = errors(after) if after else None
         row(f"{idle['asked']:,} idle connections: RSS, no error after",
-            f"{idle['opened']:,} connected; RSS {idle['before_mb']} → peak {idle['peak_mb']} MB; "
-            f"then c64: {failed} errors", "", idle["opened"] == idle["asked"] and failed == 0)
+            f"{idle['opened']:,} connected (up to {idle['queued']:,} waiting to be accepted), "
+            f"{idle['answered']:,} answered after; RSS {idle['before_mb']} → peak "
+            f"{idle['peak_mb']} MB; then c64: {failed} errors", "",
+            idle["opened"] == idle["asked"] and failed == 0)
     for backend, r in (("PostgreSQL", pg_open), ("SQLite", sq_open)):
         if r is None:
             row(f"{backend} open loop 1,000/s: p99 ≤ 10 ms, no error", "not run", "", False)

@@ -66,6 +66,8 @@
 #                         database each), in two rounds taking turns, after the runs above
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The load generator opens up to 1,024 connections, the idle run 10,000: the hard limit.
+ulimit -n "$(ulimit -Hn)"
 
 DURATION=${DURATION:-10s}
 E2E_DURATION=${E2E_DURATION:-60s}
@@ -300,7 +302,7 @@ if [ -z "$ONLY_BUS" ]; then
     pg_inlet_run pg_c256 "inlet PostgreSQL, c256, unique" - --config "$pg" --concurrency 256 --duration "$DURATION"
     pg_inlet_run pg_c1024 "inlet PostgreSQL, c1024, unique" - --config "$pg" --concurrency 1024 --duration "$DURATION"
     python3 bench/flood.py "$server" "$PORT_BASE" 1 "$IDLE_CONNECTIONS" idle | tee "$work/idle.txt"
-    python3 -c 'import json,re,sys; t=open(sys.argv[1]).read(); m=re.search(r"\((\d+)/(\d+) connected, peak (\d+) MB", t); b=re.search(r"rss before: (\d+)", t); json.dump({"opened": int(m[1]), "asked": int(m[2]), "peak_mb": int(m[3]), "before_mb": int(b[1])}, open(sys.argv[2], "w"))' \
+    python3 -c 'import json,re,sys; t=open(sys.argv[1]).read(); m=re.search(r"\((\d+)/(\d+) connected, peak (\d+) MB while held, up to (\d+) waiting to be accepted, (\d+) answered", t); b=re.search(r"rss before: (\d+)", t); json.dump({"opened": int(m[1]), "asked": int(m[2]), "peak_mb": int(m[3]), "queued": int(m[4]), "answered": int(m[5]), "before_mb": int(b[1])}, open(sys.argv[2], "w"))' \
       "$work/idle.txt" "$results/idle.json"
     inlet_run pg_after_idle "inlet PostgreSQL, c64 after the idle ones" - --config "$pg" --concurrency 64 --duration "$DURATION"
   fi
