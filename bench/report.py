@@ -166,6 +166,11 @@ def summary(directory, only=""):
             ratio >= factor,
         )
 
+    def at_most(target, value, text, limit, limit_text, strict=False):
+        """A row for a figure that must stay at or under `limit` (under it when strict)."""
+        passed = value < limit if strict else value <= limit
+        row(target, text, f"{value / limit:.2f}× of {limit_text}", passed)
+
     def get(result, *keys):
         for key in keys:
             if result is None:
@@ -197,12 +202,11 @@ def summary(directory, only=""):
     )
     if pg64:
         p99 = pg64["latency_ms"]["p99"]
-        row("PostgreSQL c64 unique p99 ≤ 10 ms", f"{p99:.1f} ms", f"{p99 / 10:.2f}× of 10 ms",
-            p99 <= 10)
+        at_most("PostgreSQL c64 unique p99 ≤ 10 ms", p99, f"{p99:.1f} ms", 10, "10 ms")
     if pg64 and "wal_bytes" in pg64:
         inlet = wal_per(pg64, pg64["accepted"])
-        row("WAL per accepted webhook ≤ 2.6 KB (c64)", f"{inlet:,.0f} B",
-            f"{inlet / 2600:.2f}× of 2,600 B", inlet <= 2600)
+        at_most("WAL per accepted webhook ≤ 2.6 KB (c64)", inlet, f"{inlet:,.0f} B", 2600,
+                "2,600 B")
     at_least(
         "PostgreSQL c64 unique vs ceiling (pgbench c16)",
         get(pg64, "accepted_per_sec"), "accepted/s",
@@ -225,8 +229,8 @@ def summary(directory, only=""):
     )
     if pg64:
         p99 = pg64["latency_ms"]["p99"]
-        row("PostgreSQL c64 unique p99 < 40 ms", f"{p99:.1f} ms", f"{p99 / 40:.2f}× of 40 ms",
-            p99 < 40)
+        at_most("PostgreSQL c64 unique p99 < 40 ms", p99, f"{p99:.1f} ms", 40, "40 ms",
+                strict=True)
     if pg64 and "wal_bytes" in pg64:
         inlet = wal_per(pg64, pg64["accepted"])
         parts = [f"Inlet {inlet:,.0f}"]
