@@ -120,11 +120,23 @@ pub fn default_url(settings: &Settings, source: &str) -> String {
 /// This configuration's listener as a base URL (`http://host:port`): a wildcard address
 /// (`0.0.0.0`, `[::]`) is reached on the loopback of the same family.
 pub fn listener_url(settings: &Settings) -> String {
-    let bind = &settings.server.bind;
+    base_url(&settings.server.bind)
+}
+
+/// Where this configuration serves the operator API: `admin.bind`, else the listener.
+pub fn operator_url(settings: &Settings) -> String {
+    match &settings.admin.bind {
+        Some(bind) => base_url(bind),
+        None => listener_url(settings),
+    }
+}
+
+/// `bind` as a base URL; a wildcard address on the loopback of its family.
+fn base_url(bind: &str) -> String {
     let address = match (bind.strip_prefix("0.0.0.0:"), bind.strip_prefix("[::]:")) {
         (Some(port), _) => format!("127.0.0.1:{port}"),
         (_, Some(port)) => format!("[::1]:{port}"),
-        _ => bind.clone(),
+        _ => bind.to_owned(),
     };
     format!("http://{address}")
 }

@@ -21,7 +21,10 @@ use crate::delivery::{
     validate_destinations, DeliveryFile, DeliverySettings, DestinationFile, Destinations,
 };
 use crate::duration::span;
-use crate::operator::{ConsoleFile, ConsoleSettings, OperatorFile, OperatorSettings};
+use crate::operator::{
+    AdminFile, AdminSettings, ConsoleFile, ConsoleSettings, OperatorEntryFile, OperatorFile,
+    OperatorSettings,
+};
 use crate::provider::{FactRuleFile, HmacFile, SourceFile, SourceName, SourceSettings};
 use crate::retention::{AuditLine, RetentionFile, RetentionSettings};
 use figment::providers::{Env, Format, Toml};
@@ -47,8 +50,16 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 
 /// The sections only a restart applies: the listener, the pool, the dispatcher's and the
 /// sweeper's loops and the console are built from them once. A reload that changes one
-/// is refused. (`[[sources]]` with their destinations, and `[operator]`, reload live.)
-pub const RESTART_ONLY: [&str; 5] = ["server", "database", "delivery", "console", "retention"];
+/// is refused. (`[[sources]]` with their destinations, `[operator]` and `[[operators]]`
+/// reload live.)
+pub const RESTART_ONLY: [&str; 6] = [
+    "server",
+    "database",
+    "delivery",
+    "console",
+    "retention",
+    "admin",
+];
 
 /// The file as written by the operator.
 #[derive(Debug, Deserialize)]
@@ -66,6 +77,10 @@ struct RawSettings {
     delivery: DeliveryFile,
     #[serde(default)]
     operator: OperatorFile,
+    #[serde(default)]
+    operators: Vec<OperatorEntryFile>,
+    #[serde(default)]
+    admin: AdminFile,
     #[serde(default)]
     console: ConsoleFile,
     #[serde(default)]
@@ -137,6 +152,7 @@ pub struct Settings {
     pub retention: RetentionSettings,
     pub delivery: DeliverySettings,
     pub operator: OperatorSettings,
+    pub admin: AdminSettings,
     pub console: ConsoleSettings,
     /// Source names no longer served on purpose: their stored events and facts stay (and
     /// expire as usual), and deduplication against them ends (see [`Settings::check_stored_sources`]).
@@ -329,7 +345,8 @@ impl Settings {
         let delivery = raw.delivery.validate()?;
         let (sources, destinations) = validate_sources(raw.sources, &delivery)?;
         let retired_sources = validate_retired(raw.retired_sources, &sources)?;
-        let operator = raw.operator.validate()?;
+        let operator = raw.operator.validate(raw.operators)?;
+        let admin = raw.admin.validate();
         let horizons = sources
             .iter()
             .map(|source| AuditLine {
@@ -345,8 +362,9 @@ impl Settings {
             destinations,
             retention: raw.retention.validate(horizons)?,
             delivery,
-            console: raw.console.validate(&operator)?,
+            console: raw.console.validate(&operator, &admin)?,
             operator,
+            admin,
             retired_sources,
             restart_only: RestartOnlySections::default(),
         })

@@ -2,7 +2,8 @@
 //! release build) `Faults` is an empty struct whose checkpoints do nothing; with it, a test
 //! can make the ingest transaction crash at a named instruction or lose its COMMIT, make a
 //! dispatcher abandon a delivery between sending and settling it, hold a reload in its
-//! build step, and read how many HTTP clients the dispatcher built.
+//! build step, read how many HTTP clients the dispatcher built, and make the audit trail's
+//! inserts fail.
 
 #[cfg(feature = "fault-injection")]
 use std::collections::HashMap;
@@ -47,9 +48,31 @@ pub struct Faults {
     reload_hold: (Mutex<(bool, bool)>, Condvar),
     #[cfg(feature = "fault-injection")]
     http_clients_built: AtomicUsize,
+    #[cfg(feature = "fault-injection")]
+    /// Every audit insert fails while set.
+    audit_fails: std::sync::atomic::AtomicBool,
 }
 
 impl Faults {
+    /// Checkpoint before an audit row is written: whether it must fail.
+    #[inline]
+    pub(crate) fn audit_fails(&self) -> bool {
+        #[cfg(feature = "fault-injection")]
+        {
+            self.audit_fails.load(Ordering::SeqCst)
+        }
+        #[cfg(not(feature = "fault-injection"))]
+        {
+            false
+        }
+    }
+
+    /// Makes every audit insert fail (in the database) until called with `false`.
+    #[cfg(feature = "fault-injection")]
+    pub fn fail_audit_writes(&self, fail: bool) {
+        self.audit_fails.store(fail, Ordering::SeqCst);
+    }
+
     /// Checkpoint in the ingest transaction, after the fact insert and before the commit.
     #[inline]
     pub(crate) fn after_fact(&self, _event_id: &str) {

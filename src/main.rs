@@ -54,7 +54,8 @@ enum Command {
     /// Validate the configuration and print the retention audit.
     CheckConfig,
     /// Delete expired event rows, old delivered deliveries, dead letters past
-    /// retention.dead_letters and expired operator keys (what `serve` does on an interval).
+    /// retention.dead_letters, expired operator keys and audit rows older than
+    /// retention.audit (what `serve` does on an interval).
     /// Facts are never deleted.
     Sweep {
         /// Count what would be deleted; delete nothing.
@@ -88,6 +89,13 @@ enum Command {
         /// Most events to replay when selecting by filter (capped by operator.max_replay).
         #[arg(long)]
         limit: Option<u32>,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Read the audit trail of operator actions (newest first) through the operator API.
+    Audit {
+        #[command(flatten)]
+        query: AuditArgs,
         #[command(flatten)]
         admin: AdminArgs,
     },
@@ -371,13 +379,55 @@ impl EventFilterArgs {
     }
 }
 
+/// Which rows of the audit trail to read.
+#[derive(clap::Args)]
+struct AuditArgs {
+    /// Only this operator's actions.
+    #[arg(long)]
+    operator: Option<String>,
+    /// Only this action: replay, requeue, discard, reload, sign_in, sign_out.
+    #[arg(long)]
+    action: Option<String>,
+    /// Only this outcome: done, refused or failed.
+    #[arg(long)]
+    outcome: Option<String>,
+    /// From this time on (RFC 3339).
+    #[arg(long)]
+    since: Option<String>,
+    /// Before this time (RFC 3339).
+    #[arg(long)]
+    until: Option<String>,
+    /// The next_cursor printed with the previous page.
+    #[arg(long)]
+    cursor: Option<i64>,
+    /// Rows per page (at most 500; default 100).
+    #[arg(long)]
+    limit: Option<i64>,
+}
+
+impl AuditArgs {
+    fn query(self) -> String {
+        inlet::cli::query_string(&[
+            ("operator", self.operator),
+            ("action", self.action),
+            ("outcome", self.outcome),
+            ("since", self.since),
+            ("until", self.until),
+            ("cursor", self.cursor.map(|c| c.to_string())),
+            ("limit", self.limit.map(|l| l.to_string())),
+        ])
+    }
+}
+
 /// Where the operator API is and its token; by default from the configuration.
 #[derive(clap::Args)]
 struct AdminArgs {
-    /// Base URL of a running Inlet (default: this configuration's listener).
+    /// Base URL of a running Inlet's operator API (default: this configuration's
+    /// admin.bind, else its server.bind).
     #[arg(long, env = "INLET_ADMIN_URL", global = true)]
     admin_url: Option<String>,
-    /// The operator token (default: this configuration's operator.token).
+    /// Your operator token (default: this configuration's operator.token; with
+    /// [[operators]], pass your own).
     #[arg(
         long,
         env = "INLET_OPERATOR_TOKEN",
@@ -395,9 +445,7 @@ impl AdminArgs {
         };
         let url = match self.admin_url {
             Some(url) => url,
-            None => inlet::cli::default_url(&settings()?, "")
-                .trim_end_matches("/webhooks/")
-                .to_owned(),
+            None => inlet::cli::operator_url(&settings()?),
         };
         let token = match self.token {
             Some(token) => token,
@@ -473,6 +521,7 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Deadletters { action, admin } => deadletters(action, admin.client(&config)?).await,
+        Command::Audit { query, admin } => audit(query, admin.client(&config)?).await,
         Command::Reload { admin } => {
             let client = admin.client(&config)?;
             print_answer(client.post("/admin/reload", &serde_json::json!({})).await?);
@@ -592,6 +641,7 @@ async fn run_locally(command: Command, config: &std::path::Path) -> anyhow::Resu
         | Command::Replay { .. }
         | Command::Deadletters { .. }
         | Command::Reload { .. }
+        | Command::Audit { .. }
         | Command::Receive { .. }
         | Command::Completions { .. }
         | Command::Man { .. }
@@ -614,11 +664,22 @@ async fn serve(settings: Settings, config: &std::path::Path) -> anyhow::Result<(
         .map_or("127.0.0.1", |(h, _)| h)
         .to_owned();
     let console = settings.console.enabled && settings.console.bind.is_none();
+    let admin_host = settings
+        .admin
+        .bind
+        .as_deref()
+        .and_then(|bind| bind.rsplit_once(':'))
+        .map(|(h, _)| h.to_owned());
     let app =
         Application::build_reloadable(settings, Hooks::default(), Some(config.to_owned())).await?;
     tokio::spawn(reload_on_hangup(app.reloader()));
     tracing::info!(port = app.port(), "inlet is listening");
-    for (what, url) in inlet::startup::listening_urls(&names, &host, app.port(), console) {
+    let base = format!("http://{host}:{}", app.port());
+    let operator_base = match (admin_host, app.admin_port()) {
+        (Some(host), Some(port)) => format!("http://{host}:{port}"),
+        _ => base.clone(),
+    };
+    for (what, url) in inlet::startup::listening_urls(&names, &base, &operator_base, console) {
         tracing::info!(%url, "{what}");
     }
     app.run_until_stopped().await?;
@@ -633,8 +694,12 @@ async fn sweep(settings: Settings, dry_run: bool) -> anyhow::Result<()> {
     let report = tokio::task::spawn_blocking(move || sweeper.sweep(dry_run)).await??;
     let verb = if dry_run { "would delete" } else { "deleted" };
     println!(
-        "{verb}: events {}, deliveries {}, dead letters {}, operator keys {}",
-        report.events, report.deliveries, report.dead_letters, report.operator_requests
+        "{verb}: events {}, deliveries {}, dead letters {}, operator keys {}, audit rows {}",
+        report.events,
+        report.deliveries,
+        report.dead_letters,
+        report.operator_requests,
+        report.audit
     );
     if report.skipped {
         println!("stopped: another instance is sweeping");
@@ -793,6 +858,13 @@ async fn events(action: EventsAction, client: AdminClient) -> anyhow::Result<()>
         }
     };
     print_answer(answer);
+    Ok(())
+}
+
+/// `inlet audit`: one page of the audit trail.
+async fn audit(query: AuditArgs, client: AdminClient) -> anyhow::Result<()> {
+    let path = format!("/admin/audit{}", query.query());
+    print_answer(client.get(&path).await?);
     Ok(())
 }
 

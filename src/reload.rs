@@ -12,6 +12,7 @@ use crate::config::{ConfigError, LiveSettings, Settings};
 use crate::db::DbPool;
 use crate::delivery::{same_destination, DestinationSettings, Dispatcher};
 use crate::observability::{record_config_reload, start_webhook_counters};
+use crate::operator::{Account, Outcome, Recorder};
 use crate::provider::SourceSettings;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
@@ -47,7 +48,11 @@ pub struct Changes {
     pub sources: Names,
     /// `source/destination` names.
     pub destinations: Names,
+    /// Whether the `[operator] token` changed (added, removed or rotated).
     pub operator_token_changed: bool,
+    /// `[[operators]]` (and the `[operator] token`'s `operator`) by name: a changed one
+    /// has a new token or role, and its console sessions end.
+    pub operators: Names,
 }
 
 /// Names added, removed and changed, each list sorted.
@@ -108,8 +113,43 @@ impl Changes {
             sources: Names::between(&sources(old), &sources(new), same_source),
             destinations: Names::between(&destinations(old), &destinations(new), same_destination),
             operator_token_changed: old.operator.token != new.operator.token,
+            operators: Names::between(&operators(old), &operators(new), |a, b| a == b),
         }
     }
+
+    /// What the audit trail says a reload changed (names only).
+    pub fn summary(&self) -> String {
+        let part = |what: &str, names: &Names| {
+            let mut said = Vec::new();
+            for (verb, list) in [
+                ("added", &names.added),
+                ("removed", &names.removed),
+                ("changed", &names.changed),
+            ] {
+                if !list.is_empty() {
+                    said.push(format!("{what} {verb}: {}", list.join(" ")));
+                }
+            }
+            said
+        };
+        let mut said = part("sources", &self.sources);
+        said.extend(part("destinations", &self.destinations));
+        said.extend(part("operators", &self.operators));
+        if said.is_empty() {
+            "applied: nothing changed".to_owned()
+        } else {
+            format!("applied: {}", said.join("; "))
+        }
+    }
+}
+
+/// Operators by name (compared with their role and token).
+fn operators(s: &Settings) -> Vec<(String, &Account)> {
+    s.operator
+        .accounts
+        .iter()
+        .map(|a| (a.name.clone(), a))
+        .collect()
 }
 
 /// Whether a source verifies and identifies alike. `Debug` shows every field but the
@@ -148,11 +188,37 @@ impl Reloader {
     /// HTTP worker keeps answering webhooks while a reload builds. It runs to the end even
     /// if the caller stops waiting.
     pub async fn reload(&self, trigger: &'static str) -> Result<Changes, ConfigError> {
+        self.reload_as(trigger, None).await
+    }
+
+    /// [`Reloader::reload`] for an operator: `recorder` writes the audit row — before the
+    /// new settings are put in force (a reload whose row cannot be written is not
+    /// applied), or after a refusal.
+    pub async fn reload_recorded(
+        &self,
+        trigger: &'static str,
+        recorder: Recorder,
+    ) -> Result<Changes, ConfigError> {
+        self.reload_as(trigger, Some(recorder)).await
+    }
+
+    async fn reload_as(
+        &self,
+        trigger: &'static str,
+        recorder: Option<Recorder>,
+    ) -> Result<Changes, ConfigError> {
         let one_at_a_time = self.serial.clone().lock_owned().await;
         let job = self.job.clone();
         let work = tokio::task::spawn_blocking(move || {
             let _one_at_a_time = one_at_a_time;
-            conclude(trigger, job.apply())
+            let outcome = job.apply(recorder.as_ref());
+            if let (Err(refused), Some(recorder)) = (&outcome, &recorder) {
+                let result = format!("refused: {}: {}", refused.key, refused.message);
+                if let Err(error) = recorder.record(Outcome::Failed, &result) {
+                    tracing::error!(%error, "cannot write the audit row of a refused reload");
+                }
+            }
+            conclude(trigger, outcome)
         });
         match work.await {
             Ok(outcome) => outcome,
@@ -183,6 +249,9 @@ fn conclude(
             destinations_removed = ?changes.destinations.removed,
             destinations_changed = ?changes.destinations.changed,
             operator_token_changed = changes.operator_token_changed,
+            operators_added = ?changes.operators.added,
+            operators_removed = ?changes.operators.removed,
+            operators_changed = ?changes.operators.changed,
             "configuration reloaded"
         ),
         Err(error) => tracing::warn!(
@@ -196,8 +265,9 @@ fn conclude(
 }
 
 impl Job {
-    /// Reads the file and puts it in force; blocking (call it off the executor).
-    fn apply(&self) -> Result<Changes, ConfigError> {
+    /// Reads the file and puts it in force, once `recorder` (if any) has written the
+    /// audit row; blocking (call it off the executor).
+    fn apply(&self, recorder: Option<&Recorder>) -> Result<Changes, ConfigError> {
         let path = self.path.as_deref().ok_or_else(|| {
             ConfigError::new(
                 "config",
@@ -215,6 +285,16 @@ impl Job {
         let changes = Changes::between(&current, &next);
         if let Some(pool) = &self.pool {
             next.check_stored_sources(&stored_sources(pool)?)?;
+        }
+        if let Some(recorder) = recorder {
+            recorder
+                .record(Outcome::Done, &changes.summary())
+                .map_err(|e| {
+                    ConfigError::new(
+                        "audit",
+                        format!("cannot write the audit row ({e}): nothing was applied"),
+                    )
+                })?;
         }
         if let Some(dispatcher) = &self.dispatcher {
             // First the dispatcher, then the settings: a delivery enqueued under the new

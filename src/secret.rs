@@ -120,6 +120,14 @@ pub fn secrets_equal(given: &[u8], expected: &[u8]) -> bool {
     keyed_mac(KEY, &[given]).verify_slice(&tag).is_ok()
 }
 
+/// Bytes from the kernel's random source (session ids, generated server secrets).
+pub fn random_bytes<const N: usize>() -> std::io::Result<[u8; N]> {
+    use std::io::Read;
+    let mut bytes = [0u8; N];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes)
+}
+
 /// HMAC-SHA256 of the concatenated parts under `key` (signed cookies, derived keys).
 pub fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
     keyed_mac(key, parts).finalize().into_bytes().into()

@@ -42,6 +42,8 @@ pub struct Application {
     port: u16,
     /// The console's own listener's port, when `console.bind` gives it one.
     console_port: Option<u16>,
+    /// The operator surface's own listener's port, when `admin.bind` gives it one.
+    admin_port: Option<u16>,
     server: Server,
     /// Stops the background tasks (dispatcher, sweeper); dropping it stops them too.
     stop_background: watch::Sender<bool>,
@@ -113,32 +115,45 @@ impl Application {
         let listener = TcpListener::bind(&settings.server.bind)
             .with_context(|| format!("cannot listen on {} (server.bind)", settings.server.bind))?;
         let port = listener.local_addr()?.port();
+        let (admin_listener, admin_port) = bind_admin(&settings)?;
         let server_settings = settings.server.clone();
         let grace = settings.server.shutdown_grace;
         raise_open_files_limit();
         return_freed_memory_periodically();
+        let session_key = session_key(&settings, &pool, hooks.clock.now()).await?;
         let (stop_background, stopped) = watch::channel(false);
         let mut background = Vec::new();
         let dispatcher = start_dispatcher(&settings, &pool, &hooks, &stopped, &mut background)?;
         let sweeper_health = start_sweeper(&settings, &pool, &hooks, &stopped, &mut background);
-        let stopped_console = stopped;
         let console = settings.console.clone();
-        let background_parts = (dispatcher, sweeper_health);
+        let background_parts = (dispatcher, sweeper_health, session_key);
         let (state, reloader) = shared_state(settings, pool, hooks, background_parts, reload_from)?;
-        // The console is on the main listener unless it has a listener of its own.
-        let console_on_main = console.enabled && console.bind.is_none();
         let console_port = match (&console.bind, console.enabled) {
             (Some(bind), true) => {
                 let (port, stop) = serve_console(bind, state.clone(), grace)?;
-                background.push(stop_with(stop, stopped_console));
+                background.push(stop_with(stop, stopped.clone()));
                 Some(port)
             }
             _ => None,
         };
-        let server = main_server(state, listener, console_on_main, &server_settings)?;
+        // The console is on the operator surface's listener unless it has one of its own.
+        let console_here = console.enabled && console.bind.is_none();
+        let main = match admin_listener {
+            Some(admin) => {
+                let surface = Surface::operator(console_here);
+                let server = http_server(state.clone(), admin, surface, &server_settings)?;
+                background.push(stop_with(server, stopped));
+                let port = admin_port.unwrap_or_default();
+                tracing::info!(port, "operator surface listening on admin.bind");
+                Surface::webhooks()
+            }
+            None => Surface::everything(console_here),
+        };
+        let server = http_server(state, listener, main, &server_settings)?;
         Ok(Self {
             port,
             console_port,
+            admin_port,
             server,
             stop_background,
             background,
@@ -161,6 +176,11 @@ impl Application {
         self.console_port
     }
 
+    /// The operator surface's own port, when `admin.bind` gives it a listener of its own.
+    pub fn admin_port(&self) -> Option<u16> {
+        self.admin_port
+    }
+
     /// A handle to stop the server gracefully.
     pub fn handle(&self) -> ServerHandle {
         self.server.handle()
@@ -181,8 +201,6 @@ impl Application {
     }
 }
 
-/// Serves the console alone on `bind` (`console.bind`): its port and its server, which
-/// runs until stopped.
 /// What every handler shares — the live settings, the database, the group-commit
 /// writers, the checkpoint thread, the dispatcher's waker and health, the sweeper's — and
 /// the reloader that swaps the settings.
@@ -190,7 +208,7 @@ fn shared_state(
     settings: Settings,
     pool: DbPool,
     hooks: Hooks,
-    (dispatcher, sweeper): (Option<Arc<Dispatcher>>, Option<SweeperHealth>),
+    (dispatcher, sweeper, session_key): (Option<Arc<Dispatcher>>, Option<SweeperHealth>, [u8; 32]),
     reload_from: Option<PathBuf>,
 ) -> anyhow::Result<(web::Data<AppState>, Arc<Reloader>)> {
     let checkpointer = db::Checkpointer::start(&settings.database)
@@ -218,6 +236,7 @@ fn shared_state(
         sweeper,
         traffic: Default::default(),
         sign_in: Default::default(),
+        session_key,
     });
     Ok((state, reloader))
 }
@@ -233,21 +252,62 @@ fn start_metrics(settings: &Settings, now_secs: i64) {
     warn_about_schemes(settings, &sources);
 }
 
-/// The main listener's server, running: every route (and the console's when
-/// `console_on_main`), its connection limit, worker count and shutdown grace.
-fn main_server(
+/// The operator surface's own listener and its port, when `admin.bind` asks for one.
+fn bind_admin(settings: &Settings) -> anyhow::Result<(Option<TcpListener>, Option<u16>)> {
+    let Some(bind) = &settings.admin.bind else {
+        return Ok((None, None));
+    };
+    let listener =
+        TcpListener::bind(bind).with_context(|| format!("cannot listen on {bind} (admin.bind)"))?;
+    let port = listener.local_addr()?.port();
+    Ok((Some(listener), Some(port)))
+}
+
+/// What one listener serves: which routes of the table, and the console or not.
+#[derive(Debug, Clone, Copy)]
+struct Surface {
+    routes: fn(&str) -> bool,
+    console: bool,
+}
+
+impl Surface {
+    fn everything(console: bool) -> Self {
+        Self {
+            routes: crate::routes::everything,
+            console,
+        }
+    }
+
+    fn webhooks() -> Self {
+        Self {
+            routes: crate::routes::is_public,
+            console: false,
+        }
+    }
+
+    fn operator(console: bool) -> Self {
+        Self {
+            routes: crate::routes::is_operator,
+            console,
+        }
+    }
+}
+
+/// A listener's server, running: the routes of `surface`, its connection limit, worker
+/// count and shutdown grace.
+fn http_server(
     state: web::Data<AppState>,
     listener: TcpListener,
-    console_on_main: bool,
+    surface: Surface,
     settings: &ServerSettings,
 ) -> anyhow::Result<Server> {
     let mut server = HttpServer::new(move || {
         App::new()
             .app_data(state.clone())
             .wrap(actix_web::middleware::from_fn(observe))
-            .configure(register_routes)
+            .configure(|config| register_routes(config, surface.routes))
             .configure(|config| {
-                if console_on_main {
+                if surface.console {
                     crate::routes::console::register(config);
                 }
             })
@@ -262,6 +322,42 @@ fn main_server(
     Ok(server.run())
 }
 
+/// The console's session key: `console.session_secret`'s, or else the one derived from
+/// the server secret stored in the database (the first instance to start generates it;
+/// every instance, and every restart, reads the same).
+async fn session_key(
+    settings: &Settings,
+    pool: &DbPool,
+    now: chrono::DateTime<chrono::Utc>,
+) -> anyhow::Result<[u8; 32]> {
+    let secret = match &settings.console.session_secret {
+        Some(secret) => secret.expose().to_owned(),
+        None => {
+            let generated = hex::encode(crate::secret::random_bytes::<32>()?);
+            let pool = pool.clone();
+            web::block(move || -> anyhow::Result<String> {
+                let mut conn = pool.get().context("no database connection")?;
+                let now = now.naive_utc();
+                crate::operator::sessions::server_secret(
+                    &mut conn,
+                    "console_session",
+                    &generated,
+                    now,
+                )
+                .context("cannot read or store the console's session secret")
+            })
+            .await
+            .context("the database task was aborted")??
+        }
+    };
+    Ok(crate::secret::hmac_sha256(
+        secret.as_bytes(),
+        &[b"inlet console session key"],
+    ))
+}
+
+/// Serves the console alone on `bind` (`console.bind`): its port and its server, which
+/// runs until stopped.
 fn serve_console(
     bind: &str,
     state: web::Data<AppState>,
@@ -293,7 +389,7 @@ fn stop_with(server: Server, mut stopped: watch::Receiver<bool>) -> JoinHandle<(
         let _ = stopped.changed().await;
         handle.stop(true).await;
         if let Err(error) = serving.await {
-            tracing::warn!(%error, "the console server ended abnormally");
+            tracing::warn!(%error, "a listener of the operator surface ended abnormally");
         }
     })
 }
@@ -410,16 +506,15 @@ fn start_sweeper(
 /// Sources listed by name in the startup log; the rest are counted.
 const SOURCES_LOGGED: usize = 20;
 
-/// What `inlet serve` logs once it listens on `port`: each source's webhook URL (the
-/// first [`SOURCES_LOGGED`]), the metrics and, when it is on the main listener, the
-/// console. `host` is the configured bind address's (a wildcard is shown as it is).
+/// What `inlet serve` logs once it listens: each source's webhook URL (the first
+/// [`SOURCES_LOGGED`]) under `base`, the metrics and, when it is served there, the console
+/// under `operator_base` (the same, or `admin.bind`'s). A wildcard host is shown as it is.
 pub fn listening_urls(
     sources: &[String],
-    host: &str,
-    port: u16,
+    base: &str,
+    operator_base: &str,
     console: bool,
 ) -> Vec<(String, String)> {
-    let base = format!("http://{host}:{port}");
     let mut urls: Vec<(String, String)> = sources
         .iter()
         .take(SOURCES_LOGGED)
@@ -435,9 +530,12 @@ pub fn listening_urls(
             format!("{base}/webhooks/…"),
         ));
     }
-    urls.push(("metrics (Prometheus)".to_owned(), format!("{base}/metrics")));
+    urls.push((
+        "metrics (Prometheus)".to_owned(),
+        format!("{operator_base}/metrics"),
+    ));
     if console {
-        urls.push(("console".to_owned(), format!("{base}/console")));
+        urls.push(("console".to_owned(), format!("{operator_base}/console")));
     }
     urls
 }

@@ -32,6 +32,10 @@ pub struct AppState {
     pub sweeper: Option<SweeperHealth>,
     /// Webhooks per minute by outcome, for the console.
     pub traffic: crate::observability::Traffic,
-    /// Failed console sign-ins, which make the next attempts wait.
+    /// Wrong operator tokens by address (the API's and the console's sign-in), which
+    /// make the next attempts wait.
     pub sign_in: crate::operator::SignInGuard,
+    /// The key console sessions are signed with: from `console.session_secret`, or the
+    /// one generated once and stored in the database for every instance.
+    pub session_key: [u8; 32],
 }

@@ -111,6 +111,33 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    /// The audit trail of operator actions. Swept after `retention.audit`; never by an API.
+    audit (id) {
+        id -> BigInt,
+        at -> Timestamp,
+        operator -> Text,
+        role -> Text,
+        action -> Text,
+        outcome -> Text,
+        parameters -> Text,
+        result -> Text,
+        idempotency_key -> Nullable<Text>,
+        request_id -> Nullable<Text>,
+        client -> Nullable<Text>,
+        surface -> Text,
+    }
+}
+
+diesel::table! {
+    /// Secrets generated once and shared by every instance (the console's session key).
+    server_secrets (name) {
+        name -> Text,
+        value -> Text,
+        created_at -> Timestamp,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     events,
     facts,
@@ -118,5 +145,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     operator_requests,
     delivery_attempts,
     destination_gates,
-    console_sessions
+    console_sessions,
+    audit,
+    server_secrets
 );

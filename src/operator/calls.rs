@@ -4,12 +4,14 @@
 //! call runs inside its Idempotency-Key's transaction ([`Calls::once`]): a retry, a double
 //! click or a re-submitted form gets the stored answer, byte for byte.
 
+use super::audit::{self, Entry};
+use super::caller::Caller;
 use super::OperatorError;
 use crate::db::{read_committed, write_transaction, DbConnection, DbPool};
 use crate::delivery::Destinations;
+use crate::faults::Faults;
 use crate::idempotency::{self, Answer, Once, OperatorKey};
 use crate::retention::RetentionSettings;
-use crate::secret::Secret;
 use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
@@ -23,19 +25,6 @@ pub trait Ground: Send + Sync + 'static {
     fn retention(&self) -> &RetentionSettings;
     /// The most events a replay, or dead letters a requeue, takes at once.
     fn max_replay(&self) -> u32;
-}
-
-/// Who is calling: derived from the token, never the token itself. Idempotency-Keys are
-/// scoped to it, so the API and the console (signed in with the same token) share them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Caller(String);
-
-impl Caller {
-    /// The caller the operator token stands for.
-    pub fn of_token(token: &Secret) -> Self {
-        let digest = Sha256::digest([b"inlet operator ", token.expose().as_bytes()].concat());
-        Caller(hex::encode(&digest[..8]))
-    }
 }
 
 /// An `Idempotency-Key`: 1 to 255 printable characters, from the API or a console form.
@@ -108,6 +97,11 @@ impl<T: DeserializeOwned> Called<T> {
     }
 }
 
+/// What the audit trail says a call did, given the status it answered.
+pub trait Summary {
+    fn summary(&self, status: u16) -> String;
+}
+
 /// How a result is stored and answered: the edge's encoding (a status and a body).
 pub type Encode<T, S> = fn(&T, &S) -> Result<Answer, OperatorError>;
 
@@ -119,6 +113,8 @@ pub struct Calls<S> {
     pub now: DateTime<Utc>,
     /// Wakes this instance's dispatcher when a call enqueued deliveries.
     pub waker: Option<Arc<Notify>>,
+    /// Armed faults (tests): the audit insert's.
+    pub faults: Arc<Faults>,
 }
 
 impl<S: Ground> Calls<S> {
@@ -131,13 +127,14 @@ impl<S: Ground> Calls<S> {
         crate::db::on_connection(&self.pool, move |conn| work(conn, &settings)).await
     }
 
-    /// Claims the key, runs `work` and stores its encoded answer in one transaction; or
-    /// answers a retry with the stored answer, byte for byte. Validation happens before
-    /// this, so a refused request stores nothing and a corrected retry with the same key
-    /// works. The fingerprint covers `route` (`"POST /admin/replay"`) and the request.
+    /// Claims the key, runs `work`, stores its encoded answer and writes the audit row of
+    /// `action` in one transaction; or answers a retry with the stored answer, byte for
+    /// byte (and writes no second row). Validation happens before this, so a refused
+    /// request stores nothing and a corrected retry with the same key works. The
+    /// fingerprint covers `route` (`"POST /admin/replay"`) and the request.
     pub(super) async fn once<T>(
         &self,
-        route: &str,
+        (route, action): (&str, &'static str),
         keyed: Keyed<'_>,
         work: impl FnOnce(&mut DbConnection, &S, DateTime<Utc>) -> Result<T, OperatorError>
             + Send
@@ -145,7 +142,7 @@ impl<S: Ground> Calls<S> {
         encode: Encode<T, S>,
     ) -> Result<Called<T>, OperatorError>
     where
-        T: DeserializeOwned + Send + 'static,
+        T: DeserializeOwned + Summary + Send + 'static,
     {
         let fingerprint = hex::encode(Sha256::digest(
             [route.as_bytes(), b"\n", keyed.request].concat(),
@@ -154,23 +151,31 @@ impl<S: Ground> Calls<S> {
             self.now,
             self.now + self.settings.retention().operator_keys.0,
         );
-        let Keyed { caller, key, .. } = keyed;
+        let (caller, key, parameters) = (keyed.caller, keyed.key, keyed.request.to_vec());
+        let faults = self.faults.clone();
         let called = self
             .read(move |conn, settings| {
                 write_transaction(conn, |conn| {
                     // Each statement sees what committed before it (a replay's event
                     // locks against a sweep), whatever the server's default isolation.
                     read_committed(conn)?;
-                    let key = OperatorKey {
-                        caller: &caller.0,
+                    let operator_key = OperatorKey {
+                        caller: &caller.scope,
                         idempotency_key: &key.0,
                         fingerprint: &fingerprint,
                         created_at: now.naive_utc(),
                         expires_at: expires_at.naive_utc(),
                     };
-                    let call = idempotency::once(conn, &key, |conn| {
+                    let call = idempotency::once(conn, &operator_key, |conn| {
                         let result = work(conn, settings, now)?;
                         let answer = encode(&result, settings)?;
+                        let summary = result.summary(answer.status);
+                        let done = Entry::done(&caller, action, &parameters, &summary, now);
+                        let entry = Entry {
+                            idempotency_key: Some(&key.0),
+                            ..done
+                        };
+                        audit::record(conn, &faults, &entry)?;
                         Ok::<_, OperatorError>((result, answer))
                     })?;
                     answered(call)

@@ -2,7 +2,7 @@
 //! aside, never sent, swept after `retention.dead_letters`), named by id or by a filter.
 
 use super::actions::{self, DeadLetterResult, DeliveryFilter};
-use super::calls::{Called, Calls, Encode, Ground, Keyed};
+use super::calls::{Called, Calls, Encode, Ground, Keyed, Summary};
 use super::OperatorError;
 use crate::db::DbConnection;
 use crate::delivery::Destinations;
@@ -33,6 +33,14 @@ impl DeadLetterAction {
         match self {
             Self::Requeue => "POST /admin/deliveries/requeue",
             Self::Discard => "POST /admin/deliveries/discard",
+        }
+    }
+
+    /// The action's name in the audit trail.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Requeue => "requeue",
+            Self::Discard => "discard",
         }
     }
 
@@ -97,6 +105,24 @@ pub struct DeadLetterReport {
     pub results: Vec<DeadLetterResult>,
 }
 
+impl Summary for DeadLetterReport {
+    /// E.g. `200: 3 dead letters (requeued 2, not_dead 1)`, `200: 1 dead letter (…)`.
+    fn summary(&self, status: u16) -> String {
+        let mut counts = std::collections::BTreeMap::<&str, usize>::new();
+        for row in &self.results {
+            *counts.entry(row.result.as_str()).or_default() += 1;
+        }
+        let counts: Vec<String> = counts.iter().map(|(r, n)| format!("{r} {n}")).collect();
+        let n = self.results.len();
+        let noun = if n == 1 {
+            "dead letter"
+        } else {
+            "dead letters"
+        };
+        format!("{status}: {n} {noun} ({})", counts.join(", "))
+    }
+}
+
 impl<S: Ground> Calls<S> {
     /// Requeues or discards the dead letters, once per key.
     pub async fn dead_letters(
@@ -114,6 +140,7 @@ impl<S: Ground> Calls<S> {
             let results = action.run(conn, settings.destinations(), &ids, now)?;
             Ok(DeadLetterReport { results })
         };
-        self.once(action.route(), keyed, work, encode).await
+        self.once((action.route(), action.name()), keyed, work, encode)
+            .await
     }
 }

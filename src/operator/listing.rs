@@ -15,13 +15,13 @@ pub const MAX_PAGE: i64 = 500;
 
 /// One page of a listing: rows after `cursor` (an id), `limit` of them.
 #[derive(Debug, Clone, Copy)]
-struct Page {
+pub(super) struct Page {
     cursor: Option<i64>,
     limit: i64,
 }
 
 impl Page {
-    fn of(cursor: Option<i64>, limit: Option<i64>) -> Result<Self, OperatorError> {
+    pub(super) fn of(cursor: Option<i64>, limit: Option<i64>) -> Result<Self, OperatorError> {
         match limit.unwrap_or(DEFAULT_PAGE) {
             limit @ 1..=MAX_PAGE => Ok(Self { cursor, limit }),
             _ => Err(OperatorError::Invalid(format!("limit is 1 to {MAX_PAGE}"))),
@@ -73,7 +73,7 @@ impl<S: Ground> Calls<S> {
         .await
     }
 
-    async fn page<T: Send + 'static>(
+    pub(super) async fn page<T: Send + 'static>(
         &self,
         page: Page,
         id: fn(&T) -> i64,

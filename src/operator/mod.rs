@@ -4,23 +4,30 @@
 //! Idempotency-Key transaction. `actions` holds their queries, `views` the console's.
 
 pub mod actions;
+pub mod audit;
+mod caller;
 mod calls;
 mod dead_letters;
 mod error;
 mod listing;
 mod replay;
+pub mod roles;
 pub mod sessions;
 mod settings;
 mod sign_in;
+mod trail;
 pub mod views;
 
-pub use calls::{json_answer, Called, Caller, Calls, Encode, Ground, IdempotencyKey, Keyed};
+pub use audit::{AuditFilter, AuditRow, Entry as AuditEntry, Outcome, Recorder};
+pub use caller::Caller;
+pub use calls::{json_answer, Called, Calls, Encode, Ground, IdempotencyKey, Keyed};
 pub use dead_letters::{DeadLetterAction, DeadLetterReport, DeadLetterRequest, DeadLetters};
 pub use error::OperatorError;
 pub use listing::{Listing, DEFAULT_PAGE, MAX_PAGE};
 pub use replay::{EventRef, Replay, ReplayReport, ReplayRequest, REPLAY_ROUTE};
+pub use roles::{Account, Role};
 pub use settings::{
-    ConsoleFile, ConsoleSettings, OperatorFile, OperatorSettings, DEFAULT_MAX_REPLAY,
-    DEFAULT_SESSION_TTL,
+    AdminFile, AdminSettings, ConsoleFile, ConsoleSettings, OperatorEntryFile, OperatorFile,
+    OperatorSettings, DEFAULT_MAX_REPLAY, DEFAULT_SESSION_TTL,
 };
 pub use sign_in::SignInGuard;

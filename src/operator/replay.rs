@@ -3,7 +3,7 @@
 //! Idempotency-Key. A preview (`dry_run`) says what it would do and changes nothing.
 
 use super::actions::{self, EventFilter, RedeliveryResult, RedeliverySummary};
-use super::calls::{Called, Calls, Encode, Ground, Keyed};
+use super::calls::{Called, Calls, Encode, Ground, Keyed, Summary};
 use super::OperatorError;
 use crate::db::DbConnection;
 use crate::identity::EventKey;
@@ -127,6 +127,31 @@ impl ReplayReport {
     }
 }
 
+impl Summary for ReplayReport {
+    /// E.g. `200: 3 events (replayed 2, expired 1), deliveries app 2`.
+    fn summary(&self, status: u16) -> String {
+        let counts = |map: &std::collections::BTreeMap<String, usize>| {
+            map.iter()
+                .map(|(name, n)| format!("{name} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let summary = &self.summary;
+        let noun = if summary.events == 1 {
+            "event"
+        } else {
+            "events"
+        };
+        format!(
+            "{status}: {} {noun} ({}), deliveries {}{}",
+            summary.events,
+            counts(&summary.results),
+            counts(&summary.deliveries),
+            if self.truncated { ", truncated" } else { "" }
+        )
+    }
+}
+
 impl<S: Ground> Calls<S> {
     /// What replaying would do, reading only (no Idempotency-Key needed).
     pub async fn preview_replay(&self, replay: Replay) -> Result<ReplayReport, OperatorError> {
@@ -150,6 +175,7 @@ impl<S: Ground> Calls<S> {
             let results = actions::redeliver(conn, settings.destinations(), &items, now)?;
             Ok(ReplayReport::of(false, results, truncated))
         };
-        self.once(REPLAY_ROUTE, keyed, work, encode).await
+        self.once((REPLAY_ROUTE, "replay"), keyed, work, encode)
+            .await
     }
 }

@@ -4,10 +4,14 @@
 //! once it has expired anyway (at the next sign-in or sign-out, on any instance).
 //!
 //! A row is keyed by the sha256 of the session id the cookie carries, never the id itself:
-//! reading the table does not give anyone a session.
+//! reading the table does not give anyone a session. Signing in and out writes its audit
+//! row in the same transaction. The key cookies are signed with is a server secret
+//! (`server_secrets`), generated once and shared by every instance.
 
-use crate::db::schema::console_sessions;
+use super::audit::{self, Entry};
+use crate::db::schema::{console_sessions, server_secrets};
 use crate::db::{write_transaction, DbConnection};
+use crate::faults::Faults;
 use chrono::NaiveDateTime;
 use diesel::prelude::*;
 use sha2::{Digest, Sha256};
@@ -22,16 +26,18 @@ impl SessionKey {
     }
 }
 
-/// Records a session signed in at `now`, open until `expires_at`; sweeps the sessions
-/// that have expired.
+/// Records a session signed in at `now`, open until `expires_at`, with its audit row
+/// (`entry`) in the same transaction; sweeps the sessions that have expired.
 pub fn open(
     conn: &mut DbConnection,
     key: &SessionKey,
-    now: NaiveDateTime,
     expires_at: NaiveDateTime,
+    (faults, entry): (&Faults, &Entry<'_>),
 ) -> QueryResult<()> {
+    let now = entry.at.naive_utc();
     write_transaction(conn, |conn| {
         sweep_expired(conn, now)?;
+        audit::record(conn, faults, entry)?;
         diesel::insert_into(console_sessions::table)
             .values((
                 console_sessions::id.eq(&key.0),
@@ -55,10 +61,16 @@ pub fn is_open(conn: &mut DbConnection, key: &SessionKey, now: NaiveDateTime) ->
     Ok(found.is_some())
 }
 
-/// Closes the session at `now` (signing out), for every instance; sweeps the sessions
-/// that have expired. Whether it was open.
-pub fn close(conn: &mut DbConnection, key: &SessionKey, now: NaiveDateTime) -> QueryResult<bool> {
+/// Closes the session (signing out) for every instance, with its audit row (`entry`) in
+/// the same transaction; sweeps the sessions that have expired. Whether it was open.
+pub fn close(
+    conn: &mut DbConnection,
+    key: &SessionKey,
+    (faults, entry): (&Faults, &Entry<'_>),
+) -> QueryResult<bool> {
+    let now = entry.at.naive_utc();
     write_transaction(conn, |conn| {
+        audit::record(conn, faults, entry)?;
         let closed = diesel::update(
             console_sessions::table
                 .filter(console_sessions::id.eq(&key.0))
@@ -77,4 +89,27 @@ pub fn close(conn: &mut DbConnection, key: &SessionKey, now: NaiveDateTime) -> Q
 fn sweep_expired(conn: &mut DbConnection, now: NaiveDateTime) -> QueryResult<usize> {
     diesel::delete(console_sessions::table.filter(console_sessions::expires_at.le(now)))
         .execute(conn)
+}
+
+/// The server secret `name`: the one stored, or else `generated` stored now — the first
+/// instance to store one wins, and every instance reads the winner's.
+pub fn server_secret(
+    conn: &mut DbConnection,
+    name: &str,
+    generated: &str,
+    now: NaiveDateTime,
+) -> QueryResult<String> {
+    let row = (
+        server_secrets::name.eq(name),
+        server_secrets::value.eq(generated),
+        server_secrets::created_at.eq(now),
+    );
+    crate::db::dialect!(conn, c => diesel::insert_into(server_secrets::table)
+        .values(row)
+        .on_conflict_do_nothing()
+        .execute(c))?;
+    server_secrets::table
+        .filter(server_secrets::name.eq(name))
+        .select(server_secrets::value)
+        .first(conn)
 }

@@ -1,5 +1,6 @@
-//! Failed console sign-ins, per client address: after a few wrong operator tokens in a
-//! row from one address, that address must wait before trying again, longer each time.
+//! Wrong operator tokens, per client address — at the console's sign-in and on the
+//! operator API's bearer check alike (one limiter): after a few in a row from one address,
+//! that address must wait before trying again, longer each time.
 //! Other addresses are not held up (one client cannot lock the operator out), and a
 //! client's failures are forgotten after a quiet [`FORGET_AFTER`].
 
@@ -17,7 +18,7 @@ const FORGET_AFTER: Duration = Duration::from_secs(15 * 60);
 /// Clients remembered at most; the quietest are forgotten first beyond it.
 const MAX_CLIENTS: usize = 10_000;
 
-/// Failed sign-ins by client address on this instance.
+/// Wrong tokens by client address on this instance.
 #[derive(Debug, Default)]
 pub struct SignInGuard(Mutex<HashMap<Option<IpAddr>, Failures>>);
 

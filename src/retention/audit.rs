@@ -24,6 +24,8 @@ pub struct RetentionAudit {
     pub horizons: Vec<AuditLine>,
     /// The operator API's Idempotency-Key window.
     pub operator_keys: HumanDuration,
+    /// How long the audit trail of operator actions is kept.
+    pub audit_trail: HumanDuration,
 }
 
 impl RetentionAudit {
@@ -52,9 +54,14 @@ impl fmt::Display for RetentionAudit {
             value: self.operator_keys,
             origin: "configuration (at least 24h)".to_owned(),
         };
+        let trail = AuditLine {
+            name: "audit trail of operator actions (retention.audit)".to_owned(),
+            value: self.audit_trail,
+            origin: "configuration (at least 7d)".to_owned(),
+        };
         for line in std::iter::once(&events)
             .chain(&self.horizons)
-            .chain(std::iter::once(&keys))
+            .chain([&keys, &trail])
         {
             writeln!(
                 f,
@@ -103,6 +110,7 @@ mod tests {
                 line("github", "3d"),
             ],
             operator_keys: HumanDuration::parse("24h").unwrap(),
+            audit_trail: HumanDuration::parse("400d").unwrap(),
         };
         assert_eq!(audit.effective_horizon().unwrap().name, "stripe");
         assert!(audit.passes());

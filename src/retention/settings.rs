@@ -12,6 +12,8 @@ pub const DEFAULT_REPLAY_HORIZON: &str = "30d";
 pub const DEFAULT_OPERATOR_KEYS: &str = "24h";
 /// How long dead and discarded deliveries are kept after they became so.
 pub const DEFAULT_DEAD_LETTERS: &str = "30d";
+/// How long the audit trail of operator actions is kept.
+pub const DEFAULT_AUDIT: &str = "400d";
 pub const DEFAULT_SWEEP_INTERVAL: &str = "10m";
 pub const DEFAULT_SWEEP_BATCH: u32 = 1000;
 
@@ -26,6 +28,8 @@ pub struct RetentionSettings {
     pub operator_keys: HumanDuration,
     /// How long a dead or discarded delivery is kept after it became so (at least 24 h).
     pub dead_letters: HumanDuration,
+    /// How long a row of the audit trail of operator actions is kept (`retention.audit`).
+    pub audit_trail: HumanDuration,
     /// Run the sweeper inside `inlet serve` (operators may run `inlet sweep` instead).
     pub sweeper: bool,
     /// How often the sweeper runs inside `inlet serve`.
@@ -44,6 +48,7 @@ pub struct RetentionFile {
     replay_horizon: Option<String>,
     operator_keys: Option<String>,
     dead_letters: Option<String>,
+    audit: Option<String>,
     sweep_interval: Option<String>,
     sweep_batch: Option<u32>,
     sweeper: Option<bool>,
@@ -66,6 +71,32 @@ fn at_least(
 }
 
 impl RetentionFile {
+    /// The windows with a floor: operator keys, dead letters, the audit trail.
+    fn windows(&self) -> Result<(HumanDuration, HumanDuration, HumanDuration), ConfigError> {
+        let key = "retention.operator_keys";
+        let operator_keys = at_least(
+            key,
+            setting(key, self.operator_keys.as_deref(), DEFAULT_OPERATOR_KEYS)?,
+            Duration::from_secs(86_400),
+            "an operator's retry a day later must still find its key",
+        )?;
+        let key = "retention.dead_letters";
+        let dead_letters = at_least(
+            key,
+            setting(key, self.dead_letters.as_deref(), DEFAULT_DEAD_LETTERS)?,
+            Duration::from_secs(86_400),
+            "dead letters must stay long enough for an operator to look at them",
+        )?;
+        let key = "retention.audit";
+        let audit_trail = at_least(
+            key,
+            setting(key, self.audit.as_deref(), DEFAULT_AUDIT)?,
+            Duration::from_secs(7 * 86_400),
+            "who did what must stay readable well after an incident",
+        )?;
+        Ok((operator_keys, dead_letters, audit_trail))
+    }
+
     /// Validates the section and runs the audit against `source_horizons` (each source's
     /// replay horizon and where it comes from).
     pub fn validate(
@@ -82,20 +113,7 @@ impl RetentionFile {
             self.replay_horizon.as_deref(),
             DEFAULT_REPLAY_HORIZON,
         )?;
-        let key = "retention.operator_keys";
-        let operator_keys = at_least(
-            key,
-            setting(key, self.operator_keys.as_deref(), DEFAULT_OPERATOR_KEYS)?,
-            Duration::from_secs(86_400),
-            "an operator's retry a day later must still find its key",
-        )?;
-        let key = "retention.dead_letters";
-        let dead_letters = at_least(
-            key,
-            setting(key, self.dead_letters.as_deref(), DEFAULT_DEAD_LETTERS)?,
-            Duration::from_secs(86_400),
-            "dead letters must stay long enough for an operator to look at them",
-        )?;
+        let (operator_keys, dead_letters, audit_trail) = self.windows()?;
         let mut horizons = vec![AuditLine {
             name: "replay horizon (retention.replay_horizon)".to_owned(),
             value: replay_horizon,
@@ -106,6 +124,7 @@ impl RetentionFile {
             events,
             horizons,
             operator_keys,
+            audit_trail,
         };
         if !audit.passes() {
             return Err(ConfigError::new(
@@ -118,6 +137,7 @@ impl RetentionFile {
             replay_horizon,
             operator_keys,
             dead_letters,
+            audit_trail,
             sweep_interval: span(
                 "retention.sweep_interval",
                 self.sweep_interval.as_deref(),

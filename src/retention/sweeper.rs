@@ -35,6 +35,8 @@ pub struct SweepReport {
     /// Dead or discarded deliveries older than `retention.dead_letters`.
     pub dead_letters: u64,
     pub operator_requests: u64,
+    /// Rows of the audit trail older than `retention.audit`.
+    pub audit: u64,
     pub batches: u64,
 }
 
@@ -105,6 +107,7 @@ impl Sweeper {
             events: now.naive_utc(),
             deliveries: (now - self.settings.events.0).naive_utc(),
             dead_letters: (now - self.settings.dead_letters.0).naive_utc(),
+            audit: (now - self.settings.audit_trail.0).naive_utc(),
         };
         // A connection per step, never across batches: with SQLite's single connection,
         // webhooks get their turn between any two batches.
@@ -143,6 +146,7 @@ impl Sweeper {
         round.report.operator_requests = round.table("operator_requests", |c| {
             crate::idempotency::delete_expired_operator_keys(c, cutoffs.events, batch)
         })?;
+        round.report.audit = round.table("audit", |c| delete_old_audit(c, cutoffs.audit, batch))?;
         Ok(round.report)
     }
 
@@ -243,6 +247,8 @@ struct Cutoffs {
     deliveries: NaiveDateTime,
     /// Dead or discarded rows settled at or before this.
     dead_letters: NaiveDateTime,
+    /// Audit rows written at or before this.
+    audit: NaiveDateTime,
 }
 
 /// Deliveries that are done with.
@@ -285,6 +291,37 @@ fn count_finished(conn: &mut DbConnection, kind: Finished, cutoffs: &Cutoffs) ->
 fn count_expired_events(conn: &mut DbConnection, cutoff: NaiveDateTime) -> QueryResult<u64> {
     events::table
         .filter(events::expires_at.le(cutoff))
+        .count()
+        .get_result::<i64>(conn)
+        .map(|n| n.unsigned_abs())
+}
+
+/// Deletes up to `batch` audit rows written at or before `cutoff`: nothing else ever
+/// deletes one.
+fn delete_old_audit(
+    conn: &mut DbConnection,
+    cutoff: NaiveDateTime,
+    batch: i64,
+) -> QueryResult<u64> {
+    use crate::db::schema::audit;
+    let ids: Vec<i64> = audit::table
+        .filter(audit::at.le(cutoff))
+        .order(audit::id)
+        .limit(batch)
+        .select(audit::id)
+        .load(conn)?;
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    diesel::delete(audit::table.filter(audit::id.eq_any(&ids)))
+        .execute(conn)
+        .map(|n| n as u64)
+}
+
+fn count_old_audit(conn: &mut DbConnection, cutoff: NaiveDateTime) -> QueryResult<u64> {
+    use crate::db::schema::audit;
+    audit::table
+        .filter(audit::at.le(cutoff))
         .count()
         .get_result::<i64>(conn)
         .map(|n| n.unsigned_abs())
@@ -409,5 +446,6 @@ fn count_all(
     report.deliveries = count_finished(conn, Finished::Delivered, cutoffs)?;
     report.dead_letters = count_finished(conn, Finished::DeadLetters, cutoffs)?;
     report.operator_requests = count_expired_keys(conn, cutoffs.events)?;
+    report.audit = count_old_audit(conn, cutoffs.audit)?;
     Ok(report)
 }

@@ -1,36 +1,55 @@
 //! The operator API under `/admin`: inspect events and deliveries, replay events (or
-//! preview a replay), requeue or discard dead letters — every call behind the operator's
-//! bearer token (compared in constant time, never logged). Each handler parses the
+//! preview a replay), requeue or discard dead letters, reload, read the audit trail —
+//! every call behind a configured operator's bearer token (compared in constant time,
+//! never logged; wrong ones in a row make the address wait) and that operator's role
+//! (`viewer` reads, `operator` also acts, `admin` also reloads). Each handler parses the
 //! request, calls one use case of [`crate::operator::Calls`] and answers; every mutating
 //! call is idempotent: it needs an `Idempotency-Key`, claimed in the same transaction as
 //! its effect (see [`crate::idempotency`]).
 
 use super::webhooks::read_body;
-use super::{Problem, Reason};
+use super::{Problem, Reason, RequestId};
 use crate::config::Settings;
 use crate::idempotency::{Answer, REPLAYED_HEADER};
 use crate::operator::actions::{DeliveryFilter, EventFilter};
 use crate::operator::{
-    json_answer, Called, Caller, Calls, DeadLetterAction, DeadLetterReport, DeadLetterRequest,
-    DeadLetters, IdempotencyKey, Keyed, OperatorError, Replay, ReplayReport, ReplayRequest,
+    json_answer, roles, AuditFilter, Called, Caller, Calls, DeadLetterAction, DeadLetterReport,
+    DeadLetterRequest, DeadLetters, IdempotencyKey, Keyed, OperatorError, Replay, ReplayReport,
+    ReplayRequest, Role,
 };
-use crate::secret::secrets_equal;
 use crate::state::AppState;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
-use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
+use actix_web::{web, FromRequest, HttpMessage, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::sync::Arc;
 
-fn authorize(request: &HttpRequest, settings: &Settings) -> Result<Caller, Problem> {
-    let Some(token) = &settings.operator.token else {
+/// The operator whose bearer token the request carries. From an address that sent
+/// wrong tokens in a row (to the API or the console's sign-in: one limiter), nothing is
+/// looked at until its wait is over: `429` with `Retry-After`.
+fn authorize(
+    request: &HttpRequest,
+    state: &AppState,
+    settings: &Settings,
+) -> Result<Caller, Problem> {
+    if !settings.operator.any() {
         return Err(Problem::new(
             Reason::Unauthorized,
-            "the operator API is disabled: configure operator.token",
+            "the operator API is disabled: configure operator.token or [[operators]]",
         ));
-    };
+    }
+    let client = request.peer_addr().map(|peer| peer.ip());
+    if let Some(left) = state.sign_in.wait_left(client) {
+        let secs = left.as_secs().max(1);
+        refused_token("waiting", client);
+        return Err(Problem::new(
+            Reason::TooManyAttempts,
+            format!("too many wrong operator tokens from this address: try again in {secs} s"),
+        )
+        .retry_after(secs));
+    }
     let given = request
         .headers()
         .get(header::AUTHORIZATION)
@@ -42,18 +61,39 @@ fn authorize(request: &HttpRequest, settings: &Settings) -> Result<Caller, Probl
                 "send Authorization: Bearer <operator token>",
             )
         })?;
-    if !secrets_equal(given.trim().as_bytes(), token.expose().as_bytes()) {
+    let Some(account) = roles::find(&settings.operator.accounts, given.trim()) else {
+        state.sign_in.failed(client);
+        refused_token("wrong_token", client);
         return Err(Problem::new(
             Reason::Unauthorized,
             "the operator token is wrong",
         ));
-    }
-    Ok(Caller::of_token(token))
+    };
+    state.sign_in.succeeded(client);
+    let request_id = request
+        .extensions()
+        .get::<RequestId>()
+        .map(|id| id.0.clone());
+    Ok(Caller::new(
+        account,
+        "api",
+        request_id,
+        client.map(|ip| ip.to_string()),
+    ))
 }
 
-/// An authenticated operator: extracting it refuses (401) a request without the right
-/// bearer token, before anything else about the request is looked at. It carries the
-/// request's one settings snapshot, the one the token was checked against.
+/// Counts and logs a refused bearer token: the address, never the value.
+fn refused_token(reason: &'static str, client: Option<std::net::IpAddr>) {
+    metrics::counter!("inlet_operator_auth_refused_total", "surface" => "api", "reason" => reason)
+        .increment(1);
+    let client = client.map_or_else(|| "unknown".to_owned(), |ip| ip.to_string());
+    tracing::warn!(reason, %client, "operator API: bearer token refused");
+}
+
+/// An authenticated operator: extracting it refuses (401, or 429 while the address
+/// waits) a request without a configured operator's bearer token, before anything else
+/// about the request is looked at. It carries the request's one settings snapshot, the
+/// one the token was checked against.
 pub struct Authorized(Caller, Arc<Settings>);
 
 impl FromRequest for Authorized {
@@ -64,12 +104,61 @@ impl FromRequest for Authorized {
         let authorized = match request.app_data::<web::Data<AppState>>() {
             Some(state) => {
                 let settings = state.settings.current();
-                authorize(request, &settings).map(|caller| Authorized(caller, settings))
+                authorize(request, state, &settings).map(|caller| Authorized(caller, settings))
             }
             None => Err(Problem::internal("the application state is missing")),
         };
         std::future::ready(authorized)
     }
+}
+
+impl Authorized {
+    /// The caller, when its role may do `action`; else `403`, and the refusal is written
+    /// to the audit trail (the request's body is never read).
+    async fn permit(
+        self,
+        state: &AppState,
+        request: &HttpRequest,
+        (action, needed): (&'static str, Role),
+    ) -> Result<(Caller, Arc<Settings>), Problem> {
+        let Authorized(caller, settings) = self;
+        if caller.may(needed) {
+            return Ok((caller, settings));
+        }
+        let parameters = json!({ "path": request.path(), "query": request.query_string() });
+        forbidden(state, &settings, &caller, action, &parameters, needed).await
+    }
+}
+
+/// Refuses `caller` `action` for lack of the `needed` role: `403`, counted, logged and
+/// written to the audit trail (a failure to write it is logged; the answer is the same).
+pub async fn forbidden<T>(
+    state: &AppState,
+    settings: &Arc<Settings>,
+    caller: &Caller,
+    action: &'static str,
+    parameters: &Value,
+    needed: Role,
+) -> Result<T, Problem> {
+    metrics::counter!("inlet_operator_forbidden_total", "surface" => caller.surface, "action" => action)
+        .increment(1);
+    tracing::warn!(operator = %caller.name, role = caller.role.as_str(), action, "operator action refused: role");
+    let bytes = parameters.to_string().into_bytes();
+    if let Err(error) = calls(state, settings)
+        .refused(caller, action, bytes, needed)
+        .await
+    {
+        tracing::error!(%error, action, "cannot write the audit row of a refusal");
+    }
+    Err(Problem::new(
+        Reason::Forbidden,
+        format!(
+            "{action} needs the {} role; operator {} has the {} role",
+            needed.as_str(),
+            caller.name,
+            caller.role.as_str()
+        ),
+    ))
 }
 
 /// The use cases under the request's settings snapshot.
@@ -79,6 +168,7 @@ pub fn calls(state: &AppState, settings: &Arc<Settings>) -> Calls<Settings> {
         settings: settings.clone(),
         now: state.clock.now(),
         waker: state.dispatcher_waker.clone(),
+        faults: state.faults.clone(),
     }
 }
 
@@ -209,6 +299,7 @@ pub async fn retention(Authorized(_, settings): Authorized) -> Result<HttpRespon
             "effective_horizon": audit.effective_horizon().map(|h| h.value.to_string()),
             "operator_keys": audit.operator_keys.to_string(),
             "dead_letters": retention.dead_letters.to_string(),
+            "audit": retention.audit_trail.to_string(),
             "passes": audit.passes(),
             "sweep_interval": crate::duration::HumanDuration(retention.sweep_interval).to_string(),
             "sweep_batch": retention.sweep_batch,
@@ -282,7 +373,7 @@ pub fn dead_letter_answer(
 }
 
 /// `POST /admin/replay`; with `"dry_run": true` a preview that changes nothing (and so
-/// needs no Idempotency-Key).
+/// needs no Idempotency-Key, and a viewer may ask for it); else the `operator` role.
 pub async fn replay(
     Authorized(caller, settings): Authorized,
     request: HttpRequest,
@@ -293,6 +384,18 @@ pub async fn replay(
     let body = read_body(&request, payload, &settings.server).await?;
     let parsed: ReplayRequest = serde_json::from_slice(&body)
         .map_err(|e| invalid(format!("invalid replay request: {e}")))?;
+    if !parsed.dry_run && !caller.may(Role::Operator) {
+        let parameters = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        return forbidden(
+            &state,
+            &settings,
+            &caller,
+            "replay",
+            &parameters,
+            Role::Operator,
+        )
+        .await;
+    }
     let replay = Replay::parse(parsed, settings.operator.max_replay)?;
     let calls = calls(&state, &settings);
     if replay.dry_run {
@@ -313,14 +416,17 @@ pub async fn replay(
     Ok(called_response(called))
 }
 
-/// The API's requeue and discard: the key is checked before the body is read.
+/// The API's requeue and discard (the `operator` role): the role and the key are checked
+/// before the body is read.
 async fn on_dead_letters(
-    Authorized(caller, settings): Authorized,
+    operator: Authorized,
     request: HttpRequest,
     payload: web::Payload,
     state: web::Data<AppState>,
     action: DeadLetterAction,
 ) -> Result<HttpResponse, Problem> {
+    let needs = (action.name(), Role::Operator);
+    let (caller, settings) = operator.permit(&state, &request, needs).await?;
     let key = IdempotencyKey::required(idempotency_key(&request)?)?;
     let body = read_body(&request, payload, &settings.server).await?;
     let parsed: DeadLetterRequest =
@@ -357,17 +463,27 @@ pub async fn discard(
     on_dead_letters(operator, request, payload, state, DeadLetterAction::Discard).await
 }
 
-/// `POST /admin/reload`: reads the configuration file again. 200 with what changed (names
-/// only); 422 naming the key when the file is refused, and then nothing changed. No
-/// Idempotency-Key: a reload applies the file as it is now, so repeating one converges
-/// (the second finds nothing to change) and a stored answer would be stale.
-pub async fn reload(_: Authorized, state: web::Data<AppState>) -> HttpResponse {
-    match state.reloader.reload("api").await {
-        Ok(changes) => json_response(
+/// `POST /admin/reload` (the `admin` role): reads the configuration file again. 200 with
+/// what changed (names only); 422 naming the key when the file is refused, and then
+/// nothing changed. Recorded in the audit trail: an applied reload's row is written
+/// before the new settings are put in force, and a reload whose row cannot be written is
+/// not applied. No Idempotency-Key: a reload applies the file as it is now, so repeating
+/// one converges (the second finds nothing to change) and a stored answer would be stale.
+pub async fn reload(
+    operator: Authorized,
+    request: HttpRequest,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, Problem> {
+    let (caller, settings) = operator
+        .permit(&state, &request, ("reload", Role::Admin))
+        .await?;
+    let recorder = calls(&state, &settings).reload_recorder(caller);
+    match state.reloader.reload_recorded("api", recorder).await {
+        Ok(changes) => Ok(json_response(
             StatusCode::OK,
             &json!({ "result": "applied", "changes": changes }),
-        ),
-        Err(refused) => HttpResponse::build(StatusCode::UNPROCESSABLE_ENTITY)
+        )),
+        Err(refused) => Ok(HttpResponse::build(StatusCode::UNPROCESSABLE_ENTITY)
             .insert_header((
                 header::CONTENT_TYPE,
                 HeaderValue::from_static("application/problem+json"),
@@ -382,6 +498,39 @@ pub async fn reload(_: Authorized, state: web::Data<AppState>) -> HttpResponse {
                     "detail": refused.to_string(),
                 })
                 .to_string(),
-            ),
+            )),
     }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuditQuery {
+    operator: Option<String>,
+    action: Option<String>,
+    outcome: Option<String>,
+    since: Option<DateTime<Utc>>,
+    until: Option<DateTime<Utc>>,
+    cursor: Option<i64>,
+    limit: Option<i64>,
+}
+
+/// `GET /admin/audit`: the audit trail, newest first, `cursor` = the last page's
+/// `next_cursor`.
+pub async fn audit(
+    Authorized(_, settings): Authorized,
+    request: HttpRequest,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, Problem> {
+    let q: AuditQuery = query(&request)?;
+    let filter = AuditFilter {
+        operator: q.operator,
+        action: q.action,
+        outcome: q.outcome,
+        since: q.since,
+        until: q.until,
+    };
+    let rows = calls(&state, &settings)
+        .audit_trail(filter, q.cursor, q.limit)
+        .await?;
+    Ok(listing("audit", rows))
 }

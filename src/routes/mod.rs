@@ -1,5 +1,6 @@
 //! The HTTP surface: webhooks, the operator API, health and metrics — one table of routes,
-//! which the OpenAPI document is checked against — and the helpers the handlers share.
+//! which the OpenAPI document is checked against, split between the webhook listener and
+//! (with `admin.bind`) the operator surface's own — and the helpers the handlers share.
 
 pub use crate::idempotency::REPLAYED_HEADER;
 pub use middleware::{observe, RequestId};
@@ -18,8 +19,11 @@ macro_rules! routes {
         /// Every route served here, as (method, path pattern).
         pub const $table: &[(&str, &str)] = &[$((stringify!($method), $path)),*];
 
-        pub fn $register(config: &mut actix_web::web::ServiceConfig) {
-            $(config.route($path, actix_web::web::$method().to($handler));)*
+        /// Registers the routes whose path `keep` takes.
+        pub fn $register(config: &mut actix_web::web::ServiceConfig, keep: fn(&str) -> bool) {
+            $(if keep($path) {
+                config.route($path, actix_web::web::$method().to($handler));
+            })*
         }
     };
 }
@@ -47,6 +51,24 @@ routes! {
     get "/admin/retention" => admin::retention;
     get "/admin/destinations" => admin::destinations;
     post "/admin/reload" => admin::reload;
+    get "/admin/audit" => admin::audit;
+}
+
+/// What the webhook listener serves when the operator surface has a listener of its own
+/// (`admin.bind`): webhooks and health, nothing an operator uses.
+pub fn is_public(path: &str) -> bool {
+    matches!(path, WEBHOOK_ROUTE | "/healthz" | "/readyz")
+}
+
+/// What the operator surface's own listener serves: everything but webhooks (health
+/// too, for its probes).
+pub fn is_operator(path: &str) -> bool {
+    path != WEBHOOK_ROUTE
+}
+
+/// Every route.
+pub fn everything(_: &str) -> bool {
+    true
 }
 
 /// The OpenAPI 3.1 document of these routes (`openapi.json` in the repository).

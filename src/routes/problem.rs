@@ -40,6 +40,8 @@ pub enum Reason {
     DatabaseUnavailable,
     Internal,
     Unauthorized,
+    Forbidden,
+    TooManyAttempts,
     InvalidRequest,
     IdempotencyKeyMissing,
     IdempotencyKeyReused,
@@ -48,7 +50,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub const ALL: [Reason; 25] = [
+    pub const ALL: [Reason; 27] = [
         Reason::NotFound,
         Reason::MethodNotAllowed,
         Reason::UnknownSource,
@@ -69,6 +71,8 @@ impl Reason {
         Reason::DatabaseUnavailable,
         Reason::Internal,
         Reason::Unauthorized,
+        Reason::Forbidden,
+        Reason::TooManyAttempts,
         Reason::InvalidRequest,
         Reason::IdempotencyKeyMissing,
         Reason::IdempotencyKeyReused,
@@ -99,6 +103,8 @@ impl Reason {
             Reason::DatabaseUnavailable => "database_unavailable",
             Reason::Internal => "internal_error",
             Reason::Unauthorized => "unauthorized",
+            Reason::Forbidden => "forbidden",
+            Reason::TooManyAttempts => "too_many_attempts",
             Reason::InvalidRequest => "invalid_request",
             Reason::IdempotencyKeyMissing => "idempotency_key_missing",
             Reason::IdempotencyKeyReused => "idempotency_key_reused",
@@ -132,6 +138,8 @@ impl Reason {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
             Reason::Expired => StatusCode::GONE,
+            Reason::Forbidden => StatusCode::FORBIDDEN,
+            Reason::TooManyAttempts => StatusCode::TOO_MANY_REQUESTS,
             Reason::ClaimInProgress => StatusCode::CONFLICT,
             Reason::DatabaseUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             Reason::Internal => StatusCode::INTERNAL_SERVER_ERROR,
@@ -160,6 +168,8 @@ impl Reason {
             Reason::DatabaseUnavailable => "Database unavailable",
             Reason::Internal => "Internal error",
             Reason::Unauthorized => "Operator token missing or wrong",
+            Reason::Forbidden => "The operator's role may not do this",
+            Reason::TooManyAttempts => "Too many wrong operator tokens from this address",
             Reason::InvalidRequest => "Request invalid",
             Reason::IdempotencyKeyMissing => "Idempotency-Key header required",
             Reason::IdempotencyKeyReused => "Idempotency-Key reused with a different request",
@@ -183,6 +193,8 @@ impl Reason {
 pub struct Problem {
     pub reason: Reason,
     pub detail: String,
+    /// Seconds to wait before retrying, when this refusal says (else the reason's).
+    pub retry_after: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -200,7 +212,14 @@ impl Problem {
         Self {
             reason,
             detail: detail.into(),
+            retry_after: None,
         }
+    }
+
+    /// The same refusal, telling the client to wait `secs` before retrying.
+    pub fn retry_after(mut self, secs: u64) -> Self {
+        self.retry_after = Some(secs);
+        self
     }
 
     pub fn internal(detail: impl Into<String>) -> Self {
@@ -259,7 +278,10 @@ impl ResponseError for Problem {
         if self.reason == Reason::Unauthorized {
             response.insert_header((header::WWW_AUTHENTICATE, "Bearer"));
         }
-        if let Some(seconds) = self.reason.retry_after_secs() {
+        let retry_after = self
+            .retry_after
+            .or(self.reason.retry_after_secs().map(u64::from));
+        if let Some(seconds) = retry_after {
             response.insert_header((header::RETRY_AFTER, seconds.to_string()));
         }
         // The request's middleware logs refusals of routes that do not log their own.

@@ -268,7 +268,7 @@ async fn an_operator_signs_in_finds_an_event_and_signs_out(backend: Backend) {
     assert!(browser
         .text("p.notice")
         .await
-        .contains("not the operator token"));
+        .contains("not an operator's token"));
     browser.sign_in(OPERATOR_TOKEN).await;
     assert_eq!(browser.path().await, "/console/events");
     let listing = browser.text("table.events").await;
@@ -700,7 +700,7 @@ async fn repeated_wrong_tokens_make_sign_in_wait() {
     for _ in 0..4 {
         let (status, cookie, page) = attempt("wrong-token-wrong-token").await;
         assert_eq!((status, cookie), (401, false), "{page}");
-        assert!(page.contains("not the operator token"));
+        assert!(page.contains("not an operator's token"));
     }
     let (status, cookie, page) = attempt(OPERATOR_TOKEN).await;
     assert_eq!((status, cookie), (429, false), "{page}");
@@ -744,6 +744,73 @@ async fn the_console_can_have_its_own_listener() {
     );
     let error = settings.expect_err("a console without a token").to_string();
     assert!(error.contains("operator.token"), "{error}");
+}
+
+/// Two people sign in with their own tokens: the viewer reads every page and finds no
+/// action on any, the operator requeues a dead letter, and the Audit page names each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_viewer_and_an_operator_see_what_their_roles_allow() {
+    let server = application_answering(422).await;
+    let options = TestOptions {
+        operators: "[[operators]]\nname = \"vera\"\nrole = \"viewer\"\ntoken = \"viewer-token-vera-0123456789\"\n\
+                    [[operators]]\nname = \"otto\"\nrole = \"operator\"\ntoken = \"operator-token-otto-0123456789\"\n",
+        destination: Some(format!(
+            "url = \"{}/events\"\nsecret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\nname = \"app\"\nmax_attempts = 1",
+            server.uri()
+        )),
+        ..Default::default()
+    };
+    let app = spawn_app_with(Backend::Sqlite, options).await;
+    app.post_stripe(&stripe_event("evt_roles", "charge.succeeded", "ch_roles"))
+        .await
+        .assert_status(200);
+    eventually("a dead letter", || async {
+        app.deliveries_with_status("dead").await == 1
+    })
+    .await;
+    let browser = Browser::open(&app).await;
+    browser.visit("/console/login").await;
+    browser.sign_in("viewer-token-vera-0123456789").await;
+    assert_eq!(browser.text("form.signout .who").await, "vera · viewer");
+    browser.visit("/console/deliveries?status=dead").await;
+    assert!(browser.text("main").await.contains("evt_roles"));
+    let actions = browser
+        .client
+        .find_all(Locator::Css(
+            "input[name=id], button[value=requeue], button[value=discard]",
+        ))
+        .await
+        .expect("a query");
+    assert!(actions.is_empty(), "a viewer is offered no action");
+    browser.visit("/console/events/stripe/evt_roles").await;
+    assert!(browser.text("main").await.contains("Request headers"));
+    let replay = browser
+        .client
+        .find_all(Locator::Css("form[action='/console/replay/preview']"))
+        .await
+        .expect("a query");
+    assert!(replay.is_empty(), "no replay button for a viewer");
+    browser.submit("form.signout button").await;
+    browser.sign_in("operator-token-otto-0123456789").await;
+    assert_eq!(browser.text("form.signout .who").await, "otto · operator");
+    browser.visit("/console/deliveries?status=dead").await;
+    browser.click("input[name=id]").await;
+    browser.submit("button[value=requeue]").await;
+    assert!(browser.text("p.notice").await.contains("Done"));
+    browser.visit("/console/audit").await;
+    browser.screenshot("audit", Backend::Sqlite).await;
+    let trail = browser.text("table.audit").await;
+    for expected in [
+        "vera",
+        "otto",
+        "sign_in",
+        "sign_out",
+        "requeue",
+        "1 dead letter (requeued 1)",
+    ] {
+        assert!(trail.contains(expected), "{expected} in {trail}");
+    }
+    browser.close().await;
 }
 
 /// How many times `page` shows a date and time `YYYY-MM-DD<sep>HH:MM`.

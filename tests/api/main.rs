@@ -18,6 +18,7 @@ mod ingest;
 mod lifecycle;
 mod observability;
 mod operator;
+mod operators;
 mod payloads;
 mod pooler;
 mod providers;

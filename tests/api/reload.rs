@@ -389,8 +389,8 @@ async fn a_refused_reload_names_the_key_and_changes_nothing(backend: Backend) {
     assert!(text.contains("inlet_config_last_reload_timestamp_seconds"));
 
     // `inlet reload` says the same, and exits 1 on a refusal.
-    let (code, out, _) = app.run_cli(&["reload"]).await;
-    assert_eq!(code, Some(1), "{out}");
+    let (code, out, err) = app.run_cli(&["reload"]).await;
+    assert_eq!(code, Some(1), "{out}{err}");
     assert!(
         out.contains("delivery.poll_interval changes only on restart"),
         "{out}"

@@ -52,6 +52,8 @@ pub struct TestOptions {
     /// [`PrivatePgBouncer::url`]), with `database.pooler = "transaction"`; default: the
     /// run's `INLET_TEST_POSTGRES_POOLER_URL`, else direct.
     pub through_pooler: Option<String>,
+    /// More top-level TOML before `[server]`: `[[operators]]`, `[admin]`, `[console]`.
+    pub operators: &'static str,
 }
 
 impl Default for TestOptions {
@@ -73,6 +75,7 @@ impl Default for TestOptions {
             unchecked_secrets: None,
             workers: 2,
             through_pooler: None,
+            operators: "",
         }
     }
 }
@@ -83,6 +86,8 @@ pub struct TestApp {
     pub address: String,
     /// The console's own listener, when `console.bind` gives it one.
     pub console_address: Option<String>,
+    /// The operator surface's own listener, when `admin.bind` gives it one.
+    pub admin_address: Option<String>,
     pub client: reqwest::Client,
     pub clock: Arc<AdjustableClock>,
     pub faults: Arc<Faults>,
@@ -179,6 +184,8 @@ async fn start_instance(
         .unwrap_or_default();
     let toml = format!(
         r#"
+        {operators}
+
         [server]
         bind = "127.0.0.1:0"
         max_body_bytes = {MAX_BODY_BYTES}
@@ -231,6 +238,7 @@ async fn start_instance(
         sweep_interval = options.sweep_interval.unwrap_or("10m"),
         retention = options.retention,
         sources = sources_toml(&destination) + &options.extra_sources,
+        operators = options.operators,
     );
     let config_path = options.config_file.then(|| {
         let path = std::env::temp_dir().join(format!("inlet-{}.toml", unique_name()));
@@ -271,6 +279,9 @@ async fn start_instance(
     let console_address = application
         .console_port()
         .map(|port| format!("http://127.0.0.1:{port}"));
+    let admin_address = application
+        .admin_port()
+        .map(|port| format!("http://127.0.0.1:{port}"));
     let handle = application.handle();
     let server = tokio::spawn(application.run_until_stopped());
 
@@ -286,6 +297,7 @@ async fn start_instance(
         settings,
         address,
         console_address,
+        admin_address,
         client: reqwest::Client::new(),
         clock,
         faults,

@@ -137,7 +137,20 @@ impl TestApp {
         body: Option<&serde_json::Value>,
         key: Option<&str>,
     ) -> Reply {
-        let url = format!("{}{path}", self.address);
+        self.admin_as(OPERATOR_TOKEN, path, body, key).await
+    }
+
+    /// [`Self::admin`] with `token`, on the operator surface's listener (`admin.bind`'s
+    /// when it has one).
+    pub async fn admin_as(
+        &self,
+        token: &str,
+        path: &str,
+        body: Option<&serde_json::Value>,
+        key: Option<&str>,
+    ) -> Reply {
+        let base = self.admin_address.as_ref().unwrap_or(&self.address);
+        let url = format!("{base}{path}");
         let mut request = match body {
             None => self.client.get(url),
             Some(body) => self
@@ -146,7 +159,7 @@ impl TestApp {
                 .header("Content-Type", "application/json")
                 .body(body.to_string()),
         };
-        request = request.bearer_auth(OPERATOR_TOKEN);
+        request = request.bearer_auth(token);
         if let Some(key) = key {
             request = request.header("Idempotency-Key", key);
         }
@@ -184,7 +197,7 @@ impl TestApp {
         args: &[&str],
         token: &'static str,
     ) -> (Option<i32>, String, String) {
-        let address = self.address.clone();
+        let address = self.admin_address.clone().unwrap_or(self.address.clone());
         let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
         let output = tokio::task::spawn_blocking(move || {
             std::process::Command::new(env!("CARGO_BIN_EXE_inlet"))

@@ -9,16 +9,15 @@ use super::forms::{field, form_fields};
 use super::session::check_csrf;
 use super::session::{Session, PATH};
 use super::view::{self, badge, csrf_field, event_link, layout, page_response};
-use crate::config::Settings;
 use crate::idempotency::Answer;
 use crate::operator::actions::{DeadLetterResult, RedeliveryResult};
 use crate::operator::{
-    Called, DeadLetterAction, DeadLetterRequest, DeadLetters, EventRef, IdempotencyKey, Keyed,
-    Replay, ReplayReport, ReplayRequest,
+    Called, Caller, DeadLetterAction, DeadLetterRequest, DeadLetters, EventRef, IdempotencyKey,
+    Keyed, Replay, ReplayReport, ReplayRequest, Role,
 };
 use crate::routes::admin::{self, calls};
 use crate::state::AppState;
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use maud::{html, Markup};
 use serde::Serialize;
 
@@ -36,14 +35,18 @@ pub async fn replay_preview(
     let body = html! {
         p { "Replaying " (event_link(source, event_id)) " would do this; nothing has changed yet." }
         (replay_results(&preview.results))
-        form.card method="post" action={ (PATH) "/replay" } {
-            (csrf_field(&session))
-            input type="hidden" name="idempotency_key" value=(key);
-            input type="hidden" name="source" value=(source);
-            input type="hidden" name="event_id" value=(event_id);
-            button type="submit" { "Confirm replay" }
-            " "
-            a href=(view::event_href(source, event_id)) { "Cancel" }
+        @if session.may(Role::Operator) {
+            form.card method="post" action={ (PATH) "/replay" } {
+                (csrf_field(&session))
+                input type="hidden" name="idempotency_key" value=(key);
+                input type="hidden" name="source" value=(source);
+                input type="hidden" name="event_id" value=(event_id);
+                button type="submit" { "Confirm replay" }
+                " "
+                a href=(view::event_href(source, event_id)) { "Cancel" }
+            }
+        } @else {
+            p { "Replaying needs the operator role; you are signed in as a " (session.role.as_str()) "." }
         }
     };
     Ok(page_response(
@@ -52,16 +55,18 @@ pub async fn replay_preview(
     ))
 }
 
-/// `POST /console/replay`: the confirmed replay, once per form.
+/// `POST /console/replay`: the confirmed replay, once per form (the `operator` role).
 pub async fn replay(
     session: Session,
+    request: HttpRequest,
     body: web::Bytes,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ConsoleError> {
     let fields = checked_form(&session, &body)?;
+    let caller = permitted(&session, &state, &request, "replay", &fields).await?;
     let (source, event_id) = event_of(&fields)?;
     let key = form_key_of(&fields)?;
-    let called = call_replay(&state, key, source, event_id).await?;
+    let called = call_replay(&state, caller, key, source, event_id).await?;
     let report = result_of(&called)?;
     let body = html! {
         (resubmitted(&called))
@@ -104,6 +109,7 @@ async fn preview_replay(
 /// Replays one event under the form's key, as the API would.
 async fn call_replay(
     state: &AppState,
+    caller: Caller,
     key: IdempotencyKey,
     source: &str,
     event_id: &str,
@@ -111,24 +117,39 @@ async fn call_replay(
     let request = replay_of(source, event_id, false);
     let settings = state.settings.current();
     let encoded = encode(&request)?;
-    let keyed = keyed(&settings, key, &encoded)?;
+    let keyed = Keyed {
+        caller,
+        key,
+        request: &encoded,
+    };
     let replay = Replay::parse(request, settings.operator.max_replay)?;
     Ok(calls(state, &settings)
         .replay(keyed, replay, admin::replay_answer)
         .await?)
 }
 
-/// The session's caller under the form's key, for the request as `encoded`.
-fn keyed<'a>(
-    settings: &Settings,
-    key: IdempotencyKey,
-    encoded: &'a [u8],
-) -> Result<Keyed<'a>, ConsoleError> {
-    Ok(Keyed {
-        caller: Session::caller(settings)?,
-        key,
-        request: encoded,
-    })
+/// The session's caller, when its role may do `action` (the `operator` role); else
+/// `403`, written to the audit trail with the form's fields (never its CSRF token).
+async fn permitted(
+    session: &Session,
+    state: &web::Data<AppState>,
+    request: &HttpRequest,
+    action: &'static str,
+    fields: &[(String, String)],
+) -> Result<Caller, ConsoleError> {
+    let settings = state.settings.current();
+    let caller = session.caller(&settings, request)?;
+    if caller.may(Role::Operator) {
+        return Ok(caller);
+    }
+    let shown: serde_json::Map<String, serde_json::Value> = fields
+        .iter()
+        .filter(|(name, _)| name != "csrf")
+        .map(|(name, value)| (name.clone(), value.clone().into()))
+        .collect();
+    let parameters = serde_json::Value::Object(shown);
+    let needed = Role::Operator;
+    Ok(admin::forbidden(state, &settings, &caller, action, &parameters, needed).await?)
 }
 
 /// The request as the key's fingerprint covers it.
@@ -144,13 +165,20 @@ fn checked_form(session: &Session, body: &[u8]) -> Result<Vec<(String, String)>,
     Ok(fields)
 }
 
-/// `POST /console/deliveries`: requeue or discard the selected dead letters.
+/// `POST /console/deliveries`: requeue or discard the selected dead letters (the
+/// `operator` role).
 pub async fn dead_letters(
     session: Session,
+    request: HttpRequest,
     body: web::Bytes,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ConsoleError> {
     let fields = checked_form(&session, &body)?;
+    let name = match field(&fields, "action") {
+        Some("discard") => "discard",
+        _ => "requeue",
+    };
+    let caller = permitted(&session, &state, &request, name, &fields).await?;
     let action = match field(&fields, "action") {
         Some("requeue") => DeadLetterAction::Requeue,
         Some("discard") => DeadLetterAction::Discard,
@@ -174,7 +202,7 @@ pub async fn dead_letters(
         ));
     }
     let key = form_key_of(&fields)?;
-    let called = call_dead_letters(&state, key, action, ids).await?;
+    let called = call_dead_letters(&state, caller, key, action, ids).await?;
     let report = result_of(&called)?;
     let title = match action {
         DeadLetterAction::Requeue => "Requeued",
@@ -204,6 +232,7 @@ fn event_of(fields: &[(String, String)]) -> Result<(&str, &str), ConsoleError> {
 /// Requeues or discards the dead letters `ids` under the form's key, as the API would.
 async fn call_dead_letters(
     state: &AppState,
+    caller: Caller,
     key: IdempotencyKey,
     action: DeadLetterAction,
     ids: Vec<i64>,
@@ -214,7 +243,11 @@ async fn call_dead_letters(
     };
     let settings = state.settings.current();
     let encoded = encode(&request)?;
-    let keyed = keyed(&settings, key, &encoded)?;
+    let keyed = Keyed {
+        caller,
+        key,
+        request: &encoded,
+    };
     let dead = DeadLetters::parse(action, request, settings.operator.max_replay)?;
     Ok(calls(state, &settings)
         .dead_letters(keyed, dead, admin::dead_letter_answer)

@@ -8,7 +8,7 @@ use crate::routes::Problem;
 pub enum ConsoleError {
     #[error("sign in first")]
     SignIn(String),
-    #[error("the console is disabled: configure operator.token")]
+    #[error("the console is disabled: configure operator.token or [[operators]]")]
     Disabled,
     #[error("{0}")]
     Forbidden(String),

@@ -1,13 +1,15 @@
-//! Signing in and out of the console: the sign-in page, the operator token for a session
-//! cookie (with a wait after repeated wrong tokens), and signing out for every instance.
+//! Signing in and out of the console: the sign-in page, an operator's token for a session
+//! cookie (with a wait after repeated wrong tokens, shared with the API's), and signing out
+//! for every instance — each written to the audit trail.
 
 use super::error::ConsoleError;
 use super::forms::{field, form_fields};
-use super::session::{check_csrf, issue, operator_token, safe_next, set_cookie, Session, PATH};
+use super::session::{
+    check_csrf, console_caller, issue, operators, safe_next, set_cookie, Session, PATH,
+};
 use super::view;
-use crate::operator::sessions;
+use crate::operator::{roles, sessions, Account, AuditEntry, Caller};
 use crate::routes::Problem;
-use crate::secret::{secrets_equal, Secret};
 use crate::state::AppState;
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -25,40 +27,43 @@ pub async fn login_form(request: HttpRequest) -> Result<HttpResponse, ConsoleErr
     ))
 }
 
-/// `POST /console/login`: the token for a session cookie, or a clear refusal.
+/// `POST /console/login`: an operator's token for a session cookie, or a clear refusal.
 pub async fn login(
     request: HttpRequest,
     body: web::Bytes,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ConsoleError> {
     let settings = state.settings.current();
-    let token = operator_token(&settings)?;
+    let accounts = operators(&settings)?;
     let fields = form_fields(&body);
     let next = safe_next(field(&fields, "next").unwrap_or(PATH)).to_owned();
     let client = request.peer_addr().map(|peer| peer.ip());
     if let Some(left) = state.sign_in.wait_left(client) {
         refused_sign_in("waiting", &request);
-        let message = format!(
-            "Too many wrong tokens in a row. Try again in {} s.",
-            left.as_secs().max(1)
-        );
-        return Ok(view::page_response(429, view::login(&next, Some(&message))));
+        let secs = left.as_secs().max(1);
+        let message = format!("Too many wrong tokens in a row. Try again in {secs} s.");
+        let mut page = view::page_response(429, view::login(&next, Some(&message)));
+        if let Ok(value) = header::HeaderValue::from_str(&secs.to_string()) {
+            page.headers_mut().insert(header::RETRY_AFTER, value);
+        }
+        return Ok(page);
     }
     let given = field(&fields, "token").unwrap_or_default();
-    if !secrets_equal(given.trim().as_bytes(), token.expose().as_bytes()) {
+    let Some(account) = roles::find(accounts, given.trim()) else {
         state.sign_in.failed(client);
         refused_sign_in("wrong_token", &request);
-        let message = "That is not the operator token.";
+        let message = "That is not an operator's token.";
         return Ok(view::page_response(401, view::login(&next, Some(message))));
-    }
+    };
     state.sign_in.succeeded(client);
-    metrics::counter!("inlet_console_signins_total", "result" => "success").increment(1);
-    tracing::info!(peer = ?request.peer_addr(), "console sign-in");
-    let settings = &settings.console;
-    let ttl = chrono::Duration::from_std(settings.session_ttl)
+    let caller = console_caller(account, &request);
+    let console = &settings.console;
+    let ttl = chrono::Duration::from_std(console.session_ttl)
         .map_err(|e| ConsoleError::Internal(format!("session_ttl: {e}")))?;
-    let value = open_session(&state, token, ttl).await?;
-    let secure = settings.secure_cookie || request.connection_info().scheme() == "https";
+    let value = open_session(&state, account, &caller, ttl).await?;
+    metrics::counter!("inlet_console_signins_total", "result" => "success").increment(1);
+    tracing::info!(operator = %account.name, role = account.role.as_str(), peer = ?request.peer_addr(), "console sign-in");
+    let secure = console.secure_cookie || request.connection_info().scheme() == "https";
     Ok(HttpResponse::SeeOther()
         .insert_header((
             header::SET_COOKIE,
@@ -68,18 +73,25 @@ pub async fn login(
         .finish())
 }
 
-/// A new session, open in the database for `ttl`: its cookie value.
+/// A new session of `account`, open in the database for `ttl` and written to the audit
+/// trail in the same transaction: its cookie value.
 async fn open_session(
     state: &AppState,
-    token: &Secret,
+    account: &Account,
+    caller: &Caller,
     ttl: chrono::Duration,
 ) -> Result<String, ConsoleError> {
     let now = state.clock.now();
     let expires = now + ttl;
-    let (value, key) = issue(token, expires)?;
-    let (now, expires) = (now.naive_utc(), expires.naive_utc());
+    let (value, key) = issue(&state.session_key, account, expires)?;
+    let (caller, faults) = (caller.clone(), state.faults.clone());
+    let result = format!(
+        "session open until {}",
+        expires.format("%Y-%m-%d %H:%M:%S UTC")
+    );
     crate::db::on_connection(&state.pool, move |c| {
-        sessions::open(c, &key, now, expires).map_err(Problem::from)
+        let entry = AuditEntry::done(&caller, "sign_in", b"{}", &result, now);
+        sessions::open(c, &key, expires.naive_utc(), (&faults, &entry)).map_err(Problem::from)
     })
     .await?;
     Ok(value)
@@ -91,20 +103,24 @@ fn refused_sign_in(result: &'static str, request: &HttpRequest) {
     tracing::warn!(result, peer = ?request.peer_addr(), "console sign-in refused");
 }
 
-/// `POST /console/logout`: closes the session for every instance, and clears the cookie.
+/// `POST /console/logout`: closes the session for every instance (written to the audit
+/// trail in the same transaction), and clears the cookie.
 pub async fn logout(
     session: Session,
+    request: HttpRequest,
     body: web::Bytes,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ConsoleError> {
     let fields = form_fields(&body);
     check_csrf(&session, &fields)?;
-    let (key, now) = (session.key(), state.clock.now().naive_utc());
+    let caller = session.caller(&state.settings.current(), &request)?;
+    let (key, now, faults) = (session.key(), state.clock.now(), state.faults.clone());
     crate::db::on_connection(&state.pool, move |c| {
-        sessions::close(c, &key, now).map_err(Problem::from)
+        let entry = AuditEntry::done(&caller, "sign_out", b"{}", "session closed", now);
+        sessions::close(c, &key, (&faults, &entry)).map_err(Problem::from)
     })
     .await?;
-    tracing::info!(session = %session.nonce.get(..8).unwrap_or_default(), "console sign-out");
+    tracing::info!(operator = %session.name, session = %session.nonce.get(..8).unwrap_or_default(), "console sign-out");
     Ok(HttpResponse::SeeOther()
         .insert_header((header::SET_COOKIE, set_cookie("", 0, false)))
         .insert_header((header::LOCATION, format!("{PATH}/login")))

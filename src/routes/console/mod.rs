@@ -12,6 +12,7 @@
 //! ([`crate::routes::admin::replay_call`], [`crate::routes::admin::dead_letter_call`]).
 
 mod actions;
+mod audit;
 mod chart;
 mod error;
 mod forms;
@@ -50,7 +51,7 @@ pub fn register(config: &mut web::ServiceConfig) {
                     .add((header::CACHE_CONTROL, "no-store")),
             )
             .app_data(web::PayloadConfig::new(MAX_FORM_BYTES))
-            .configure(register_pages)
+            .configure(|config| register_pages(config, crate::routes::everything))
             .default_service(web::to(no_page)),
     );
 }
@@ -67,6 +68,7 @@ routes! {
     get "/deliveries" => pages::deliveries;
     post "/deliveries" => actions::dead_letters;
     get "/sources" => pages::sources;
+    get "/audit" => audit::audit;
     post "/replay/preview" => actions::replay_preview;
     post "/replay" => actions::replay;
     get "/console.css" => stylesheet;
@@ -132,8 +134,8 @@ impl ResponseError for ConsoleError {
             view::page_response(status.as_u16(), view::error_page(status, &self.to_string()));
         let extra = match self {
             Self::Problem(problem) => problem
-                .reason
-                .retry_after_secs()
+                .retry_after
+                .or(problem.reason.retry_after_secs().map(u64::from))
                 .map(|secs| (header::RETRY_AFTER, secs.to_string())),
             Self::MethodNotAllowed { allow, .. } => Some((header::ALLOW, allow.clone())),
             _ => None,

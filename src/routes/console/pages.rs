@@ -13,6 +13,7 @@ use crate::delivery::{
 use crate::observability::TrafficCounts;
 use crate::operator::actions::{self, DeliveryFilter, EventFilter};
 use crate::operator::views::{self, EventSearch, StoredOutcome};
+use crate::operator::Role;
 use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::{DateTime, NaiveDateTime, Utc};
@@ -21,7 +22,7 @@ use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 
 /// Rows per listing page.
-const PAGE: i64 = 50;
+pub(super) const PAGE: i64 = 50;
 /// Deliveries a destination's record looks at.
 const RECORD_SAMPLE: i64 = 200;
 
@@ -50,7 +51,7 @@ async fn read<T: Send + 'static>(
     Ok(found)
 }
 
-fn query_map(request: &HttpRequest) -> HashMap<String, String> {
+pub(super) fn query_map(request: &HttpRequest) -> HashMap<String, String> {
     form_urlencoded::parse(request.query_string().as_bytes())
         .into_owned()
         .filter(|(_, value)| !value.trim().is_empty())
@@ -251,7 +252,7 @@ pub async fn events(
     ))
 }
 
-fn parse_id(value: Option<&String>) -> Result<Option<i64>, ConsoleError> {
+pub(super) fn parse_id(value: Option<&String>) -> Result<Option<i64>, ConsoleError> {
     value
         .map(|v| {
             v.parse::<i64>()
@@ -326,7 +327,7 @@ fn event_filters(q: &HashMap<String, String>, state: &AppState) -> Markup {
 }
 
 /// A filter's drop-down: "any" or one of `options`, with `current` selected.
-fn choice(label: &str, name: &str, current: &str, options: &[&str]) -> Markup {
+pub(super) fn choice(label: &str, name: &str, current: &str, options: &[&str]) -> Markup {
     html! {
         label { (label)
             select name=(name) {
@@ -345,7 +346,7 @@ fn source_names(settings: &Settings) -> Vec<&str> {
 }
 
 /// The link to the next (older) page, keeping the filters.
-fn pager_href(page: &str, q: &HashMap<String, String>, before: i64) -> String {
+pub(super) fn pager_href(page: &str, q: &HashMap<String, String>, before: i64) -> String {
     let mut query = form_urlencoded::Serializer::new(String::new());
     let mut keys: Vec<&String> = q.keys().filter(|k| *k != "before").collect();
     keys.sort();
@@ -417,11 +418,13 @@ fn event_body(
                 dt { "Kept until" } dd { (api_time(&event["expires_at"], "")) }
                 dt { "Body digest" } dd.id { (shown["fingerprint"].as_str().unwrap_or_default()) }
             }
-            form.inline method="post" action={ (PATH) "/replay/preview" } {
-                (csrf_field(session))
-                input type="hidden" name="source" value=(source);
-                input type="hidden" name="event_id" value=(event_id);
-                button type="submit" { "Replay…" }
+            @if session.may(Role::Operator) {
+                form.inline method="post" action={ (PATH) "/replay/preview" } {
+                    (csrf_field(session))
+                    input type="hidden" name="source" value=(source);
+                    input type="hidden" name="event_id" value=(event_id);
+                    button type="submit" { "Replay…" }
+                }
             }
         }
         section.card {
@@ -610,16 +613,20 @@ pub async fn deliveries(
     let key = view::form_key()?;
     let body = html! {
         (delivery_filters(&q, &state))
-        form method="post" action={ (PATH) "/deliveries" } {
-            (csrf_field(&session))
-            input type="hidden" name="idempotency_key" value=(key);
-            (deliveries_table(Some(&session), &json))
-            @if any_dead {
-                div.actions {
-                    button type="submit" name="action" value="requeue" { "Requeue selected" }
-                    button.danger type="submit" name="action" value="discard" { "Discard selected" }
+        @if session.may(Role::Operator) {
+            form method="post" action={ (PATH) "/deliveries" } {
+                (csrf_field(&session))
+                input type="hidden" name="idempotency_key" value=(key);
+                (deliveries_table(Some(&session), &json))
+                @if any_dead {
+                    div.actions {
+                        button type="submit" name="action" value="requeue" { "Requeue selected" }
+                        button.danger type="submit" name="action" value="discard" { "Discard selected" }
+                    }
                 }
             }
+        } @else {
+            (deliveries_table(None, &json))
         }
         @if let Some(older) = older {
             p.pager { a href=(pager_href("/deliveries", &q, older)) { "Older →" } }

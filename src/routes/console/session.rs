@@ -1,12 +1,16 @@
-//! Signing in to the console: the operator token, once, for a signed and expiring
+//! Signing in to the console: an operator's token, once, for a signed and expiring
 //! session cookie; a CSRF token per session for every form that changes something.
 //!
-//! The cookie is `{expires}.{nonce}.{mac}`: the MAC (HMAC-SHA256 under a key derived
-//! from the operator token) covers the expiry and the nonce, so it cannot be forged or
-//! extended, and rotating the token ends every session. The nonce is the session's id:
-//! sign-in opens the session in the database (`console_sessions`, keyed by the id's
-//! sha256), every page checks it is still open there — only once the MAC is genuine, so a
-//! forged cookie costs no query — and signing out closes it for every instance sharing
+//! The cookie is `{expires}.{nonce}.{role}.{name}.{mac}` (the name in hex): the MAC
+//! (HMAC-SHA256 under the server's session key, configured or generated once and shared
+//! by every instance through the database) covers the expiry, the nonce, the operator's
+//! name and role, and a mark of that operator's token under the same key. So a cookie
+//! cannot be forged or extended, tells nothing about any token without the server's key,
+//! and survives a restart; rotating one operator's token — or changing their role, or
+//! removing them — ends that operator's sessions and no other. The nonce is the session's
+//! id: sign-in opens the session in the database (`console_sessions`, keyed by the id's
+//! sha256), every page checks it is still open there — only once the MAC is genuine, so
+//! a forged cookie costs no query — and signing out closes it for every instance sharing
 //! the database, a copied cookie included. The CSRF token is the MAC of the nonce under
 //! the same key: a page of another origin can neither read it nor compute it.
 
@@ -14,15 +18,14 @@ use super::error::ConsoleError;
 use super::forms::field;
 use crate::config::Settings;
 use crate::operator::sessions::{self, SessionKey};
-use crate::operator::Caller;
-use crate::routes::Problem;
-use crate::secret::{hmac_sha256, secrets_equal, Secret};
+use crate::operator::{Account, Caller, Role};
+use crate::routes::{Problem, RequestId};
+use crate::secret::{hmac_sha256, secrets_equal};
 use crate::state::AppState;
 use actix_web::http::header;
-use actix_web::{web, FromRequest, HttpRequest};
+use actix_web::{web, FromRequest, HttpMessage, HttpRequest};
 use chrono::{DateTime, Utc};
 use std::future::Future;
-use std::io::Read;
 use std::pin::Pin;
 
 /// The session cookie's name.
@@ -36,6 +39,9 @@ pub struct Session {
     pub(super) nonce: String,
     /// The token every form of this session carries.
     pub csrf: String,
+    /// The operator signed in, and their role.
+    pub name: String,
+    pub role: Role,
 }
 
 impl Session {
@@ -49,73 +55,117 @@ impl Session {
         given.is_some_and(|given| secrets_equal(given.as_bytes(), self.csrf.as_bytes()))
     }
 
-    /// The caller the session acts as under the request's `settings`: the operator
-    /// token's, as in the API.
-    pub fn caller(settings: &Settings) -> Result<Caller, ConsoleError> {
-        operator_token(settings).map(Caller::of_token)
+    /// Whether the operator's role may do what `needed` may (whether to show a form).
+    pub fn may(&self, needed: Role) -> bool {
+        self.role.may(needed)
+    }
+
+    /// The caller the session acts as under the request's `settings`: its operator's.
+    pub fn caller(
+        &self,
+        settings: &Settings,
+        request: &HttpRequest,
+    ) -> Result<Caller, ConsoleError> {
+        let account = settings
+            .operator
+            .account(&self.name)
+            .ok_or_else(|| ConsoleError::SignIn(next_of(request)))?;
+        Ok(console_caller(account, request))
     }
 }
 
-/// The operator token: what signs in, and what sessions are signed with.
-pub(super) fn operator_token(settings: &Settings) -> Result<&Secret, ConsoleError> {
-    settings
-        .operator
-        .token
-        .as_ref()
-        .ok_or(ConsoleError::Disabled)
+/// `account` acting through the console in `request`.
+pub(super) fn console_caller(account: &Account, request: &HttpRequest) -> Caller {
+    let request_id = request
+        .extensions()
+        .get::<RequestId>()
+        .map(|id| id.0.clone());
+    let client = request.peer_addr().map(|peer| peer.ip().to_string());
+    Caller::new(account, "console", request_id, client)
 }
 
-/// The key sessions are signed with, derived from the operator token.
-fn session_key(token: &Secret) -> [u8; 32] {
-    hmac_sha256(token.expose().as_bytes(), &[b"inlet console session key"])
+/// The operators that sign in, when the console is on.
+pub(super) fn operators(settings: &Settings) -> Result<&[Account], ConsoleError> {
+    match settings.operator.accounts.as_slice() {
+        [] => Err(ConsoleError::Disabled),
+        accounts => Ok(accounts),
+    }
 }
 
 fn mac_hex(key: &[u8; 32], parts: &[&[u8]]) -> String {
     hex::encode(hmac_sha256(key, parts))
 }
 
-/// A new session cookie value, valid until `expires`, and the session's key.
+/// The MAC of a cookie's fields for `account`.
+fn cookie_mac(key: &[u8; 32], fields: [&str; 3], account: &Account) -> String {
+    let [expires, nonce, role] = fields;
+    let mark = account.token_mark(key);
+    mac_hex(
+        key,
+        &[
+            b"session ",
+            expires.as_bytes(),
+            b" ",
+            nonce.as_bytes(),
+            b" ",
+            role.as_bytes(),
+            b" ",
+            account.name.as_bytes(),
+            b" ",
+            &mark,
+        ],
+    )
+}
+
+/// A new session cookie value for `account`, valid until `expires`, and its key.
 pub(super) fn issue(
-    token: &Secret,
+    key: &[u8; 32],
+    account: &Account,
     expires: DateTime<Utc>,
 ) -> Result<(String, SessionKey), ConsoleError> {
     let nonce = hex::encode(random_bytes::<16>()?);
     let expires = expires.timestamp().to_string();
-    let mac = mac_hex(
-        &session_key(token),
-        &[b"session ", expires.as_bytes(), b" ", nonce.as_bytes()],
-    );
-    Ok((format!("{expires}.{nonce}.{mac}"), SessionKey::of(&nonce)))
+    let role = account.role.as_str();
+    let mac = cookie_mac(key, [&expires, &nonce, role], account);
+    let name = hex::encode(account.name.as_bytes());
+    Ok((
+        format!("{expires}.{nonce}.{role}.{name}.{mac}"),
+        SessionKey::of(&nonce),
+    ))
 }
 
-/// The session a cookie value stands for, if it is genuine and unexpired at `now`.
-fn verify(token: &Secret, value: &str, now: DateTime<Utc>) -> Option<Session> {
-    let mut parts = value.splitn(3, '.');
-    let (expires, nonce, mac) = (parts.next()?, parts.next()?, parts.next()?);
-    let key = session_key(token);
-    let expected = mac_hex(
-        &key,
-        &[b"session ", expires.as_bytes(), b" ", nonce.as_bytes()],
-    );
-    if !secrets_equal(mac.as_bytes(), expected.as_bytes()) {
+/// The session a cookie value stands for, if it is genuine, unexpired at `now`, and its
+/// operator is still configured with the same token and role.
+fn verify(
+    key: &[u8; 32],
+    accounts: &[Account],
+    value: &str,
+    now: DateTime<Utc>,
+) -> Option<Session> {
+    let mut parts = value.splitn(5, '.');
+    let (expires, nonce, role) = (parts.next()?, parts.next()?, parts.next()?);
+    let (name, mac) = (parts.next()?, parts.next()?);
+    let name = String::from_utf8(hex::decode(name).ok()?).ok()?;
+    let account = accounts.iter().find(|account| account.name == name)?;
+    let expected = cookie_mac(key, [expires, nonce, role], account);
+    if !secrets_equal(mac.as_bytes(), expected.as_bytes()) || role != account.role.as_str() {
         return None;
     }
     if expires.parse::<i64>().ok()? <= now.timestamp() {
         return None;
     }
     Some(Session {
-        csrf: mac_hex(&key, &[b"csrf ", nonce.as_bytes()]),
+        csrf: mac_hex(key, &[b"csrf ", nonce.as_bytes()]),
         nonce: nonce.to_owned(),
+        name,
+        role: account.role,
     })
 }
 
 /// Bytes from the kernel's random source.
 pub fn random_bytes<const N: usize>() -> Result<[u8; N], ConsoleError> {
-    let mut bytes = [0u8; N];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut urandom| urandom.read_exact(&mut bytes))
-        .map_err(|e| ConsoleError::Internal(format!("cannot read /dev/urandom: {e}")))?;
-    Ok(bytes)
+    crate::secret::random_bytes::<N>()
+        .map_err(|e| ConsoleError::Internal(format!("cannot read /dev/urandom: {e}")))
 }
 
 /// A page that needs a session: without a genuine, unexpired one that is still open in
@@ -155,9 +205,9 @@ fn genuine_session(request: &HttpRequest) -> Result<(Session, web::Data<AppState
         .app_data::<web::Data<AppState>>()
         .ok_or_else(|| ConsoleError::Internal("the application state is missing".to_owned()))?;
     let settings = state.settings.current();
-    let token = operator_token(&settings)?;
+    let accounts = operators(&settings)?;
     let session = cookie_value(request)
-        .and_then(|value| verify(token, value, state.clock.now()))
+        .and_then(|value| verify(&state.session_key, accounts, value, state.clock.now()))
         .ok_or_else(|| ConsoleError::SignIn(next_of(request)))?;
     Ok((session, state.clone()))
 }
@@ -216,23 +266,69 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_session_is_genuine_only_unaltered_unexpired_and_under_its_token() {
-        let token = Secret::new("an-operator-token-0123");
+    fn a_session_is_genuine_only_unaltered_unexpired_and_under_its_operator() {
+        use crate::secret::Secret;
+        let key = [3u8; 32];
+        let ana = Account::named(
+            "ana".into(),
+            Role::Viewer,
+            Secret::new("ana-token-0123456789"),
+        );
+        let bo = Account::named(
+            "bo".into(),
+            Role::Operator,
+            Secret::new("bo-token-0123456789"),
+        );
+        let accounts = vec![ana.clone(), bo.clone()];
         let now = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
-        let (value, key) = issue(&token, now + chrono::Duration::hours(1)).unwrap();
-        let session = verify(&token, &value, now).expect("genuine");
-        assert_eq!(session.key(), key, "the cookie names the session opened");
+        let (value, session_key) = issue(&key, &ana, now + chrono::Duration::hours(1)).unwrap();
+        let session = verify(&key, &accounts, &value, now).expect("genuine");
+        assert_eq!(
+            session.key(),
+            session_key,
+            "the cookie names the session opened"
+        );
+        assert_eq!((session.name.as_str(), session.role), ("ana", Role::Viewer));
         assert!(session.csrf_matches(Some(&session.csrf)));
-        assert!(!session.csrf_matches(Some("0")));
-        assert!(!session.csrf_matches(None));
-        assert!(verify(&token, &value, now + chrono::Duration::hours(2)).is_none());
-        assert!(verify(&Secret::new("another-token-0123456"), &value, now).is_none());
+        assert!(!session.csrf_matches(Some("0")) && !session.csrf_matches(None));
+        assert!(verify(&key, &accounts, &value, now + chrono::Duration::hours(2)).is_none());
+        assert!(
+            verify(&[4u8; 32], &accounts, &value, now).is_none(),
+            "another server key"
+        );
         let (expires, rest) = value.split_once('.').unwrap();
         let extended = format!("{}.{rest}", expires.parse::<i64>().unwrap() + 3600);
-        assert!(verify(&token, &extended, now).is_none());
-        assert!(verify(&token, "garbage", now).is_none());
-        let (other, _) = issue(&token, now + chrono::Duration::hours(1)).unwrap();
-        assert_ne!(verify(&token, &other, now).unwrap().csrf, session.csrf);
+        assert!(verify(&key, &accounts, &extended, now).is_none());
+        let promoted = value.replace(".viewer.", ".admin.");
+        assert!(
+            verify(&key, &accounts, &promoted, now).is_none(),
+            "a role is signed"
+        );
+        assert!(verify(&key, &accounts, "garbage", now).is_none());
+        // Rotating ana's token ends her session; bo's survives.
+        let (bo_value, _) = issue(&key, &bo, now + chrono::Duration::hours(1)).unwrap();
+        let rotated = vec![
+            Account::named(
+                "ana".into(),
+                Role::Viewer,
+                Secret::new("ana-new-token-0123456789"),
+            ),
+            bo,
+        ];
+        assert!(verify(&key, &rotated, &value, now).is_none());
+        assert!(verify(&key, &rotated, &bo_value, now).is_some());
+        let demoted = vec![
+            ana.clone(),
+            Account::named(
+                "bo".into(),
+                Role::Viewer,
+                Secret::new("bo-token-0123456789"),
+            ),
+        ];
+        assert!(
+            verify(&key, &demoted, &bo_value, now).is_none(),
+            "a role change ends it"
+        );
     }
 
     #[test]

@@ -9,11 +9,12 @@ use chrono::NaiveDateTime;
 use maud::{html, Markup, DOCTYPE};
 
 /// The sections in the navigation: (path under `/console`, label).
-const SECTIONS: [(&str, &str); 4] = [
+const SECTIONS: [(&str, &str); 5] = [
     ("", "Overview"),
     ("/events", "Events"),
     ("/deliveries", "Deliveries"),
     ("/sources", "Sources"),
+    ("/audit", "Audit"),
 ];
 
 /// An HTML response with `status`.
@@ -45,6 +46,7 @@ pub fn layout(session: Option<&Session>, current: &str, title: &str, body: Marku
                             }
                         }
                         form.signout method="post" action={ (PATH) "/logout" } {
+                            span.who { (session.name) " · " (session.role.as_str()) }
                             (csrf_field(session))
                             button type="submit" { "Sign out" }
                         }
@@ -113,9 +115,9 @@ pub fn api_time(value: &serde_json::Value, missing: &str) -> String {
 /// An outcome or status as a coloured label.
 pub fn badge(text: &str) -> Markup {
     let tone = match text {
-        "accepted" | "delivered" | "closed" => "good",
+        "accepted" | "delivered" | "closed" | "done" => "good",
         "duplicate_fact" | "replayed" | "pending" | "in_progress" | "requeued" | "retry" => "calm",
-        "dead" | "expired" | "failed" => "bad",
+        "dead" | "expired" | "failed" | "refused" => "bad",
         _ => "plain",
     };
     html! { span class={ "badge " (tone) } { (text) } }
