@@ -41,7 +41,9 @@ USER 65532:65532
 ENV INLET_CONFIG=/etc/inlet/inlet.toml
 WORKDIR /var/lib/inlet
 VOLUME ["/var/lib/inlet"]
-EXPOSE 8080
+# 8080: webhooks and health; 9090: the operator surface (admin.bind in the image's
+# configuration) — publish it only where operators and Prometheus reach it.
+EXPOSE 8080 9090
 # SIGTERM drains: requests in flight get 30 s to finish.
 STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=10s --timeout=6s --start-period=10s --retries=3 \
