@@ -19,6 +19,10 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+/// The key of a reload refused because its audit row could not be written (the
+/// database's fault, not the file's).
+pub const AUDIT_KEY: &str = "audit";
+
 /// Reloads one instance's configuration; one reload at a time.
 pub struct Reloader {
     job: Arc<Job>,
@@ -212,7 +216,8 @@ impl Reloader {
         let work = tokio::task::spawn_blocking(move || {
             let _one_at_a_time = one_at_a_time;
             let outcome = job.apply(recorder.as_ref());
-            if let (Err(refused), Some(recorder)) = (&outcome, &recorder) {
+            let unrecorded = matches!(&outcome, Err(e) if e.key == AUDIT_KEY);
+            if let (Err(refused), Some(recorder), false) = (&outcome, &recorder, unrecorded) {
                 let result = format!("refused: {}: {}", refused.key, refused.message);
                 if let Err(error) = recorder.record(Outcome::Failed, &result) {
                     tracing::error!(%error, "cannot write the audit row of a refused reload");
@@ -286,22 +291,38 @@ impl Job {
         if let Some(pool) = &self.pool {
             next.check_stored_sources(&stored_sources(pool)?)?;
         }
-        if let Some(recorder) = recorder {
-            recorder
+        // The audit row is written once everything that can fail has (the new
+        // destinations are built), and before anything is put in force: a reload whose
+        // row cannot be written is not applied, and one that is recorded is.
+        let record = || match recorder {
+            Some(recorder) => recorder
                 .record(Outcome::Done, &changes.summary())
                 .map_err(|e| {
                     ConfigError::new(
-                        "audit",
+                        AUDIT_KEY,
                         format!("cannot write the audit row ({e}): nothing was applied"),
                     )
-                })?;
-        }
-        if let Some(dispatcher) = &self.dispatcher {
+                }),
+            None => Ok(()),
+        };
+        match &self.dispatcher {
             // First the dispatcher, then the settings: a delivery enqueued under the new
             // settings always finds its destination.
-            dispatcher
-                .replace_destinations(&next.destinations)
-                .map_err(|e| ConfigError::new("sources", format!("{e:#}")))?;
+            Some(dispatcher) => {
+                let mut unrecorded = None;
+                let replaced = dispatcher.replace_destinations_once(&next.destinations, || {
+                    record().map_err(|refused| {
+                        let error = anyhow::anyhow!("{refused}");
+                        unrecorded = Some(refused);
+                        error
+                    })
+                });
+                if let Some(refused) = unrecorded {
+                    return Err(refused);
+                }
+                replaced.map_err(|e| ConfigError::new("sources", format!("{e:#}")))?;
+            }
+            None => record()?,
         }
         let added: Vec<&str> = changes.sources.added.iter().map(String::as_str).collect();
         start_webhook_counters(&added, &self.outcomes);

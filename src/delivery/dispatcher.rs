@@ -212,10 +212,22 @@ impl Dispatcher {
     /// Its work grows with the number of destinations and blocks the thread: call it
     /// off the async executor (`spawn_blocking`), as a configuration reload does.
     pub fn replace_destinations(&self, destinations: &Destinations) -> anyhow::Result<()> {
+        self.replace_destinations_once(destinations, || Ok(()))
+    }
+
+    /// [`Self::replace_destinations`], once `ready` agrees: it runs after every new
+    /// destination is built (what can fail has failed) and before any is put in use; its
+    /// error leaves the current destinations in place.
+    pub fn replace_destinations_once(
+        &self,
+        destinations: &Destinations,
+        ready: impl FnOnce() -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
         self.faults.reload_builds();
         let current = self.destinations().clone();
         let prepared = prepare(destinations, &current, &self.brokers, &self.tls)?;
         self.faults.http_clients_built(prepared.clients_built);
+        ready()?;
         let next = prepared.ready;
         for (source, destination) in current.keys().filter(|key| !next.contains_key(*key)) {
             // A removed destination's gauges would otherwise keep their last value (an

@@ -59,7 +59,7 @@ pub fn check_text(name: &str, value: Option<&str>) -> Result<(), OperatorError> 
 }
 
 /// Refuses a time outside the years 1 to 9999 (both databases store those).
-fn check_time(name: &str, value: Option<DateTime<Utc>>) -> Result<(), OperatorError> {
+pub fn check_time(name: &str, value: Option<DateTime<Utc>>) -> Result<(), OperatorError> {
     match value {
         Some(at) if !(1..=9999).contains(&at.year()) => Err(OperatorError::Invalid(format!(
             "{name} must fall in the years 1 to 9999"

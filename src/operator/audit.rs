@@ -146,6 +146,8 @@ impl AuditFilter {
     pub(super) fn validate(&self) -> Result<(), OperatorError> {
         super::actions::check_text("operator", self.operator.as_deref())?;
         super::actions::check_text("action", self.action.as_deref())?;
+        super::actions::check_time("since", self.since)?;
+        super::actions::check_time("until", self.until)?;
         match self.outcome.as_deref() {
             None | Some("done" | "refused" | "failed") => Ok(()),
             Some(_) => Err(OperatorError::Invalid(
@@ -196,6 +198,8 @@ pub struct Recorder {
     pub(super) faults: Arc<Faults>,
     pub(super) caller: Caller,
     pub(super) action: &'static str,
+    /// When the action was asked for (the request's time, from the injected clock).
+    pub(super) at: DateTime<Utc>,
 }
 
 impl Recorder {
@@ -203,7 +207,7 @@ impl Recorder {
     pub fn record(&self, outcome: Outcome, result: &str) -> Result<(), OperatorError> {
         let entry = Entry {
             outcome,
-            ..Entry::done(&self.caller, self.action, b"{}", result, Utc::now())
+            ..Entry::done(&self.caller, self.action, b"{}", result, self.at)
         };
         let mut conn = self.pool.get()?;
         Ok(write_transaction(&mut conn, |conn| {

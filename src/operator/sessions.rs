@@ -70,7 +70,6 @@ pub fn close(
 ) -> QueryResult<bool> {
     let now = entry.at.naive_utc();
     write_transaction(conn, |conn| {
-        audit::record(conn, faults, entry)?;
         let closed = diesel::update(
             console_sessions::table
                 .filter(console_sessions::id.eq(&key.0))
@@ -78,6 +77,10 @@ pub fn close(
         )
         .set(console_sessions::revoked_at.eq(now))
         .execute(conn)?;
+        if closed > 0 {
+            // Once per session: a second sign-out (a double click) closes nothing.
+            audit::record(conn, faults, entry)?;
+        }
         sweep_expired(conn, now)?;
         Ok(closed > 0)
     })
@@ -94,6 +97,15 @@ fn sweep_expired(conn: &mut DbConnection, now: NaiveDateTime) -> QueryResult<usi
 /// The server secret `name`: the one stored, or else `generated` stored now — the first
 /// instance to store one wins, and every instance reads the winner's.
 pub fn server_secret(
+    conn: &mut DbConnection,
+    name: &str,
+    generated: &str,
+    now: NaiveDateTime,
+) -> QueryResult<String> {
+    write_transaction(conn, |conn| stored_secret(conn, name, generated, now))
+}
+
+fn stored_secret(
     conn: &mut DbConnection,
     name: &str,
     generated: &str,

@@ -2,7 +2,10 @@
 //! operator API's bearer check alike (one limiter): after a few in a row from one address,
 //! that address must wait before trying again, longer each time.
 //! Other addresses are not held up (one client cannot lock the operator out), and a
-//! client's failures are forgotten after a quiet [`FORGET_AFTER`].
+//! client's failures are forgotten only after a quiet [`FORGET_AFTER`] — a right token
+//! does not forget them, or anyone holding one could guess at another's without waiting.
+//! IPv6 clients are counted by their /64: one host holds a whole /64 and could otherwise
+//! step to a fresh address for every guess.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -32,6 +35,7 @@ struct Failures {
 impl SignInGuard {
     /// How long `client` must wait before trying again, when it must.
     pub fn wait_left(&self, client: Option<IpAddr>) -> Option<Duration> {
+        let client = client.map(counted_as);
         let clients = self.0.lock().ok()?;
         clients
             .get(&client)
@@ -43,6 +47,7 @@ impl SignInGuard {
     /// Counts a failure of `client`; after [`FREE_FAILURES`] each one doubles its wait,
     /// up to [`MAX_LOCKOUT`].
     pub fn failed(&self, client: Option<IpAddr>) {
+        let client = client.map(counted_as);
         let Ok(mut clients) = self.0.lock() else {
             return;
         };
@@ -66,12 +71,20 @@ impl SignInGuard {
             failures.wait_until = Some(now + wait);
         }
     }
+}
 
-    /// `client` signed in: its failures are forgotten.
-    pub fn succeeded(&self, client: Option<IpAddr>) {
-        if let Ok(mut clients) = self.0.lock() {
-            clients.remove(&client);
-        }
+/// The address a client's failures are counted under: itself for IPv4 (an IPv4-mapped
+/// IPv6 address as the IPv4 one), its /64 for IPv6.
+fn counted_as(client: IpAddr) -> IpAddr {
+    match client {
+        IpAddr::V4(_) => client,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let prefix = u128::from(v6) & !((1u128 << 64) - 1);
+                IpAddr::V6(prefix.into())
+            }
+        },
     }
 }
 
@@ -80,7 +93,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_client_waits_after_three_failures_others_do_not_and_success_forgets() {
+    fn a_client_waits_after_three_failures_and_others_do_not() {
         let guard = SignInGuard::default();
         let (one, other) = (Some([10, 0, 0, 1].into()), Some([10, 0, 0, 2].into()));
         for _ in 0..FREE_FAILURES {
@@ -95,7 +108,20 @@ mod tests {
             guard.wait_left(other).is_none(),
             "another client is not held up"
         );
-        guard.succeeded(one);
-        assert!(guard.wait_left(one).is_none());
+    }
+
+    #[test]
+    fn an_ipv6_host_is_counted_by_its_64() {
+        let guard = SignInGuard::default();
+        for host in 1..=FREE_FAILURES + 1 {
+            let address: IpAddr = format!("2001:db8:1:2::{host}").parse().unwrap();
+            guard.failed(Some(address));
+        }
+        let next: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
+        assert!(guard.wait_left(Some(next)).is_some(), "the same /64 waits");
+        let elsewhere: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert!(guard.wait_left(Some(elsewhere)).is_none());
+        let mapped: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
+        assert_eq!(counted_as(mapped), IpAddr::from([10, 0, 0, 1]));
     }
 }

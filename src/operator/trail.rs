@@ -6,6 +6,7 @@ use super::caller::Caller;
 use super::calls::{Calls, Ground};
 use super::listing::{Listing, Page};
 use super::OperatorError;
+use crate::db::write_transaction;
 
 impl<S: Ground> Calls<S> {
     /// The recorder of `caller`'s reload.
@@ -15,6 +16,7 @@ impl<S: Ground> Calls<S> {
             faults: self.faults.clone(),
             caller,
             action: "reload",
+            at: self.now,
         }
     }
 
@@ -52,7 +54,9 @@ impl<S: Ground> Calls<S> {
                 outcome: Outcome::Refused,
                 ..Entry::done(&caller, action, &parameters, &result, at)
             };
-            Ok(record(conn, &faults, &entry)?)
+            Ok(write_transaction(conn, |conn| {
+                record(conn, &faults, &entry)
+            })?)
         })
         .await
     }

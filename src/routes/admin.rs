@@ -17,6 +17,7 @@ use crate::operator::{
     DeadLetterRequest, DeadLetters, IdempotencyKey, Keyed, OperatorError, Replay, ReplayReport,
     ReplayRequest, Role,
 };
+use crate::reload::AUDIT_KEY;
 use crate::state::AppState;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
@@ -69,7 +70,6 @@ fn authorize(
             "the operator token is wrong",
         ));
     };
-    state.sign_in.succeeded(client);
     let request_id = request
         .extensions()
         .get::<RequestId>()
@@ -467,7 +467,7 @@ pub async fn discard(
 /// what changed (names only); 422 naming the key when the file is refused, and then
 /// nothing changed. Recorded in the audit trail: an applied reload's row is written
 /// before the new settings are put in force, and a reload whose row cannot be written is
-/// not applied. No Idempotency-Key: a reload applies the file as it is now, so repeating
+/// not applied (503, as for any database failure). No Idempotency-Key: a reload applies the file as it is now, so repeating
 /// one converges (the second finds nothing to change) and a stored answer would be stale.
 pub async fn reload(
     operator: Authorized,
@@ -483,6 +483,11 @@ pub async fn reload(
             StatusCode::OK,
             &json!({ "result": "applied", "changes": changes }),
         )),
+        // The database's failure, not the file's: retry later; nothing was applied.
+        Err(refused) if refused.key == AUDIT_KEY => Err(Problem::unavailable(format!(
+            "the reload was not applied: {}",
+            refused.message
+        ))),
         Err(refused) => Ok(HttpResponse::build(StatusCode::UNPROCESSABLE_ENTITY)
             .insert_header((
                 header::CONTENT_TYPE,

@@ -174,11 +174,6 @@ pub async fn dead_letters(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ConsoleError> {
     let fields = checked_form(&session, &body)?;
-    let name = match field(&fields, "action") {
-        Some("discard") => "discard",
-        _ => "requeue",
-    };
-    let caller = permitted(&session, &state, &request, name, &fields).await?;
     let action = match field(&fields, "action") {
         Some("requeue") => DeadLetterAction::Requeue,
         Some("discard") => DeadLetterAction::Discard,
@@ -188,6 +183,7 @@ pub async fn dead_letters(
             ))
         }
     };
+    let caller = permitted(&session, &state, &request, action.name(), &fields).await?;
     let ids = fields
         .iter()
         .filter(|(name, _)| name == "id")

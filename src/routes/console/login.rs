@@ -55,7 +55,6 @@ pub async fn login(
         let message = "That is not an operator's token.";
         return Ok(view::page_response(401, view::login(&next, Some(message))));
     };
-    state.sign_in.succeeded(client);
     let caller = console_caller(account, &request);
     let console = &settings.console;
     let ttl = chrono::Duration::from_std(console.session_ttl)
