@@ -13,9 +13,9 @@ use crate::config::Settings;
 use crate::idempotency::{Answer, REPLAYED_HEADER};
 use crate::operator::actions::{DeliveryFilter, EventFilter};
 use crate::operator::{
-    json_answer, roles, AuditFilter, Called, Caller, Calls, DeadLetterAction, DeadLetterReport,
-    DeadLetterRequest, DeadLetters, IdempotencyKey, Keyed, OperatorError, Replay, ReplayReport,
-    ReplayRequest, Role,
+    json_answer, roles, Account, AuditFilter, Called, Caller, Calls, DeadLetterAction,
+    DeadLetterReport, DeadLetterRequest, DeadLetters, IdempotencyKey, Keyed, OperatorError, Replay,
+    ReplayReport, ReplayRequest, Role,
 };
 use crate::reload::AUDIT_KEY;
 use crate::state::AppState;
@@ -70,16 +70,18 @@ fn authorize(
             "the operator token is wrong",
         ));
     };
+    Ok(caller_of(account, "api", request))
+}
+
+/// `account` calling through `surface` (`api`, `console`) in `request`: with the request's
+/// id and the client's address, as the audit trail records them.
+pub fn caller_of(account: &Account, surface: &'static str, request: &HttpRequest) -> Caller {
     let request_id = request
         .extensions()
         .get::<RequestId>()
         .map(|id| id.0.clone());
-    Ok(Caller::new(
-        account,
-        "api",
-        request_id,
-        client.map(|ip| ip.to_string()),
-    ))
+    let client = request.peer_addr().map(|peer| peer.ip().to_string());
+    Caller::new(account, surface, request_id, client)
 }
 
 /// Counts and logs a refused bearer token: the address, never the value.

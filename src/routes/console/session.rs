@@ -19,11 +19,11 @@ use super::forms::field;
 use crate::config::Settings;
 use crate::operator::sessions::{self, SessionKey};
 use crate::operator::{Account, Caller, Role};
-use crate::routes::{Problem, RequestId};
+use crate::routes::Problem;
 use crate::secret::{hmac_sha256, secrets_equal};
 use crate::state::AppState;
 use actix_web::http::header;
-use actix_web::{web, FromRequest, HttpMessage, HttpRequest};
+use actix_web::{web, FromRequest, HttpRequest};
 use chrono::{DateTime, Utc};
 use std::future::Future;
 use std::pin::Pin;
@@ -76,12 +76,7 @@ impl Session {
 
 /// `account` acting through the console in `request`.
 pub(super) fn console_caller(account: &Account, request: &HttpRequest) -> Caller {
-    let request_id = request
-        .extensions()
-        .get::<RequestId>()
-        .map(|id| id.0.clone());
-    let client = request.peer_addr().map(|peer| peer.ip().to_string());
-    Caller::new(account, "console", request_id, client)
+    crate::routes::admin::caller_of(account, "console", request)
 }
 
 /// The operators that sign in, when the console is on.
