@@ -19,6 +19,7 @@ pub mod faults;
 pub mod idempotency;
 pub mod identity;
 pub mod ingest;
+pub mod jq;
 pub mod ledger;
 pub mod observability;
 pub mod operator;
@@ -31,3 +32,8 @@ pub mod secret;
 pub mod signature;
 pub mod startup;
 pub mod state;
+
+/// The system allocator, counting each thread's live bytes so a jq evaluation's memory can
+/// be bounded (see [`jq`]).
+#[global_allocator]
+static ALLOCATOR: jq::Counting = jq::Counting;

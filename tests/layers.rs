@@ -24,6 +24,7 @@ const LAYERS: &[&[&str]] = &[
         "error",
         "observability",
         "faults",
+        "jq",
     ],
 ];
 
