@@ -18,7 +18,7 @@
 
 use crate::db::{DatabaseFile, DatabaseSettings};
 use crate::delivery::{
-    validate_destinations, DeliveryFile, DeliverySettings, DestinationFile, Destinations,
+    validate_destinations, DeliveryFile, DeliverySettings, DestinationFile, Destinations, JqFile,
 };
 use crate::duration::span;
 use crate::operator::{
@@ -75,6 +75,8 @@ struct RawSettings {
     retention: RetentionFile,
     #[serde(default)]
     delivery: DeliveryFile,
+    #[serde(default)]
+    jq: JqFile,
     #[serde(default)]
     operator: OperatorFile,
     #[serde(default)]
@@ -343,7 +345,8 @@ impl Settings {
         let server = raw.server.validate()?;
         let database = raw.database.validate()?;
         let delivery = raw.delivery.validate()?;
-        let (sources, destinations) = validate_sources(raw.sources, &delivery)?;
+        let (sources, mut destinations) = validate_sources(raw.sources, &delivery)?;
+        destinations.jq = raw.jq.validate()?;
         let retired_sources = validate_retired(raw.retired_sources, &sources)?;
         let operator = raw.operator.validate(raw.operators)?;
         let admin = raw.admin.validate();

@@ -92,6 +92,14 @@ enum Command {
         #[command(flatten)]
         admin: AdminArgs,
     },
+    /// Try destinations' filters and transforms against a stored event (POST
+    /// /admin/evaluate): read only, nothing enqueued.
+    Filter {
+        #[command(subcommand)]
+        action: FilterAction,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
     /// Read the audit trail of operator actions (newest first) through the operator API.
     Audit {
         #[command(flatten)]
@@ -268,6 +276,29 @@ enum EventsAction {
         source: String,
         /// The provider's event id.
         event_id: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum FilterAction {
+    /// Prints what each destination's filter decides for the event and the body its
+    /// transform would send (or what the expressions given here make of it).
+    Test {
+        /// The event's source.
+        #[arg(long)]
+        source: String,
+        /// The event id.
+        #[arg(long = "event")]
+        event_id: String,
+        /// One destination of the source (default: every one).
+        #[arg(long)]
+        destination: Option<String>,
+        /// A jq filter to try in place of the destination's own.
+        #[arg(long)]
+        filter: Option<String>,
+        /// A jq transform to try in place of the destination's own.
+        #[arg(long)]
+        transform: Option<String>,
     },
 }
 
@@ -522,6 +553,28 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Deadletters { action, admin } => deadletters(action, admin.client(&config)?).await,
         Command::Audit { query, admin } => audit(query, admin.client(&config)?).await,
+        Command::Filter {
+            action:
+                FilterAction::Test {
+                    source,
+                    event_id,
+                    destination,
+                    filter,
+                    transform,
+                },
+            admin,
+        } => {
+            let body = serde_json::json!({
+                "source": source,
+                "event_id": event_id,
+                "destination": destination,
+                "filter": filter,
+                "transform": transform,
+            });
+            let client = admin.client(&config)?;
+            print_answer(client.post("/admin/evaluate", &body).await?);
+            Ok(())
+        }
         Command::Reload { admin } => {
             let client = admin.client(&config)?;
             print_answer(client.post("/admin/reload", &serde_json::json!({})).await?);
@@ -609,6 +662,12 @@ async fn run_locally(command: Command, config: &std::path::Path) -> anyhow::Resu
                     destination.kind.label(),
                     destination.events
                 );
+                if let Some(filter) = &destination.filter {
+                    println!("  filter: {}", filter.text());
+                }
+                if let Some(transform) = &destination.transform {
+                    println!("  transform: {}", transform.text());
+                }
             }
             for source in &settings.sources {
                 if let Some(meaning) = source.provider.authenticates_sender_only() {
@@ -642,6 +701,7 @@ async fn run_locally(command: Command, config: &std::path::Path) -> anyhow::Resu
         | Command::Deadletters { .. }
         | Command::Reload { .. }
         | Command::Audit { .. }
+        | Command::Filter { .. }
         | Command::Receive { .. }
         | Command::Completions { .. }
         | Command::Man { .. }

@@ -3,10 +3,12 @@
 //! retry budget; kept across a reload while their settings stay the same.
 
 use super::bus::{self, BrokerHealth};
+use super::filters::{self, Subject};
 use super::sender::{attempt, Clients};
 use super::{
     AttemptResult, DestinationKind, DestinationSettings, Destinations, Leased, RetryBudget,
 };
+use crate::jq::{EvalError, Limits, Program};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -16,6 +18,8 @@ pub(super) struct Destination {
     pub(super) settings: DestinationSettings,
     pub(super) transport: Transport,
     pub(super) budget: Mutex<RetryBudget>,
+    /// The bounds of its transform (`[jq]`).
+    pub(super) jq: Limits,
 }
 
 /// How a destination's attempts go out.
@@ -29,6 +33,7 @@ impl Destination {
     pub(super) fn new(
         source: &str,
         settings: &DestinationSettings,
+        jq: Limits,
         health: &Arc<BrokerHealth>,
         clients: &mut Clients,
     ) -> reqwest::Result<Self> {
@@ -40,26 +45,63 @@ impl Destination {
             transport,
             budget: Mutex::new(RetryBudget::new(settings.retry_rate, settings.retry_burst)),
             settings: settings.clone(),
+            jq,
         })
     }
 
-    /// One attempt: a POST, or a publish waiting for the broker's confirmation.
+    /// One attempt: a POST, or a publish waiting for the broker's confirmation — of the
+    /// transform's output when the destination has one.
     pub(super) async fn attempt(&self, delivery: &Leased, now: DateTime<Utc>) -> AttemptResult {
         if delivery.payload.is_none() {
             // Neither the row nor its event holds the bytes (written by hand, or the event
             // deleted outside the sweeper): nothing to send, ever. A dead letter, with why.
-            return AttemptResult {
-                status: None,
-                verdict: super::Verdict::Dead,
-                error: Some(
-                    "the payload is gone: neither the delivery nor its event holds it".to_owned(),
-                ),
-            };
+            return dead("the payload is gone: neither the delivery nor its event holds it");
         }
+        let transformed;
+        let delivery = match &self.settings.transform {
+            None => delivery,
+            Some(transform) => match self.transform(transform, delivery).await {
+                Ok(body) => {
+                    transformed = body;
+                    &transformed
+                }
+                // The same bytes make the same error: no retry can fix it, a fixed
+                // transform (and a requeue) can.
+                Err(error) => return dead(&format!("transform failed: {error}")),
+            },
+        };
         match &self.transport {
             Transport::Http(client) => attempt(client, &self.settings, delivery, now).await,
             Transport::Broker(link) => link.publish(delivery, now).await,
         }
+    }
+}
+
+impl Destination {
+    /// `delivery` with the transform's output as its JSON body.
+    async fn transform(&self, transform: &Program, delivery: &Leased) -> Result<Leased, EvalError> {
+        let subject = Subject {
+            source: delivery.source.clone(),
+            event_id: delivery.event_id.clone(),
+            event_type: delivery.event_type.clone(),
+            payload: bytes::Bytes::from(delivery.body().to_vec()),
+            headers: None,
+        };
+        let body = filters::transformed(&self.jq, &self.settings.name, transform, &subject).await?;
+        Ok(Leased {
+            payload: Some(body),
+            content_type: "application/json".to_owned(),
+            ..delivery.clone()
+        })
+    }
+}
+
+/// A result that sends `delivery` to the dead letters at once.
+fn dead(error: &str) -> AttemptResult {
+    AttemptResult {
+        status: None,
+        verdict: super::Verdict::Dead,
+        error: Some(error.to_owned()),
     }
 }
 
@@ -91,9 +133,11 @@ pub(super) fn prepare(
     for (source, settings) in wanted.iter() {
         let key = (source.to_owned(), settings.name.clone());
         let destination = match current.get(&key) {
-            Some(kept) if same_destination(&kept.settings, settings) => kept.clone(),
+            Some(kept) if same_destination(&kept.settings, settings) && kept.jq == wanted.jq => {
+                kept.clone()
+            }
             _ => {
-                let fresh = Destination::new(source, settings, brokers, &mut clients)?;
+                let fresh = Destination::new(source, settings, wanted.jq, brokers, &mut clients)?;
                 let fresh = Arc::new(fresh);
                 built.push(fresh.clone());
                 fresh

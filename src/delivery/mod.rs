@@ -11,6 +11,7 @@
 mod bus;
 mod destination;
 mod dispatcher;
+pub mod filters;
 mod gate_view;
 mod gates;
 mod guard;
@@ -26,7 +27,7 @@ mod target;
 
 pub use settings::{
     validate_destinations, DeliveryFile, DeliverySettings, DestinationFile, DestinationSettings,
-    Destinations,
+    Destinations, JqFile,
 };
 
 pub use bus::{BrokerHealth, BrokerState};

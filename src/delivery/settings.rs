@@ -8,6 +8,7 @@ use super::target::DestinationKind;
 use super::RetryPolicy;
 use crate::duration::{span, HumanDuration};
 use crate::error::ConfigError;
+use crate::jq::{self, Limits, Program};
 use crate::secret::Secret;
 use crate::signature::check_standard_secret;
 use chrono::{DateTime, Utc};
@@ -73,27 +74,36 @@ pub struct DestinationSettings {
     pub retry_burst: u32,
     /// The circuit breaker and the limits, shared by every instance.
     pub gate: GateSettings,
+    /// `filter`: a jq expression that must yield `true` for an event to be enqueued here
+    /// (evaluated at ingest, after the `events` filter).
+    pub filter: Option<Program>,
+    /// `transform`: a jq expression whose output is the body sent (evaluated at send time).
+    pub transform: Option<Program>,
 }
 
 /// Every configured source's destinations, in configuration order (an empty list for a
-/// source that delivers nowhere).
+/// source that delivers nowhere), and the bounds of their filters and transforms.
 #[derive(Debug, Clone, Default)]
-pub struct Destinations(Vec<(String, Vec<DestinationSettings>)>);
+pub struct Destinations {
+    list: Vec<(String, Vec<DestinationSettings>)>,
+    /// `[jq]`.
+    pub jq: Limits,
+}
 
 impl Destinations {
     /// Adds `source`'s destinations.
     pub fn insert(&mut self, source: &str, destinations: Vec<DestinationSettings>) {
-        self.0.push((source.to_owned(), destinations));
+        self.list.push((source.to_owned(), destinations));
     }
 
     /// Whether `source` is configured.
     pub fn knows(&self, source: &str) -> bool {
-        self.0.iter().any(|(name, _)| name == source)
+        self.list.iter().any(|(name, _)| name == source)
     }
 
     /// `source`'s destinations (none for an unknown source).
     pub fn of(&self, source: &str) -> &[DestinationSettings] {
-        self.0
+        self.list
             .iter()
             .find(|(name, _)| name == source)
             .map_or(&[], |(_, destinations)| destinations.as_slice())
@@ -138,7 +148,7 @@ impl Destinations {
 
     /// Every (source, destination) pair.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &DestinationSettings)> {
-        self.0
+        self.list
             .iter()
             .flat_map(|(source, list)| list.iter().map(move |d| (source.as_str(), d)))
     }
@@ -223,6 +233,69 @@ pub struct DestinationFile {
     rate: Option<f64>,
     rate_burst: Option<u32>,
     events: Option<Vec<String>>,
+    filter: Option<String>,
+    transform: Option<String>,
+}
+
+/// `[jq]` as written: the bounds of every filter and transform.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct JqFile {
+    threads: Option<usize>,
+    time_limit: Option<String>,
+    max_steps: Option<u64>,
+    max_memory_bytes: Option<usize>,
+    max_output_bytes: Option<usize>,
+}
+
+impl JqFile {
+    pub fn validate(self) -> Result<Limits, ConfigError> {
+        let time = span(
+            "jq.time_limit",
+            self.time_limit.as_deref(),
+            jq::DEFAULT_TIME,
+        )?;
+        if time.is_zero() {
+            return Err(ConfigError::new("jq.time_limit", "must be longer than 0s"));
+        }
+        Ok(Limits {
+            threads: positive("threads", self.threads, jq::DEFAULT_THREADS)?,
+            time,
+            steps: positive("max_steps", self.max_steps, jq::DEFAULT_STEPS)?,
+            memory: positive(
+                "max_memory_bytes",
+                self.max_memory_bytes,
+                jq::DEFAULT_MEMORY,
+            )?,
+            output: positive(
+                "max_output_bytes",
+                self.max_output_bytes,
+                jq::DEFAULT_OUTPUT,
+            )?,
+        })
+    }
+}
+
+/// `value` (else `default`), refused when 0.
+fn positive<T: Default + PartialEq>(
+    key: &str,
+    value: Option<T>,
+    default: T,
+) -> Result<T, ConfigError> {
+    match value {
+        Some(zero) if zero == T::default() => {
+            Err(ConfigError::new(format!("jq.{key}"), "must be at least 1"))
+        }
+        other => Ok(other.unwrap_or(default)),
+    }
+}
+
+/// `text` compiled, or the key and the position of its error.
+fn expression(key: &str, text: Option<String>) -> Result<Option<Program>, ConfigError> {
+    let Some(text) = text else { return Ok(None) };
+    jq::compile(&text)
+        .map(Some)
+        .map_err(|e| ConfigError::new(key, format!("{e}")))
 }
 
 /// A source's destinations, validated; `prefix` is the source's key (`sources[0]`), and
@@ -307,6 +380,8 @@ impl DestinationFile {
             Secret::resolve(&self.secret).map_err(|m| ConfigError::new(key("secret"), m))?;
         check_standard_secret(&secret).map_err(|m| ConfigError::new(key("secret"), m))?;
         let (policy, retry_rate) = self.retries(&key)?;
+        let filter = expression(&key("filter"), self.filter.take())?;
+        let transform = expression(&key("transform"), self.transform.take())?;
         let gate = GateSettings::validate(
             &key,
             self.breaker.take(),
@@ -334,6 +409,8 @@ impl DestinationFile {
             policy,
             retry_rate,
             retry_burst: self.retry_burst.unwrap_or(DEFAULT_RETRY_BURST),
+            filter,
+            transform,
         })
     }
 }

@@ -6,6 +6,7 @@
 
 use super::stored_headers::stored_headers;
 use super::{Claim, Committer, IngestError, Outcome};
+use crate::delivery::filters::{self, Subject};
 use crate::delivery::Destinations;
 use crate::idempotency::Answer;
 use crate::identity::{Identity, IdentityError};
@@ -82,7 +83,8 @@ impl Intake<'_> {
                 answer,
             });
         }
-        let (claim, routing) = self.claim(&verified, &webhook)?;
+        let (mut claim, mut routing) = self.claim(&verified, &webhook)?;
+        self.filter(&mut claim, &mut routing).await;
         let event_id = claim.identity.event_id.to_string();
         let ingested = committer.commit(claim).await;
         metrics::histogram!("inlet_ingest_duration_seconds", "source" => source.name.as_str().to_owned())
@@ -160,6 +162,24 @@ impl Intake<'_> {
             payload: webhook.body.clone(),
         };
         Ok((claim, routing))
+    }
+
+    /// Drops the destinations whose `filter` does not take the claim's event (their
+    /// errors are counted and logged); the type routing already chose the candidates.
+    async fn filter(&self, claim: &mut Claim, routing: &mut Routing) {
+        if claim.destinations.is_empty() || !filters::filtered(self.destinations, &claim.source) {
+            return;
+        }
+        let subject = Subject {
+            source: claim.source.clone(),
+            event_id: claim.identity.event_id.to_string(),
+            event_type: claim.identity.event_type.clone(),
+            payload: claim.payload.clone(),
+            headers: Some(claim.headers.clone()),
+        };
+        let routed = std::mem::take(&mut claim.destinations);
+        claim.destinations = filters::keep_filtered(self.destinations, &subject, routed).await;
+        routing.routed = !claim.destinations.is_empty();
     }
 
     /// After a new fact committed: wake the dispatcher when it has outbox rows, or count it

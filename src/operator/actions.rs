@@ -5,6 +5,7 @@ use super::OperatorError;
 use crate::clock::{rfc3339, serde_rfc3339};
 use crate::db::schema::{deliveries, delivery_attempts, events, facts};
 use crate::db::DbConnection;
+use crate::delivery::filters::{self, Subject};
 use crate::delivery::Destinations;
 use crate::delivery::{Message, DEAD, DISCARDED, IN_PROGRESS, PENDING};
 use crate::identity::{EventKey, MAX_IDENTITY_BYTES};
@@ -386,8 +387,21 @@ pub struct RedeliveryResult {
     pub first_event_id: Option<String>,
     pub deliveries: usize,
     /// The destinations that get a delivery: those whose `events` filter takes the event's
-    /// stored type, as at ingest.
+    /// stored type and whose `filter` takes the stored event, as at ingest.
     pub destinations: Vec<String>,
+    /// What each type-routed destination with a `filter` decides (with today's
+    /// configuration): `enqueue`, `skip` or `error`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub filters: Vec<FilterVerdict>,
+}
+
+/// A destination's `filter` on one event.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FilterVerdict {
+    pub destination: String,
+    pub decision: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// Totals of a replay: events by result, and deliveries per destination.
@@ -419,6 +433,9 @@ struct Redelivery {
     event_type: Option<String>,
     fact: FactIdentity,
     content_type: Option<String>,
+    /// What its destinations' filters read.
+    payload: Vec<u8>,
+    headers: Option<String>,
 }
 
 /// Decides, reading only, what replaying each event does. A replay is routed like the
@@ -441,6 +458,7 @@ fn plan_redelivery(
             first_event_id,
             deliveries: destinations.len(),
             destinations,
+            filters: Vec::new(),
         };
         if !destinations.knows(source) {
             planned.push((outcome("unknown_source", None, Vec::new()), None));
@@ -463,28 +481,72 @@ fn plan_redelivery(
             planned.push((outcome("duplicate_fact", Some(first), Vec::new()), None));
             continue;
         }
-        let routed: Vec<&str> = destinations
-            .routed(source, redelivery.event_type.as_deref())
-            .map(|d| d.name.as_str())
-            .collect();
+        let (routed, filters) = filter_routed(destinations, source, event_id, &redelivery);
         if routed.is_empty() {
-            planned.push((outcome("no_destinations", None, Vec::new()), None));
+            let mut result = outcome("no_destinations", None, Vec::new());
+            result.filters = filters;
+            planned.push((result, None));
             continue;
         }
         // A destination that still has this fact pending or in flight gets it anyway.
         let mut names = Vec::with_capacity(routed.len());
         for name in routed {
-            if !outstanding(conn, source, event_id, name)? {
-                names.push(name.to_owned());
+            if !outstanding(conn, source, event_id, &name)? {
+                names.push(name);
             }
         }
-        if names.is_empty() {
-            planned.push((outcome("already_pending", None, names), None));
+        let (result, redelivery) = if names.is_empty() {
+            (outcome("already_pending", None, names), None)
         } else {
-            planned.push((outcome("requeued", None, names), Some(redelivery)));
-        }
+            (outcome("requeued", None, names), Some(redelivery))
+        };
+        planned.push((RedeliveryResult { filters, ..result }, redelivery));
     }
     Ok(planned)
+}
+
+/// The destinations a replay of the stored event goes to — its `events` type routing,
+/// then each `filter` on the stored payload and headers — and what each filter decided.
+fn filter_routed(
+    destinations: &Destinations,
+    source: &str,
+    event_id: &str,
+    redelivery: &Redelivery,
+) -> (Vec<String>, Vec<FilterVerdict>) {
+    let subject = Subject {
+        source: source.to_owned(),
+        event_id: event_id.to_owned(),
+        event_type: redelivery.event_type.clone(),
+        payload: bytes::Bytes::from(redelivery.payload.clone()),
+        headers: redelivery.headers.clone(),
+    };
+    let mut routed = Vec::new();
+    let mut verdicts = Vec::new();
+    for destination in destinations.routed(source, redelivery.event_type.as_deref()) {
+        let decision = filters::decide_blocking(destinations, destination, &subject);
+        if destination.filter.is_some() {
+            verdicts.push(FilterVerdict::of(&destination.name, &decision));
+        }
+        if decision == Ok(true) {
+            routed.push(destination.name.clone());
+        }
+    }
+    (routed, verdicts)
+}
+
+impl FilterVerdict {
+    pub fn of(destination: &str, decision: &crate::jq::Decision) -> Self {
+        let (decision, error) = match decision {
+            Ok(true) => ("enqueue", None),
+            Ok(false) => ("skip", None),
+            Err(error) => ("error", Some(error.to_string())),
+        };
+        Self {
+            destination: destination.to_owned(),
+            decision: decision.to_owned(),
+            error,
+        }
+    }
 }
 
 fn stored_redelivery(
@@ -500,15 +562,30 @@ fn stored_redelivery(
             events::fact_kind,
             events::fact_key,
             events::content_type,
+            events::payload,
+            events::headers,
         ))
-        .first::<(Option<String>, String, String, Option<String>)>(conn)
+        .first::<StoredRedelivery>(conn)
         .optional()?;
-    Ok(row.map(|(event_type, kind, key, content_type)| Redelivery {
-        event_type,
-        fact: FactIdentity { kind, key },
-        content_type,
-    }))
+    Ok(row.map(
+        |(event_type, kind, key, content_type, payload, headers)| Redelivery {
+            event_type,
+            fact: FactIdentity { kind, key },
+            content_type,
+            payload,
+            headers,
+        },
+    ))
 }
+
+type StoredRedelivery = (
+    Option<String>,
+    String,
+    String,
+    Option<String>,
+    Vec<u8>,
+    Option<String>,
+);
 
 /// Whether `destination` has a delivery of this event that is pending or in flight.
 fn outstanding(

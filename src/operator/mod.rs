@@ -9,6 +9,7 @@ mod caller;
 mod calls;
 mod dead_letters;
 mod error;
+mod evaluate;
 mod listing;
 mod replay;
 pub mod roles;
@@ -23,6 +24,9 @@ pub use caller::Caller;
 pub use calls::{json_answer, Called, Calls, Encode, Ground, IdempotencyKey, Keyed};
 pub use dead_letters::{DeadLetterAction, DeadLetterReport, DeadLetterRequest, DeadLetters};
 pub use error::OperatorError;
+pub use evaluate::{
+    DestinationEvaluation, EvaluateRequest, Evaluation, Outcome as EvaluationOutcome,
+};
 pub use listing::{Listing, DEFAULT_PAGE, MAX_PAGE};
 pub use replay::{EventRef, Replay, ReplayReport, ReplayRequest, REPLAY_ROUTE};
 pub use roles::{Account, Role};

@@ -14,8 +14,8 @@ use crate::idempotency::{Answer, REPLAYED_HEADER};
 use crate::operator::actions::{DeliveryFilter, EventFilter};
 use crate::operator::{
     json_answer, roles, Account, AuditFilter, Called, Caller, Calls, DeadLetterAction,
-    DeadLetterReport, DeadLetterRequest, DeadLetters, IdempotencyKey, Keyed, OperatorError, Replay,
-    ReplayReport, ReplayRequest, Role,
+    DeadLetterReport, DeadLetterRequest, DeadLetters, EvaluateRequest, IdempotencyKey, Keyed,
+    OperatorError, Replay, ReplayReport, ReplayRequest, Role,
 };
 use crate::reload::AUDIT_KEY;
 use crate::state::AppState;
@@ -282,6 +282,23 @@ pub async fn destinations(
         StatusCode::OK,
         &json!({ "destinations": views }),
     ))
+}
+
+/// `POST /admin/evaluate`: a destination's filter and transform (or expressions given in
+/// the body) run against a stored event. Read only: a viewer may ask.
+pub async fn evaluate(
+    Authorized(_, settings): Authorized,
+    request: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, Problem> {
+    let body = read_body(&request, payload, &settings.server).await?;
+    let parsed: EvaluateRequest = serde_json::from_slice(&body)
+        .map_err(|e| invalid(format!("invalid evaluate request: {e}")))?;
+    let evaluation = calls(&state, &settings).evaluate(parsed).await?;
+    let answer = serde_json::to_value(&evaluation)
+        .map_err(|e| Problem::from(OperatorError::Internal(e.to_string())))?;
+    Ok(json_response(StatusCode::OK, &answer))
 }
 
 /// `GET /admin/retention`: the audit's numbers.

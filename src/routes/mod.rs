@@ -45,6 +45,7 @@ routes! {
     get "/admin/events" => admin::list_events;
     get "/admin/events/{source}/{event_id}" => admin::show_event;
     post "/admin/replay" => admin::replay;
+    post "/admin/evaluate" => admin::evaluate;
     get "/admin/deliveries" => admin::list_deliveries;
     post "/admin/deliveries/requeue" => admin::requeue;
     post "/admin/deliveries/discard" => admin::discard;

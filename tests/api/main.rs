@@ -8,6 +8,7 @@ mod console;
 mod delivery;
 mod docs_reference;
 mod ed25519;
+mod filters;
 mod gates;
 mod groups;
 #[path = "../helpers/mod.rs"]

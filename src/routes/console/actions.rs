@@ -159,7 +159,10 @@ fn encode(request: &impl Serialize) -> Result<Vec<u8>, ConsoleError> {
 }
 
 /// A posted form's fields, once its CSRF token is checked.
-fn checked_form(session: &Session, body: &[u8]) -> Result<Vec<(String, String)>, ConsoleError> {
+pub(super) fn checked_form(
+    session: &Session,
+    body: &[u8],
+) -> Result<Vec<(String, String)>, ConsoleError> {
     let fields = form_fields(body);
     check_csrf(session, &fields)?;
     Ok(fields)
@@ -307,7 +310,7 @@ fn dead_letter_results(results: &[DeadLetterResult]) -> Markup {
 fn replay_results(results: &[RedeliveryResult]) -> Markup {
     html! {
         table.results {
-            thead { tr { th { "Event" } th { "Result" } th { "Deliveries" } th { "Destinations" } } }
+            thead { tr { th { "Event" } th { "Result" } th { "Deliveries" } th { "Destinations" } th { "Filters" } } }
             tbody {
                 @for row in results {
                     tr {
@@ -320,6 +323,13 @@ fn replay_results(results: &[RedeliveryResult]) -> Markup {
                         }
                         td.num { (row.deliveries) }
                         td { @for d in &row.destinations { (d) " " } }
+                        td {
+                            @for f in &row.filters {
+                                (f.destination) " " (badge(&f.decision))
+                                @if let Some(error) = &f.error { " " span.error { (error) } }
+                                br;
+                            }
+                        }
                     }
                 }
             }

@@ -15,6 +15,7 @@ mod actions;
 mod audit;
 mod chart;
 mod error;
+mod evaluate;
 mod forms;
 mod login;
 mod pages;
@@ -71,6 +72,7 @@ routes! {
     get "/audit" => audit::audit;
     post "/replay/preview" => actions::replay_preview;
     post "/replay" => actions::replay;
+    post "/evaluate" => evaluate::evaluate;
     get "/console.css" => stylesheet;
 }
 

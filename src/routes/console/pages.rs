@@ -2,6 +2,7 @@
 
 use super::chart;
 use super::error::ConsoleError;
+use super::evaluate::routing_section;
 use super::session::{Session, PATH};
 use super::view::{self, api_time, badge, csrf_field, event_link, layout, page_response, time};
 use crate::config::Settings;
@@ -13,7 +14,8 @@ use crate::delivery::{
 use crate::observability::TrafficCounts;
 use crate::operator::actions::{self, DeliveryFilter, EventFilter};
 use crate::operator::views::{self, EventSearch, StoredOutcome};
-use crate::operator::Role;
+use crate::operator::{EvaluateRequest, Role};
+use crate::routes::admin;
 use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::{DateTime, NaiveDateTime, Utc};
@@ -388,7 +390,20 @@ pub async fn event(
             "No stored event {source}/{event_id}: it never arrived, or it was swept after the retention window."
         )));
     };
-    let body = event_body(&session, &shown, &siblings)?;
+    let settings = state.settings.current();
+    let names: Vec<String> = (settings.destinations.of(&source).iter())
+        .map(|d| d.name.clone())
+        .collect();
+    let request = EvaluateRequest {
+        source: source.clone(),
+        event_id: event_id.clone(),
+        destination: None,
+        filter: None,
+        transform: None,
+    };
+    let evaluation = admin::calls(&state, &settings).evaluate(request).await.ok();
+    let routing = routing_section(&session, evaluation.as_ref(), &source, &event_id, &names);
+    let body = html! { (event_body(&session, &shown, &siblings)?) (routing) };
     Ok(page_response(
         200,
         layout(

@@ -115,9 +115,9 @@ pub fn api_time(value: &serde_json::Value, missing: &str) -> String {
 /// An outcome or status as a coloured label.
 pub fn badge(text: &str) -> Markup {
     let tone = match text {
-        "accepted" | "delivered" | "closed" | "done" => "good",
+        "accepted" | "delivered" | "closed" | "done" | "enqueue" | "matches" => "good",
         "duplicate_fact" | "replayed" | "pending" | "in_progress" | "requeued" | "retry" => "calm",
-        "dead" | "expired" | "failed" | "refused" => "bad",
+        "dead" | "expired" | "failed" | "refused" | "error" => "bad",
         _ => "plain",
     };
     html! { span class={ "badge " (tone) } { (text) } }
