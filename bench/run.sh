@@ -64,6 +64,10 @@
 #                         8. its server binary's size, and Inlet c64 unique on PostgreSQL
 #                         and on SQLite FULL served by it (the same load generator, a fresh
 #                         database each), in two rounds taking turns, after the runs above
+#   FILTERS=1             9. jq filters and transforms (bench/filters.sh, on PostgreSQL
+#                         and SQLite): ingest with one and with five filtered destinations
+#                         against as many plain ones and the database ceiling, and the
+#                         drain rate with a transform against without ("" for none)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The load generator opens up to 1,024 connections, the idle run 10,000: the hard limit.
@@ -88,6 +92,7 @@ ROUNDS=${ROUNDS:-3}
 MANY=${MANY-1}
 IDLE_CONNECTIONS=${IDLE_CONNECTIONS:-10000}
 PROFILES=${PROFILES:-release}
+FILTERS=${FILTERS-1}
 SECRET=whsec_bench_secret_for_local_runs_0123456789
 
 for d in "$DURATION" "$E2E_DURATION" "$BUS_DURATION"; do
@@ -544,6 +549,11 @@ for kind in $BUS_KINDS; do
     bus "$kind" "$backend"
   done
 done
+
+if [ -z "$ONLY_BUS" ] && [ -n "$FILTERS" ]; then
+  echo "== filters and transforms (bench/filters.sh)"
+  BIN="$bin" DURATION="$DURATION" PORT_BASE=$((PORT_BASE + 200)) PG_ADMIN="$PG_ADMIN" bench/filters.sh
+fi
 
 echo "== summary (took $((SECONDS / 60)) min $((SECONDS % 60)) s)"
 report summary "$results" ${ONLY_BUS:+bus}

@@ -553,28 +553,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Deadletters { action, admin } => deadletters(action, admin.client(&config)?).await,
         Command::Audit { query, admin } => audit(query, admin.client(&config)?).await,
-        Command::Filter {
-            action:
-                FilterAction::Test {
-                    source,
-                    event_id,
-                    destination,
-                    filter,
-                    transform,
-                },
-            admin,
-        } => {
-            let body = serde_json::json!({
-                "source": source,
-                "event_id": event_id,
-                "destination": destination,
-                "filter": filter,
-                "transform": transform,
-            });
-            let client = admin.client(&config)?;
-            print_answer(client.post("/admin/evaluate", &body).await?);
-            Ok(())
-        }
+        Command::Filter { action, admin } => filter(action, admin.client(&config)?).await,
         Command::Reload { admin } => {
             let client = admin.client(&config)?;
             print_answer(client.post("/admin/reload", &serde_json::json!({})).await?);
@@ -653,31 +632,7 @@ async fn run_locally(command: Command, config: &std::path::Path) -> anyhow::Resu
             Ok(())
         }
         Command::CheckConfig => {
-            println!("configuration {} is valid", config.display());
-            println!("{}", settings.retention.audit);
-            for (source, destination) in settings.destinations.iter() {
-                println!(
-                    "destination {source}/{} ({}) receives {}",
-                    destination.name,
-                    destination.kind.label(),
-                    destination.events
-                );
-                if let Some(filter) = &destination.filter {
-                    println!("  filter: {}", filter.text());
-                }
-                if let Some(transform) = &destination.transform {
-                    println!("  transform: {}", transform.text());
-                }
-            }
-            for source in &settings.sources {
-                if let Some(meaning) = source.provider.authenticates_sender_only() {
-                    println!(
-                        "note: source {} ({}) {meaning}",
-                        source.name,
-                        source.provider.name()
-                    );
-                }
-            }
+            check_config(&settings, config);
             Ok(())
         }
         Command::Sweep { dry_run } => sweep(settings, dry_run).await,
@@ -707,6 +662,56 @@ async fn run_locally(command: Command, config: &std::path::Path) -> anyhow::Resu
         | Command::Man { .. }
         | Command::Healthcheck { .. } => {
             unreachable!("dispatched before the configuration is read")
+        }
+    }
+}
+
+/// `inlet filter test`: the evaluation `POST /admin/evaluate` answers, printed.
+async fn filter(action: FilterAction, client: AdminClient) -> anyhow::Result<()> {
+    let FilterAction::Test {
+        source,
+        event_id,
+        destination,
+        filter,
+        transform,
+    } = action;
+    let body = serde_json::json!({
+        "source": source,
+        "event_id": event_id,
+        "destination": destination,
+        "filter": filter,
+        "transform": transform,
+    });
+    print_answer(client.post("/admin/evaluate", &body).await?);
+    Ok(())
+}
+
+/// `inlet check-config` on a configuration that loaded: the retention audit, each
+/// destination's routing, and what each source's scheme really proves.
+fn check_config(settings: &Settings, config: &std::path::Path) {
+    println!("configuration {} is valid", config.display());
+    println!("{}", settings.retention.audit);
+    for (source, destination) in settings.destinations.iter() {
+        println!(
+            "destination {source}/{} ({}) receives {}",
+            destination.name,
+            destination.kind.label(),
+            destination.events
+        );
+        if let Some(filter) = &destination.filter {
+            println!("  filter: {}", filter.text());
+        }
+        if let Some(transform) = &destination.transform {
+            println!("  transform: {}", transform.text());
+        }
+    }
+    for source in &settings.sources {
+        if let Some(meaning) = source.provider.authenticates_sender_only() {
+            println!(
+                "note: source {} ({}) {meaning}",
+                source.name,
+                source.provider.name()
+            );
         }
     }
 }

@@ -351,6 +351,26 @@ impl DestinationFile {
         Ok((policy, retry_rate))
     }
 
+    /// `name`, or the URL's host, port and path (never the query or credentials: they may
+    /// hold tokens).
+    fn name(
+        &mut self,
+        key: &dyn Fn(&str) -> String,
+        host: &str,
+        url: &reqwest::Url,
+        kind: &DestinationKind,
+    ) -> Result<String, ConfigError> {
+        match self.name.take() {
+            Some(name) if !name.is_empty() && name.len() <= 128 => Ok(name),
+            Some(_) => Err(ConfigError::new(key("name"), "must be 1 to 128 characters")),
+            None => Ok(format!(
+                "{host}{}{}",
+                url.port().map(|p| format!(":{p}")).unwrap_or_default(),
+                kind.default_name_path(url.path())
+            )),
+        }
+    }
+
     fn validate(mut self, prefix: &str, typed: bool) -> Result<DestinationSettings, ConfigError> {
         let key = |field: &str| format!("{prefix}.{field}");
         let events = EventTypeFilter::parse(&key("events"), self.events.take(), typed)?;
@@ -366,16 +386,7 @@ impl DestinationFile {
             self.routing_key.take(),
         )
         .map_err(|(field, message)| ConfigError::new(key(field), message))?;
-        let name = match self.name.take() {
-            Some(name) if !name.is_empty() && name.len() <= 128 => name,
-            Some(_) => return Err(ConfigError::new(key("name"), "must be 1 to 128 characters")),
-            // Never the query or credentials: they may hold tokens.
-            None => format!(
-                "{host}{}{}",
-                url.port().map(|p| format!(":{p}")).unwrap_or_default(),
-                kind.default_name_path(url.path())
-            ),
-        };
+        let name = self.name(&key, host, &url, &kind)?;
         let secret =
             Secret::resolve(&self.secret).map_err(|m| ConfigError::new(key("secret"), m))?;
         check_standard_secret(&secret).map_err(|m| ConfigError::new(key("secret"), m))?;

@@ -128,7 +128,7 @@ pub fn charge() {
     if LIVE.with(Cell::get) > HEAP_CEILING.with(Cell::get) {
         resume_unwind(Box::new(Exhausted::Memory));
     }
-    if left % CHECK_EVERY == 0 {
+    if left.is_multiple_of(CHECK_EVERY) {
         check();
     }
 }

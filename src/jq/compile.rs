@@ -83,9 +83,7 @@ pub fn compile(text: &str) -> Result<Program, CompileError> {
             let (part, message) = errors
                 .into_iter()
                 .flat_map(|(_, errors)| errors)
-                .map(|(part, undefined)| {
-                    (part, format!("undefined {} '{part}'", undefined.as_str()))
-                })
+                .map(|(part, undefined)| (part, undefined_message(part, &undefined)))
                 .next()
                 .unwrap_or(("", "does not compile".to_owned()));
             located(text, part, message)
@@ -135,6 +133,14 @@ fn metered_range<'a>(mut cv: jaq_core::Cv<'a, Metered>) -> jaq_core::ValXs<'a, V
         }
         Some(Ok(x))
     }))
+}
+
+/// `undefined filter 'startwith/1'`: a filter is named with its arity, as jq does.
+fn undefined_message(part: &str, undefined: &jaq_core::compile::Undefined) -> String {
+    match undefined {
+        jaq_core::compile::Undefined::Filter(arity) => format!("undefined filter '{part}/{arity}'"),
+        other => format!("undefined {} '{part}'", other.as_str()),
+    }
 }
 
 fn load_error(text: &str, errors: load::Errors<&str, ()>) -> CompileError {

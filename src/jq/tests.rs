@@ -208,3 +208,17 @@ fn twenty_evaluations_at_once_each_get_their_own_answer() {
         assert_eq!(decision, Ok(n % 2 == 0), "{n}");
     }
 }
+
+#[test]
+fn the_books_error_messages_are_the_ones_given() {
+    let undefined = compile(".a | startwith(\"x\")").expect_err("undefined");
+    assert_eq!(
+        undefined.to_string(),
+        "line 1, column 6: undefined filter 'startwith/1'"
+    );
+    let unfinished = compile(".a |\n").expect_err("unfinished");
+    assert_eq!(
+        unfinished.to_string(),
+        "line 2, column 1: expected term, found the end"
+    );
+}

@@ -20,6 +20,7 @@ crate::on_both_backends!(
     a_replay_is_previewed_then_confirmed,
     forms_without_the_csrf_token_and_pages_without_a_session_are_refused,
     an_open_breaker_stands_out_on_the_sources_page_and_the_overview,
+    the_event_page_shows_filters_and_tries_an_expression,
 );
 
 /// A chromedriver of this test's own, on a free port; killed when dropped.
@@ -532,6 +533,52 @@ async fn a_replay_is_previewed_then_confirmed(backend: Backend) {
     assert!(page.contains("already submitted"), "{page}");
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(delivered().await, Some(2), "the confirmation replays once");
+    browser.close().await;
+}
+
+async fn the_event_page_shows_filters_and_tries_an_expression(backend: Backend) {
+    let server = application_answering(200).await;
+    let filter = "filter = '.data.object.amount > 5000'\ntransform = '{paid: .data.object.amount}'";
+    let app = app_delivering_with(backend, &server, filter).await;
+    app.post_stripe(&stripe_event("evt_console_filter", "invoice.paid", "in_f"))
+        .await
+        .assert_status(200);
+    let browser = Browser::open(&app).await;
+    browser.visit("/console/login").await;
+    browser.sign_in(OPERATOR_TOKEN).await;
+    browser
+        .visit("/console/events/stripe/evt_console_filter")
+        .await;
+    // The event's amount is 2000: the filter skips it, the transform shows its shape.
+    let section = browser.text("#routing table#evaluation").await;
+    assert!(section.contains(".data.object.amount > 5000"), "{section}");
+    assert!(section.contains("skip"), "{section}");
+    assert!(section.contains("\"paid\": 2000"), "{section}");
+    let field = browser.element("form.try textarea[name=filter]").await;
+    field
+        .send_keys(".data.object.amount == 2000 and $type == \"invoice.paid\"")
+        .await
+        .expect("type a filter");
+    browser.submit("form.try button[type=submit]").await;
+    assert_eq!(browser.path().await, "/console/evaluate");
+    let result = browser.text("table#evaluation").await;
+    assert!(result.contains("enqueue"), "{result}");
+    // What was typed is shown escaped, as text, and kept in the form.
+    let kept = browser.element("form.try textarea[name=filter]").await;
+    let typed = kept
+        .prop("value")
+        .await
+        .expect("the field")
+        .unwrap_or_default();
+    assert!(typed.contains("$type == \"invoice.paid\""), "{typed}");
+    browser.screenshot("filters", backend).await;
+    let broken = browser
+        .form_body("form.try", &[("filter", ".data |\n map(")])
+        .await;
+    let (status, page) = browser.post_from_page("/console/evaluate", &broken).await;
+    assert_eq!(status, 400, "{page}");
+    assert!(page.contains("line 2"), "{page}");
+    assert_eq!(app.count_deliveries().await, 0, "trying changes nothing");
     browser.close().await;
 }
 

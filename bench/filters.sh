@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# What jq filters and transforms cost, in one run per backend, beside the database's own
+# ceiling measured in the same run:
+#
+#   ceiling     `inlet bench --ceiling`: accepted webhooks' statements on the database
+#               alone (PostgreSQL: 16 connections; SQLite: one), no HTTP, no filter
+#   ingest      `inlet serve` (dispatcher off) loaded by `inlet bench` at concurrency 64
+#               for DURATION, a fresh database each, with
+#                 plain1    one destination, no filter (every webhook writes one row)
+#                 filter1   the same destination with a filter that takes every event
+#                 plain5    five destinations, no filter (five rows per webhook)
+#                 filter5   the same five, each with that filter (five evaluations)
+#               reported as accepted/s and latency, and the ratio of each filtered run to
+#               the plain run with as many rows
+#   drain       one outbox (FILL of ingest at c64), copied, drained by `inlet deliver
+#               --once` into `inlet bench --sink` (200 after SINK_DELAY): plain, then with
+#               a transform on the destination; deliveries/s and the ratio
+#
+# The filter reads the payload and compares (`.type == "bench.event" and (.data.object.id
+# | startswith("obj_"))`); the transform builds a three-field object with `$type`.
+# Settings (environment):
+#   DURATION=10s  FILL=10s  SINK_DELAY=5ms  BACKENDS="postgres sqlite"  PORT_BASE=18280
+#   BIN=path/to/inlet (default: build this checkout's release binary)
+#   PG_ADMIN=postgres://postgres@127.0.0.1:5432/postgres
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=${DURATION:-10s}
+FILL=${FILL:-10s}
+SINK_DELAY=${SINK_DELAY:-5ms}
+BACKENDS=${BACKENDS-postgres sqlite}
+PORT_BASE=${PORT_BASE:-18280}
+PG_ADMIN=${PG_ADMIN:-postgres://postgres@127.0.0.1:5432/postgres}
+SECRET=whsec_bench_secret_for_local_runs_0123456789
+FILTER='.type == "bench.event" and (.data.object.id | startswith("obj_"))'
+TRANSFORM='{id: .id, type: $type, object: .data.object.id}'
+
+if [ -z "${BIN:-}" ]; then
+  echo "== building (release)"
+  cargo build --release --quiet --bin inlet
+fi
+bin=${BIN:-${CARGO_TARGET_DIR:-target}/release/inlet}
+work=$(mktemp -d)
+db="inlet_filters_$$"
+server="" sink=""
+cleanup() {
+  for pid in "$server" "$sink"; do
+    [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+  done
+  if [[ " $BACKENDS " == *" postgres "* ]]; then
+    for name in $(psql "$PG_ADMIN" -tAc "SELECT datname FROM pg_database WHERE datname LIKE '${db}_%'" 2>/dev/null); do
+      psql "$PG_ADMIN" -qc "DROP DATABASE IF EXISTS $name WITH (FORCE)" >/dev/null 2>&1 || true
+    done
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# destinations COUNT LINES: COUNT destination tables to the sink, each with LINES.
+destinations() {
+  local i
+  for i in $(seq 1 "$1"); do
+    printf '[[sources.destinations]]\nurl = "http://127.0.0.1:%s/app%s"\n' "$((PORT_BASE + 10))" "$i"
+    printf 'secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"\nname = "app%s"\n%s\n' "$i" "$2"
+  done
+}
+
+# config NAME URL DELIVERY_ENABLED DESTINATION_TABLES: one stripe source.
+config() {
+  cat > "$work/$1.toml" <<TOML
+retired_sources = ["bench"]
+[server]
+bind = "127.0.0.1:$PORT_BASE"
+[database]
+url = "$2"
+$([ "${2%%:*}" = sqlite ] && echo 'synchronous = "full"' || echo 'pool_size = 32')
+[delivery]
+enabled = $3
+[retention]
+sweeper = false
+[[sources]]
+name = "stripe"
+scheme = "stripe"
+secrets = ["$SECRET"]
+$4
+TOML
+  echo "$work/$1.toml"
+}
+
+# fresh BACKEND NAME: an empty, migrated database; prints its URL.
+fresh() {
+  local url
+  case $1 in
+    postgres)
+      psql "$PG_ADMIN" -qc "CREATE DATABASE ${db}_$2"
+      url="${PG_ADMIN%/*}/${db}_$2" ;;
+    sqlite) url="sqlite://$work/$2.db" ;;
+  esac
+  "$bin" migrate --config "$(config migrate "$url" false "")" >/dev/null
+  echo "$url"
+}
+
+serve() {
+  "$bin" serve --config "$1" >"$work/serve.log" 2>&1 &
+  server=$!
+  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$PORT_BASE/readyz" >/dev/null && return; sleep 0.1; done
+  cat "$work/serve.log"; echo "Inlet did not become ready"; exit 1
+}
+stop() { kill "$server"; wait "$server" 2>/dev/null || true; server=""; }
+
+sql() {
+  case $1 in
+    postgres) psql "$2" -tAc "$3" ;;
+    sqlite) python3 -c 'import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); print(*c.execute(sys.argv[2]).fetchone())' "${2#sqlite://}" "$3" ;;
+  esac
+}
+
+# field JSON KEY...: a figure of an `inlet bench --json` result.
+field() {
+  python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))
+for k in sys.argv[2:]:
+    r = r[k]
+print(r)' "$@"
+}
+
+# ingest BACKEND SETTING COUNT LINES: accepted/s, p50 and p99 of one ingest run.
+ingest() {
+  local url cfg out="$work/$1-$2.json"
+  url=$(fresh "$1" "$2")
+  cfg=$(config "$2" "$url" false "$(destinations "$3" "$4")")
+  serve "$cfg"
+  "$bin" bench --json --config "$cfg" --concurrency 64 --duration "$DURATION" >"$out"
+  stop
+  echo "$(field "$out" accepted_per_sec) $(field "$out" latency_ms p50) $(field "$out" latency_ms p99)"
+}
+
+# drain BACKEND SETTING FILLED_URL LINES: deliveries/s of `inlet deliver --once` on a copy.
+drain() {
+  local url cfg started seconds delivered
+  case $1 in
+    postgres)
+      psql "$PG_ADMIN" -qc "CREATE DATABASE ${db}_$2 TEMPLATE ${db}_fill"
+      url="${PG_ADMIN%/*}/${db}_$2" ;;
+    sqlite) cp "${3#sqlite://}" "$work/$2.db"; url="sqlite://$work/$2.db" ;;
+  esac
+  cfg=$(config "$2" "$url" true "$(destinations 1 "$4")")
+  started=$(date +%s.%N)
+  "$bin" deliver --once --config "$cfg" >"$work/deliver-$1-$2.log" 2>&1
+  seconds=$(python3 -c "import sys,time; print(time.time() - float(sys.argv[1]))" "$started")
+  delivered=$(sql "$1" "$url" "SELECT count(*) FROM deliveries WHERE status = 'delivered'")
+  [ "$delivered" != 0 ] || { tail -5 "$work/deliver-$1-$2.log" >&2; echo "nothing delivered ($1, $2)" >&2; exit 1; }
+  python3 -c "import sys; d, s = int(sys.argv[1]), float(sys.argv[2]); print(f'{d} {s:.2f} {d / s:.0f}')" "$delivered" "$seconds"
+}
+
+ratio() { python3 -c "import sys; print(f'{float(sys.argv[1]) / max(float(sys.argv[2]), 1e-9):.2f}x')" "$1" "$2"; }
+
+sink_cfg=$(config sink "sqlite://$work/sink.db" false "")
+INLET_LOG=warn "$bin" bench --config "$sink_cfg" --sink "127.0.0.1:$((PORT_BASE + 10))" \
+  --sink-delay "$SINK_DELAY" >"$work/sink.log" 2>&1 &
+sink=$!
+for _ in $(seq 50); do curl -sf "http://127.0.0.1:$((PORT_BASE + 10))/count" >/dev/null && break; sleep 0.1; done
+curl -sf "http://127.0.0.1:$((PORT_BASE + 10))/count" >/dev/null || { cat "$work/sink.log"; echo "the sink did not start"; exit 1; }
+
+echo "== machine: $(nproc) cores; each ingest run ${DURATION} at c64; fill ${FILL}; sink delay ${SINK_DELAY}"
+for backend in $BACKENDS; do
+  echo "== $backend"
+  url=$(fresh "$backend" ceiling)
+  clients=16
+  [ "$backend" = sqlite ] && clients=1
+  cfg=$(config ceiling "$url" false "$(destinations 1 "")")
+  "$bin" bench --json --ceiling --config "$cfg" --concurrency "$clients" --duration "$DURATION" >"$work/ceiling.json"
+  ceiling=$(field "$work/ceiling.json" accepted_per_sec)
+  printf '  %-34s %9.0f webhooks/s\n' "ceiling (database alone, $clients conn.)" "$ceiling"
+  printf '  %-34s %11s %8s %8s %9s %10s\n' ingest accepted/s "p50 ms" "p99 ms" "vs plain" "of ceiling"
+  for pair in "1 plain1 filter1" "5 plain5 filter5"; do
+    read -r count plain filtered <<<"$pair"
+    read -r base p50 p99 < <(ingest "$backend" "$plain" "$count" "")
+    printf '  %-34s %11.0f %8.2f %8.2f %9s %10s\n' "$plain ($count destination(s))" "$base" "$p50" "$p99" "1.00x" "$(ratio "$base" "$ceiling")"
+    read -r rate p50 p99 < <(ingest "$backend" "$filtered" "$count" "filter = '$FILTER'")
+    printf '  %-34s %11.0f %8.2f %8.2f %9s %10s\n' "$filtered ($count filter(s) each)" "$rate" "$p50" "$p99" "$(ratio "$rate" "$base")" "$(ratio "$rate" "$ceiling")"
+  done
+  filled=$(fresh "$backend" fill)
+  cfg=$(config fill "$filled" false "$(destinations 1 "")")
+  serve "$cfg"
+  "$bin" bench --config "$cfg" --concurrency 64 --duration "$FILL" >/dev/null
+  stop
+  printf '  %-34s %10s %8s %12s %9s\n' drain delivered seconds deliveries/s "vs plain"
+  read -r delivered seconds base < <(drain "$backend" drain_plain "$filled" "")
+  printf '  %-34s %10s %8s %12s %9s\n' "plain" "$delivered" "$seconds" "$base" "1.00x"
+  read -r delivered seconds rate < <(drain "$backend" drain_transform "$filled" "transform = '$TRANSFORM'")
+  printf '  %-34s %10s %8s %12s %9s\n' "transform" "$delivered" "$seconds" "$rate" "$(ratio "$rate" "$base")"
+done
