@@ -124,15 +124,23 @@ for k in sys.argv[2:]:
 print(r)' "$@"
 }
 
-# ingest BACKEND SETTING COUNT LINES: accepted/s, p50 and p99 of one ingest run.
+# cpu_ticks PID: the process's user and system CPU time so far, in clock ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# ingest BACKEND SETTING COUNT LINES: accepted/s, p50, p99 of one ingest run, and the
+# server's CPU time per accepted webhook in microseconds (its own work, whatever else the
+# machine runs: the steadier figure on a small, shared machine).
 ingest() {
-  local url cfg out="$work/$1-$2.json"
+  local url cfg out="$work/$1-$2.json" before after
   url=$(fresh "$1" "$2")
   cfg=$(config "$2" "$url" false "$(destinations "$3" "$4")")
   serve "$cfg"
+  before=$(cpu_ticks "$server")
   "$bin" bench --json --config "$cfg" --concurrency 64 --duration "$DURATION" >"$out"
+  after=$(cpu_ticks "$server")
   stop
-  echo "$(field "$out" accepted_per_sec) $(field "$out" latency_ms p50) $(field "$out" latency_ms p99)"
+  echo "$(field "$out" accepted_per_sec) $(field "$out" latency_ms p50) $(field "$out" latency_ms p99)" \
+    "$(python3 -c "import os,sys; print(round((int(sys.argv[2]) - int(sys.argv[1])) / os.sysconf('SC_CLK_TCK') * 1e6 / max(int(sys.argv[3]), 1)))" "$before" "$after" "$(field "$out" accepted)")"
 }
 
 # drain BACKEND SETTING FILLED_URL LINES: deliveries/s of `inlet deliver --once` on a copy.
@@ -172,13 +180,13 @@ for backend in $BACKENDS; do
   "$bin" bench --json --ceiling --config "$cfg" --concurrency "$clients" --duration "$DURATION" >"$work/ceiling.json"
   ceiling=$(field "$work/ceiling.json" accepted_per_sec)
   printf '  %-34s %9.0f webhooks/s\n' "ceiling (database alone, $clients conn.)" "$ceiling"
-  printf '  %-34s %11s %8s %8s %9s %10s\n' ingest accepted/s "p50 ms" "p99 ms" "vs plain" "of ceiling"
+  printf '  %-30s %11s %7s %7s %9s %10s %12s\n' ingest accepted/s "p50 ms" "p99 ms" "vs plain" "of ceiling" "server CPU"
   for pair in "1 plain1 filter1" "5 plain5 filter5"; do
     read -r count plain filtered <<<"$pair"
-    read -r base p50 p99 < <(ingest "$backend" "$plain" "$count" "")
-    printf '  %-34s %11.0f %8.2f %8.2f %9s %10s\n' "$plain ($count destination(s))" "$base" "$p50" "$p99" "1.00x" "$(ratio "$base" "$ceiling")"
-    read -r rate p50 p99 < <(ingest "$backend" "$filtered" "$count" "filter = '$FILTER'")
-    printf '  %-34s %11.0f %8.2f %8.2f %9s %10s\n' "$filtered ($count filter(s) each)" "$rate" "$p50" "$p99" "$(ratio "$rate" "$base")" "$(ratio "$rate" "$ceiling")"
+    read -r base p50 p99 cpu_base < <(ingest "$backend" "$plain" "$count" "")
+    printf '  %-30s %11.0f %7.2f %7.2f %9s %10s %9s µs\n' "$plain ($count destination(s))" "$base" "$p50" "$p99" "1.00x" "$(ratio "$base" "$ceiling")" "$cpu_base"
+    read -r rate p50 p99 cpu < <(ingest "$backend" "$filtered" "$count" "filter = '$FILTER'")
+    printf '  %-30s %11.0f %7.2f %7.2f %9s %10s %9s µs (+%s)\n' "$filtered ($count filter(s) each)" "$rate" "$p50" "$p99" "$(ratio "$rate" "$base")" "$(ratio "$rate" "$ceiling")" "$cpu" "$((cpu - cpu_base))"
   done
   filled=$(fresh "$backend" fill)
   cfg=$(config fill "$filled" false "$(destinations 1 "")")

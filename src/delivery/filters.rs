@@ -70,24 +70,37 @@ pub fn filtered(destinations: &Destinations, source: &str) -> bool {
 }
 
 /// Of `routed` (destination names with anything else the caller carries), those whose
-/// filter takes `subject`: all of them when none has a filter.
+/// filter takes `subject`: all of them when none has a filter. Every filter runs in one
+/// evaluation job, which reads the payload once.
 pub async fn keep_filtered<T>(
     destinations: &Destinations,
     subject: &Subject,
     routed: Vec<(String, T)>,
 ) -> Vec<(String, T)> {
+    let filter_of =
+        |name: &str| (destinations.find(&subject.source, name)).and_then(|d| d.filter.clone());
+    let programs: Vec<jq::Program> = routed
+        .iter()
+        .filter_map(|(name, _)| filter_of(name))
+        .collect();
+    if programs.is_empty() {
+        return routed;
+    }
+    let started = Instant::now();
+    let mut decisions = jq::decide_each(programs, subject.input(), &destinations.jq)
+        .await
+        .into_iter();
+    record_duration("filter", started);
     let mut kept = Vec::with_capacity(routed.len());
     for (name, carried) in routed {
-        let Some(filter) = destinations
-            .find(&subject.source, &name)
-            .and_then(|d| d.filter.as_ref())
-        else {
-            kept.push((name, carried));
-            continue;
+        let takes = match filter_of(&name) {
+            None => true,
+            Some(_) => {
+                let decision = decisions.next().unwrap_or(Err(EvalError::Timeout));
+                settle(subject, &name, decision)
+            }
         };
-        let started = Instant::now();
-        let decision = jq::decide(filter, subject.input(), &destinations.jq).await;
-        if settle(subject, &name, decision, started) {
+        if takes {
             kept.push((name, carried));
         }
     }
@@ -106,15 +119,14 @@ pub fn decide_blocking(
     };
     let started = Instant::now();
     let decision = jq::decide_blocking(filter, subject.input(), &destinations.jq);
-    settle(subject, &destination.name, decision.clone(), started);
+    record_duration("filter", started);
+    settle(subject, &destination.name, decision.clone());
     decision
 }
 
 /// Counts, logs and keeps a decision; whether the event is enqueued.
-fn settle(subject: &Subject, destination: &str, decision: Decision, started: Instant) -> bool {
+fn settle(subject: &Subject, destination: &str, decision: Decision) -> bool {
     let source = subject.source.clone();
-    metrics::histogram!("inlet_jq_evaluation_seconds", "role" => "filter")
-        .record(started.elapsed().as_secs_f64());
     match decision {
         Ok(true) => true,
         Ok(false) => {
@@ -143,6 +155,13 @@ fn settle(subject: &Subject, destination: &str, decision: Decision, started: Ins
             false
         }
     }
+}
+
+/// One evaluation job's time, queueing included: an event's filters together, or one
+/// transform.
+fn record_duration(role: &'static str, started: Instant) {
+    metrics::histogram!("inlet_jq_evaluation_seconds", "role" => role)
+        .record(started.elapsed().as_secs_f64());
 }
 
 fn keep(error: FilterError) {
@@ -174,8 +193,7 @@ pub async fn transformed(
 ) -> Result<Vec<u8>, EvalError> {
     let started = Instant::now();
     let result = jq::transform(transform, subject.input(), limits).await;
-    metrics::histogram!("inlet_jq_evaluation_seconds", "role" => "transform")
-        .record(started.elapsed().as_secs_f64());
+    record_duration("transform", started);
     if let Err(error) = &result {
         metrics::counter!("inlet_transform_errors_total", "source" => subject.source.clone(), "destination" => destination.to_owned(), "reason" => error_reason(error))
             .increment(1);

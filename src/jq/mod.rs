@@ -114,17 +114,24 @@ fn constant_error(program: &Program) -> Option<String> {
 
 /// What `program`, a filter, decides for `input`.
 pub async fn decide(program: &Program, input: Input, limits: &Limits) -> Decision {
-    let program = program.clone();
-    let job = move |bounds, _| run::decide(&program, &input, bounds);
-    evaluate(limits, job).await
+    let mut decisions = decide_each(vec![program.clone()], input, limits).await;
+    decisions.pop().unwrap_or(Err(EvalError::Timeout))
+}
+
+/// What each of `programs`, filters, decides for `input`: one evaluation job that reads
+/// the payload once.
+pub async fn decide_each(programs: Vec<Program>, input: Input, limits: &Limits) -> Vec<Decision> {
+    let count = programs.len();
+    let job = move |bounds, _| decisions(&programs, &input, bounds);
+    let answer = evaluate(limits, count, job).await;
+    answer.unwrap_or_else(|| vec![Err(EvalError::Timeout); count])
 }
 
 /// [`decide`] for a caller on a blocking thread.
 pub fn decide_blocking(program: &Program, input: Input, limits: &Limits) -> Decision {
     let program = program.clone();
-    evaluate_blocking(limits, move |bounds, _| {
-        run::decide(&program, &input, bounds)
-    })
+    let job = move |bounds, _| settle(run::decide(&program, &input, bounds));
+    evaluate_blocking(limits, job).unwrap_or(Err(EvalError::Timeout))
 }
 
 /// The body `program`, a transform, makes of `input`.
@@ -134,8 +141,9 @@ pub async fn transform(
     limits: &Limits,
 ) -> Result<Vec<u8>, EvalError> {
     let program = program.clone();
-    let job = move |bounds, max| run::transform(&program, &input, bounds, max);
-    evaluate(limits, job).await
+    let job = move |bounds, max| settle(run::transform(&program, &input, bounds, max));
+    let answer = evaluate(limits, 1, job).await;
+    answer.unwrap_or(Err(EvalError::Timeout))
 }
 
 /// [`transform`] for a caller on a blocking thread.
@@ -145,35 +153,35 @@ pub fn transform_blocking(
     limits: &Limits,
 ) -> Result<Vec<u8>, EvalError> {
     let program = program.clone();
-    evaluate_blocking(limits, move |bounds, max| {
-        run::transform(&program, &input, bounds, max)
-    })
+    let job = move |bounds, max| settle(run::transform(&program, &input, bounds, max));
+    evaluate_blocking(limits, job).unwrap_or(Err(EvalError::Timeout))
 }
 
-/// An evaluation under `limits`' bounds and output size.
-type Job<T> = Box<dyn FnOnce(Bounds, usize) -> Result<T, EvalError> + Send>;
-
-fn on_thread<T>(limits: &Limits, job: Job<T>) -> impl FnOnce() -> Result<T, EvalError> {
-    let (bounds, max) = (limits.bounds(), limits.output);
-    move || settle(job(bounds, max))
+fn decisions(programs: &[Program], input: &Input, bounds: Bounds) -> Vec<Decision> {
+    let decisions = run::decide_each(programs, input, bounds);
+    decisions.into_iter().map(settle).collect()
 }
 
+/// Runs `job` (`evaluations` of them, one after another) on an evaluator thread with the
+/// bounds and output size of `limits`: its answer, or `None` when the caller stopped
+/// waiting.
 async fn evaluate<T: Send + 'static>(
     limits: &Limits,
-    job: impl FnOnce(Bounds, usize) -> Result<T, EvalError> + Send + 'static,
-) -> Result<T, EvalError> {
-    let job = on_thread(limits, Box::new(job));
-    let answer = pool(limits).run(limits.wait(), job).await;
-    answer.unwrap_or(Err(EvalError::Timeout))
+    evaluations: usize,
+    job: impl FnOnce(Bounds, usize) -> T + Send + 'static,
+) -> Option<T> {
+    let (bounds, max) = (limits.bounds(), limits.output);
+    let wait = limits.time * evaluations.max(1) as u32 + MARGIN;
+    pool(limits).run(wait, move || job(bounds, max)).await
 }
 
+/// [`evaluate`] of one evaluation, for a caller on a blocking thread.
 fn evaluate_blocking<T: Send + 'static>(
     limits: &Limits,
-    job: impl FnOnce(Bounds, usize) -> Result<T, EvalError> + Send + 'static,
-) -> Result<T, EvalError> {
-    let job = on_thread(limits, Box::new(job));
-    let answer = pool(limits).run_blocking(limits.wait(), job);
-    answer.unwrap_or(Err(EvalError::Timeout))
+    job: impl FnOnce(Bounds, usize) -> T + Send + 'static,
+) -> Option<T> {
+    let (bounds, max) = (limits.bounds(), limits.output);
+    pool(limits).run_blocking(limits.wait(), move || job(bounds, max))
 }
 
 /// Counts an exhausted bound, and retires the thread after one that may have left many

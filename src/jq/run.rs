@@ -54,22 +54,42 @@ pub fn is_json(payload: &[u8]) -> bool {
     serde_json::from_slice::<IgnoredAny>(payload).is_ok()
 }
 
+/// The payload read once, with the variables' values, for any number of programs.
+pub(super) struct Read {
+    value: Val,
+    globals: [Val; 4],
+}
+
+/// `input`'s payload as a JSON value (refused unless [`is_json`]) and its variables.
+pub(super) fn read(input: &Input) -> Result<Read, EvalError> {
+    if !is_json(&input.payload) {
+        return Err(EvalError::NotJson);
+    }
+    let value = jaq_json::read::parse_single(&input.payload).map_err(|_| EvalError::NotJson)?;
+    Ok(Read {
+        value,
+        globals: globals(input),
+    })
+}
+
 /// Runs `program` on `input`: its first two outputs (a third is never computed).
 pub(super) fn outputs(
     program: &Program,
     input: &Input,
     bounds: Bounds,
 ) -> Result<Vec<Val>, EvalError> {
-    if !is_json(&input.payload) {
-        return Err(EvalError::NotJson);
-    }
-    let value = jaq_json::read::parse_single(&input.payload).map_err(|_| EvalError::NotJson)?;
+    outputs_of(program, &read(input)?, bounds)
+}
+
+/// Runs `program` on what was read, under `bounds`: its first two outputs.
+fn outputs_of(program: &Program, read: &Read, bounds: Bounds) -> Result<Vec<Val>, EvalError> {
     let run = || {
         let filter = &program.filter;
-        let ctx = Ctx::<super::budget::Metered>::new(Meter(&filter.lut), Vars::new(globals(input)));
+        let vars = Vars::new(read.globals.clone());
+        let ctx = Ctx::<super::budget::Metered>::new(Meter(&filter.lut), vars);
         filter
             .id
-            .run((ctx, value))
+            .run((ctx, read.value.clone()))
             .map(unwrap_valr)
             .take(2)
             .collect::<Result<Vec<Val>, _>>()
@@ -107,7 +127,20 @@ fn globals(input: &Input) -> [Val; 4] {
 /// A filter's decision: `true` takes the event; `false`, `null` or no output does not;
 /// anything else (another type, more than one output) is an error.
 pub fn decide(program: &Program, input: &Input, bounds: Bounds) -> Decision {
-    let outputs = outputs(program, input, bounds)?;
+    decision(outputs(program, input, bounds)?)
+}
+
+/// Each program's decision on one input, read once; each under its own `bounds`.
+pub fn decide_each(programs: &[Program], input: &Input, bounds: Bounds) -> Vec<Decision> {
+    match read(input) {
+        Err(error) => vec![Err(error); programs.len()],
+        Ok(read) => (programs.iter())
+            .map(|program| decision(outputs_of(program, &read, bounds)?))
+            .collect(),
+    }
+}
+
+fn decision(outputs: Vec<Val>) -> Decision {
     match outputs.as_slice() {
         [] | [Val::Null] | [Val::Bool(false)] => Ok(false),
         [Val::Bool(true)] => Ok(true),
