@@ -393,7 +393,17 @@ impl Campaign {
         if count_losses {
             acknowledged.retain(|id, _| !lost.contains(id));
         }
-        failures.extend(check_invariants(snapshot, &acknowledged, &log));
+        let invariants = check_invariants(snapshot, &acknowledged, &log);
+        // A fact the new primary lost is forgotten with its event: a later event of the
+        // same payment is a new fact to it, delivered under its own key. That is the
+        // price of asynchronous replication, counted with the lost events.
+        let of_lost = |failure: &String| {
+            failure.starts_with("payment ")
+                && lost
+                    .iter()
+                    .any(|id| failure.contains(&format!("\"stripe:{id}\"")))
+        };
+        failures.extend((invariants.into_iter()).filter(|f| !(count_losses && of_lost(f))));
         failures.extend(
             ledger.stored_answer_differences().into_iter().filter(|d| {
                 !count_losses || !lost.iter().any(|id| d.starts_with(&format!("{id}:")))
