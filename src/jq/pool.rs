@@ -130,7 +130,11 @@ impl Shared {
         loop {
             let job = self.jobs.lock().recv();
             let Ok(job) = job else { break };
-            job();
+            // An evaluation catches its own panics; this catches one anywhere else in a
+            // job (reading the payload, say), so the thread and its count stay true.
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)).is_err() {
+                tracing::error!("a jq evaluation job panicked; its caller gets a timeout");
+            }
             if RETIRE.with(|r| r.replace(false)) {
                 Self::spawn(&self);
                 break;
