@@ -3,7 +3,7 @@
 //! can make the ingest transaction crash at a named instruction or lose its COMMIT, make a
 //! dispatcher abandon a delivery between sending and settling it, hold a reload in its
 //! build step, read how many HTTP clients the dispatcher built, and make the audit trail's
-//! inserts fail.
+//! inserts fail, and make a bulk action's runner die mid-batch.
 
 #[cfg(feature = "fault-injection")]
 use std::collections::HashMap;
@@ -51,9 +51,37 @@ pub struct Faults {
     #[cfg(feature = "fault-injection")]
     /// Every audit insert fails while set.
     audit_fails: std::sync::atomic::AtomicBool,
+    #[cfg(feature = "fault-injection")]
+    /// Bulk batches until the one that crashes (0: none armed).
+    bulk_crash_in: AtomicUsize,
 }
 
 impl Faults {
+    /// Checkpoint in a bulk action's batch, after its effect and before the cursor moves:
+    /// whether the runner "dies" here (its batch rolls back; it holds the lease).
+    #[inline]
+    pub(crate) fn bulk_batch_crashes(&self) -> bool {
+        #[cfg(feature = "fault-injection")]
+        {
+            let armed = self
+                .bulk_crash_in
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+            armed == Ok(1)
+        }
+        #[cfg(not(feature = "fault-injection"))]
+        {
+            false
+        }
+    }
+
+    /// Makes this instance's bulk runner die in its `batch`-th batch from now (1: the
+    /// next), as a process killed mid-batch would: that batch rolls back, the lease stays
+    /// held until it expires, and this instance works no bulk action again.
+    #[cfg(feature = "fault-injection")]
+    pub fn crash_bulk_batch(&self, batch: usize) {
+        self.bulk_crash_in.store(batch, Ordering::SeqCst);
+    }
+
     /// Checkpoint before an audit row is written: whether it must fail.
     #[inline]
     pub(crate) fn audit_fails(&self) -> bool {

@@ -6,6 +6,7 @@ use crate::db::{self, DbPool};
 use crate::delivery::Dispatcher;
 use crate::faults::Faults;
 use crate::ingest::{Committer, Outcome};
+use crate::operator::BulkRunner;
 use crate::reload::{warn_about_schemes, Reloader};
 use crate::retention::{Sweeper, SweeperHealth};
 use crate::routes::observe;
@@ -128,6 +129,7 @@ impl Application {
         let console = settings.console.clone();
         let background_parts = (dispatcher, sweeper_health, session_key);
         let (state, reloader) = shared_state(settings, pool, hooks, background_parts, reload_from)?;
+        background.push(start_bulk_runner(&state, &stopped));
         let console_port = match (&console.bind, console.enabled) {
             (Some(bind), true) => {
                 let (port, stop) = serve_console(bind, state.clone(), grace)?;
@@ -480,6 +482,31 @@ fn start_dispatcher(
     tokio::spawn(async move { probing.probe_brokers().await });
     background.push(tokio::spawn(dispatcher.clone().run(stopped.clone())));
     Ok(Some(dispatcher))
+}
+
+/// The runner of bulk operator actions (every instance has one; they share the work
+/// through leases), running until `stopped`.
+fn start_bulk_runner(
+    state: &web::Data<AppState>,
+    stopped: &watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    let live = state.settings.clone();
+    let runner = Arc::new(BulkRunner {
+        pool: state.pool.clone(),
+        clock: state.clock.clone(),
+        settings: Arc::new(move || live.current()),
+        faults: state.faults.clone(),
+        waker: state.dispatcher_waker.clone(),
+        holder: lease_name(),
+    });
+    tokio::spawn(runner.run(stopped.clone()))
+}
+
+/// A name for this instance's leases: its process id and random bytes (the process id
+/// alone repeats across containers).
+fn lease_name() -> String {
+    let random = crate::secret::random_bytes::<8>().map(hex::encode);
+    format!("{}-{}", std::process::id(), random.unwrap_or_default())
 }
 
 /// The sweeper, when this instance sweeps, running until `stopped`: its health.

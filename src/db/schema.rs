@@ -138,6 +138,28 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    /// Bulk operator actions by filter, worked through in batches (see `operator::bulk`).
+    bulk_actions (id) {
+        id -> BigInt,
+        action -> Text,
+        filter -> Text,
+        operator -> Text,
+        status -> Text,
+        upper_id -> BigInt,
+        cursor_id -> BigInt,
+        matched -> BigInt,
+        processed -> BigInt,
+        results -> Text,
+        error -> Nullable<Text>,
+        lease_holder -> Nullable<Text>,
+        locked_until -> Nullable<Timestamp>,
+        created_at -> Timestamp,
+        updated_at -> Timestamp,
+        finished_at -> Nullable<Timestamp>,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     events,
     facts,
@@ -147,5 +169,6 @@ diesel::allow_tables_to_appear_in_same_query!(
     destination_gates,
     console_sessions,
     audit,
-    server_secrets
+    server_secrets,
+    bulk_actions
 );

@@ -124,7 +124,7 @@ pub async fn attempt(
     };
     match client.execute(request).await {
         Ok(response) => answered(response, now).await,
-        Err(error) => unanswered(error),
+        Err(error) => unanswered(error, destination),
     }
 }
 
@@ -152,21 +152,84 @@ async fn answered(response: reqwest::Response, now: DateTime<Utc>) -> AttemptRes
     }
 }
 
-/// No answer (a timeout, a refused connection…): transient, retried.
-fn unanswered(error: reqwest::Error) -> AttemptResult {
-    // Destination URLs may carry tokens: never store or log them.
+/// No answer (a timeout, a refused connection…): transient, retried. The error says what
+/// happened, where, and its whole chain of causes — a refused connection, a failed DNS
+/// lookup, a TLS failure and a timeout read differently.
+fn unanswered(error: reqwest::Error, destination: &DestinationSettings) -> AttemptResult {
+    // Destination URLs may carry tokens: never store or log them (the address is the
+    // host and port alone).
     let error = error.without_url();
-    let kind = if error.is_timeout() {
-        "timed out"
-    } else if error.is_connect() {
-        "connection failed"
-    } else {
-        "request failed"
+    let what = match kind_of(&error) {
+        "timed out" => format!("timed out after {:?}", destination.timeout),
+        kind => kind.to_owned(),
     };
     AttemptResult {
         status: None,
         verdict: Verdict::Retry { retry_after: None },
-        error: Some(format!("{kind}: {error}")),
+        error: Some(format!(
+            "{what} ({}): {}",
+            address_of(&destination.url),
+            error_chain(&error)
+        )),
+    }
+}
+
+/// What kind of failure an unanswered request is, from its causes.
+fn kind_of(error: &reqwest::Error) -> &'static str {
+    if error.is_timeout() {
+        return "timed out";
+    }
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = cause {
+        if let Some(io) = current.downcast_ref::<std::io::Error>() {
+            match io.kind() {
+                std::io::ErrorKind::ConnectionRefused => return "connection refused",
+                std::io::ErrorKind::ConnectionReset => return "connection reset",
+                std::io::ErrorKind::TimedOut => return "timed out",
+                _ => {}
+            }
+        }
+        if current.downcast_ref::<native_tls::Error>().is_some() {
+            return "TLS failed";
+        }
+        if current.to_string().starts_with("dns error") {
+            return "DNS lookup failed";
+        }
+        cause = current.source();
+    }
+    if error.is_connect() {
+        "connection failed"
+    } else {
+        "request failed"
+    }
+}
+
+/// An error and each of its causes, `: `-separated, a cause that repeats its parent's
+/// text left out.
+pub(crate) fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut cause = Some(error);
+    while let Some(current) = cause {
+        let text = current.to_string();
+        if !parts.iter().any(|seen| seen.contains(&text)) {
+            parts.push(text);
+        }
+        cause = current.source();
+    }
+    parts.join(": ")
+}
+
+/// Where a URL points, as `host:port`: never its user info, path or query.
+pub(crate) fn address_of(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(url) => {
+            let host = url.host_str().unwrap_or("?");
+            match url.port_or_known_default() {
+                Some(port) => format!("{host}:{port}"),
+                None => host.to_owned(),
+            }
+        }
+        Err(_) => "an unparsable URL".to_owned(),
     }
 }
 
@@ -181,4 +244,19 @@ async fn answer_excerpt(mut response: reqwest::Response) -> String {
     }
     bytes.truncate(1024);
     String::from_utf8_lossy(&bytes).chars().take(200).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::address_of;
+
+    #[test]
+    fn the_address_names_host_and_port_and_nothing_else() {
+        assert_eq!(
+            address_of("https://user:pw@hooks.example.com/T0/B1/secret?x=1"),
+            "hooks.example.com:443"
+        );
+        assert_eq!(address_of("http://127.0.0.1:9/events"), "127.0.0.1:9");
+        assert_eq!(address_of("http://[::1]:8080/"), "[::1]:8080");
+    }
 }

@@ -379,7 +379,9 @@ pub struct RedeliveryResult {
     pub event_id: String,
     /// `requeued`, `duplicate_fact`, `already_pending` (every destination it is routed to
     /// still has it pending or in flight), `no_destinations` (no destination's `events`
-    /// filter takes its type), `expired`, `not_found` or `unknown_source`.
+    /// filter takes its type), `not_routed` (a bulk replay to one destination: that one
+    /// does not take it or still has it pending), `expired`, `not_found` or
+    /// `unknown_source`.
     pub result: String,
     /// For `duplicate_fact`: the event that first recorded this event's fact, and so the
     /// one whose replay delivers it.
@@ -618,16 +620,39 @@ fn fact_first_recorded_by(
     Ok(count > 0)
 }
 
-/// What replaying `items` would do, without doing it.
+/// What replaying `items` would do, without doing it (to `only` that destination, when
+/// named).
 pub fn preview_redelivery(
     conn: &mut DbConnection,
     destinations: &Destinations,
     items: &[EventKey],
+    only: Option<&str>,
 ) -> QueryResult<Vec<RedeliveryResult>> {
-    Ok(plan_redelivery(conn, destinations, items)?
+    Ok(plan_for(conn, destinations, items, only)?
         .into_iter()
         .map(|(result, _)| result)
         .collect())
+}
+
+/// [`plan_redelivery`], narrowed to the destination `only` when one is named: an event
+/// that would have gone elsewhere alone delivers nothing (`not_routed`).
+fn plan_for(
+    conn: &mut DbConnection,
+    destinations: &Destinations,
+    items: &[EventKey],
+    only: Option<&str>,
+) -> QueryResult<Vec<(RedeliveryResult, Option<Redelivery>)>> {
+    let mut planned = plan_redelivery(conn, destinations, items)?;
+    if let Some(only) = only {
+        for (result, redelivery) in &mut planned {
+            result.destinations.retain(|name| name == only);
+            result.deliveries = result.destinations.len();
+            if result.destinations.is_empty() && redelivery.take().is_some() {
+                "not_routed".clone_into(&mut result.result);
+            }
+        }
+    }
+    Ok(planned)
 }
 
 /// Replays each event: the fact is already in the ledger (no second fact), and each
@@ -636,10 +661,11 @@ pub fn redeliver(
     conn: &mut DbConnection,
     destinations: &Destinations,
     items: &[EventKey],
+    only: Option<&str>,
     now: DateTime<Utc>,
 ) -> QueryResult<Vec<RedeliveryResult>> {
     lock_events(conn, items)?;
-    let planned = plan_redelivery(conn, destinations, items)?;
+    let planned = plan_for(conn, destinations, items, only)?;
     let mut results = Vec::with_capacity(planned.len());
     for (result, redelivery) in planned {
         if let Some(redelivery) = redelivery {

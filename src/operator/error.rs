@@ -17,6 +17,9 @@ pub enum OperatorError {
     /// No such event was ever received.
     #[error("{0}")]
     UnknownEvent(String),
+    /// No such thing (a bulk action's id).
+    #[error("{0}")]
+    NotFound(String),
     /// The event was swept after the retention window.
     #[error("{0}")]
     Expired(String),

@@ -5,6 +5,8 @@
 
 pub mod actions;
 pub mod audit;
+mod bulk;
+mod bulk_runner;
 mod caller;
 mod calls;
 mod dead_letters;
@@ -20,6 +22,11 @@ mod trail;
 pub mod views;
 
 pub use audit::{AuditFilter, AuditRow, Entry as AuditEntry, Outcome, Recorder};
+pub use bulk::{
+    Bulk, BulkCreated, BulkFilter, BulkKind, BulkPreview, BulkRequest, BulkRow, BULK_ROUTE,
+    PREVIEW_PLANNED,
+};
+pub use bulk_runner::{BulkRunner, CurrentSettings, BATCH as BULK_BATCH};
 pub use caller::Caller;
 pub use calls::{json_answer, Called, Calls, Encode, Ground, IdempotencyKey, Keyed};
 pub use dead_letters::{DeadLetterAction, DeadLetterReport, DeadLetterRequest, DeadLetters};

@@ -157,7 +157,7 @@ impl<S: Ground> Calls<S> {
     pub async fn preview_replay(&self, replay: Replay) -> Result<ReplayReport, OperatorError> {
         self.read(move |conn, settings| {
             let (items, truncated) = replay.target.items(conn)?;
-            let results = actions::preview_redelivery(conn, settings.destinations(), &items)?;
+            let results = actions::preview_redelivery(conn, settings.destinations(), &items, None)?;
             Ok(ReplayReport::of(true, results, truncated))
         })
         .await
@@ -172,7 +172,7 @@ impl<S: Ground> Calls<S> {
     ) -> Result<Called<ReplayReport>, OperatorError> {
         let work = move |conn: &mut DbConnection, settings: &S, now| {
             let (items, truncated) = replay.target.items(conn)?;
-            let results = actions::redeliver(conn, settings.destinations(), &items, now)?;
+            let results = actions::redeliver(conn, settings.destinations(), &items, None, now)?;
             Ok(ReplayReport::of(false, results, truncated))
         };
         self.once((REPLAY_ROUTE, "replay"), keyed, work, encode)

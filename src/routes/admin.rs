@@ -13,9 +13,10 @@ use crate::config::Settings;
 use crate::idempotency::{Answer, REPLAYED_HEADER};
 use crate::operator::actions::{DeliveryFilter, EventFilter};
 use crate::operator::{
-    json_answer, roles, Account, AuditFilter, Called, Caller, Calls, DeadLetterAction,
-    DeadLetterReport, DeadLetterRequest, DeadLetters, EvaluateRequest, IdempotencyKey, Keyed,
-    OperatorError, Replay, ReplayReport, ReplayRequest, Role,
+    json_answer, roles, Account, AuditFilter, Bulk, BulkCreated, BulkKind, BulkRequest, BulkRow,
+    Called, Caller, Calls, DeadLetterAction, DeadLetterReport, DeadLetterRequest, DeadLetters,
+    EvaluateRequest, IdempotencyKey, Keyed, OperatorError, Replay, ReplayReport, ReplayRequest,
+    Role,
 };
 use crate::reload::AUDIT_KEY;
 use crate::state::AppState;
@@ -480,6 +481,84 @@ pub async fn discard(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, Problem> {
     on_dead_letters(operator, request, payload, state, DeadLetterAction::Discard).await
+}
+
+/// A bulk action's creation, as stored and sent: `202` with the new action.
+pub fn bulk_answer(created: &BulkCreated, _: &Settings) -> Result<Answer, OperatorError> {
+    Ok(json_answer(
+        202,
+        to_json(&json!({ "action": created.action }))?,
+    ))
+}
+
+/// The bulk request in `body`, checked; a viewer may only preview it (`dry_run`).
+async fn bulk_request(
+    (caller, settings): (&Caller, &Arc<Settings>),
+    body: &[u8],
+    state: &AppState,
+) -> Result<Bulk, Problem> {
+    let parsed: BulkRequest =
+        serde_json::from_slice(body).map_err(|e| invalid(format!("invalid bulk request: {e}")))?;
+    if !parsed.dry_run && !caller.may(Role::Operator) {
+        let parameters = serde_json::from_slice(body).unwrap_or(Value::Null);
+        let action = match BulkKind::parse(&parsed.action) {
+            Some(BulkKind::Replay) => "bulk_replay",
+            Some(BulkKind::Discard) => "bulk_discard",
+            _ => "bulk_requeue",
+        };
+        return forbidden(state, settings, caller, action, &parameters, Role::Operator).await;
+    }
+    Ok(Bulk::parse(parsed)?)
+}
+
+/// `POST /admin/bulk`: replay, requeue or discard everything a filter names, in batches.
+/// With `"dry_run": true` a preview (counts per destination, a sample) that changes
+/// nothing; else the `operator` role and an Idempotency-Key, and `202` with the action,
+/// which every instance's runner then works through (`GET /admin/bulk/{id}`).
+pub async fn bulk(
+    Authorized(caller, settings): Authorized,
+    request: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, Problem> {
+    let key = idempotency_key(&request)?;
+    let body = read_body(&request, payload, &settings.server).await?;
+    let bulk = bulk_request((&caller, &settings), &body, &state).await?;
+    let calls = calls(&state, &settings);
+    if bulk.dry_run {
+        let preview = calls.preview_bulk(bulk).await?;
+        return Ok(HttpResponse::Ok().json(preview));
+    }
+    let keyed = Keyed {
+        caller,
+        key: IdempotencyKey::required(key)?,
+        request: &body,
+    };
+    let called = calls.start_bulk(keyed, bulk, bulk_answer).await?;
+    Ok(called_response(called))
+}
+
+/// `GET /admin/bulk`: the newest bulk actions first (at most 100).
+pub async fn bulk_actions(
+    Authorized(_, settings): Authorized,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, Problem> {
+    let rows = calls(&state, &settings).bulk_actions(100).await?;
+    let rows: Vec<Value> = rows.iter().map(BulkRow::to_json).collect();
+    Ok(json_response(StatusCode::OK, &json!({ "actions": rows })))
+}
+
+/// `GET /admin/bulk/{id}`: one bulk action and how far it got.
+pub async fn bulk_action(
+    Authorized(_, settings): Authorized,
+    path: web::Path<String>,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, Problem> {
+    let id = path
+        .parse::<i64>()
+        .map_err(|_| Problem::new(Reason::NotFound, "a bulk action's id is a number"))?;
+    let row = calls(&state, &settings).bulk_action(id).await?;
+    Ok(json_response(StatusCode::OK, &row.to_json()))
 }
 
 /// `POST /admin/reload` (the `admin` role): reads the configuration file again. 200 with

@@ -49,6 +49,9 @@ routes! {
     get "/admin/deliveries" => admin::list_deliveries;
     post "/admin/deliveries/requeue" => admin::requeue;
     post "/admin/deliveries/discard" => admin::discard;
+    post "/admin/bulk" => admin::bulk;
+    get "/admin/bulk" => admin::bulk_actions;
+    get "/admin/bulk/{id}" => admin::bulk_action;
     get "/admin/retention" => admin::retention;
     get "/admin/destinations" => admin::destinations;
     post "/admin/reload" => admin::reload;

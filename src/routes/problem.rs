@@ -370,6 +370,7 @@ impl From<OperatorError> for Problem {
             OperatorError::KeyMissing(_) => Reason::IdempotencyKeyMissing,
             OperatorError::KeyReused(_) => Reason::IdempotencyKeyReused,
             OperatorError::UnknownEvent(_) => Reason::UnknownEvent,
+            OperatorError::NotFound(_) => Reason::NotFound,
             OperatorError::Expired(_) => Reason::Expired,
             OperatorError::Store(store) => return store.clone().into(),
             OperatorError::Internal(_) => Reason::Internal,

@@ -28,6 +28,7 @@ on_both_backends!(
     a_shutdown_with_deliveries_in_flight_loses_nothing,
     a_group_settlement_refuses_only_the_row_whose_lease_was_taken_over,
     many_deliveries_in_flight_at_once_each_arrive_once,
+    a_refused_connection_says_it_was_refused_and_where,
 );
 
 const APP_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -337,6 +338,66 @@ async fn a_timeout_is_retried(backend: Backend) {
 
     let row = wait_for_status(&app, "delivered").await;
     assert_eq!(row.attempt, 2, "the timed-out attempt was retried");
+    let first = first_attempt_error(&app, "evt_slow").await;
+    let address = server.address().to_string();
+    assert!(
+        first.starts_with(&format!("timed out after 300ms ({address}):")),
+        "{first}"
+    );
+}
+
+/// The error the first attempt at the event's delivery recorded, as the API shows it.
+async fn first_attempt_error(app: &TestApp, event_id: &str) -> String {
+    let shown = app
+        .admin(&format!("/admin/events/stripe/{event_id}"), None, None)
+        .await
+        .json();
+    shown["deliveries"][0]["attempts"][0]["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no error on the first attempt: {shown}"))
+        .to_owned()
+}
+
+async fn a_refused_connection_says_it_was_refused_and_where(backend: Backend) {
+    // A port nothing listens on: bound, then let go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    let options = TestOptions {
+        destination: Some(format!(
+            "url = \"http://127.0.0.1:{port}/events?token=s3cret\"\nsecret = \"{APP_SECRET}\"\n\
+             name = \"app\"\nretry_base = \"1s\"\nretry_cap = \"2s\""
+        )),
+        ..Default::default()
+    };
+    let app = spawn_app_with(backend, options).await;
+    app.post_stripe(&stripe_event(
+        "evt_refused",
+        "charge.succeeded",
+        "ch_refused",
+    ))
+    .await
+    .assert_status(200);
+    eventually("the first attempt", || async {
+        let shown = app
+            .admin("/admin/events/stripe/evt_refused", None, None)
+            .await
+            .json();
+        shown["deliveries"][0]["attempts"][0]["error"].is_string()
+    })
+    .await;
+    let error = first_attempt_error(&app, "evt_refused").await;
+    // What happened, where, and the cause underneath — never the URL's path or query.
+    assert!(
+        error.starts_with(&format!("connection refused (127.0.0.1:{port}): ")),
+        "{error}"
+    );
+    assert!(error.contains("Connection refused"), "{error}");
+    assert!(
+        !error.contains("s3cret") && !error.contains("/events"),
+        "{error}"
+    );
 }
 
 async fn past_the_deadline_it_is_dead(backend: Backend) {

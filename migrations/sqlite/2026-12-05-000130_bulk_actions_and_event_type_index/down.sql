@@ -1,0 +1,3 @@
+DROP INDEX events_type_idx;
+DROP INDEX bulk_actions_status_idx;
+DROP TABLE bulk_actions;

@@ -1,0 +1,305 @@
+//! Bulk actions by filter through the operator API: a preview that counts, one action per
+//! Idempotency-Key, batches that survive a restart mid-way, each row acted on once.
+
+use crate::helpers::{
+    eventually_within, requests_per_key, spawn_app_with, stripe_event, Backend, TestApp,
+    TestOptions,
+};
+use crate::on_both_backends;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+use wiremock::matchers::method;
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+on_both_backends!(
+    a_bulk_requeue_of_500_dead_letters_previews_runs_once_and_survives_a_restart,
+    a_bulk_replay_goes_to_the_one_destination_named,
+    a_bulk_request_is_checked_and_a_viewer_only_previews,
+);
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+/// An application that refuses the first `refusals` deliveries for good (422), then
+/// accepts everything.
+async fn refusing_first(refusals: u64) -> MockServer {
+    let server = MockServer::start().await;
+    if refusals > 0 {
+        Mock::given(method("POST"))
+            .respond_with(ResponseTemplate::new(422).set_body_string("not yet"))
+            .up_to_n_times(refusals)
+            .with_priority(1)
+            .mount(&server)
+            .await;
+    }
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200))
+        .with_priority(2)
+        .mount(&server)
+        .await;
+    server
+}
+
+fn destination(name: &str, server: &MockServer) -> String {
+    format!(
+        "url = \"{}/{name}\"\nsecret = \"{SECRET}\"\nname = \"{name}\"\nretry_base = \"20ms\"\nretry_cap = \"100ms\"\n",
+        server.uri()
+    )
+}
+
+/// Posts `count` Stripe events (ids `{prefix}_{i}`, of `types` in turn), 25 at a time.
+async fn post_events(app: &Arc<TestApp>, prefix: &str, count: usize, types: &[&str]) {
+    let ids: Vec<(String, String)> = (0..count)
+        .map(|i| (format!("{prefix}_{i}"), types[i % types.len()].to_owned()))
+        .collect();
+    for chunk in ids.chunks(25) {
+        let mut posts = tokio::task::JoinSet::new();
+        for (id, event_type) in chunk {
+            let (app, id, event_type) = (app.clone(), id.clone(), event_type.clone());
+            posts.spawn(async move {
+                let body = stripe_event(&id, &event_type, &format!("obj_{id}"));
+                app.post_stripe(&body).await.status
+            });
+        }
+        assert!(posts.join_all().await.iter().all(|s| *s == 200));
+    }
+}
+
+async fn dead_letters(app: &TestApp) -> usize {
+    let reply = app
+        .admin("/admin/deliveries?status=dead&limit=500", None, None)
+        .await;
+    reply.json()["deliveries"].as_array().map_or(0, Vec::len)
+}
+
+async fn bulk_action(app: &TestApp, id: &Value) -> Value {
+    let reply = app.admin(&format!("/admin/bulk/{id}"), None, None).await;
+    reply.assert_status(200);
+    reply.json()
+}
+
+async fn a_bulk_requeue_of_500_dead_letters_previews_runs_once_and_survives_a_restart(
+    backend: Backend,
+) {
+    let server = refusing_first(500).await;
+    let options = TestOptions {
+        destination: Some(destination("app", &server)),
+        ..Default::default()
+    };
+    let app = Arc::new(spawn_app_with(backend, options.clone()).await);
+    post_events(&app, "evt_outage", 500, &["charge.succeeded"]).await;
+    eventually_within("500 dead letters", Duration::from_secs(120), || async {
+        dead_letters(&app).await == 500
+    })
+    .await;
+
+    let request = json!({ "action": "requeue", "filter": { "destination": "app" } });
+    let preview =
+        json!({ "action": "requeue", "filter": { "destination": "app" }, "dry_run": true });
+    let previewed = app.admin("/admin/bulk", Some(&preview), None).await;
+    previewed.assert_status(200);
+    let previewed = previewed.json();
+    assert_eq!(previewed["matched"], 500, "{previewed}");
+    assert_eq!(previewed["destinations"], json!({ "app": 500 }));
+    assert_eq!(previewed["sample"].as_array().map(Vec::len), Some(10));
+    assert_eq!(dead_letters(&app).await, 500, "a preview changes nothing");
+
+    // The runner dies in its third batch (100 rows each): two batches are done, the third
+    // rolls back, and the lease stays held as a killed process would leave it.
+    app.faults.crash_bulk_batch(3);
+    let created = app
+        .admin("/admin/bulk", Some(&request), Some("outage-1"))
+        .await;
+    created.assert_status(202);
+    let id = created.json()["action"]["id"].clone();
+    let again = app
+        .admin("/admin/bulk", Some(&request), Some("outage-1"))
+        .await;
+    assert_eq!(again.body, created.body, "the same key, the same action");
+    assert_eq!(again.header("Idempotent-Replayed"), Some("true"));
+    eventually_within("two batches", Duration::from_secs(30), || async {
+        bulk_action(&app, &id).await["processed"] == 200
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let stalled = bulk_action(&app, &id).await;
+    assert_eq!(
+        (stalled["status"].as_str(), stalled["processed"].as_i64()),
+        (Some("running"), Some(200)),
+        "{stalled}"
+    );
+
+    // A restart: this instance goes, another takes the lease once it expires.
+    let mut app = Arc::into_inner(app).expect("one owner");
+    app.stop().await;
+    let restarted = app.another_instance(options).await;
+    eventually_within("the action done", Duration::from_secs(60), || async {
+        bulk_action(&restarted, &id).await["status"] == "done"
+    })
+    .await;
+    let done = bulk_action(&restarted, &id).await;
+    assert_eq!(done["processed"], 500, "{done}");
+    assert_eq!(done["results"], json!({ "requeued": 500 }), "{done}");
+    eventually_within("500 deliveries", Duration::from_secs(120), || async {
+        let per_key = requests_per_key(&server).await;
+        per_key.values().filter(|n| **n == 2).count() == 500
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let per_key = requests_per_key(&server).await;
+    assert_eq!(per_key.len(), 500);
+    assert!(
+        per_key.values().all(|n| *n == 2),
+        "each dead letter delivered exactly once more: {per_key:?}"
+    );
+    // Sent again after it finished: still the one action.
+    let late = restarted
+        .admin("/admin/bulk", Some(&request), Some("outage-1"))
+        .await;
+    assert_eq!(late.body, created.body);
+    let listed = restarted.admin("/admin/bulk", None, None).await.json();
+    assert_eq!(
+        listed["actions"].as_array().map(Vec::len),
+        Some(1),
+        "{listed}"
+    );
+}
+
+async fn a_bulk_replay_goes_to_the_one_destination_named(backend: Backend) {
+    let app_server = refusing_first(0).await;
+    let audit_server = refusing_first(0).await;
+    let options = TestOptions {
+        destination: Some(format!(
+            "{}\n[[sources.destinations]]\n{}",
+            destination("app", &app_server),
+            destination("audit", &audit_server)
+        )),
+        ..Default::default()
+    };
+    let app = Arc::new(spawn_app_with(backend, options).await);
+    let types = ["invoice.paid", "charge.succeeded", "customer.updated"];
+    post_events(&app, "evt_mixed", 30, &types).await;
+    eventually_within("60 first deliveries", Duration::from_secs(60), || async {
+        let (a, b) = (
+            requests_per_key(&app_server).await,
+            requests_per_key(&audit_server).await,
+        );
+        a.len() == 30 && b.len() == 30
+    })
+    .await;
+
+    let filter = json!({ "source": "stripe", "type": "invoice.paid", "destination": "app" });
+    let preview = app
+        .admin(
+            "/admin/bulk",
+            Some(&json!({ "action": "replay", "filter": filter, "dry_run": true })),
+            None,
+        )
+        .await
+        .json();
+    assert_eq!(preview["matched"], 10, "{preview}");
+    assert_eq!(preview["destinations"], json!({ "app": 10 }), "{preview}");
+    assert_eq!(preview["planned"], 10);
+    let created = app
+        .admin(
+            "/admin/bulk",
+            Some(&json!({ "action": "replay", "filter": filter })),
+            Some("replay-invoices"),
+        )
+        .await;
+    created.assert_status(202);
+    let id = created.json()["action"]["id"].clone();
+    eventually_within("the replay done", Duration::from_secs(30), || async {
+        bulk_action(&app, &id).await["status"] == "done"
+    })
+    .await;
+    let done = bulk_action(&app, &id).await;
+    assert_eq!(done["results"], json!({ "requeued": 10 }), "{done}");
+    assert_eq!(done["deliveries"], json!({ "app": 10 }), "{done}");
+    eventually_within("10 replays at app", Duration::from_secs(30), || async {
+        requests_per_key(&app_server)
+            .await
+            .values()
+            .filter(|n| **n == 2)
+            .count()
+            == 10
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let audit = requests_per_key(&audit_server).await;
+    assert!(
+        audit.values().all(|n| *n == 1),
+        "audit got nothing again: {audit:?}"
+    );
+    let at_app = app_server.received_requests().await.unwrap_or_default();
+    let replayed: Vec<String> = at_app
+        .iter()
+        .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+        .filter(|body| body.contains("invoice.paid"))
+        .collect();
+    assert_eq!(
+        replayed.len(),
+        20,
+        "each invoice twice at app, nothing else again"
+    );
+}
+
+const VIEWER: &str = "viewer-token-vera-0123456789";
+const OPERATOR: &str = "operator-token-otto-0123456789";
+
+async fn a_bulk_request_is_checked_and_a_viewer_only_previews(backend: Backend) {
+    let options = TestOptions {
+        operators: "[[operators]]\nname = \"vera\"\ntoken = \"viewer-token-vera-0123456789\"\nrole = \"viewer\"\n\
+                    [[operators]]\nname = \"otto\"\ntoken = \"operator-token-otto-0123456789\"\nrole = \"operator\"\n",
+        ..Default::default()
+    };
+    let app = spawn_app_with(backend, options).await;
+    for (body, detail) in [
+        (
+            json!({ "action": "resend", "dry_run": true }),
+            "action is replay, requeue or discard",
+        ),
+        (
+            json!({ "action": "requeue", "filter": { "source": "a\u{1}b" }, "dry_run": true }),
+            "source is at most",
+        ),
+        (
+            json!({ "action": "replay", "dry_run": true,
+                    "filter": { "since": "2026-12-02T00:00:00Z", "until": "2026-12-01T00:00:00Z" } }),
+            "since must be before until",
+        ),
+        (
+            json!({ "action": "requeue", "filters": {}, "dry_run": true }),
+            "invalid bulk request",
+        ),
+    ] {
+        let reply = app.admin_as(VIEWER, "/admin/bulk", Some(&body), None).await;
+        reply.assert_problem(400, "invalid_request");
+        assert!(reply.text().contains(detail), "{}", reply.text());
+    }
+    let preview = json!({ "action": "discard", "dry_run": true });
+    let previewed = app
+        .admin_as(VIEWER, "/admin/bulk", Some(&preview), None)
+        .await;
+    previewed.assert_status(200);
+    assert_eq!(previewed.json()["matched"], 0);
+    let act = json!({ "action": "discard" });
+    let refused = app
+        .admin_as(VIEWER, "/admin/bulk", Some(&act), Some("k1"))
+        .await;
+    refused.assert_problem(403, "forbidden");
+    let keyless = app
+        .admin_as(OPERATOR, "/admin/bulk", Some(&act), None)
+        .await;
+    keyless.assert_problem(400, "idempotency_key_missing");
+    let missing = app
+        .admin_as(OPERATOR, "/admin/bulk/987654", None, None)
+        .await;
+    missing.assert_problem(404, "not_found");
+    let started = app
+        .admin_as(OPERATOR, "/admin/bulk", Some(&act), Some("k1"))
+        .await;
+    started.assert_status(202);
+    assert_eq!(started.json()["action"]["matched"], 0);
+    assert_eq!(started.json()["action"]["operator"], "otto");
+}
