@@ -326,6 +326,32 @@ impl AdminClient {
     }
 }
 
+/// `inlet bulk status ID`: the action as the API shows it; with `wait`, a progress line
+/// every second until it is no longer running, then the action. Exit 1 when it failed.
+pub async fn follow_bulk(client: &AdminClient, id: i64, wait: bool) -> anyhow::Result<()> {
+    loop {
+        let (status, body) = client.get(&format!("/admin/bulk/{id}")).await?;
+        let action: serde_json::Value =
+            serde_json::from_str(&body).map_err(|_| anyhow!("HTTP {status}: {body}"))?;
+        if status != 200 {
+            anyhow::bail!("HTTP {status}: {body}");
+        }
+        let running = action["status"] == "running";
+        if !wait || !running {
+            println!("{}", serde_json::to_string_pretty(&action)?);
+            return match action["status"].as_str() {
+                Some("failed") => Err(anyhow!("bulk action {id} failed")),
+                _ => Ok(()),
+            };
+        }
+        eprintln!(
+            "bulk action {id}: {} of {} processed",
+            action["processed"], action["matched"]
+        );
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+}
+
 /// Which events `inlet replay` names: `SOURCE/EVENT_ID`s, a filter object, or all.
 pub struct ReplaySelection {
     pub events: Vec<String>,

@@ -107,6 +107,15 @@ enum Command {
         #[command(flatten)]
         admin: AdminArgs,
     },
+    /// Replay, requeue or discard everything a filter names, in batches (POST
+    /// /admin/bulk): --dry-run previews the counts per destination and a sample; without
+    /// it the action starts once (one Idempotency-Key), --wait follows it to the end.
+    Bulk {
+        #[command(subcommand)]
+        action: BulkAction,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
     /// List, requeue or discard dead deliveries through the operator API.
     Deadletters {
         #[command(subcommand)]
@@ -326,6 +335,47 @@ enum DeadlettersAction {
         #[command(flatten)]
         selection: DeadLetterSelection,
     },
+}
+
+#[derive(clap::Subcommand)]
+enum BulkAction {
+    /// Replay every stored event the filter names (to --destination alone when given).
+    Replay(BulkArgs),
+    /// Requeue every dead letter the filter names (--since/--until: when it died).
+    Requeue(BulkArgs),
+    /// Discard every dead letter the filter names.
+    Discard(BulkArgs),
+    /// One bulk action and how far it got; without an id, the newest ones.
+    Status {
+        id: Option<i64>,
+        /// Follow the action until it is done, printing its progress.
+        #[arg(long, requires = "id")]
+        wait: bool,
+    },
+}
+
+/// The filter and mode of a bulk action.
+#[derive(clap::Args)]
+struct BulkArgs {
+    #[arg(long)]
+    source: Option<String>,
+    /// The destination (its configured name).
+    #[arg(long)]
+    destination: Option<String>,
+    #[arg(long = "type")]
+    event_type: Option<String>,
+    /// From this time, RFC 3339 (e.g. 2026-11-30T00:00:00Z).
+    #[arg(long)]
+    since: Option<String>,
+    /// Before this time, RFC 3339.
+    #[arg(long)]
+    until: Option<String>,
+    /// Print what it would do (counts per destination, a sample); do nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Follow the started action until it is done, printing its progress.
+    #[arg(long, conflicts_with = "dry_run")]
+    wait: bool,
 }
 
 #[derive(clap::Args)]
@@ -552,6 +602,7 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Deadletters { action, admin } => deadletters(action, admin.client(&config)?).await,
+        Command::Bulk { action, admin } => bulk(action, admin.client(&config)?).await,
         Command::Audit { query, admin } => audit(query, admin.client(&config)?).await,
         Command::Filter { action, admin } => filter(action, admin.client(&config)?).await,
         Command::Reload { admin } => {
@@ -654,6 +705,7 @@ async fn run_locally(command: Command, config: &std::path::Path) -> anyhow::Resu
         Command::Events { .. }
         | Command::Replay { .. }
         | Command::Deadletters { .. }
+        | Command::Bulk { .. }
         | Command::Reload { .. }
         | Command::Audit { .. }
         | Command::Filter { .. }
@@ -963,4 +1015,38 @@ async fn deadletters(action: DeadlettersAction, client: AdminClient) -> anyhow::
     };
     print_answer(answer);
     Ok(())
+}
+
+/// `inlet bulk`: a preview, an action started (and followed with --wait), or its status.
+async fn bulk(action: BulkAction, client: AdminClient) -> anyhow::Result<()> {
+    let (kind, args) = match action {
+        BulkAction::Replay(args) => ("replay", args),
+        BulkAction::Requeue(args) => ("requeue", args),
+        BulkAction::Discard(args) => ("discard", args),
+        BulkAction::Status { id: None, .. } => {
+            print_answer(client.get("/admin/bulk").await?);
+            return Ok(());
+        }
+        BulkAction::Status { id: Some(id), wait } => {
+            return inlet::cli::follow_bulk(&client, id, wait).await;
+        }
+    };
+    let filter = serde_json::json!({
+        "source": args.source, "destination": args.destination, "type": args.event_type,
+        "since": args.since, "until": args.until,
+    });
+    let filter: serde_json::Map<_, _> = (filter.as_object().cloned().unwrap_or_default())
+        .into_iter()
+        .filter(|(_, value)| !value.is_null())
+        .collect();
+    let body = serde_json::json!({ "action": kind, "filter": filter, "dry_run": args.dry_run });
+    let (status, answer) = client.post("/admin/bulk", &body).await?;
+    let id = serde_json::from_str::<serde_json::Value>(&answer)
+        .ok()
+        .and_then(|v| v["action"]["id"].as_i64());
+    print_answer((status, answer));
+    match (args.wait, id) {
+        (true, Some(id)) => inlet::cli::follow_bulk(&client, id, true).await,
+        _ => Ok(()),
+    }
 }

@@ -209,6 +209,8 @@ impl BulkRow {
 /// A bulk action's states.
 pub const RUNNING: &str = "running";
 pub const DONE: &str = "done";
+/// Its stored request could not be read (a later version's form): nothing more is done.
+pub const FAILED: &str = "failed";
 
 /// What the creating call answers: the new action, as [`BulkRow::to_json`] shows it.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -7,7 +7,7 @@
 //! the lease after [`LEASE`] resumes after the last whole batch: each row is acted on once.
 
 use super::actions::{self, DeadLetterResult, RedeliveryResult};
-use super::bulk::{find, select, Bulk, BulkKind, Selected, DONE, RUNNING};
+use super::bulk::{find, select, Bulk, BulkKind, Selected, DONE, FAILED, RUNNING};
 use super::calls::Ground;
 use super::OperatorError;
 use crate::clock::Clock;
@@ -208,10 +208,16 @@ impl<S: Ground> BulkRunner<S> {
             if !row.running() || holder.as_deref() != Some(&self.holder) {
                 return Ok(Step::Lost);
             }
-            let bulk = bulk_of(&row)?;
+            let bulk = match bulk_of(&row) {
+                Ok(bulk) => bulk,
+                Err(error) => {
+                    finish(conn, id, now, Some(&error.to_string()))?;
+                    return Ok(Step::Finished);
+                }
+            };
             let selected = select(conn, &bulk, (cursor, upper), BATCH)?;
             let Some(last) = selected.last_id() else {
-                finish(conn, id, now)?;
+                finish(conn, id, now, None)?;
                 return Ok(Step::Finished);
             };
             let (rows, tally) = act(conn, &bulk, selected, settings.destinations(), now)?;
@@ -338,10 +344,17 @@ fn advance(
     Ok(())
 }
 
-fn finish(conn: &mut DbConnection, id: i64, now: DateTime<Utc>) -> QueryResult<()> {
+/// The action is over: done, or failed with `error`.
+fn finish(
+    conn: &mut DbConnection,
+    id: i64,
+    now: DateTime<Utc>,
+    error: Option<&str>,
+) -> QueryResult<()> {
     diesel::update(bulk_actions::table.find(id))
         .set((
-            bulk_actions::status.eq(DONE),
+            bulk_actions::status.eq(if error.is_some() { FAILED } else { DONE }),
+            bulk_actions::error.eq(error),
             bulk_actions::locked_until.eq(None::<NaiveDateTime>),
             bulk_actions::updated_at.eq(now.naive_utc()),
             bulk_actions::finished_at.eq(Some(now.naive_utc())),

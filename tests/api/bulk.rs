@@ -200,6 +200,26 @@ async fn a_bulk_replay_goes_to_the_one_destination_named(backend: Backend) {
     assert_eq!(preview["matched"], 10, "{preview}");
     assert_eq!(preview["destinations"], json!({ "app": 10 }), "{preview}");
     assert_eq!(preview["planned"], 10);
+    // The CLI previews the same, through the same use case.
+    let (code, out, _) = app
+        .run_cli(&[
+            "bulk",
+            "replay",
+            "--source",
+            "stripe",
+            "--type",
+            "invoice.paid",
+            "--destination",
+            "app",
+            "--dry-run",
+        ])
+        .await;
+    assert_eq!(code, Some(0), "{out}");
+    let printed: Value = serde_json::from_str(&out).expect("the preview as JSON");
+    assert_eq!(
+        (printed["matched"].clone(), printed["destinations"].clone()),
+        (json!(10), json!({ "app": 10 }))
+    );
     let created = app
         .admin(
             "/admin/bulk",
@@ -209,11 +229,12 @@ async fn a_bulk_replay_goes_to_the_one_destination_named(backend: Backend) {
         .await;
     created.assert_status(202);
     let id = created.json()["action"]["id"].clone();
-    eventually_within("the replay done", Duration::from_secs(30), || async {
-        bulk_action(&app, &id).await["status"] == "done"
-    })
-    .await;
-    let done = bulk_action(&app, &id).await;
+    let (code, out, progress) = app
+        .run_cli(&["bulk", "status", &id.to_string(), "--wait"])
+        .await;
+    assert_eq!(code, Some(0), "{out}{progress}");
+    let done: Value = serde_json::from_str(&out).expect("the action as JSON");
+    assert_eq!(done["status"], "done", "{done}");
     assert_eq!(done["results"], json!({ "requeued": 10 }), "{done}");
     assert_eq!(done["deliveries"], json!({ "app": 10 }), "{done}");
     eventually_within("10 replays at app", Duration::from_secs(30), || async {
