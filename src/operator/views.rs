@@ -4,14 +4,17 @@
 //! page costs the same at the millionth row as at the first.
 
 use super::actions::{
-    filter_deliveries, filter_events, DeliveryFilter, DeliverySummary, EventFilter, EventSummary,
+    filter_deliveries, filter_events, Backend, DeliveryFilter, DeliverySummary, EventFilter,
+    EventSummary,
 };
-use crate::db::schema::{deliveries, events, facts};
+use crate::db::schema::{deliveries, delivery_attempts, events, facts};
 use crate::db::DbConnection;
 use crate::delivery::{DEAD, IN_PROGRESS, PENDING};
 use chrono::NaiveDateTime;
 use diesel::dsl::{count_star, exists};
 use diesel::prelude::*;
+use diesel::sql_types::{Binary, Bool, Text};
+use std::collections::{BTreeSet, HashMap};
 
 /// What became of a stored event: it recorded its fact, or found it already recorded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,16 +40,23 @@ impl StoredOutcome {
     }
 }
 
-/// The console's event search: the API's filter, an outcome, and an event id or fact key.
+/// The console's event search: the API's filter, an outcome, and a text: an event id or a
+/// fact key (found through their indexes, however old), or a value in the payloads and
+/// headers of the newest [`SEARCH_SCAN`] events the filter selects.
 #[derive(Debug, Clone, Default)]
 pub struct EventSearch {
     pub filter: EventFilter,
     pub outcome: Option<StoredOutcome>,
-    /// An event id or a fact key, looked up in every configured source (by index).
     pub text: Option<String>,
     /// The configured sources (the lookup names each, to use the unique index).
     pub sources: Vec<String>,
 }
+
+/// How many of the newest matching events a payload or header search reads at most: a
+/// bounded scan (no index: one would cost every ingest), narrowed by the time range.
+pub const SEARCH_SCAN: i64 = 10_000;
+/// Up to how many matches are counted exactly; beyond, "more than".
+pub const COUNT_CAP: i64 = 1_000;
 
 /// An event as listed, with whether it recorded its fact.
 #[derive(Debug)]
@@ -55,45 +65,48 @@ pub struct ListedEvent {
     pub outcome: StoredOutcome,
 }
 
-/// Events matching `search`, newest first, older than `before` (an id), `limit` of them.
+/// A page of the search, and what it looked at.
+#[derive(Debug)]
+pub struct Found {
+    pub rows: Vec<ListedEvent>,
+    /// Matches in all (at most [`COUNT_CAP`] + 1: more than the cap).
+    pub count: i64,
+    /// The payload and header search stopped at [`SEARCH_SCAN`] events: older ones with
+    /// the value were not looked at.
+    pub scan_bounded: bool,
+}
+
+type EventsQuery<'a, ST> = events::BoxedQuery<'a, Backend, ST>;
+
+/// Events matching `search`, newest first, older than `before` (an id), `limit` of them,
+/// with the count of every match.
 pub fn recent_events(
     conn: &mut DbConnection,
     search: &EventSearch,
     before: Option<i64>,
     limit: i64,
-) -> QueryResult<Vec<ListedEvent>> {
-    let recorded_fact = exists(
-        facts::table
-            .filter(facts::source.eq(events::source))
-            .filter(facts::kind.eq(events::fact_kind))
-            .filter(facts::fact_key.eq(events::fact_key))
-            .filter(facts::first_event_id.eq(events::event_id)),
+) -> QueryResult<Found> {
+    let floor = scan_floor(conn, search)?;
+    let mut query = narrowed(
+        events::table
+            .select((EventSummary::as_select(), recorded_fact()))
+            .into_boxed(),
+        conn,
+        search,
+        floor,
     );
-    let mut query = events::table
-        .select((EventSummary::as_select(), recorded_fact))
-        .order(events::id.desc())
-        .limit(limit)
-        .into_boxed();
     if let Some(before) = before {
         query = query.filter(events::id.lt(before));
     }
-    match search.outcome {
-        Some(StoredOutcome::Accepted) => query = query.filter(recorded_fact),
-        Some(StoredOutcome::DuplicateFact) => query = query.filter(diesel::dsl::not(recorded_fact)),
-        None => {}
-    }
-    if let Some(text) = &search.text {
-        query = query
-            .filter(events::source.eq_any(search.sources.clone()))
-            .filter(
-                events::event_id
-                    .eq(text.clone())
-                    .or(events::fact_key.eq(text.clone())),
-            );
-    }
-    let rows: Vec<(EventSummary, bool)> = filter_events(query, &search.filter).load(conn)?;
-    Ok(rows
-        .into_iter()
+    let rows: Vec<(EventSummary, bool)> = query.order(events::id.desc()).limit(limit).load(conn)?;
+    let counted = narrowed(
+        events::table.select(events::id).into_boxed(),
+        conn,
+        search,
+        floor,
+    );
+    let count = counted.limit(COUNT_CAP + 1).load::<i64>(conn)?.len() as i64;
+    let rows = (rows.into_iter())
         .map(|(summary, first)| ListedEvent {
             summary,
             outcome: if first {
@@ -102,7 +115,150 @@ pub fn recent_events(
                 StoredOutcome::DuplicateFact
             },
         })
-        .collect())
+        .collect();
+    Ok(Found {
+        rows,
+        count,
+        scan_bounded: floor.is_some_and(|floor| floor > 0),
+    })
+}
+
+/// Whether the event recorded its fact (the ledger names it first).
+fn recorded_fact() -> diesel::dsl::exists<
+    diesel::dsl::Filter<
+        diesel::dsl::Filter<
+            diesel::dsl::Filter<
+                diesel::dsl::Filter<facts::table, diesel::dsl::Eq<facts::source, events::source>>,
+                diesel::dsl::Eq<facts::kind, events::fact_kind>,
+            >,
+            diesel::dsl::Eq<facts::fact_key, events::fact_key>,
+        >,
+        diesel::dsl::Eq<facts::first_event_id, events::event_id>,
+    >,
+> {
+    exists(
+        facts::table
+            .filter(facts::source.eq(events::source))
+            .filter(facts::kind.eq(events::fact_kind))
+            .filter(facts::fact_key.eq(events::fact_key))
+            .filter(facts::first_event_id.eq(events::event_id)),
+    )
+}
+
+/// With a text to search: the lowest id the payload and header scan reads (0: every
+/// matching event, fewer than [`SEARCH_SCAN`]).
+fn scan_floor(conn: &mut DbConnection, search: &EventSearch) -> QueryResult<Option<i64>> {
+    if search.text.is_none() {
+        return Ok(None);
+    }
+    let query = filter_events(
+        events::table.select(events::id).into_boxed(),
+        &search.filter,
+    );
+    let floor = query
+        .order(events::id.desc())
+        .offset(SEARCH_SCAN - 1)
+        .limit(1)
+        .first::<i64>(conn)
+        .optional()?;
+    Ok(Some(floor.unwrap_or(0)))
+}
+
+/// `query` narrowed to `search`: the filter, the outcome, and the text — an event id or
+/// fact key (by index), or a byte string in the payload or the headers of the events from
+/// `floor` on.
+fn narrowed<'a, ST: 'a>(
+    mut query: EventsQuery<'a, ST>,
+    conn: &DbConnection,
+    search: &EventSearch,
+    floor: Option<i64>,
+) -> EventsQuery<'a, ST> {
+    match search.outcome {
+        Some(StoredOutcome::Accepted) => query = query.filter(recorded_fact()),
+        Some(StoredOutcome::DuplicateFact) => {
+            query = query.filter(diesel::dsl::not(recorded_fact()))
+        }
+        None => {}
+    }
+    if let Some(text) = &search.text {
+        let by_id = events::source.eq_any(search.sources.clone()).and(
+            events::event_id
+                .eq(text.clone())
+                .or(events::fact_key.eq(text.clone())),
+        );
+        let inside = contains(conn, text).and(events::id.ge(floor.unwrap_or(0)));
+        query = query.filter(by_id.or(inside));
+    }
+    filter_events(query, &search.filter)
+}
+
+/// `text` occurs in the event's payload bytes or its stored headers: `instr` on SQLite,
+/// `position`/`strpos` on PostgreSQL (the payload is bytes, the headers text).
+fn contains(
+    conn: &DbConnection,
+    text: &str,
+) -> Box<dyn BoxableExpression<events::table, Backend, SqlType = Bool>> {
+    let (bytes, text) = (text.as_bytes().to_vec(), text.to_owned());
+    match conn {
+        DbConnection::Postgres(_) => Box::new(
+            diesel::dsl::sql::<Bool>("(position(")
+                .bind::<Binary, _>(bytes)
+                .sql(" in events.payload) > 0 OR strpos(events.headers, ")
+                .bind::<Text, _>(text)
+                .sql(") > 0)"),
+        ),
+        DbConnection::Sqlite(_) => Box::new(
+            diesel::dsl::sql::<Bool>("(instr(events.payload, ")
+                .bind::<Binary, _>(bytes)
+                .sql(") > 0 OR instr(events.headers, ")
+                .bind::<Text, _>(text)
+                .sql(") > 0)"),
+        ),
+    }
+}
+
+/// Where one destination's delivery of a listed event stands (its newest delivery).
+#[derive(Debug, Clone)]
+pub struct DeliveryState {
+    pub destination: String,
+    pub status: String,
+    pub last_error: Option<String>,
+}
+
+/// The deliveries of the listed events, newest per destination, by (source, event id)
+/// (through `deliveries_event_idx`).
+pub fn delivery_states(
+    conn: &mut DbConnection,
+    listed: &[(String, String)],
+) -> QueryResult<HashMap<(String, String), Vec<DeliveryState>>> {
+    let sources: BTreeSet<&str> = listed.iter().map(|(s, _)| s.as_str()).collect();
+    let ids: Vec<&str> = listed.iter().map(|(_, e)| e.as_str()).collect();
+    let rows: Vec<(String, String, String, String, Option<String>)> = deliveries::table
+        .filter(deliveries::source.eq_any(sources))
+        .filter(deliveries::event_id.eq_any(ids))
+        .order(deliveries::id)
+        .select((
+            deliveries::source,
+            deliveries::event_id,
+            deliveries::destination,
+            deliveries::status,
+            deliveries::last_error,
+        ))
+        .load(conn)?;
+    let mut states: HashMap<(String, String), Vec<DeliveryState>> = HashMap::new();
+    for (source, event_id, destination, status, last_error) in rows {
+        let list = states.entry((source, event_id)).or_default();
+        let state = DeliveryState {
+            destination,
+            status,
+            last_error,
+        };
+        match list.iter_mut().find(|s| s.destination == state.destination) {
+            Some(older) => *older = state,
+            None => list.push(state),
+        }
+    }
+    Ok(states)
 }
 
 /// Every stored event that carried the fact `(source, kind, key)`, oldest first (at most
@@ -217,4 +373,58 @@ pub fn destination_record(
         record.last_delivered_at = record.last_delivered_at.max(delivered_at);
     }
     Ok(record)
+}
+
+/// A destination's last hour of attempts: how many, how many delivered, and the response
+/// time at the 50th and 99th percentile.
+#[derive(Debug, Clone, Default)]
+pub struct HourRecord {
+    pub attempts: usize,
+    pub delivered: usize,
+    pub p50_ms: Option<i64>,
+    pub p99_ms: Option<i64>,
+}
+
+impl HourRecord {
+    /// Delivered attempts among all, in percent.
+    pub fn success_rate(&self) -> Option<f64> {
+        (self.attempts > 0).then(|| 100.0 * self.delivered as f64 / self.attempts as f64)
+    }
+}
+
+/// Attempts a destination's hour reads at most (the newest).
+const HOUR_SAMPLE: i64 = 10_000;
+
+/// The attempts `source`/`destination` made since `since` (through
+/// `delivery_attempts_started_idx`, at most [`HOUR_SAMPLE`]).
+pub fn last_hour(
+    conn: &mut DbConnection,
+    source: &str,
+    destination: &str,
+    since: NaiveDateTime,
+) -> QueryResult<HourRecord> {
+    let rows: Vec<(String, i64)> = delivery_attempts::table
+        .inner_join(deliveries::table.on(deliveries::id.eq(delivery_attempts::delivery_id)))
+        .filter(delivery_attempts::started_at.ge(since))
+        .filter(deliveries::source.eq(source))
+        .filter(deliveries::destination.eq(destination))
+        .order(delivery_attempts::started_at.desc())
+        .limit(HOUR_SAMPLE)
+        .select((delivery_attempts::outcome, delivery_attempts::duration_ms))
+        .load(conn)?;
+    let mut durations: Vec<i64> = rows.iter().map(|(_, ms)| *ms).collect();
+    durations.sort_unstable();
+    let at = |q: f64| {
+        let last = durations.len().checked_sub(1)?;
+        durations.get(((last as f64) * q).round() as usize).copied()
+    };
+    Ok(HourRecord {
+        attempts: rows.len(),
+        delivered: rows
+            .iter()
+            .filter(|(o, _)| o == crate::delivery::DELIVERED)
+            .count(),
+        p50_ms: at(0.50),
+        p99_ms: at(0.99),
+    })
 }

@@ -23,3 +23,5 @@ CREATE TABLE bulk_actions (
 CREATE INDEX bulk_actions_status_idx ON bulk_actions (status, id);
 -- The console's events list filters by type through an index, newest first.
 CREATE INDEX events_type_idx ON events (event_type, id);
+-- The Sources page reads each destination's attempts of the last hour (latency, success).
+CREATE INDEX delivery_attempts_started_idx ON delivery_attempts (started_at);

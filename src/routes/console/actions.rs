@@ -130,7 +130,7 @@ async fn call_replay(
 
 /// The session's caller, when its role may do `action` (the `operator` role); else
 /// `403`, written to the audit trail with the form's fields (never its CSRF token).
-async fn permitted(
+pub(super) async fn permitted(
     session: &Session,
     state: &web::Data<AppState>,
     request: &HttpRequest,
@@ -153,7 +153,7 @@ async fn permitted(
 }
 
 /// The request as the key's fingerprint covers it.
-fn encode(request: &impl Serialize) -> Result<Vec<u8>, ConsoleError> {
+pub(super) fn encode(request: &impl Serialize) -> Result<Vec<u8>, ConsoleError> {
     serde_json::to_vec(request)
         .map_err(|e| ConsoleError::Internal(format!("cannot encode the request: {e}")))
 }
@@ -254,7 +254,7 @@ async fn call_dead_letters(
 }
 
 /// The Idempotency-Key the form was rendered with.
-fn form_key_of(fields: &[(String, String)]) -> Result<IdempotencyKey, ConsoleError> {
+pub(super) fn form_key_of(fields: &[(String, String)]) -> Result<IdempotencyKey, ConsoleError> {
     let key = field(fields, "idempotency_key")
         .ok_or_else(|| ConsoleError::Invalid("the form carries no idempotency_key".to_owned()))?;
     Ok(IdempotencyKey::parse(key)?)
@@ -274,7 +274,7 @@ fn refused(answer: &Answer) -> Result<(), ConsoleError> {
 }
 
 /// The call's result, or its refusal.
-fn result_of<T>(called: &Called<T>) -> Result<&T, ConsoleError> {
+pub(super) fn result_of<T>(called: &Called<T>) -> Result<&T, ConsoleError> {
     refused(&called.answer)?;
     called.result.as_ref().ok_or_else(|| {
         ConsoleError::Internal("the stored answer is not a result this console reads".to_owned())
@@ -282,7 +282,7 @@ fn result_of<T>(called: &Called<T>) -> Result<&T, ConsoleError> {
 }
 
 /// Says so when the answer is the stored one of an earlier submission of this form.
-fn resubmitted<T>(called: &Called<T>) -> Markup {
+pub(super) fn resubmitted<T>(called: &Called<T>) -> Markup {
     html! {
         @if called.replayed {
             p.notice.calm role="status" { "This form was already submitted: nothing was done again. The result of the first submission:" }

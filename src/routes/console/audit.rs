@@ -39,7 +39,7 @@ pub async fn audit(
         (audit_filters(&q, &settings))
         (audit_table(&page.rows))
         @if let Some(older) = older {
-            p.pager { a href=(pager_href("/audit", &q, older)) { "Older →" } }
+            p.pager { a href=(pager_href("/audit", &q, older, None)) { "Older →" } }
         }
     };
     Ok(page_response(

@@ -136,7 +136,7 @@ fn errors_table(errors: &[FilterError]) -> Markup {
             thead { tr { th { "At" } th { "Destination" } th { "Error" } } }
             tbody {
                 @for e in errors {
-                    tr { td { (e.at.format("%Y-%m-%d %H:%M:%S UTC")) } td { (e.destination) } td { (e.reason) } }
+                    tr { td.time { (super::view::time(e.at.naive_utc())) } td { (e.destination) } td { (e.reason) } }
                 }
             }
         }

@@ -13,7 +13,9 @@
 
 mod actions;
 mod audit;
+mod bulk;
 mod chart;
+mod curl;
 mod error;
 mod evaluate;
 mod forms;
@@ -70,6 +72,10 @@ routes! {
     post "/deliveries" => actions::dead_letters;
     get "/sources" => pages::sources;
     get "/audit" => audit::audit;
+    get "/bulk" => bulk::bulk_page;
+    post "/bulk/preview" => bulk::bulk_preview;
+    post "/bulk" => bulk::bulk_start;
+    get "/bulk/{id}" => bulk::bulk_progress;
     post "/replay/preview" => actions::replay_preview;
     post "/replay" => actions::replay;
     post "/evaluate" => evaluate::evaluate;

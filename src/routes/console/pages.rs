@@ -4,7 +4,9 @@ use super::chart;
 use super::error::ConsoleError;
 use super::evaluate::routing_section;
 use super::session::{Session, PATH};
-use super::view::{self, api_time, badge, csrf_field, event_link, layout, page_response, time};
+use super::view::{
+    self, api_time, badge, csrf_field, event_link, layout, page_response, time, time_field,
+};
 use crate::config::Settings;
 use crate::db::DbConnection;
 use crate::delivery::{
@@ -25,6 +27,8 @@ use std::collections::{BTreeMap, HashMap};
 
 /// Rows per listing page.
 pub(super) const PAGE: i64 = 50;
+/// The overview's auto-refresh periods, in seconds (opt-in: off by default).
+const REFRESH_CHOICES: [u32; 3] = [10, 30, 60];
 /// Deliveries a destination's record looks at.
 const RECORD_SAMPLE: i64 = 200;
 
@@ -64,8 +68,13 @@ pub(super) fn query_map(request: &HttpRequest) -> HashMap<String, String> {
 /// backlog, the retention audit and the last sweep.
 pub async fn overview(
     session: Session,
+    request: HttpRequest,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ConsoleError> {
+    let refresh = query_map(&request)
+        .get("refresh")
+        .and_then(|r| r.parse::<u32>().ok())
+        .filter(|r| REFRESH_CHOICES.contains(r));
     let now = state.clock.now();
     let traffic = state.traffic.since(now.timestamp() - 86_400);
     let gated = state.settings.current().destinations.gated();
@@ -77,6 +86,14 @@ pub async fn overview(
     })
     .await?;
     let body = html! {
+        p.refresh { "Auto-refresh: "
+            @if refresh.is_none() { strong { "off" } } @else { a href=(PATH) { "off" } }
+            @for choice in REFRESH_CHOICES {
+                " · "
+                @if refresh == Some(choice) { strong { (choice) " s" } }
+                @else { a href={ (PATH) "?refresh=" (choice) } { (choice) " s" } }
+            }
+        }
         section.card {
             h2 { "Webhooks by outcome" }
             p.hint { "Answered by this instance since it started (at most the last day), including refusals, which are never stored." }
@@ -98,7 +115,7 @@ pub async fn overview(
     };
     Ok(page_response(
         200,
-        layout(Some(&session), "", "Overview", body),
+        view::layout_refreshing(Some(&session), ("", "Overview"), body, refresh),
     ))
 }
 
@@ -162,7 +179,7 @@ fn backlog_table(backlog: &[(String, String, String, i64)], gates: &Gates) -> Ma
                             td.num { (pending) } td.num { (flight) }
                             td.num {
                                 @if *dead > 0 {
-                                    a href={ (PATH) "/deliveries?status=dead&destination=" (view::query_value(destination)) "&source=" (view::query_value(source)) } { (dead) }
+                                    a.badge.bad.count href={ (PATH) "/deliveries?status=dead&destination=" (view::query_value(destination)) "&source=" (view::query_value(source)) } { (dead) }
                                 } @else { "0" }
                             }
                             td.breaker { @match gate { Some(gate) => { (view::breaker(gate)) } None => { "—" } } }
@@ -182,18 +199,18 @@ fn retention(state: &AppState, now: DateTime<Utc>) -> Markup {
         p {
             "Events are kept " strong { (audit.events) } "; "
             @match audit.effective_horizon() {
-                Some(line) => { "the longest resend horizon is " strong { (line.value) } " (" (line.name) "). " }
+                Some(line) => { "the longest resend horizon is " strong { (line.value) } ", that of the " (line.name) ". " }
                 None => { "no source has a resend horizon. " }
             }
-            @if audit.passes() { (badge("closed")) " every copy that can still arrive finds its record." }
-            @else { (badge("failed")) " a copy can arrive after its record was swept." }
+            @if audit.passes() { (badge("window covers resends")) " every copy that can still arrive finds its record." }
+            @else { (badge("window too short")) " a copy can arrive after its record was swept." }
         }
         p {
             "Last sweep: "
             @match &state.sweeper {
                 Some(sweeper) => {
                     @match sweeper.last_success() {
-                        Some(at) => { (at.format("%Y-%m-%d %H:%M:%S UTC").to_string()) }
+                        Some(at) => { (time(at.naive_utc())) }
                         None => { "none yet since this instance started" }
                     }
                     " (every " (crate::duration::HumanDuration(retention.sweep_interval)) ")"
@@ -205,7 +222,8 @@ fn retention(state: &AppState, now: DateTime<Utc>) -> Markup {
     }
 }
 
-/// `GET /console/events`: filters, newest first, keyset pages.
+/// `GET /console/events`: filters and a search, newest first, keyset pages with a count;
+/// each event's deliveries at a glance.
 pub async fn events(
     session: Session,
     request: HttpRequest,
@@ -214,44 +232,134 @@ pub async fn events(
     let q = query_map(&request);
     let search = event_search(&q, &state)?;
     let before = parse_id(q.get("before"))?;
+    let page = q
+        .get("page")
+        .and_then(|p| p.parse::<i64>().ok())
+        .unwrap_or(1)
+        .max(1);
     let searched = search.clone();
-    let rows = read(&state, move |c| {
-        views::recent_events(c, &searched, before, PAGE)
+    let (found, states) = read(&state, move |c| {
+        let found = views::recent_events(c, &searched, before, PAGE)?;
+        let keys: Vec<(String, String)> = (found.rows.iter())
+            .map(|r| (r.summary.source.clone(), r.summary.event_id.clone()))
+            .collect();
+        Ok((found, views::delivery_states(c, &keys)?))
     })
     .await?;
+    let rows = &found.rows;
     let older = (rows.len() as i64 == PAGE)
         .then(|| rows.last().map(|r| r.summary.id))
         .flatten();
+    let settings = state.settings.current();
     let body = html! {
         (event_filters(&q, &state))
-        @if rows.is_empty() {
-            p.empty { "No events match." }
-        } @else {
+        (found_line(&found, page, search.text.is_some()))
+        @if !rows.is_empty() {
             div.scroll { table.events {
-                thead { tr { th { "Received" } th { "Source" } th { "Event" } th { "Type" } th { "Outcome" } th { "Fact" } } }
+                thead { tr { th { "Received" } th { "Source" } th { "Event" } th { "Type" } th { "Outcome" } th { "Deliveries" } th { "Fact" } } }
                 tbody {
-                    @for row in &rows {
+                    @for row in rows {
                         @let e = &row.summary;
+                        @let key = (e.source.clone(), e.event_id.clone());
                         tr {
-                            td.time { (time(e.received_at)) }
-                            td { (e.source) }
-                            td.id { (event_link(&e.source, &e.event_id)) }
-                            td { (e.event_type.as_deref().unwrap_or("—")) }
-                            td { (badge(row.outcome.as_str())) }
-                            td.id { (e.fact_kind) ":" (e.fact_key) }
+                            td.time data-label="Received" { (time(e.received_at)) }
+                            td data-label="Source" { (e.source) }
+                            td.id data-label="Event" { (event_link(&e.source, &e.event_id)) }
+                            td data-label="Type" { (e.event_type.as_deref().unwrap_or("—")) }
+                            td data-label="Outcome" { (badge(row.outcome.as_str())) }
+                            td.states data-label="Deliveries" { (delivery_cell(&settings, row, states.get(&key).map_or(&[][..], Vec::as_slice))) }
+                            td.id data-label="Fact" { (e.fact_kind) ":" (e.fact_key) }
                         }
                     }
                 }
             } }
         }
         @if let Some(older) = older {
-            p.pager { a href=(pager_href("/events", &q, older)) { "Older →" } }
+            p.pager { a href=(pager_href("/events", &q, older, Some(page + 1))) { "Older →" } }
+        }
+        @if session.may(Role::Operator) {
+            p.hint { a href=(bulk_href(&q)) { "Replay every event this filter selects…" } }
         }
     };
     Ok(page_response(
         200,
         layout(Some(&session), "/events", "Events", body),
     ))
+}
+
+/// `Showing 51–100 of 1,000+ events` (exact up to the count's cap), and what a payload
+/// search looked at.
+fn found_line(found: &views::Found, page: i64, searched: bool) -> Markup {
+    let first = (page - 1) * PAGE + 1;
+    let last = first + found.rows.len() as i64 - 1;
+    let total = if found.count > views::COUNT_CAP {
+        format!("more than {}", views::COUNT_CAP)
+    } else {
+        found.count.to_string()
+    };
+    html! {
+        @if found.rows.is_empty() {
+            p.empty { "No events match." }
+        } @else {
+            p.count { "Showing " (first) "–" (last) " of " (total) " matching events." }
+        }
+        @if searched && found.scan_bounded {
+            p.hint { "Payloads and headers were searched in the newest " (views::SEARCH_SCAN) " events of this range; event ids and fact keys in every event. Narrow the time range to search older payloads." }
+        }
+    }
+}
+
+/// An event's deliveries per destination: delivered, pending, dead (with its last error),
+/// or filtered out (routed by type, not taken by the destination's filter).
+fn delivery_cell(
+    settings: &Settings,
+    row: &views::ListedEvent,
+    states: &[views::DeliveryState],
+) -> Markup {
+    let e = &row.summary;
+    let routed: Vec<&DestinationSettings> = (settings
+        .destinations
+        .routed(&e.source, e.event_type.as_deref()))
+    .collect();
+    html! {
+        @if row.outcome == StoredOutcome::DuplicateFact {
+            span.muted { "none: its fact's first event delivers" }
+        } @else if states.is_empty() && routed.is_empty() {
+            span.muted { "no destination" }
+        } @else {
+            ul.states {
+                @for state in states {
+                    li { (state.destination) " " (badge(&state.status))
+                        @if state.status != DELIVERED { @if let Some(error) = &state.last_error { " " span.error { (error) } } } }
+                }
+                @for destination in routed.iter().filter(|d| !states.iter().any(|s| s.destination == d.name)) {
+                    li { (destination.name) " " @if destination.filter.is_some() { (badge("filtered out")) } @else { (badge("none")) } }
+                }
+            }
+        }
+    }
+}
+
+/// The bulk page, pre-filled to requeue the dead letters the deliveries filter selects.
+fn bulk_dead_href(q: &HashMap<String, String>) -> String {
+    let mut query = form_urlencoded::Serializer::new(String::from("action=requeue"));
+    for key in ["source", "destination"] {
+        if let Some(value) = q.get(key) {
+            query.append_pair(key, value);
+        }
+    }
+    format!("{PATH}/bulk?{}", query.finish())
+}
+
+/// The bulk page, pre-filled to replay what the events filter selects.
+fn bulk_href(q: &HashMap<String, String>) -> String {
+    let mut query = form_urlencoded::Serializer::new(String::from("action=replay"));
+    for key in ["source", "type", "since", "until"] {
+        if let Some(value) = q.get(key) {
+            query.append_pair(key, value);
+        }
+    }
+    format!("{PATH}/bulk?{}", query.finish())
 }
 
 pub(super) fn parse_id(value: Option<&String>) -> Result<Option<i64>, ConsoleError> {
@@ -263,25 +371,37 @@ pub(super) fn parse_id(value: Option<&String>) -> Result<Option<i64>, ConsoleErr
         .transpose()
 }
 
+/// A time as the console's forms take it, in UTC: `2026-12-04 05:00`, with seconds, with
+/// a `T` instead of the space, or a date alone (its midnight).
+pub(super) fn console_time(name: &str, text: &str) -> Result<DateTime<Utc>, ConsoleError> {
+    let text = text.trim();
+    [
+        "%Y-%m-%d %H:%M",
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%d %H:%M:%S",
+        "%Y-%m-%dT%H:%M:%S",
+    ]
+    .iter()
+    .find_map(|format| NaiveDateTime::parse_from_str(text, format).ok())
+    .or_else(|| {
+        chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d")
+            .ok()
+            .and_then(|day| day.and_hms_opt(0, 0, 0))
+    })
+    .map(|at| at.and_utc())
+    .ok_or_else(|| {
+        ConsoleError::Invalid(format!(
+            "{name}: '{text}' is not a time (YYYY-MM-DD HH:MM, UTC)"
+        ))
+    })
+}
+
 /// The events search a query string asks for, checked as the API checks its filters.
 fn event_search(
     q: &HashMap<String, String>,
     state: &AppState,
 ) -> Result<EventSearch, ConsoleError> {
-    let at = |name: &str| -> Result<Option<DateTime<Utc>>, ConsoleError> {
-        q.get(name)
-            .map(|text| {
-                NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M")
-                    .or_else(|_| NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S"))
-                    .map(|at| at.and_utc())
-                    .map_err(|_| {
-                        ConsoleError::Invalid(format!(
-                            "{name}: '{text}' is not a time (YYYY-MM-DDTHH:MM, UTC)"
-                        ))
-                    })
-            })
-            .transpose()
-    };
+    let at = |name: &str| q.get(name).map(|text| console_time(name, text)).transpose();
     let filter = EventFilter {
         source: q.get("source").cloned(),
         event_type: q.get("type").cloned(),
@@ -320,9 +440,9 @@ fn event_filters(q: &HashMap<String, String>, state: &AppState) -> Markup {
             (choice("Source", "source", &value("source"), &source_names(&settings)))
             label { "Type" input type="text" name="type" value=(value("type")) placeholder="invoice.paid"; }
             (choice("Outcome", "outcome", &value("outcome"), &["accepted", "duplicate_fact"]))
-            label { "Since (UTC)" input type="datetime-local" name="since" value=(value("since")); }
-            label { "Until (UTC)" input type="datetime-local" name="until" value=(value("until")); }
-            label.wide { "Event id or fact key" input type="search" name="q" value=(value("q")); }
+            (time_field("Since (UTC)", "since", &value("since")))
+            (time_field("Until (UTC)", "until", &value("until")))
+            label.wide { "Event id, fact key, or a value in the payload or headers" input type="search" name="q" value=(value("q")) placeholder="evt_1N… or 4711"; }
             button type="submit" { "Filter" }
         }
     }
@@ -343,19 +463,30 @@ pub(super) fn choice(label: &str, name: &str, current: &str, options: &[&str]) -
 }
 
 /// The configured sources' names.
-fn source_names(settings: &Settings) -> Vec<&str> {
+pub(super) fn source_names(settings: &Settings) -> Vec<&str> {
     settings.sources.iter().map(|s| s.name.as_str()).collect()
 }
 
-/// The link to the next (older) page, keeping the filters.
-pub(super) fn pager_href(page: &str, q: &HashMap<String, String>, before: i64) -> String {
+/// The link to the next (older) page, keeping the filters; `number` is that page's, when
+/// the page shows it.
+pub(super) fn pager_href(
+    page: &str,
+    q: &HashMap<String, String>,
+    before: i64,
+    number: Option<i64>,
+) -> String {
     let mut query = form_urlencoded::Serializer::new(String::new());
-    let mut keys: Vec<&String> = q.keys().filter(|k| *k != "before").collect();
+    let mut keys: Vec<&String> = (q.keys())
+        .filter(|k| *k != "before" && *k != "page")
+        .collect();
     keys.sort();
     for key in keys {
         query.append_pair(key, &q[key]);
     }
     query.append_pair("before", &before.to_string());
+    if let Some(number) = number {
+        query.append_pair("page", &number.to_string());
+    }
     format!("{PATH}{page}?{}", query.finish())
 }
 
@@ -451,6 +582,11 @@ fn event_body(
             (view::payload(&bytes_of(&shown["payload"])))
         }
         section.card {
+            h2 { "Copy as curl" }
+            p.hint { "The stored request, sent again: Inlet answers a copy with the stored answer (a duplicate changes nothing). Credentials were redacted when it was stored." }
+            pre.payload.curl { (curl_of(source, shown)) }
+        }
+        section.card {
             h2 { "Stored answer" }
             p { "Status " (shown["response"]["status"].as_i64().map_or("—".to_owned(), |s| s.to_string())) ", "
                 (shown["response"]["content_type"].as_str().unwrap_or("—")) }
@@ -467,6 +603,27 @@ fn event_body(
             (attempts_table(&shown["deliveries"]))
         }
     })
+}
+
+/// The stored request as a `curl` command, to the host it was sent to.
+fn curl_of(source: &str, shown: &Value) -> String {
+    let headers: Vec<(String, String)> = (shown["headers"].as_array().into_iter().flatten())
+        .map(|pair| {
+            let text = |i: usize| pair[i].as_str().unwrap_or_default().to_owned();
+            (text(0), text(1))
+        })
+        .collect();
+    let find = |name: &str| {
+        (headers.iter())
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    };
+    let scheme = find("x-forwarded-proto").unwrap_or("http");
+    let host = find("x-forwarded-host")
+        .or(find("host"))
+        .unwrap_or("localhost:8080");
+    let url = format!("{scheme}://{host}/webhooks/{source}");
+    super::curl::command(&url, &headers, &bytes_of(&shown["payload"]))
 }
 
 /// The API's `{"encoding", "data"}` back to bytes.
@@ -519,7 +676,8 @@ fn fact_section(shown: &Value, siblings: &[actions::EventSummary]) -> Markup {
     }
 }
 
-/// Every attempt of every delivery: when, how long, what came back.
+/// Every attempt of every delivery: when, how long the destination took to answer, and
+/// what it answered (its status and the start of its body) or why nothing came back.
 fn attempts_table(deliveries: &Value) -> Markup {
     let rows: Vec<(&Value, &Value)> = deliveries
         .as_array()
@@ -540,24 +698,45 @@ fn attempts_table(deliveries: &Value) -> Markup {
             div.scroll { table.attempts {
                 thead { tr {
                     th { "Delivery" } th { "Destination" } th.num { "Attempt" } th { "Outcome" }
-                    th { "Answer" } th { "Error" } th { "Started" } th.num { "Duration" }
+                    th { "Answer" } th { "Error" } th { "Started" } th.num { "Response time" }
                 } }
                 tbody {
                     @for (delivery, attempt) in &rows {
+                        @let (body, error) = answer_parts(attempt["error"].as_str());
                         tr {
-                            td.num { (delivery["id"]) }
-                            td { (delivery["destination"].as_str().unwrap_or_default()) }
-                            td.num { (attempt["attempt"]) }
-                            td { (badge(attempt["outcome"].as_str().unwrap_or_default())) }
-                            td { (attempt["status"].as_i64().map_or("—".to_owned(), |s| s.to_string())) }
-                            td.error { (attempt["error"].as_str().unwrap_or("—")) }
-                            td.time { (api_time(&attempt["started_at"], "")) }
-                            td.num { (attempt["duration_ms"]) " ms" }
+                            td.num data-label="Delivery" { (delivery["id"]) }
+                            td data-label="Destination" { (delivery["destination"].as_str().unwrap_or_default()) }
+                            td.num data-label="Attempt" { (attempt["attempt"]) }
+                            td data-label="Outcome" { (badge(attempt["outcome"].as_str().unwrap_or_default())) }
+                            td.answer data-label="Answer" {
+                                @match attempt["status"].as_i64() { Some(status) => { strong { (status) } } None => { span.muted { "none" } } }
+                                @if let Some(body) = body { " " code.body { (body) } }
+                            }
+                            td data-label="Error" { @match error { Some(error) => { span.error { (error) } } None => { span.muted { "—" } } } }
+                            td.time data-label="Started" { (api_time(&attempt["started_at"], "")) }
+                            td.num data-label="Response time" { (attempt["duration_ms"]) " ms" }
                         }
                     }
                 }
             } }
         }
+    }
+}
+
+/// An attempt's stored error split into the answer's body (`HTTP 422: {body}` keeps the
+/// start of what the destination answered) and an error proper (no answer at all).
+fn answer_parts(error: Option<&str>) -> (Option<&str>, Option<&str>) {
+    let Some(error) = error else {
+        return (None, None);
+    };
+    match error
+        .strip_prefix("HTTP ")
+        .and_then(|rest| rest.split_once(": "))
+    {
+        Some((status, body)) if status.chars().all(|c| c.is_ascii_digit()) => {
+            (Some(body).filter(|b| !b.is_empty()), None)
+        }
+        _ => (None, Some(error)),
     }
 }
 
@@ -583,15 +762,15 @@ fn deliveries_table(selectable: Option<&Session>, deliveries: &Value) -> Markup 
                                     input type="checkbox" name="id" value=(d["id"]) aria-label={ "Select delivery " (d["id"]) };
                                 } }
                             }
-                            td.num { (d["id"]) }
-                            td.id { (event_link(d["source"].as_str().unwrap_or_default(), d["event_id"].as_str().unwrap_or_default())) }
-                            td { (d["destination"].as_str().unwrap_or_default()) }
-                            td { (badge(status)) }
-                            td.num { (d["attempt"]) }
-                            td { (d["last_status"].as_i64().map_or("—".to_owned(), |s| s.to_string())) }
-                            td.error { (d["last_error"].as_str().unwrap_or("—")) }
-                            td.time { @if status == PENDING { (api_time(&d["next_attempt_at"], "")) } @else { "—" } }
-                            td.time { (api_time(if d["delivered_at"].is_string() { &d["delivered_at"] } else { &d["settled_at"] }, "—")) }
+                            td.num data-label="Id" { (d["id"]) }
+                            td.id data-label="Event" { (event_link(d["source"].as_str().unwrap_or_default(), d["event_id"].as_str().unwrap_or_default())) }
+                            td data-label="Destination" { (d["destination"].as_str().unwrap_or_default()) }
+                            td data-label="Status" { (badge(status)) }
+                            td.num data-label="Attempts" { (d["attempt"]) }
+                            td data-label="Last answer" { (d["last_status"].as_i64().map_or("—".to_owned(), |s| s.to_string())) }
+                            td data-label="Last error" { @match d["last_error"].as_str() { Some(error) => { span.error { (error) } } None => { span.muted { "—" } } } }
+                            td.time data-label="Next attempt" { @if status == PENDING { (api_time(&d["next_attempt_at"], "")) } @else { span.muted { "—" } } }
+                            td.time data-label="Settled" { (api_time(if d["delivered_at"].is_string() { &d["delivered_at"] } else { &d["settled_at"] }, "—")) }
                         }
                     }
                 }
@@ -644,7 +823,10 @@ pub async fn deliveries(
             (deliveries_table(None, &json))
         }
         @if let Some(older) = older {
-            p.pager { a href=(pager_href("/deliveries", &q, older)) { "Older →" } }
+            p.pager { a href=(pager_href("/deliveries", &q, older, None)) { "Older →" } }
+        }
+        @if session.may(Role::Operator) {
+            p.hint { a href=(bulk_dead_href(&q)) { "Requeue or discard every dead letter this filter selects…" } }
         }
     };
     Ok(page_response(
@@ -688,12 +870,14 @@ pub async fn sources(
         .collect();
     let gated = settings.destinations.gated();
     let now = state.clock.now();
+    let hour_ago = (now - chrono::Duration::hours(1)).naive_utc();
     let (records, gates) = read(&state, move |c| {
         let records = pairs
             .into_iter()
             .map(|(source, name)| {
                 let record = views::destination_record(c, &source, &name, RECORD_SAMPLE)?;
-                Ok(((source, name), record))
+                let hour = views::last_hour(c, &source, &name, hour_ago)?;
+                Ok(((source, name), (record, hour)))
             })
             .collect::<diesel::QueryResult<Records>>()?;
         Ok((records, by_destination(gate_views(c, &gated, now)?)))
@@ -727,8 +911,8 @@ pub async fn sources(
     ))
 }
 
-/// Recent records by (source, destination).
-type Records = HashMap<(String, String), views::DestinationRecord>;
+/// Recent records and the last hour's attempts by (source, destination).
+type Records = HashMap<(String, String), (views::DestinationRecord, views::HourRecord)>;
 
 /// A source's destinations: what they receive, their breaker and limits, their record.
 fn destinations_table(
@@ -744,25 +928,33 @@ fn destinations_table(
             table.destinations {
                 thead { tr {
                     th { "Name" } th { "URL" } th { "Events" } th { "Breaker" } th.num { "In flight" } th { "Rate" }
-                    th.num { "Recent success" } th { "Last delivered" } th { "Last error" }
+                    th.num { "Last hour" } th.num { "p50 / p99" } th.num { "Recent success" } th { "Last delivered" } th { "Last error" }
                 } }
                 tbody {
                     @for destination in destinations {
-                        @let record = records.get(&(source.to_owned(), destination.name.clone())).cloned().unwrap_or_default();
+                        @let (record, hour) = records.get(&(source.to_owned(), destination.name.clone())).cloned().unwrap_or_default();
                         @let gate = gate_of(gates, source, &destination.name);
                         tr class=[view::breaker_row(gate)] {
-                            td { (destination.name) }
-                            td.id { (shown_url(&destination.url)) }
-                            td { @if destination.events.is_filtered() { code { (destination.events) } } @else { (destination.events) } }
+                            td data-label="Name" { (destination.name) }
+                            td.id data-label="URL" { (shown_url(&destination.url)) }
+                            td data-label="Events" { @if destination.events.is_filtered() { code { (destination.events) } } @else { (destination.events) } }
                             (gate_cells(gate))
-                            td.num { @match record.success_rate() {
-                                Some(rate) => { (format!("{rate:.1} %")) " of " (record.delivered + record.dead) }
-                                None => { "—" }
+                            td.num data-label="Last hour" { @match hour.success_rate() {
+                                Some(rate) => { (rate_badge(rate)) " of " (hour.attempts) " attempts" }
+                                None => { span.muted { "no attempt" } }
                             } }
-                            td.time { (record.last_delivered_at.map_or("—".to_owned(), time)) }
-                            td.error { @match &record.last_error {
-                                Some((error, at)) => { (error) " (" (time(*at)) ")" }
-                                None => { "—" }
+                            td.num data-label="p50 / p99" { @match (hour.p50_ms, hour.p99_ms) {
+                                (Some(p50), Some(p99)) => { (p50) " / " (p99) " ms" }
+                                _ => { span.muted { "—" } }
+                            } }
+                            td.num data-label="Recent success" { @match record.success_rate() {
+                                Some(rate) => { (rate_badge(rate)) " of " (record.delivered + record.dead) }
+                                None => { span.muted { "—" } }
+                            } }
+                            td.time data-label="Last delivered" { @match record.last_delivered_at { Some(at) => { (time(at)) } None => { span.muted { "never" } } } }
+                            td data-label="Last error" { @match &record.last_error {
+                                Some((error, at)) => { span.error { (error) } " (" (time(*at)) ")" }
+                                None => { span.muted { "none" } }
                             } }
                         }
                     }
@@ -772,18 +964,28 @@ fn destinations_table(
     }
 }
 
+/// A success rate, highlighted when it is low: red under 90 %, amber under 99 %.
+fn rate_badge(rate: f64) -> Markup {
+    let tone = match rate {
+        r if r < 90.0 => "bad",
+        r if r < 99.0 => "calm",
+        _ => "good",
+    };
+    html! { span class={ "badge " (tone) } { (format!("{rate:.1} %")) } }
+}
+
 /// The breaker, in flight (of `max_in_flight`) and rate cells of a destination's row.
 fn gate_cells(gate: Option<&GateView>) -> Markup {
     let Some(gate) = gate else {
-        return html! { td { "—" } td.num { "—" } td { "—" } };
+        return html! { td data-label="Breaker" { "—" } td.num data-label="In flight" { "—" } td data-label="Rate" { "—" } };
     };
     html! {
-        td.breaker { (view::breaker(gate)) }
-        td.num.limit {
+        td.breaker data-label="Breaker" { (view::breaker(gate)) }
+        td.num.limit data-label="In flight" {
             (gate.in_flight)
             @match gate.max_in_flight { Some(max) => { " / " (max) } None => { " (no limit)" } }
         }
-        td.limit {
+        td.limit data-label="Rate" {
             @match (gate.rate, gate.rate_burst) {
                 (Some(rate), Some(burst)) => { (rate) "/s, burst " (burst) }
                 (Some(rate), None) => { (rate) "/s" }

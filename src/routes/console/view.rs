@@ -9,10 +9,11 @@ use chrono::NaiveDateTime;
 use maud::{html, Markup, DOCTYPE};
 
 /// The sections in the navigation: (path under `/console`, label).
-const SECTIONS: [(&str, &str); 5] = [
+const SECTIONS: [(&str, &str); 6] = [
     ("", "Overview"),
     ("/events", "Events"),
     ("/deliveries", "Deliveries"),
+    ("/bulk", "Bulk"),
     ("/sources", "Sources"),
     ("/audit", "Audit"),
 ];
@@ -26,12 +27,25 @@ pub fn page_response(status: u16, markup: Markup) -> HttpResponse {
 
 /// A whole page: head, navigation (with sign-out), `title` and `body`.
 pub fn layout(session: Option<&Session>, current: &str, title: &str, body: Markup) -> Markup {
+    layout_refreshing(session, (current, title), body, None)
+}
+
+/// [`layout`], reloaded by the browser every `refresh` seconds when given (no script:
+/// `<meta http-equiv="refresh">`).
+pub fn layout_refreshing(
+    session: Option<&Session>,
+    (current, title): (&str, &str),
+    body: Markup,
+    refresh: Option<u32>,
+) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
+                meta name="color-scheme" content="light dark";
+                @if let Some(seconds) = refresh { meta http-equiv="refresh" content=(seconds); }
                 title { (title) " · Inlet" }
                 link rel="stylesheet" href={ (PATH) "/console.css" };
             }
@@ -97,27 +111,80 @@ pub fn error_page(status: StatusCode, message: &str) -> Markup {
     )
 }
 
-/// `2026-11-30 23:05:59 UTC`: every time the console shows, in this one form.
-pub fn time(at: NaiveDateTime) -> String {
+/// A UTC time field in the console's one form (`2026-12-04 05:00`), not the browser's
+/// locale-dependent date picker.
+pub fn time_field(label: &str, name: &str, value: &str) -> Markup {
+    html! {
+        label { (label)
+            input type="text" name=(name) value=(value) placeholder="2026-12-04 05:00"
+                pattern=r"\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2})?)?" inputmode="numeric";
+        }
+    }
+}
+
+/// Every time the console shows, in one form: a `<time>` element holding
+/// `2026-11-30 23:05:59 UTC` (machine-readable in `datetime`), then how long ago it was
+/// (or how far ahead), e.g. `2026-11-30 23:05:59 UTC · 4 min ago`.
+pub fn time(at: NaiveDateTime) -> Markup {
+    time_at(at, chrono::Utc::now().naive_utc())
+}
+
+/// [`time`], relative to `now`.
+pub fn time_at(at: NaiveDateTime, now: NaiveDateTime) -> Markup {
+    html! {
+        time datetime=(at.format("%Y-%m-%dT%H:%M:%SZ").to_string()) { (absolute(at)) }
+        span.ago { " · " (relative(at, now)) }
+    }
+}
+
+/// `2026-11-30 23:05:59 UTC`: no fraction of a second on screen.
+pub fn absolute(at: NaiveDateTime) -> String {
     at.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+}
+
+/// `just now`, `45 s ago`, `4 min ago`, `3 h ago`, `2 d ago`, or `in 5 min` ahead.
+fn relative(at: NaiveDateTime, now: NaiveDateTime) -> String {
+    let secs = (now - at).num_seconds();
+    let span = secs.unsigned_abs();
+    let amount = match span {
+        0..=4 => return "just now".to_owned(),
+        5..=59 => format!("{span} s"),
+        60..=3_599 => format!("{} min", span / 60),
+        3_600..=172_799 => format!("{} h", span / 3_600),
+        _ => format!("{} d", span / 86_400),
+    };
+    if secs >= 0 {
+        format!("{amount} ago")
+    } else {
+        format!("in {amount}")
+    }
 }
 
 /// A time the operator API gave as RFC 3339 text, shown as [`time`] shows it; `missing`
 /// when there is none, the text itself when it is not RFC 3339.
-pub fn api_time(value: &serde_json::Value, missing: &str) -> String {
+pub fn api_time(value: &serde_json::Value, missing: &str) -> Markup {
     match value.as_str() {
-        None => missing.to_owned(),
-        Some(text) => chrono::DateTime::parse_from_rfc3339(text)
-            .map_or_else(|_| text.to_owned(), |at| time(at.naive_utc())),
+        None => html! { (missing) },
+        Some(text) => match chrono::DateTime::parse_from_rfc3339(text) {
+            Ok(at) => time(at.naive_utc()),
+            Err(_) => html! { (text) },
+        },
     }
 }
 
 /// An outcome or status as a coloured label.
 pub fn badge(text: &str) -> Markup {
     let tone = match text {
-        "accepted" | "delivered" | "closed" | "done" | "enqueue" | "matches" => "good",
-        "duplicate_fact" | "replayed" | "pending" | "in_progress" | "requeued" | "retry" => "calm",
-        "dead" | "expired" | "failed" | "refused" | "error" => "bad",
+        "accepted"
+        | "delivered"
+        | "closed"
+        | "done"
+        | "enqueue"
+        | "matches"
+        | "window covers resends" => "good",
+        "duplicate_fact" | "replayed" | "pending" | "in_progress" | "requeued" | "retry"
+        | "running" => "calm",
+        "dead" | "expired" | "failed" | "refused" | "error" | "window too short" => "bad",
         _ => "plain",
     };
     html! { span class={ "badge " (tone) } { (text) } }
@@ -135,19 +202,28 @@ pub fn breaker(gate: &GateView) -> Markup {
             @if let Some(until) = gate.open_until { " until " (time(until.naive_utc())) }
         } @else if gate.breaker == BreakerState::HalfOpen.as_str() {
             span.badge.calm { "half-open" } " probe due"
+        } @else if failures > 0 {
+            span.badge.calm { "closed" }
         } @else {
             span.badge.good { "closed" }
         }
         @if failures > 0 {
-            " · " (failures) @if failures == 1 { " failure" } @else { " failures" }
+            " · " span.failing { (failures) @if failures == 1 { " failure" } @else { " failures" } }
         }
     }
 }
 
-/// The class of a table row for a destination whose breaker is open, so it stands out.
+/// The class of a table row for a destination whose breaker is open, or that is failing
+/// with its breaker still closed, so it stands out.
 pub fn breaker_row(gate: Option<&GateView>) -> Option<&'static str> {
-    gate.filter(|g| g.breaker == BreakerState::Open.as_str())
-        .map(|_| "breaker-open")
+    let gate = gate?;
+    if gate.breaker == BreakerState::Open.as_str() {
+        Some("breaker-open")
+    } else if gate.consecutive_failures > 0 {
+        Some("failing")
+    } else {
+        None
+    }
 }
 
 /// A payload or answer body: pretty JSON when it is JSON, the text when it is text, and a
@@ -245,19 +321,45 @@ mod tests {
     }
 
     #[test]
+    fn a_time_is_one_element_in_one_form_with_how_long_ago() {
+        let at = chrono::NaiveDate::from_ymd_opt(2026, 12, 4)
+            .and_then(|d| d.and_hms_micro_opt(5, 0, 7, 123_456))
+            .expect("a time");
+        let shown = time_at(at, at + chrono::Duration::minutes(4)).into_string();
+        assert_eq!(
+            shown,
+            r#"<time datetime="2026-12-04T05:00:07Z">2026-12-04 05:00:07 UTC</time><span class="ago"> · 4 min ago</span>"#
+        );
+        let ahead = time_at(at, at - chrono::Duration::seconds(30)).into_string();
+        assert!(ahead.ends_with(" · in 30 s</span>"), "{ahead}");
+    }
+
+    #[test]
     fn an_open_breaker_says_open_until_when_and_stands_out() {
         let open = breaker(&gate("open", 2)).into_string();
         assert!(open.contains(r#"class="badge bad open">open<"#), "{open}");
         assert!(
-            open.contains("until 2027-01-15 08:00:00 UTC · 2 failures"),
+            open.contains(
+                "until <time datetime=\"2027-01-15T08:00:00Z\">2027-01-15 08:00:00 UTC</time>"
+            ),
+            "{open}"
+        );
+        assert!(
+            open.ends_with(" · <span class=\"failing\">2 failures</span>"),
             "{open}"
         );
         assert_eq!(breaker_row(Some(&gate("open", 2))), Some("breaker-open"));
         assert_eq!(
             breaker(&gate("half_open", 1)).into_string(),
-            r#"<span class="badge calm">half-open</span> probe due · 1 failure"#
+            r#"<span class="badge calm">half-open</span> probe due · <span class="failing">1 failure</span>"#
         );
-        assert_eq!(breaker_row(Some(&gate("half_open", 1))), None);
+        assert_eq!(breaker_row(Some(&gate("half_open", 1))), Some("failing"));
+        let failing = breaker(&gate("closed", 4)).into_string();
+        assert!(
+            failing.starts_with(r#"<span class="badge calm">closed</span>"#),
+            "{failing}"
+        );
+        assert_eq!(breaker_row(Some(&gate("closed", 4))), Some("failing"));
         let closed = breaker(&gate("closed", 0)).into_string();
         assert_eq!(closed, r#"<span class="badge good">closed</span>"#);
     }
