@@ -21,6 +21,8 @@ crate::on_both_backends!(
     forms_without_the_csrf_token_and_pages_without_a_session_are_refused,
     an_open_breaker_stands_out_on_the_sources_page_and_the_overview,
     the_event_page_shows_filters_and_tries_an_expression,
+    on_call_finds_an_event_by_its_payload_and_sees_why_it_failed,
+    a_bulk_requeue_of_500_is_previewed_confirmed_once_and_survives_a_restart,
 );
 
 /// A chromedriver of this test's own, on a free port; killed when dropped.
@@ -277,7 +279,6 @@ async fn an_operator_signs_in_finds_an_event_and_signs_out(backend: Backend) {
         assert!(listing.contains(id), "{listing}");
     }
     assert!(listing.contains("duplicate_fact"), "{listing}");
-    browser.screenshot("events", backend).await;
     // On a phone's width the page still fits: nothing wider than the window.
     browser
         .client
@@ -297,7 +298,6 @@ async fn an_operator_signs_in_finds_an_event_and_signs_out(backend: Backend) {
         json!(true),
         "the events page is wider than a phone"
     );
-    browser.screenshot("events-phone", backend).await;
     browser
         .client
         .set_window_size(1280, 1000)
@@ -337,7 +337,6 @@ async fn an_operator_signs_in_finds_an_event_and_signs_out(backend: Backend) {
         times(&page, b' ') >= 4,
         "received, kept until, attempt, delivered: {page}"
     );
-    browser.screenshot("event", backend).await;
 
     browser.visit("/console").await;
     // This instance's traffic: 2 accepted and 1 duplicate_fact for stripe.
@@ -351,7 +350,6 @@ async fn an_operator_signs_in_finds_an_event_and_signs_out(backend: Backend) {
         .await
         .expect("bars");
     assert!((2..=3).contains(&bars.len()), "{} bars", bars.len());
-    browser.screenshot("overview", backend).await;
     browser.visit("/console/sources").await;
     let sources = browser.text("main").await;
     assert!(sources.contains("100.0 %"), "{sources}");
@@ -359,7 +357,6 @@ async fn an_operator_signs_in_finds_an_event_and_signs_out(backend: Backend) {
         sources.contains("every event"),
         "the events filter: {sources}"
     );
-    browser.screenshot("sources", backend).await;
 
     browser.submit("form.signout button").await;
     assert_eq!(browser.path().await, "/console/login");
@@ -432,7 +429,6 @@ async fn a_dead_letter_is_requeued_once_however_often_the_form_is_sent(backend: 
         browser.text("main").await.contains("evt_console_dead")
     })
     .await;
-    browser.screenshot("deliveries", backend).await;
     let dead_id = browser
         .client
         .find(Locator::Css("input[name=id]"))
@@ -873,4 +869,361 @@ fn times(page: &str, sep: u8) -> usize {
             })
         })
         .count()
+}
+
+/// Whether the page fits a 390 px phone: nothing wider than the window.
+async fn fits_a_phone(browser: &Browser, path: &str) -> bool {
+    browser.visit(path).await;
+    let fits = browser
+        .client
+        .execute(
+            "return document.documentElement.scrollWidth <= window.innerWidth;",
+            vec![],
+        )
+        .await
+        .expect("measure");
+    fits == json!(true)
+}
+
+/// A port nothing listens on: bound, then let go.
+fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+async fn on_call_finds_an_event_by_its_payload_and_sees_why_it_failed(backend: Backend) {
+    let server = application_answering(200).await;
+    let port = closed_port();
+    let down = format!(
+        "\n[[sources.destinations]]\nurl = \"http://127.0.0.1:{port}/hooks\"\nname = \"ledger\"\n\
+         secret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\nretry_base = \"5s\"\nretry_cap = \"10s\"\n\
+         breaker = {{ failures = 1000, cooldown = \"1s\" }}\n"
+    );
+    let app = std::sync::Arc::new(app_delivering_with(backend, &server, &down).await);
+    // A realistic day in miniature: 200 Stripe events (some retried copies), 60 of
+    // another source, one destination answering and one refusing connections.
+    let types = [
+        "charge.succeeded",
+        "invoice.paid",
+        "customer.updated",
+        "payment_intent.succeeded",
+    ];
+    for chunk in (0..200).collect::<Vec<usize>>().chunks(25) {
+        let mut posts = tokio::task::JoinSet::new();
+        for &i in chunk {
+            let app = app.clone();
+            posts.spawn(async move {
+                let id = format!("evt_oncall_{i}");
+                let body = stripe_event(&id, types[i % 4], &format!("order_{}", 4700 + i));
+                let first = app.post_stripe(&body).await.status;
+                let copy = if i % 10 == 3 {
+                    app.post_stripe(&body).await.status
+                } else {
+                    200
+                };
+                let acme = format!(
+                    r#"{{"type":"shipment.created","order":"order_{}"}}"#,
+                    4700 + i
+                );
+                let other = if i < 60 {
+                    app.post_signed("acme", acme.as_bytes(), &format!("ship_{i}"), None)
+                        .await
+                        .status
+                } else {
+                    200
+                };
+                [first, copy, other]
+            });
+        }
+        assert!(posts.join_all().await.iter().flatten().all(|s| *s == 200));
+    }
+    eventually("the attempts", || async {
+        let shown = app
+            .admin("/admin/events/stripe/evt_oncall_11", None, None)
+            .await
+            .json();
+        let deliveries = shown["deliveries"].as_array().cloned().unwrap_or_default();
+        deliveries.len() == 2 && deliveries.iter().all(|d| d["attempts"][0].is_object())
+    })
+    .await;
+    let browser = Browser::open(&app).await;
+    browser.visit("/console/login?next=%2Fconsole").await;
+    browser.sign_in(OPERATOR_TOKEN).await;
+    browser.screenshot("overview", backend).await;
+    browser.visit("/console/sources").await;
+    browser.screenshot("sources", backend).await;
+    browser.visit("/console/events").await;
+    let count = browser.text("p.count").await;
+    assert!(count.contains("of 260 matching"), "{count}");
+    browser.screenshot("events", backend).await;
+    // A value inside the payloads: the order is in one Stripe event and one shipment.
+    browser.visit("/console/events?q=order_4711").await;
+    assert!(browser.text("p.count").await.contains("1–2 of 2 matching"));
+    let both = browser.text("table.events").await;
+    assert!(
+        both.contains("evt_oncall_11") && both.contains("ship_11"),
+        "{both}"
+    );
+    browser
+        .visit("/console/events?source=stripe&q=order_4711")
+        .await;
+    // Found by a value inside the payload, alone, with its deliveries at a glance.
+    let listing = browser.text("table.events").await;
+    assert!(listing.contains("evt_oncall_11"), "{listing}");
+    assert_eq!(
+        browser
+            .client
+            .find_all(Locator::Css("table.events tbody tr"))
+            .await
+            .expect("rows")
+            .len(),
+        1
+    );
+    assert!(browser.text("p.count").await.contains("1–1 of 1 matching"));
+    let states = browser.text("table.events td.states").await;
+    assert!(states.contains("app delivered"), "{states}");
+    assert!(
+        states.contains(&format!(
+            "ledger pending connection refused (127.0.0.1:{port})"
+        )),
+        "{states}"
+    );
+    // The event page says what happened to the attempt, and where.
+    browser.submit("table.events td.id a").await;
+    let attempts = browser.text("table.attempts").await;
+    assert!(
+        attempts.contains(&format!("connection refused (127.0.0.1:{port}):")),
+        "{attempts}"
+    );
+    assert!(
+        attempts.contains("Connection refused"),
+        "the cause underneath: {attempts}"
+    );
+    browser.screenshot("event", backend).await;
+    let curl = browser.text("pre.curl").await;
+    assert!(
+        curl.contains("curl -sS -X POST") && curl.contains("stripe-signature: t="),
+        "{curl}"
+    );
+    assert!(curl.contains("/webhooks/stripe"), "{curl}");
+    // Every time on the page in one form, as a <time> element.
+    let times = browser
+        .client
+        .find_all(Locator::Css("main time"))
+        .await
+        .expect("times");
+    assert!(times.len() >= 4, "{} <time> elements", times.len());
+    for element in &times {
+        let text = element.text().await.expect("text");
+        assert!(text.len() == 23 && text.ends_with(" UTC"), "{text}");
+    }
+    // The overview refreshes itself only when asked to.
+    browser.visit("/console?refresh=10").await;
+    let refresh = browser
+        .client
+        .find_all(Locator::Css("meta[http-equiv=refresh]"))
+        .await
+        .expect("meta");
+    assert_eq!(refresh.len(), 1);
+    browser.visit("/console").await;
+    let none = browser
+        .client
+        .find_all(Locator::Css("meta[http-equiv=refresh]"))
+        .await
+        .expect("meta");
+    assert!(none.is_empty());
+    browser
+        .client
+        .set_window_size(390, 844)
+        .await
+        .expect("resize");
+    for path in [
+        "/console/events",
+        "/console/events/stripe/evt_oncall_11",
+        "/console/deliveries",
+        "/console/sources",
+        "/console",
+        "/console/bulk",
+        "/console/audit",
+    ] {
+        assert!(
+            fits_a_phone(&browser, path).await,
+            "{path} is wider than a phone"
+        );
+    }
+    browser.visit("/console/events?q=order_4711").await;
+    // Every column on the screen: the last cell of the row is inside the window.
+    let last_cell_fits = browser
+        .client
+        .execute(
+            "const cell = document.querySelector('table.events tbody tr td:last-child');
+             return cell.getBoundingClientRect().right <= window.innerWidth && cell.offsetWidth > 0;",
+            vec![],
+        )
+        .await
+        .expect("measure");
+    assert_eq!(
+        last_cell_fits,
+        json!(true),
+        "the events table hides its last column"
+    );
+    browser.screenshot("events-phone", backend).await;
+    browser.close().await;
+}
+
+async fn a_bulk_requeue_of_500_is_previewed_confirmed_once_and_survives_a_restart(
+    backend: Backend,
+) {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(
+            wiremock::ResponseTemplate::new(422).set_body_string("{\"error\":\"customer locked\"}"),
+        )
+        .up_to_n_times(500)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(wiremock::ResponseTemplate::new(200))
+        .with_priority(2)
+        .mount(&server)
+        .await;
+    let options = TestOptions {
+        destination: Some(format!(
+            "url = \"{}/events\"\nsecret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\nname = \"app\"\n\
+             retry_base = \"20ms\"\nretry_cap = \"100ms\"\n",
+            server.uri()
+        )),
+        ..Default::default()
+    };
+    let app = std::sync::Arc::new(spawn_app_with(backend, options.clone()).await);
+    let types = [
+        "charge.succeeded",
+        "invoice.paid",
+        "customer.updated",
+        "payment_intent.succeeded",
+    ];
+    for chunk in (0..500).collect::<Vec<usize>>().chunks(25) {
+        let mut posts = tokio::task::JoinSet::new();
+        for &i in chunk {
+            let app = app.clone();
+            posts.spawn(async move {
+                let body =
+                    stripe_event(&format!("evt_bulk_{i}"), types[i % 4], &format!("obj_{i}"));
+                app.post_stripe(&body).await.status
+            });
+        }
+        assert!(posts.join_all().await.iter().all(|s| *s == 200));
+    }
+    let dead = || async {
+        app.admin("/admin/deliveries?status=dead&limit=500", None, None)
+            .await
+            .json()["deliveries"]
+            .as_array()
+            .map_or(0, Vec::len)
+    };
+    crate::helpers::eventually_within("500 dead letters", Duration::from_secs(120), || async {
+        dead().await == 500
+    })
+    .await;
+    let browser = Browser::open(&app).await;
+    browser
+        .visit("/console/login?next=%2Fconsole%2Fdeliveries%3Fstatus%3Ddead")
+        .await;
+    browser.sign_in(OPERATOR_TOKEN).await;
+    browser.screenshot("deliveries", backend).await;
+    browser
+        .submit("a[href^='/console/bulk?action=requeue']")
+        .await;
+    browser.screenshot("bulk", backend).await;
+    browser
+        .submit("form[action='/console/bulk/preview'] button")
+        .await;
+    assert!(browser
+        .text("p.lead")
+        .await
+        .starts_with("500 dead letters match"));
+    let counts = browser.text("table.counts").await;
+    assert!(counts.contains("app 500"), "{counts}");
+    browser.screenshot("bulk-preview", backend).await;
+    let confirm = browser.form_body("form[action='/console/bulk']", &[]).await;
+    app.faults.crash_bulk_batch(3);
+    browser.submit("form[action='/console/bulk'] button").await;
+    let progress_path = browser.path().await;
+    assert!(
+        progress_path.starts_with("/console/bulk/"),
+        "{progress_path}"
+    );
+    let id: i64 = progress_path
+        .trim_start_matches("/console/bulk/")
+        .parse()
+        .expect("an id");
+    // The same form again (a double click, a re-submit): the same action, nothing new.
+    let (status, page) = browser.post_from_page("/console/bulk", &confirm).await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("already submitted"), "{page}");
+    assert!(page.contains(&format!("Bulk action {id}")), "{page}");
+    crate::helpers::eventually_within("two batches", Duration::from_secs(30), || async {
+        app.admin(&format!("/admin/bulk/{id}"), None, None)
+            .await
+            .json()["processed"]
+            == 200
+    })
+    .await;
+    browser.visit(&progress_path).await;
+    assert_eq!(
+        browser
+            .client
+            .find_all(Locator::Css("meta[http-equiv=refresh]"))
+            .await
+            .expect("meta")
+            .len(),
+        1
+    );
+    assert!(browser.text("span.count").await.starts_with("200 of 500"));
+    browser.screenshot("bulk-progress", backend).await;
+    browser.close().await;
+    // A restart mid-way: this instance goes; another takes the lease when it expires.
+    let mut app = std::sync::Arc::into_inner(app).expect("one owner");
+    app.stop().await;
+    let restarted = app.another_instance(options).await;
+    let browser = Browser::open(&restarted).await;
+    browser.visit("/console/login").await;
+    browser.sign_in(OPERATOR_TOKEN).await;
+    crate::helpers::eventually_within("the action done", Duration::from_secs(60), || async {
+        browser.visit(&progress_path).await;
+        browser.text("dl.facts").await.contains("done")
+    })
+    .await;
+    assert!(browser.text("span.count").await.starts_with("500 of 500"));
+    assert!(browser
+        .client
+        .find_all(Locator::Css("meta[http-equiv=refresh]"))
+        .await
+        .expect("meta")
+        .is_empty());
+    assert!(browser.text("table.counts").await.contains("requeued 500"));
+    crate::helpers::eventually_within("500 deliveries", Duration::from_secs(120), || async {
+        requests_per_key(&server)
+            .await
+            .values()
+            .filter(|n| **n == 2)
+            .count()
+            == 500
+    })
+    .await;
+    let per_key = requests_per_key(&server).await;
+    assert!(
+        per_key.len() == 500 && per_key.values().all(|n| *n == 2),
+        "{per_key:?}"
+    );
+    let listed = restarted.admin("/admin/bulk", None, None).await.json();
+    assert_eq!(
+        listed["actions"].as_array().map(Vec::len),
+        Some(1),
+        "one action: {listed}"
+    );
+    browser.close().await;
 }

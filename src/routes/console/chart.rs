@@ -22,7 +22,7 @@ const HEIGHT: u32 = 190;
 const LEFT: u32 = 44;
 /// The plot's bottom: below it the time labels, then the axis title.
 const BASE: u32 = HEIGHT - 36;
-const TOP: u32 = 10;
+const TOP: u32 = 14;
 
 /// `minutes` consecutive minutes ending with `last_minute` (Unix minutes), from the
 /// recorded traffic: stacked bars with a labelled count axis and time axis (UTC), and the
@@ -53,6 +53,9 @@ pub fn per_minute(traffic: &[(i64, TrafficCounts)], last_minute: i64, minutes: i
                 }
             }
         }
+        p.legend {
+            @for group in GROUPS { span class={ "key " (group) } { (group) } " " }
+        }
         (as_table(&columns, first_minute))
     }
 }
@@ -61,7 +64,7 @@ pub fn per_minute(traffic: &[(i64, TrafficCounts)], last_minute: i64, minutes: i
 fn count_axis(peak: u64, scale: f64) -> Markup {
     let ticks = [0, peak / 2, peak];
     html! {
-        text.title x="0" y="8" { "per min" }
+        text.title x=(LEFT + 6) y=(TOP + 2) { "webhooks per minute" }
         @for tick in ticks {
             @let y = f64::from(BASE) - tick as f64 * scale;
             line.grid x1=(LEFT) y1=(format!("{y:.1}")) x2=(WIDTH) y2=(format!("{y:.1}")) {}
@@ -100,7 +103,7 @@ fn as_table(columns: &[[u64; 4]], first_minute: i64) -> Markup {
         .collect();
     html! {
         details.chart-table {
-            summary { "The chart as a table (" (rows.len()) " minutes with webhooks)" }
+            summary { "The chart as a table (" (rows.len()) @if rows.len() == 1 { " minute" } @else { " minutes" } " with webhooks)" }
             table {
                 thead { tr { th { "Minute (UTC)" } @for group in GROUPS { th.num { (group) } } } }
                 tbody {

@@ -100,9 +100,6 @@ pub async fn overview(
             (traffic_table(&traffic, now))
             h3 { "Per minute, last hour" }
             (chart::per_minute(&traffic, now.timestamp().div_euclid(60), 60))
-            p.legend {
-                @for group in chart::GROUPS { span class={ "key " (group) } { (group) } " " }
-            }
         }
         section.card {
             h2 { "Delivery backlog" }
@@ -268,7 +265,7 @@ pub async fn events(
                             td data-label="Type" { (e.event_type.as_deref().unwrap_or("—")) }
                             td data-label="Outcome" { (badge(row.outcome.as_str())) }
                             td.states data-label="Deliveries" { (delivery_cell(&settings, row, states.get(&key).map_or(&[][..], Vec::as_slice))) }
-                            td.id data-label="Fact" { (e.fact_kind) ":" (e.fact_key) }
+                            td.id.fact data-label="Fact" { (e.fact_kind) ":" wbr; (e.fact_key) }
                         }
                     }
                 }
@@ -330,7 +327,7 @@ fn delivery_cell(
             ul.states {
                 @for state in states {
                     li { (state.destination) " " (badge(&state.status))
-                        @if state.status != DELIVERED { @if let Some(error) = &state.last_error { " " span.error { (error) } } } }
+                        @if state.status != DELIVERED { @if let Some(error) = &state.last_error { " " span.error title=(error) { (headline(error)) } } } }
                 }
                 @for destination in routed.iter().filter(|d| !states.iter().any(|s| s.destination == d.name)) {
                     li { (destination.name) " " @if destination.filter.is_some() { (badge("filtered out")) } @else { (badge("none")) } }
@@ -338,6 +335,12 @@ fn delivery_cell(
             }
         }
     }
+}
+
+/// An error's first clause — `connection refused (10.0.0.7:443)`, `HTTP 422` — for a
+/// list; the whole chain is on the event page (and in the cell's title).
+fn headline(error: &str) -> &str {
+    error.split_once(": ").map_or(error, |(head, _)| head)
 }
 
 /// The bulk page, pre-filled to requeue the dead letters the deliveries filter selects.
@@ -927,8 +930,8 @@ fn destinations_table(
         } @else {
             table.destinations {
                 thead { tr {
-                    th { "Name" } th { "URL" } th { "Events" } th { "Breaker" } th.num { "In flight" } th { "Rate" }
-                    th.num { "Last hour" } th.num { "p50 / p99" } th.num { "Recent success" } th { "Last delivered" } th { "Last error" }
+                    th { "Name" } th { "URL" } th { "Events" } th { "Breaker" } th { "Limits" }
+                    th { "Last hour" } th { "Recent deliveries" } th { "Last error" }
                 } }
                 tbody {
                     @for destination in destinations {
@@ -939,19 +942,22 @@ fn destinations_table(
                             td.id data-label="URL" { (shown_url(&destination.url)) }
                             td data-label="Events" { @if destination.events.is_filtered() { code { (destination.events) } } @else { (destination.events) } }
                             (gate_cells(gate))
-                            td.num data-label="Last hour" { @match hour.success_rate() {
-                                Some(rate) => { (rate_badge(rate)) " of " (hour.attempts) " attempts" }
+                            td data-label="Last hour" { @match hour.success_rate() {
+                                Some(rate) => {
+                                    (rate_badge(rate)) " of " (hour.attempts) " attempts"
+                                    @if let (Some(p50), Some(p99)) = (hour.p50_ms, hour.p99_ms) { br; span.muted { "p50 " (p50) " ms · p99 " (p99) " ms" } }
+                                }
                                 None => { span.muted { "no attempt" } }
                             } }
-                            td.num data-label="p50 / p99" { @match (hour.p50_ms, hour.p99_ms) {
-                                (Some(p50), Some(p99)) => { (p50) " / " (p99) " ms" }
-                                _ => { span.muted { "—" } }
-                            } }
-                            td.num data-label="Recent success" { @match record.success_rate() {
-                                Some(rate) => { (rate_badge(rate)) " of " (record.delivered + record.dead) }
-                                None => { span.muted { "—" } }
-                            } }
-                            td.time data-label="Last delivered" { @match record.last_delivered_at { Some(at) => { (time(at)) } None => { span.muted { "never" } } } }
+                            td data-label="Recent deliveries" {
+                                @match record.success_rate() {
+                                    Some(rate) => { (rate_badge(rate)) " of " (record.delivered + record.dead) }
+                                    None => { span.muted { "none finished" } }
+                                }
+                                br;
+                                span.muted { "last delivered " }
+                                @match record.last_delivered_at { Some(at) => { (time(at)) } None => { span.muted { "never" } } }
+                            }
                             td data-label="Last error" { @match &record.last_error {
                                 Some((error, at)) => { span.error { (error) } " (" (time(*at)) ")" }
                                 None => { span.muted { "none" } }
@@ -974,22 +980,21 @@ fn rate_badge(rate: f64) -> Markup {
     html! { span class={ "badge " (tone) } { (format!("{rate:.1} %")) } }
 }
 
-/// The breaker, in flight (of `max_in_flight`) and rate cells of a destination's row.
+/// The breaker and limits (in flight of `max_in_flight`, rate) cells of a destination's row.
 fn gate_cells(gate: Option<&GateView>) -> Markup {
     let Some(gate) = gate else {
-        return html! { td data-label="Breaker" { "—" } td.num data-label="In flight" { "—" } td data-label="Rate" { "—" } };
+        return html! { td data-label="Breaker" { "—" } td data-label="Limits" { "—" } };
     };
     html! {
         td.breaker data-label="Breaker" { (view::breaker(gate)) }
-        td.num.limit data-label="In flight" {
+        td.limit data-label="Limits" {
             (gate.in_flight)
-            @match gate.max_in_flight { Some(max) => { " / " (max) } None => { " (no limit)" } }
-        }
-        td.limit data-label="Rate" {
+            @match gate.max_in_flight { Some(max) => { " / " (max) " in flight" } None => { " in flight (no limit)" } }
+            br;
             @match (gate.rate, gate.rate_burst) {
                 (Some(rate), Some(burst)) => { (rate) "/s, burst " (burst) }
                 (Some(rate), None) => { (rate) "/s" }
-                _ => { "no limit" }
+                _ => { "no rate limit" }
             }
         }
     }
