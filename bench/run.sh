@@ -68,6 +68,10 @@
 #                         and SQLite): ingest with one and with five filtered destinations
 #                         against as many plain ones and the database ceiling, and the
 #                         drain rate with a transform against without ("" for none)
+#   CONSOLE=1             10. the console's search (bench/console.sh, on PostgreSQL and
+#                         SQLite): the ceiling with and without the type filter's index
+#                         `events (event_type, id)`, and the events page's time unfiltered,
+#                         by type, by event id and by a payload value ("" for none)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The load generator opens up to 1,024 connections, the idle run 10,000: the hard limit.
@@ -93,6 +97,7 @@ MANY=${MANY-1}
 IDLE_CONNECTIONS=${IDLE_CONNECTIONS:-10000}
 PROFILES=${PROFILES:-release}
 FILTERS=${FILTERS-1}
+CONSOLE=${CONSOLE-1}
 SECRET=whsec_bench_secret_for_local_runs_0123456789
 
 for d in "$DURATION" "$E2E_DURATION" "$BUS_DURATION"; do
@@ -553,6 +558,11 @@ done
 if [ -z "$ONLY_BUS" ] && [ -n "$FILTERS" ]; then
   echo "== filters and transforms (bench/filters.sh)"
   BIN="$bin" DURATION="$DURATION" PORT_BASE=$((PORT_BASE + 200)) PG_ADMIN="$PG_ADMIN" bench/filters.sh
+fi
+
+if [ -z "$ONLY_BUS" ] && [ -n "$CONSOLE" ]; then
+  echo "== the console's search (bench/console.sh)"
+  BIN="$bin" DURATION="$DURATION" PORT_BASE=$((PORT_BASE + 300)) PG_ADMIN="$PG_ADMIN" bench/console.sh
 fi
 
 echo "== summary (took $((SECONDS / 60)) min $((SECONDS % 60)) s)"

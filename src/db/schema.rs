@@ -152,6 +152,7 @@ diesel::table! {
         processed -> BigInt,
         results -> Text,
         error -> Nullable<Text>,
+        failures -> Integer,
         lease_holder -> Nullable<Text>,
         locked_until -> Nullable<Timestamp>,
         created_at -> Timestamp,

@@ -160,6 +160,9 @@ fn unanswered(error: reqwest::Error, destination: &DestinationSettings) -> Attem
     // host and port alone).
     let error = error.without_url();
     let what = match kind_of(&error) {
+        "timed out" if error.is_connect() => {
+            format!("connect timed out after {:?}", destination.connect_timeout)
+        }
         "timed out" => format!("timed out after {:?}", destination.timeout),
         kind => kind.to_owned(),
     };

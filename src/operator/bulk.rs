@@ -11,7 +11,7 @@ use super::calls::{Called, Calls, Encode, Ground, Keyed, Summary};
 use super::OperatorError;
 use crate::db::schema::{bulk_actions, deliveries, events};
 use crate::db::{dialect, DbConnection};
-use crate::delivery::DEAD;
+use crate::delivery::{Destinations, DEAD};
 use crate::identity::EventKey;
 use chrono::{DateTime, NaiveDateTime, Utc};
 use diesel::dsl::{count_star, max};
@@ -140,6 +140,42 @@ impl Bulk {
             filter,
             dry_run: request.dry_run,
         })
+    }
+}
+
+impl Bulk {
+    /// A replay names configured things: its source, and its destination (of that source,
+    /// or of any). Dead letters may outlive their destination's configuration, so a
+    /// requeue or discard may name one that is gone.
+    fn check_names(&self, destinations: &Destinations) -> Result<(), OperatorError> {
+        if self.kind != BulkKind::Replay {
+            return Ok(());
+        }
+        let filter = &self.filter;
+        if let Some(source) = filter.source.as_deref().filter(|s| !destinations.knows(s)) {
+            return Err(OperatorError::Invalid(format!(
+                "no source {source} is configured"
+            )));
+        }
+        let Some(name) = filter.destination.as_deref() else {
+            return Ok(());
+        };
+        let known = match filter.source.as_deref() {
+            Some(source) => destinations.find(source, name).is_some(),
+            None => destinations.iter().any(|(_, d)| d.name == name),
+        };
+        if known {
+            Ok(())
+        } else {
+            Err(OperatorError::Invalid(format!(
+                "no destination {name} is configured{}",
+                filter
+                    .source
+                    .as_deref()
+                    .map(|s| format!(" for source {s}"))
+                    .unwrap_or_default()
+            )))
+        }
     }
 }
 
@@ -355,7 +391,7 @@ fn upper_id(conn: &mut DbConnection, kind: BulkKind) -> QueryResult<i64> {
 fn preview(
     conn: &mut DbConnection,
     bulk: &Bulk,
-    destinations: &crate::delivery::Destinations,
+    destinations: &Destinations,
 ) -> QueryResult<BulkPreview> {
     let upper = upper_id(conn, bulk.kind)?;
     let matched = count(conn, bulk, upper, None)?;
@@ -365,7 +401,16 @@ fn preview(
         Selected::Events(rows) => {
             let items: Vec<EventKey> = rows.into_iter().map(|(_, key)| key).collect();
             let only = bulk.filter.destination.as_deref();
-            let results = actions::preview_redelivery(conn, destinations, &items, only)?;
+            // In chunks: planning holds each event's payload until its chunk is decided.
+            let mut results = Vec::with_capacity(items.len());
+            for chunk in items.chunks(100) {
+                results.extend(actions::preview_redelivery(
+                    conn,
+                    destinations,
+                    chunk,
+                    only,
+                )?);
+            }
             for name in results.iter().flat_map(|r| &r.destinations) {
                 *per_destination.entry(name.clone()).or_default() += 1;
             }
@@ -406,15 +451,13 @@ fn sample_dead_letters(conn: &mut DbConnection, ids: &[i64]) -> QueryResult<Vec<
     Ok(rows.iter().map(|row| json!(row)).collect())
 }
 
-/// Creates the action's row: running, from the first row, up to the newest row now.
+/// Creates the action's row: running, from the first row up to `upper`.
 fn create(
     conn: &mut DbConnection,
     bulk: &Bulk,
-    operator: &str,
+    (operator, upper, matched): (&str, i64, i64),
     now: DateTime<Utc>,
 ) -> Result<BulkRow, OperatorError> {
-    let upper = upper_id(conn, bulk.kind)?;
-    let matched = count(conn, bulk, upper, None)?;
     let filter = serde_json::to_string(&bulk.filter)
         .map_err(|e| OperatorError::Internal(format!("cannot encode the filter: {e}")))?;
     let now = now.naive_utc();
@@ -451,6 +494,7 @@ pub(super) fn find(conn: &mut DbConnection, id: i64) -> Result<BulkRow, Operator
 impl<S: Ground> Calls<S> {
     /// What the bulk action would do, reading only.
     pub async fn preview_bulk(&self, bulk: Bulk) -> Result<BulkPreview, OperatorError> {
+        bulk.check_names(self.settings.destinations())?;
         self.read(move |conn, settings| Ok(preview(conn, &bulk, settings.destinations())?))
             .await
     }
@@ -462,10 +506,20 @@ impl<S: Ground> Calls<S> {
         bulk: Bulk,
         encode: Encode<BulkCreated, S>,
     ) -> Result<Called<BulkCreated>, OperatorError> {
+        bulk.check_names(self.settings.destinations())?;
         let operator = keyed.caller.name.clone();
         let action = bulk.kind.audit_name();
+        // The newest row and the count, read before the write transaction: on SQLite a
+        // count over millions of rows must not hold the write lock ingest waits for.
+        let counted = bulk.clone();
+        let (upper, matched) = self
+            .read(move |conn, _| {
+                let upper = upper_id(conn, counted.kind)?;
+                Ok((upper, count(conn, &counted, upper, None)?))
+            })
+            .await?;
         let work = move |conn: &mut DbConnection, _: &S, now| {
-            let row = create(conn, &bulk, &operator, now)?;
+            let row = create(conn, &bulk, (&operator, upper, matched), now)?;
             Ok(BulkCreated {
                 action: row.to_json(),
             })

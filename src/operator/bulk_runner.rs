@@ -26,6 +26,9 @@ use tokio::sync::{watch, Notify};
 pub const BATCH: i64 = 100;
 /// How long a runner holds an action between batches; one that stops answering loses it.
 pub const LEASE: chrono::Duration = chrono::Duration::seconds(5);
+/// Batches of one action that may fail in a row before it is given up as `failed` (each
+/// is retried once its lease expires).
+pub const MAX_FAILURES: i32 = 5;
 /// How often an idle runner looks for work.
 const POLL: std::time::Duration = std::time::Duration::from_millis(500);
 
@@ -149,13 +152,18 @@ impl<S: Ground> BulkRunner<S> {
             if *stopped.borrow() {
                 return Ok(self.release(&mut conn, id)?);
             }
-            match self.batch(&mut conn, id)? {
-                Step::More => {}
-                Step::Finished => {
+            match self.batch(&mut conn, id) {
+                Ok(Step::More) => {}
+                Ok(Step::Finished) => {
                     tracing::info!(id, "bulk action done");
                     return Ok(());
                 }
-                Step::Lost => return Ok(()),
+                Ok(Step::Lost) => return Ok(()),
+                Err(Failure::Failed(error)) => {
+                    self.failed(&mut conn, id, &error)?;
+                    return Err(Failure::Failed(error));
+                }
+                Err(crashed) => return Err(crashed),
             }
         }
     }
@@ -180,6 +188,30 @@ impl<S: Ground> BulkRunner<S> {
             ))
             .execute(conn)?;
         Ok((taken == 1).then_some(id))
+    }
+
+    /// A batch failed: its error is kept on the action, and after [`MAX_FAILURES`] in a
+    /// row the action is `failed` (the lease stays, so the next try waits for it).
+    fn failed(&self, conn: &mut DbConnection, id: i64, error: &OperatorError) -> QueryResult<()> {
+        let now = self.clock.now().naive_utc();
+        write_transaction(conn, |conn| {
+            diesel::update(mine(id, &self.holder))
+                .set((
+                    bulk_actions::failures.eq(bulk_actions::failures + 1),
+                    bulk_actions::error.eq(format!("a batch failed: {error}")),
+                    bulk_actions::updated_at.eq(now),
+                ))
+                .execute(conn)?;
+            diesel::update(mine(id, &self.holder))
+                .filter(bulk_actions::failures.ge(MAX_FAILURES))
+                .set((
+                    bulk_actions::status.eq(FAILED),
+                    bulk_actions::locked_until.eq(None::<NaiveDateTime>),
+                    bulk_actions::finished_at.eq(Some(now)),
+                ))
+                .execute(conn)
+                .map(drop)
+        })
     }
 
     fn release(&self, conn: &mut DbConnection, id: i64) -> QueryResult<()> {
@@ -337,6 +369,8 @@ fn advance(
             bulk_actions::cursor_id.eq(cursor),
             bulk_actions::processed.eq(processed),
             bulk_actions::results.eq(results),
+            bulk_actions::failures.eq(0),
+            bulk_actions::error.eq(None::<String>),
             bulk_actions::locked_until.eq(now.naive_utc() + LEASE),
             bulk_actions::updated_at.eq(now.naive_utc()),
         ))

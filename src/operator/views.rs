@@ -78,6 +78,19 @@ pub struct Found {
 
 type EventsQuery<'a, ST> = events::BoxedQuery<'a, Backend, ST>;
 
+/// Which of a search's lookups a query runs: with a text, the indexed lookup by event id
+/// or fact key and the bounded scan of payloads and headers run apart (each on its own
+/// index: an `OR` of the two would read the whole table) and their rows are merged.
+#[derive(Debug, Clone, Copy)]
+enum Lookup {
+    /// No text: the filters alone.
+    Filters,
+    /// The text is an event id or a fact key.
+    ById,
+    /// The text is in the payload or the headers of an event from this id on.
+    Inside(i64),
+}
+
 /// Events matching `search`, newest first, older than `before` (an id), `limit` of them,
 /// with the count of every match.
 pub fn recent_events(
@@ -87,25 +100,41 @@ pub fn recent_events(
     limit: i64,
 ) -> QueryResult<Found> {
     let floor = scan_floor(conn, search)?;
-    let mut query = narrowed(
-        events::table
-            .select((EventSummary::as_select(), recorded_fact()))
-            .into_boxed(),
-        conn,
-        search,
-        floor,
-    );
-    if let Some(before) = before {
-        query = query.filter(events::id.lt(before));
+    let lookups = match floor {
+        None => vec![Lookup::Filters],
+        Some(floor) => vec![Lookup::ById, Lookup::Inside(floor)],
+    };
+    let mut rows: Vec<(EventSummary, bool)> = Vec::new();
+    let mut ids = BTreeSet::new();
+    for lookup in lookups {
+        let mut query = narrowed(
+            events::table
+                .select((EventSummary::as_select(), recorded_fact()))
+                .into_boxed(),
+            conn,
+            search,
+            lookup,
+        );
+        if let Some(before) = before {
+            query = query.filter(events::id.lt(before));
+        }
+        rows.extend(
+            query
+                .order(events::id.desc())
+                .limit(limit)
+                .load::<(EventSummary, bool)>(conn)?,
+        );
+        let counted = narrowed(
+            events::table.select(events::id).into_boxed(),
+            conn,
+            search,
+            lookup,
+        );
+        ids.extend(counted.limit(COUNT_CAP + 1).load::<i64>(conn)?);
     }
-    let rows: Vec<(EventSummary, bool)> = query.order(events::id.desc()).limit(limit).load(conn)?;
-    let counted = narrowed(
-        events::table.select(events::id).into_boxed(),
-        conn,
-        search,
-        floor,
-    );
-    let count = counted.limit(COUNT_CAP + 1).load::<i64>(conn)?.len() as i64;
+    rows.sort_by_key(|(summary, _)| std::cmp::Reverse(summary.id));
+    rows.dedup_by_key(|(summary, _)| summary.id);
+    rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
     let rows = (rows.into_iter())
         .map(|(summary, first)| ListedEvent {
             summary,
@@ -118,24 +147,14 @@ pub fn recent_events(
         .collect();
     Ok(Found {
         rows,
-        count,
+        count: ids.len() as i64,
         scan_bounded: floor.is_some_and(|floor| floor > 0),
     })
 }
 
 /// Whether the event recorded its fact (the ledger names it first).
-fn recorded_fact() -> diesel::dsl::exists<
-    diesel::dsl::Filter<
-        diesel::dsl::Filter<
-            diesel::dsl::Filter<
-                diesel::dsl::Filter<facts::table, diesel::dsl::Eq<facts::source, events::source>>,
-                diesel::dsl::Eq<facts::kind, events::fact_kind>,
-            >,
-            diesel::dsl::Eq<facts::fact_key, events::fact_key>,
-        >,
-        diesel::dsl::Eq<facts::first_event_id, events::event_id>,
-    >,
-> {
+#[diesel::dsl::auto_type(no_type_alias)]
+fn recorded_fact() -> _ {
     exists(
         facts::table
             .filter(facts::source.eq(events::source))
@@ -164,14 +183,14 @@ fn scan_floor(conn: &mut DbConnection, search: &EventSearch) -> QueryResult<Opti
     Ok(Some(floor.unwrap_or(0)))
 }
 
-/// `query` narrowed to `search`: the filter, the outcome, and the text — an event id or
-/// fact key (by index), or a byte string in the payload or the headers of the events from
-/// `floor` on.
+/// `query` narrowed to `search`'s filter and outcome, and to `lookup`: the text as an
+/// event id or fact key (by index), or as a byte string in the payload or headers of the
+/// events from the scan's floor on (the floor first: a range of the primary key).
 fn narrowed<'a, ST: 'a>(
     mut query: EventsQuery<'a, ST>,
     conn: &DbConnection,
     search: &EventSearch,
-    floor: Option<i64>,
+    lookup: Lookup,
 ) -> EventsQuery<'a, ST> {
     match search.outcome {
         Some(StoredOutcome::Accepted) => query = query.filter(recorded_fact()),
@@ -180,14 +199,23 @@ fn narrowed<'a, ST: 'a>(
         }
         None => {}
     }
-    if let Some(text) = &search.text {
-        let by_id = events::source.eq_any(search.sources.clone()).and(
-            events::event_id
-                .eq(text.clone())
-                .or(events::fact_key.eq(text.clone())),
-        );
-        let inside = contains(conn, text).and(events::id.ge(floor.unwrap_or(0)));
-        query = query.filter(by_id.or(inside));
+    let text = search.text.clone().unwrap_or_default();
+    match lookup {
+        Lookup::Filters => {}
+        Lookup::ById => {
+            query = query
+                .filter(events::source.eq_any(search.sources.clone()))
+                .filter(
+                    events::event_id
+                        .eq(text.clone())
+                        .or(events::fact_key.eq(text)),
+                )
+        }
+        Lookup::Inside(floor) => {
+            query = query
+                .filter(events::id.ge(floor))
+                .filter(contains(conn, &text))
+        }
     }
     filter_events(query, &search.filter)
 }

@@ -16,6 +16,7 @@ on_both_backends!(
     a_bulk_requeue_of_500_dead_letters_previews_runs_once_and_survives_a_restart,
     a_bulk_replay_goes_to_the_one_destination_named,
     a_bulk_request_is_checked_and_a_viewer_only_previews,
+    a_bulk_replay_killed_mid_way_resumes_and_delivers_each_fact_once_more,
 );
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -323,4 +324,56 @@ async fn a_bulk_request_is_checked_and_a_viewer_only_previews(backend: Backend) 
     started.assert_status(202);
     assert_eq!(started.json()["action"]["matched"], 0);
     assert_eq!(started.json()["action"]["operator"], "otto");
+}
+
+async fn a_bulk_replay_killed_mid_way_resumes_and_delivers_each_fact_once_more(backend: Backend) {
+    let server = refusing_first(0).await;
+    let options = TestOptions {
+        destination: Some(destination("app", &server)),
+        ..Default::default()
+    };
+    let app = Arc::new(spawn_app_with(backend, options.clone()).await);
+    post_events(&app, "evt_replayed", 250, &["invoice.paid"]).await;
+    eventually_within("250 first deliveries", Duration::from_secs(60), || async {
+        requests_per_key(&server).await.len() == 250
+    })
+    .await;
+    // The runner dies in its second batch: the first 100 replays are committed, the
+    // second batch's enqueued deliveries roll back with it.
+    app.faults.crash_bulk_batch(2);
+    let request = json!({ "action": "replay", "filter": { "source": "stripe" } });
+    let created = app
+        .admin("/admin/bulk", Some(&request), Some("replay-all"))
+        .await;
+    created.assert_status(202);
+    let id = created.json()["action"]["id"].clone();
+    eventually_within("one batch", Duration::from_secs(30), || async {
+        bulk_action(&app, &id).await["processed"] == 100
+    })
+    .await;
+    let mut app = Arc::into_inner(app).expect("one owner");
+    app.stop().await;
+    let restarted = app.another_instance(options).await;
+    eventually_within("the replay done", Duration::from_secs(60), || async {
+        bulk_action(&restarted, &id).await["status"] == "done"
+    })
+    .await;
+    let done = bulk_action(&restarted, &id).await;
+    assert_eq!(done["results"], json!({ "requeued": 250 }), "{done}");
+    assert_eq!(done["deliveries"], json!({ "app": 250 }), "{done}");
+    eventually_within("250 replays", Duration::from_secs(60), || async {
+        requests_per_key(&server)
+            .await
+            .values()
+            .filter(|n| **n == 2)
+            .count()
+            == 250
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let per_key = requests_per_key(&server).await;
+    assert!(
+        per_key.len() == 250 && per_key.values().all(|n| *n == 2),
+        "each fact delivered exactly once more: {per_key:?}"
+    );
 }

@@ -13,7 +13,8 @@ CREATE TABLE bulk_actions (
     matched BIGINT NOT NULL,            -- rows that matched when it was created
     processed BIGINT NOT NULL,          -- rows acted on so far
     results TEXT NOT NULL,              -- counts by result and deliveries by destination, JSON
-    error TEXT,                         -- why it failed
+    error TEXT,                         -- why its last batch failed, or why it failed
+    failures INTEGER NOT NULL DEFAULT 0, -- batches failed in a row (at 5 it is failed)
     lease_holder TEXT,
     locked_until TIMESTAMP,
     created_at TIMESTAMP NOT NULL,

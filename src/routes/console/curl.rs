@@ -18,9 +18,14 @@ const LEFT_OUT: [&str; 6] = [
 
 /// The command that posts `body` with `headers` to `url`.
 pub fn command(url: &str, headers: &[(String, String)], body: &[u8]) -> String {
-    let input = match std::str::from_utf8(body) {
-        Ok(text) => format!("printf '%s' {}", quote(text)),
-        Err(_) => format!(
+    // Text goes as it is; bytes a terminal would not paste back unchanged (not UTF-8, or a
+    // control character other than a newline: NUL, CR, TAB…) go as base64.
+    let pastable = std::str::from_utf8(body)
+        .ok()
+        .filter(|text| !text.chars().any(|c| c.is_control() && c != '\n'));
+    let input = match pastable {
+        Some(text) => format!("printf '%s' {}", quote(text)),
+        None => format!(
             "printf '%s' {} | base64 -d",
             quote(&base64::engine::general_purpose::STANDARD.encode(body))
         ),

@@ -229,11 +229,12 @@ pub async fn events(
     let q = query_map(&request);
     let search = event_search(&q, &state)?;
     let before = parse_id(q.get("before"))?;
+    // A page number only labels the rows (paging is by `before`): bounded, never overflowing.
     let page = q
         .get("page")
         .and_then(|p| p.parse::<i64>().ok())
         .unwrap_or(1)
-        .max(1);
+        .clamp(1, 1_000_000);
     let searched = search.clone();
     let (found, states) = read(&state, move |c| {
         let found = views::recent_events(c, &searched, before, PAGE)?;
@@ -251,26 +252,7 @@ pub async fn events(
     let body = html! {
         (event_filters(&q, &state))
         (found_line(&found, page, search.text.is_some()))
-        @if !rows.is_empty() {
-            div.scroll { table.events {
-                thead { tr { th { "Received" } th { "Source" } th { "Event" } th { "Type" } th { "Outcome" } th { "Deliveries" } th { "Fact" } } }
-                tbody {
-                    @for row in rows {
-                        @let e = &row.summary;
-                        @let key = (e.source.clone(), e.event_id.clone());
-                        tr {
-                            td.time data-label="Received" { (time(e.received_at)) }
-                            td data-label="Source" { (e.source) }
-                            td.id data-label="Event" { (event_link(&e.source, &e.event_id)) }
-                            td data-label="Type" { (e.event_type.as_deref().unwrap_or("—")) }
-                            td data-label="Outcome" { (badge(row.outcome.as_str())) }
-                            td.states data-label="Deliveries" { (delivery_cell(&settings, row, states.get(&key).map_or(&[][..], Vec::as_slice))) }
-                            td.id.fact data-label="Fact" { (e.fact_kind) ":" wbr; (e.fact_key) }
-                        }
-                    }
-                }
-            } }
-        }
+        @if !rows.is_empty() { (events_table(&settings, rows, &states)) }
         @if let Some(older) = older {
             p.pager { a href=(pager_href("/events", &q, older, Some(page + 1))) { "Older →" } }
         }
@@ -282,6 +264,34 @@ pub async fn events(
         200,
         layout(Some(&session), "/events", "Events", body),
     ))
+}
+
+/// The listed events, each with its deliveries per destination.
+fn events_table(
+    settings: &Settings,
+    rows: &[views::ListedEvent],
+    states: &HashMap<(String, String), Vec<views::DeliveryState>>,
+) -> Markup {
+    html! {
+    div.scroll { table.events {
+        thead { tr { th { "Received" } th { "Source" } th { "Event" } th { "Type" } th { "Outcome" } th { "Deliveries" } th { "Fact" } } }
+        tbody {
+            @for row in rows {
+                @let e = &row.summary;
+                @let key = (e.source.clone(), e.event_id.clone());
+                tr {
+                    td.time data-label="Received" { (time(e.received_at)) }
+                    td data-label="Source" { (e.source) }
+                    td.id data-label="Event" { (event_link(&e.source, &e.event_id)) }
+                    td data-label="Type" { (e.event_type.as_deref().unwrap_or("—")) }
+                    td data-label="Outcome" { (badge(row.outcome.as_str())) }
+                    td.states data-label="Deliveries" { (delivery_cell(settings, row, states.get(&key).map_or(&[][..], Vec::as_slice))) }
+                    td.id.fact data-label="Fact" { (e.fact_kind) ":" wbr; (e.fact_key) }
+                }
+            }
+        }
+    } }
+    }
 }
 
 /// `Showing 51–100 of 1,000+ events` (exact up to the count's cap), and what a payload
@@ -586,7 +596,7 @@ fn event_body(
         }
         section.card {
             h2 { "Copy as curl" }
-            p.hint { "The stored request, sent again: Inlet answers a copy with the stored answer (a duplicate changes nothing). Credentials were redacted when it was stored." }
+            p.hint { "The stored request, to reproduce it: Inlet answers a copy with the stored answer (a duplicate changes nothing) — for a signature that carries a timestamp, only within its tolerance; an older copy is refused 401 timestamp_out_of_tolerance. The URL is built from the request's Host header. Credentials were redacted when it was stored." }
             pre.payload.curl { (curl_of(source, shown)) }
         }
         section.card {
