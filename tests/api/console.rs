@@ -992,6 +992,13 @@ async fn on_call_finds_an_event_by_its_payload_and_sees_why_it_failed(backend: B
     );
     // The event page says what happened to the attempt, and where.
     browser.submit("table.events td.id a").await;
+    // At the top of the event page: each delivery's state and why it has not arrived.
+    let glance = browser.text("dl.facts").await;
+    assert!(glance.contains("app delivered after 1 attempt"), "{glance}");
+    assert!(
+        glance.contains(&format!("connection refused (127.0.0.1:{port})")),
+        "{glance}"
+    );
     let attempts = browser.text("table.attempts").await;
     assert!(
         attempts.contains(&format!("connection refused (127.0.0.1:{port}):")),

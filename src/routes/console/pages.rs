@@ -576,6 +576,7 @@ fn event_body(
                 dt { "Received" } dd { (api_time(&event["received_at"], "")) }
                 dt { "Kept until" } dd { (api_time(&event["expires_at"], "")) }
                 dt { "Body digest" } dd.id { (shown["fingerprint"].as_str().unwrap_or_default()) }
+                dt { "Deliveries" } dd { (deliveries_at_a_glance(&shown["deliveries"])) }
             }
             @if session.may(Role::Operator) {
                 form.inline method="post" action={ (PATH) "/replay/preview" } {
@@ -616,6 +617,28 @@ fn event_body(
             (attempts_table(&shown["deliveries"]))
         }
     })
+}
+
+/// Each delivery of the event in a line: its destination, status, and the first clause of
+/// its last error (the whole chain is in the attempts below).
+fn deliveries_at_a_glance(deliveries: &Value) -> Markup {
+    let rows = deliveries.as_array().cloned().unwrap_or_default();
+    html! {
+        @if rows.is_empty() { span.muted { "none" } } @else {
+            ul.states {
+                @for d in &rows {
+                    @let status = d["status"].as_str().unwrap_or_default();
+                    li {
+                        (d["destination"].as_str().unwrap_or_default()) " " (badge(status))
+                        " after " (d["attempt"]) @if d["attempt"] == 1 { " attempt" } @else { " attempts" }
+                        @if status != DELIVERED { @if let Some(error) = d["last_error"].as_str() {
+                            " " span.error title=(error) { (headline(error)) }
+                        } }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The stored request as a `curl` command, to the host it was sent to.
