@@ -25,6 +25,39 @@ crate::on_both_backends!(
     a_bulk_requeue_of_500_is_previewed_confirmed_once_and_survives_a_restart,
 );
 
+/// The console follows a dark system setting (Chromium told to prefer the dark scheme).
+#[tokio::test]
+async fn a_dark_system_setting_gets_the_dark_scheme() {
+    let app = spawn_app_with(Backend::Sqlite, TestOptions::default()).await;
+    for (args, dark) in [
+        (&["--blink-settings=preferredColorScheme=0"][..], true),
+        (&[][..], false),
+    ] {
+        let browser = Browser::open_with(&app, args).await;
+        browser.visit("/console/login").await;
+        let seen = browser
+            .client
+            .execute(
+                "return [matchMedia('(prefers-color-scheme: dark)').matches,
+                         getComputedStyle(document.body).backgroundColor];",
+                vec![],
+            )
+            .await
+            .expect("read the page's colours");
+        assert_eq!(seen[0], json!(dark), "{seen}");
+        let background = if dark {
+            "rgb(17, 21, 27)"
+        } else {
+            "rgb(244, 246, 249)"
+        };
+        assert_eq!(seen[1], json!(background), "{seen}");
+        if dark {
+            browser.screenshot("sign-in-dark", Backend::Sqlite).await;
+        }
+        browser.close().await;
+    }
+}
+
 /// A chromedriver of this test's own, on a free port; killed when dropped.
 struct Driver {
     child: Child,
@@ -70,14 +103,27 @@ struct Browser {
 
 impl Browser {
     async fn open(app: &TestApp) -> Self {
+        Self::open_with(app, &[]).await
+    }
+
+    /// A browser started with `extra` command-line arguments.
+    async fn open_with(app: &TestApp, extra: &[&str]) -> Self {
         let driver = Driver::start();
+        let base = [
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--window-size=1280,1000",
+            "--hide-scrollbars",
+        ];
+        let args: Vec<&str> = base.iter().chain(extra).copied().collect();
         let mut capabilities = serde_json::Map::new();
         capabilities.insert(
             "goog:chromeOptions".to_owned(),
             json!({
                 "binary": std::env::var("INLET_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned()),
-                "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                         "--window-size=1280,1000", "--hide-scrollbars"],
+                "args": args,
             }),
         );
         let url = format!("http://127.0.0.1:{}", driver.port);
