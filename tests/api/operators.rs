@@ -252,6 +252,25 @@ async fn a_viewer_reads_but_every_change_is_refused_and_recorded(backend: Backen
     ];
     let (status, _) = console.post("/console/replay", &page, &replay).await;
     assert_eq!(status, 403);
+    // A bulk action: the viewer may preview it, not start it.
+    let (_, bulk_page) = console.get("/console/bulk").await;
+    let bulk = [("action", "requeue"), ("destination", "app")];
+    let (status, preview) = console
+        .post("/console/bulk/preview", &bulk_page, &bulk)
+        .await;
+    assert_eq!(status, 200, "{preview}");
+    assert!(
+        preview.contains("1</strong> dead letters match"),
+        "{preview}"
+    );
+    assert!(preview.contains("needs the operator role") && !preview.contains("Confirm"));
+    let started = [
+        ("action", "requeue"),
+        ("destination", "app"),
+        ("idempotency_key", "k-f3"),
+    ];
+    let (status, _) = console.post("/console/bulk", &bulk_page, &started).await;
+    assert_eq!(status, 403);
     // Nothing changed; each refusal is in the trail, under the viewer's name.
     assert_eq!(status_of(&app, id).await, "dead");
     let refused = audit(&app, "outcome=refused&operator=vera").await;
@@ -268,6 +287,7 @@ async fn a_viewer_reads_but_every_change_is_refused_and_recorded(backend: Backen
     assert_eq!(
         actions,
         [
+            ("bulk_requeue", "console"),
             ("discard", "api"),
             ("reload", "api"),
             ("replay", "api"),
