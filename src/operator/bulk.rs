@@ -58,7 +58,7 @@ impl BulkKind {
     }
 
     /// The audit trail's name for it.
-    fn audit_name(self) -> &'static str {
+    pub fn audit_name(self) -> &'static str {
         match self {
             Self::Replay => "bulk_replay",
             Self::Requeue => "bulk_requeue",
@@ -106,6 +106,16 @@ pub struct BulkRequest {
     pub filter: BulkFilter,
     #[serde(default)]
     pub dry_run: bool,
+}
+
+impl BulkRequest {
+    /// The audit trail's name of the action asked for (a refusal before it is checked is
+    /// written as a requeue when the action is not one).
+    pub fn audit_name(&self) -> &'static str {
+        BulkKind::parse(&self.action)
+            .unwrap_or(BulkKind::Requeue)
+            .audit_name()
+    }
 }
 
 /// A checked bulk action.
@@ -206,10 +216,15 @@ pub struct BulkRow {
     pub filter: String,
     pub operator: String,
     pub status: String,
+    /// The newest row it takes, and the last it is done with (the runner's).
+    pub upper_id: i64,
+    pub cursor_id: i64,
     pub matched: i64,
     pub processed: i64,
     pub results: String,
     pub error: Option<String>,
+    /// Who works it through now (the runner's).
+    pub lease_holder: Option<String>,
     pub created_at: NaiveDateTime,
     pub updated_at: NaiveDateTime,
     pub finished_at: Option<NaiveDateTime>,

@@ -229,15 +229,7 @@ impl<S: Ground> BulkRunner<S> {
             read_committed(conn)?;
             lock(conn, id)?;
             let row = find(conn, id)?;
-            let (holder, cursor, upper): (Option<String>, i64, i64) = bulk_actions::table
-                .find(id)
-                .select((
-                    bulk_actions::lease_holder,
-                    bulk_actions::cursor_id,
-                    bulk_actions::upper_id,
-                ))
-                .first(conn)?;
-            if !row.running() || holder.as_deref() != Some(&self.holder) {
+            if !row.running() || row.lease_holder.as_deref() != Some(&self.holder) {
                 return Ok(Step::Lost);
             }
             let bulk = match bulk_of(&row) {
@@ -247,7 +239,7 @@ impl<S: Ground> BulkRunner<S> {
                     return Ok(Step::Finished);
                 }
             };
-            let selected = select(conn, &bulk, (cursor, upper), BATCH)?;
+            let selected = select(conn, &bulk, (row.cursor_id, row.upper_id), BATCH)?;
             let Some(last) = selected.last_id() else {
                 finish(conn, id, now, None)?;
                 return Ok(Step::Finished);
@@ -265,7 +257,7 @@ impl<S: Ground> BulkRunner<S> {
             advance(conn, id, (last, row.processed + rows), &results, now)?;
             Ok::<_, Failure>(Step::More)
         })?;
-        if step == Step::More && settings.destinations().iter().next().is_some() {
+        if step == Step::More {
             if let Some(waker) = &self.waker {
                 waker.notify_one();
             }

@@ -23,10 +23,9 @@ pub mod views;
 
 pub use audit::{AuditFilter, AuditRow, Entry as AuditEntry, Outcome, Recorder};
 pub use bulk::{
-    Bulk, BulkCreated, BulkFilter, BulkKind, BulkPreview, BulkRequest, BulkRow, BULK_ROUTE,
-    PREVIEW_PLANNED,
+    Bulk, BulkCreated, BulkFilter, BulkKind, BulkPreview, BulkRequest, BulkRow, PREVIEW_PLANNED,
 };
-pub use bulk_runner::{BulkRunner, CurrentSettings, BATCH as BULK_BATCH};
+pub use bulk_runner::BulkRunner;
 pub use caller::Caller;
 pub use calls::{json_answer, Called, Calls, Encode, Ground, IdempotencyKey, Keyed};
 pub use dead_letters::{DeadLetterAction, DeadLetterReport, DeadLetterRequest, DeadLetters};

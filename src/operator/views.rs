@@ -226,23 +226,21 @@ fn contains(
     conn: &DbConnection,
     text: &str,
 ) -> Box<dyn BoxableExpression<events::table, Backend, SqlType = Bool>> {
-    let (bytes, text) = (text.as_bytes().to_vec(), text.to_owned());
-    match conn {
-        DbConnection::Postgres(_) => Box::new(
-            diesel::dsl::sql::<Bool>("(position(")
-                .bind::<Binary, _>(bytes)
-                .sql(" in events.payload) > 0 OR strpos(events.headers, ")
-                .bind::<Text, _>(text)
-                .sql(") > 0)"),
+    // Both read `(<payload test> ? … OR <headers test> ? …)`: the bytes, then the text.
+    let (payload, headers) = match conn {
+        DbConnection::Postgres(_) => (
+            "(position(",
+            " in events.payload) > 0 OR strpos(events.headers, ",
         ),
-        DbConnection::Sqlite(_) => Box::new(
-            diesel::dsl::sql::<Bool>("(instr(events.payload, ")
-                .bind::<Binary, _>(bytes)
-                .sql(") > 0 OR instr(events.headers, ")
-                .bind::<Text, _>(text)
-                .sql(") > 0)"),
-        ),
-    }
+        DbConnection::Sqlite(_) => ("(instr(events.payload, ", ") > 0 OR instr(events.headers, "),
+    };
+    Box::new(
+        diesel::dsl::sql::<Bool>(payload)
+            .bind::<Binary, _>(text.as_bytes().to_vec())
+            .sql(headers)
+            .bind::<Text, _>(text.to_owned())
+            .sql(") > 0)"),
+    )
 }
 
 /// Where one destination's delivery of a listed event stands (its newest delivery).

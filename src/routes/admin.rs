@@ -13,8 +13,8 @@ use crate::config::Settings;
 use crate::idempotency::{Answer, REPLAYED_HEADER};
 use crate::operator::actions::{DeliveryFilter, EventFilter};
 use crate::operator::{
-    json_answer, roles, Account, AuditFilter, Bulk, BulkCreated, BulkKind, BulkRequest, BulkRow,
-    Called, Caller, Calls, DeadLetterAction, DeadLetterReport, DeadLetterRequest, DeadLetters,
+    json_answer, roles, Account, AuditFilter, Bulk, BulkCreated, BulkRequest, BulkRow, Called,
+    Caller, Calls, DeadLetterAction, DeadLetterReport, DeadLetterRequest, DeadLetters,
     EvaluateRequest, IdempotencyKey, Keyed, OperatorError, Replay, ReplayReport, ReplayRequest,
     Role,
 };
@@ -501,11 +501,7 @@ async fn bulk_request(
         serde_json::from_slice(body).map_err(|e| invalid(format!("invalid bulk request: {e}")))?;
     if !parsed.dry_run && !caller.may(Role::Operator) {
         let parameters = serde_json::from_slice(body).unwrap_or(Value::Null);
-        let action = match BulkKind::parse(&parsed.action) {
-            Some(BulkKind::Replay) => "bulk_replay",
-            Some(BulkKind::Discard) => "bulk_discard",
-            _ => "bulk_requeue",
-        };
+        let action = parsed.audit_name();
         return forbidden(state, settings, caller, action, &parameters, Role::Operator).await;
     }
     Ok(Bulk::parse(parsed)?)

@@ -2,15 +2,14 @@
 //! Idempotency-Key, batches that survive a restart mid-way, each row acted on once.
 
 use crate::helpers::{
-    eventually_within, requests_per_key, spawn_app_with, stripe_event, Backend, TestApp,
-    TestOptions,
+    eventually_within, post_events, refusing_first, requests_per_key, spawn_app_with, Backend,
+    TestApp, TestOptions,
 };
 use crate::on_both_backends;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
-use wiremock::matchers::method;
-use wiremock::{Mock, MockServer, ResponseTemplate};
+use wiremock::MockServer;
 
 on_both_backends!(
     a_bulk_requeue_of_500_dead_letters_previews_runs_once_and_survives_a_restart,
@@ -21,49 +20,11 @@ on_both_backends!(
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
-/// An application that refuses the first `refusals` deliveries for good (422), then
-/// accepts everything.
-async fn refusing_first(refusals: u64) -> MockServer {
-    let server = MockServer::start().await;
-    if refusals > 0 {
-        Mock::given(method("POST"))
-            .respond_with(ResponseTemplate::new(422).set_body_string("not yet"))
-            .up_to_n_times(refusals)
-            .with_priority(1)
-            .mount(&server)
-            .await;
-    }
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200))
-        .with_priority(2)
-        .mount(&server)
-        .await;
-    server
-}
-
 fn destination(name: &str, server: &MockServer) -> String {
     format!(
         "url = \"{}/{name}\"\nsecret = \"{SECRET}\"\nname = \"{name}\"\nretry_base = \"20ms\"\nretry_cap = \"100ms\"\n",
         server.uri()
     )
-}
-
-/// Posts `count` Stripe events (ids `{prefix}_{i}`, of `types` in turn), 25 at a time.
-async fn post_events(app: &Arc<TestApp>, prefix: &str, count: usize, types: &[&str]) {
-    let ids: Vec<(String, String)> = (0..count)
-        .map(|i| (format!("{prefix}_{i}"), types[i % types.len()].to_owned()))
-        .collect();
-    for chunk in ids.chunks(25) {
-        let mut posts = tokio::task::JoinSet::new();
-        for (id, event_type) in chunk {
-            let (app, id, event_type) = (app.clone(), id.clone(), event_type.clone());
-            posts.spawn(async move {
-                let body = stripe_event(&id, &event_type, &format!("obj_{id}"));
-                app.post_stripe(&body).await.status
-            });
-        }
-        assert!(posts.join_all().await.iter().all(|s| *s == 200));
-    }
 }
 
 async fn dead_letters(app: &TestApp) -> usize {
@@ -82,7 +43,7 @@ async fn bulk_action(app: &TestApp, id: &Value) -> Value {
 async fn a_bulk_requeue_of_500_dead_letters_previews_runs_once_and_survives_a_restart(
     backend: Backend,
 ) {
-    let server = refusing_first(500).await;
+    let server = refusing_first(500, "not yet").await;
     let options = TestOptions {
         destination: Some(destination("app", &server)),
         ..Default::default()
@@ -167,8 +128,8 @@ async fn a_bulk_requeue_of_500_dead_letters_previews_runs_once_and_survives_a_re
 }
 
 async fn a_bulk_replay_goes_to_the_one_destination_named(backend: Backend) {
-    let app_server = refusing_first(0).await;
-    let audit_server = refusing_first(0).await;
+    let app_server = refusing_first(0, "").await;
+    let audit_server = refusing_first(0, "").await;
     let options = TestOptions {
         destination: Some(format!(
             "{}\n[[sources.destinations]]\n{}",
@@ -327,7 +288,7 @@ async fn a_bulk_request_is_checked_and_a_viewer_only_previews(backend: Backend) 
 }
 
 async fn a_bulk_replay_killed_mid_way_resumes_and_delivers_each_fact_once_more(backend: Backend) {
-    let server = refusing_first(0).await;
+    let server = refusing_first(0, "").await;
     let options = TestOptions {
         destination: Some(destination("app", &server)),
         ..Default::default()

@@ -1129,20 +1129,7 @@ async fn on_call_finds_an_event_by_its_payload_and_sees_why_it_failed(backend: B
 async fn a_bulk_requeue_of_500_is_previewed_confirmed_once_and_survives_a_restart(
     backend: Backend,
 ) {
-    let server = wiremock::MockServer::start().await;
-    wiremock::Mock::given(wiremock::matchers::method("POST"))
-        .respond_with(
-            wiremock::ResponseTemplate::new(422).set_body_string("{\"error\":\"customer locked\"}"),
-        )
-        .up_to_n_times(500)
-        .with_priority(1)
-        .mount(&server)
-        .await;
-    wiremock::Mock::given(wiremock::matchers::method("POST"))
-        .respond_with(wiremock::ResponseTemplate::new(200))
-        .with_priority(2)
-        .mount(&server)
-        .await;
+    let server = crate::helpers::refusing_first(500, r#"{"error":"customer locked"}"#).await;
     let options = TestOptions {
         destination: Some(format!(
             "url = \"{}/events\"\nsecret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\nname = \"app\"\n\
@@ -1158,18 +1145,7 @@ async fn a_bulk_requeue_of_500_is_previewed_confirmed_once_and_survives_a_restar
         "customer.updated",
         "payment_intent.succeeded",
     ];
-    for chunk in (0..500).collect::<Vec<usize>>().chunks(25) {
-        let mut posts = tokio::task::JoinSet::new();
-        for &i in chunk {
-            let app = app.clone();
-            posts.spawn(async move {
-                let body =
-                    stripe_event(&format!("evt_bulk_{i}"), types[i % 4], &format!("obj_{i}"));
-                app.post_stripe(&body).await.status
-            });
-        }
-        assert!(posts.join_all().await.iter().all(|s| *s == 200));
-    }
+    crate::helpers::post_events(&app, "evt_bulk", 500, &types).await;
     let dead = || async {
         app.admin("/admin/deliveries?status=dead&limit=500", None, None)
             .await

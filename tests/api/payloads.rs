@@ -93,19 +93,8 @@ async fn an_accepted_webhook_stores_its_payload_once_and_delivers_it(backend: Ba
 }
 
 async fn a_dead_letter_outliving_its_event_is_requeued_with_its_body(backend: Backend) {
-    let server = MockServer::start().await;
     // Refused for good once (a dead letter), accepted after the requeue.
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(422))
-        .up_to_n_times(1)
-        .with_priority(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200))
-        .with_priority(2)
-        .mount(&server)
-        .await;
+    let server = crate::helpers::refusing_first(1, "").await;
     let app = app_for(backend, &server.uri(), true).await;
     let body = stripe_event("evt_outlived", "charge.succeeded", "ch_outlived");
     app.post_stripe(&body).await.assert_status(200);

@@ -145,3 +145,48 @@ pub fn bus_token(value: Option<&str>) -> String {
         })
         .collect()
 }
+
+/// An application that refuses the first `refusals` deliveries for good (422 with
+/// `body`), then accepts everything.
+pub async fn refusing_first(refusals: u64, body: &str) -> wiremock::MockServer {
+    use wiremock::{matchers::method, Mock, ResponseTemplate};
+    let server = wiremock::MockServer::start().await;
+    if refusals > 0 {
+        Mock::given(method("POST"))
+            .respond_with(ResponseTemplate::new(422).set_body_string(body))
+            .up_to_n_times(refusals)
+            .with_priority(1)
+            .mount(&server)
+            .await;
+    }
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200))
+        .with_priority(2)
+        .mount(&server)
+        .await;
+    server
+}
+
+/// Posts `count` Stripe events (ids `{prefix}_{i}`, of `types` in turn), 25 at a time,
+/// each answered 200.
+pub async fn post_events(
+    app: &std::sync::Arc<TestApp>,
+    prefix: &str,
+    count: usize,
+    types: &[&str],
+) {
+    let ids: Vec<(String, String)> = (0..count)
+        .map(|i| (format!("{prefix}_{i}"), types[i % types.len()].to_owned()))
+        .collect();
+    for chunk in ids.chunks(25) {
+        let mut posts = tokio::task::JoinSet::new();
+        for (id, event_type) in chunk {
+            let (app, id, event_type) = (app.clone(), id.clone(), event_type.clone());
+            posts.spawn(async move {
+                let body = stripe_event(&id, &event_type, &format!("obj_{id}"));
+                app.post_stripe(&body).await.status
+            });
+        }
+        assert!(posts.join_all().await.iter().all(|s| *s == 200));
+    }
+}

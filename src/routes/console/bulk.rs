@@ -209,11 +209,7 @@ pub async fn bulk_start(
 ) -> Result<HttpResponse, ConsoleError> {
     let fields = checked_form(&session, &body)?;
     let bulk_request = request_of(&fields, false)?;
-    let action = match BulkKind::parse(&bulk_request.action) {
-        Some(BulkKind::Replay) => "bulk_replay",
-        Some(BulkKind::Discard) => "bulk_discard",
-        _ => "bulk_requeue",
-    };
+    let action = bulk_request.audit_name();
     let caller = permitted(&session, &state, &request, action, &fields).await?;
     let key = form_key_of(&fields)?;
     let settings = state.settings.current();
