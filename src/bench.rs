@@ -322,6 +322,7 @@ fn ceiling_claim(id: &str, payload: &Bytes, fingerprint: &str) -> anyhow::Result
         expires_at: now + chrono::Duration::days(35),
         destinations: vec![("app".to_owned(), now + chrono::Duration::days(3))],
         answer: None,
+        trace_parent: None,
     })
 }
 

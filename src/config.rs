@@ -27,6 +27,7 @@ use crate::operator::{
 };
 use crate::provider::{FactRuleFile, HmacFile, SourceFile, SourceName, SourceSettings};
 use crate::retention::{AuditLine, RetentionFile, RetentionSettings};
+use crate::traces::{TelemetryFile, TelemetrySettings};
 use figment::providers::{Env, Format, Toml};
 use figment::value::{Dict, Value};
 use figment::Figment;
@@ -52,13 +53,14 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 /// sweeper's loops and the console are built from them once. A reload that changes one
 /// is refused. (`[[sources]]` with their destinations, `[operator]` and `[[operators]]`
 /// reload live.)
-pub const RESTART_ONLY: [&str; 6] = [
+pub const RESTART_ONLY: [&str; 7] = [
     "server",
     "database",
     "delivery",
     "console",
     "retention",
     "admin",
+    "telemetry",
 ];
 
 /// The file as written by the operator.
@@ -85,6 +87,8 @@ struct RawSettings {
     admin: AdminFile,
     #[serde(default)]
     console: ConsoleFile,
+    #[serde(default)]
+    telemetry: TelemetryFile,
     #[serde(default)]
     retired_sources: Vec<String>,
 }
@@ -156,6 +160,8 @@ pub struct Settings {
     pub operator: OperatorSettings,
     pub admin: AdminSettings,
     pub console: ConsoleSettings,
+    /// `[telemetry]`: OpenTelemetry traces, off unless an endpoint is set.
+    pub telemetry: TelemetrySettings,
     /// Source names no longer served on purpose: their stored events and facts stay (and
     /// expire as usual), and deduplication against them ends (see [`Settings::check_stored_sources`]).
     pub retired_sources: Vec<SourceName>,
@@ -368,6 +374,7 @@ impl Settings {
             console: raw.console.validate(&operator, &admin)?,
             operator,
             admin,
+            telemetry: raw.telemetry.validate()?,
             retired_sources,
             restart_only: RestartOnlySections::default(),
         })

@@ -32,6 +32,7 @@ pub mod secret;
 pub mod signature;
 pub mod startup;
 pub mod state;
+pub mod traces;
 
 /// The system allocator, counting each thread's live bytes so a jq evaluation's memory can
 /// be bounded (see [`jq`]).

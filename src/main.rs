@@ -11,6 +11,7 @@ use inlet::retention::Sweeper;
 use inlet::secret::Secret;
 use inlet::signature::EventToSign;
 use inlet::startup::{open_database, open_serving_database, Application, Hooks};
+use inlet::traces::Traces;
 use std::path::PathBuf;
 
 /// `inlet --version`: the version and the commit built from.
@@ -827,28 +828,48 @@ async fn sweep(settings: Settings, dry_run: bool) -> anyhow::Result<()> {
 async fn deliver(settings: Settings, config: &std::path::Path, once: bool) -> anyhow::Result<()> {
     let pool = open_serving_database(&settings).await?;
     let clock = std::sync::Arc::new(inlet::clock::SystemClock);
-    let dispatcher = std::sync::Arc::new(Dispatcher::new(
+    let traces = Traces::start(&settings.telemetry, tokio::runtime::Handle::current())?;
+    let dispatcher = Dispatcher::new(
         &settings.destinations,
         &settings.delivery,
         settings.server.shutdown_grace,
         pool.clone(),
         clock,
-    )?);
-    if !once {
-        let reloader = Reloader::new(
-            Some(config.to_owned()),
-            LiveSettings::new(settings),
-            Some(dispatcher.clone()),
-            Some(pool),
-            &[],
-        );
-        tokio::spawn(reload_on_hangup(std::sync::Arc::new(reloader)));
-        let (stop, stopped) = tokio::sync::watch::channel(false);
-        let run = tokio::spawn(dispatcher.run(stopped));
-        tokio::signal::ctrl_c().await?;
-        let _ = stop.send(true);
-        return Ok(run.await?);
-    }
+    )?;
+    let dispatcher = std::sync::Arc::new(dispatcher.with_traces(traces.clone()));
+    let delivered = match once {
+        true => deliver_once(&dispatcher).await,
+        false => deliver_until_stopped(settings, config, pool, dispatcher).await,
+    };
+    // The attempts' last spans go out before the command ends.
+    tokio::task::spawn_blocking(move || traces.shutdown()).await?;
+    delivered
+}
+
+/// `inlet deliver` without `--once`: until Ctrl-C, reloading on SIGHUP.
+async fn deliver_until_stopped(
+    settings: Settings,
+    config: &std::path::Path,
+    pool: inlet::db::DbPool,
+    dispatcher: std::sync::Arc<Dispatcher>,
+) -> anyhow::Result<()> {
+    let reloader = Reloader::new(
+        Some(config.to_owned()),
+        LiveSettings::new(settings),
+        Some(dispatcher.clone()),
+        Some(pool),
+        &[],
+    );
+    tokio::spawn(reload_on_hangup(std::sync::Arc::new(reloader)));
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let run = tokio::spawn(dispatcher.run(stopped));
+    tokio::signal::ctrl_c().await?;
+    let _ = stop.send(true);
+    Ok(run.await?)
+}
+
+/// `inlet deliver --once`: what is due now, then a count of each outcome.
+async fn deliver_once(dispatcher: &std::sync::Arc<Dispatcher>) -> anyhow::Result<()> {
     let report = dispatcher.run_once().await?;
     for settled in [
         Settled::Delivered,

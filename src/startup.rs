@@ -13,6 +13,7 @@ use crate::routes::observe;
 use crate::routes::register_routes;
 use crate::routes::Reason;
 use crate::state::AppState;
+use crate::traces::Traces;
 use actix_web::dev::{Server, ServerHandle};
 use actix_web::{web, App, HttpServer};
 use anyhow::Context;
@@ -50,6 +51,8 @@ pub struct Application {
     stop_background: watch::Sender<bool>,
     background: Vec<JoinHandle<()>>,
     reloader: Arc<Reloader>,
+    /// Flushed when the server stops.
+    traces: Traces,
 }
 
 /// Opens the pool and applies pending migrations (blocking work, off the executor).
@@ -124,10 +127,10 @@ impl Application {
         let session_key = session_key(&settings, &pool, hooks.clock.now()).await?;
         let (stop_background, stopped) = watch::channel(false);
         let mut background = Vec::new();
-        let dispatcher = start_dispatcher(&settings, &pool, &hooks, &stopped, &mut background)?;
-        let sweeper_health = start_sweeper(&settings, &pool, &hooks, &stopped, &mut background);
+        let (dispatcher, sweeper_health, traces) =
+            start_background(&settings, &pool, &hooks, &stopped, &mut background)?;
         let console = settings.console.clone();
-        let background_parts = (dispatcher, sweeper_health, session_key);
+        let background_parts = (dispatcher, sweeper_health, session_key, traces.clone());
         let (state, reloader) = shared_state(settings, pool, hooks, background_parts, reload_from)?;
         background.push(start_bulk_runner(&state, &stopped));
         let console_port = match (&console.bind, console.enabled) {
@@ -160,6 +163,7 @@ impl Application {
             stop_background,
             background,
             reloader,
+            traces,
         })
     }
 
@@ -199,8 +203,52 @@ impl Application {
                 tracing::warn!(%error, "a background task ended abnormally");
             }
         }
+        // The last spans (the shutdown's own deliveries) go out before the process ends.
+        let traces = self.traces;
+        let _ = tokio::task::spawn_blocking(move || traces.shutdown()).await;
         served
     }
+}
+
+/// What the background tasks started before the shared state hand it: the dispatcher, the
+/// sweeper's health, the console's session key and the tracer.
+type BackgroundParts = (
+    Option<Arc<Dispatcher>>,
+    Option<SweeperHealth>,
+    [u8; 32],
+    Traces,
+);
+
+/// What the background tasks are started with.
+struct Starting<'a> {
+    settings: &'a Settings,
+    pool: &'a DbPool,
+    hooks: &'a Hooks,
+    stopped: &'a watch::Receiver<bool>,
+    traces: &'a Traces,
+}
+
+/// The tracer, then the dispatcher and the sweeper (each when this instance runs one),
+/// running until `stopped`.
+fn start_background(
+    settings: &Settings,
+    pool: &DbPool,
+    hooks: &Hooks,
+    stopped: &watch::Receiver<bool>,
+    background: &mut Vec<JoinHandle<()>>,
+) -> anyhow::Result<(Option<Arc<Dispatcher>>, Option<SweeperHealth>, Traces)> {
+    let traces = Traces::start(&settings.telemetry, tokio::runtime::Handle::current())
+        .context("cannot set up trace export (telemetry.otlp_endpoint)")?;
+    let starting = Starting {
+        settings,
+        pool,
+        hooks,
+        stopped,
+        traces: &traces,
+    };
+    let dispatcher = start_dispatcher(&starting, background)?;
+    let sweeper = start_sweeper(&starting, background);
+    Ok((dispatcher, sweeper, traces))
 }
 
 /// What every handler shares — the live settings, the database, the group-commit
@@ -210,13 +258,14 @@ fn shared_state(
     settings: Settings,
     pool: DbPool,
     hooks: Hooks,
-    (dispatcher, sweeper, session_key): (Option<Arc<Dispatcher>>, Option<SweeperHealth>, [u8; 32]),
+    (dispatcher, sweeper, session_key, traces): BackgroundParts,
     reload_from: Option<PathBuf>,
 ) -> anyhow::Result<(web::Data<AppState>, Arc<Reloader>)> {
     let checkpointer = db::Checkpointer::start(&settings.database)
         .context("cannot start the checkpoint thread")?;
     let committer = Committer::start(pool.clone(), hooks.faults.clone(), &settings.database)
-        .context("cannot start the group-commit writers")?;
+        .context("cannot start the group-commit writers")?
+        .with_traces(traces.clone());
     let live = LiveSettings::new(settings);
     let reloader = Arc::new(Reloader::new(
         reload_from,
@@ -239,6 +288,7 @@ fn shared_state(
         traffic: Default::default(),
         sign_in: Default::default(),
         session_key,
+        traces,
     });
     Ok((state, reloader))
 }
@@ -461,12 +511,16 @@ fn alerted_outcomes() -> [&'static str; 3] {
 /// (an unreachable broker is logged, never a reason not to serve webhooks) and runs until
 /// `stopped`.
 fn start_dispatcher(
-    settings: &Settings,
-    pool: &DbPool,
-    hooks: &Hooks,
-    stopped: &watch::Receiver<bool>,
+    starting: &Starting<'_>,
     background: &mut Vec<JoinHandle<()>>,
 ) -> anyhow::Result<Option<Arc<Dispatcher>>> {
+    let Starting {
+        settings,
+        pool,
+        hooks,
+        stopped,
+        traces,
+    } = starting;
     if !settings.delivery.enabled {
         return Ok(None);
     }
@@ -474,13 +528,16 @@ fn start_dispatcher(
         &settings.destinations,
         &settings.delivery,
         settings.server.shutdown_grace,
-        pool.clone(),
+        (*pool).clone(),
         hooks.clock.clone(),
     )?;
-    let dispatcher = Arc::new(dispatcher.with_faults(hooks.faults.clone()));
+    let dispatcher = dispatcher
+        .with_faults(hooks.faults.clone())
+        .with_traces((*traces).clone());
+    let dispatcher = Arc::new(dispatcher);
     let probing = dispatcher.clone();
     tokio::spawn(async move { probing.probe_brokers().await });
-    background.push(tokio::spawn(dispatcher.clone().run(stopped.clone())));
+    background.push(tokio::spawn(dispatcher.clone().run((*stopped).clone())));
     Ok(Some(dispatcher))
 }
 
@@ -499,7 +556,7 @@ fn start_bulk_runner(
         waker: state.dispatcher_waker.clone(),
         holder: lease_name(),
     });
-    tokio::spawn(runner.run(stopped.clone()))
+    tokio::spawn(runner.run((*stopped).clone()))
 }
 
 /// A name for this instance's leases: its process id and random bytes (the process id
@@ -511,22 +568,27 @@ fn lease_name() -> String {
 
 /// The sweeper, when this instance sweeps, running until `stopped`: its health.
 fn start_sweeper(
-    settings: &Settings,
-    pool: &DbPool,
-    hooks: &Hooks,
-    stopped: &watch::Receiver<bool>,
+    starting: &Starting<'_>,
     background: &mut Vec<JoinHandle<()>>,
 ) -> Option<SweeperHealth> {
+    let Starting {
+        settings,
+        pool,
+        hooks,
+        stopped,
+        traces,
+    } = starting;
     if !settings.retention.sweeper {
         return None;
     }
-    let sweeper = Arc::new(Sweeper::new(
-        pool.clone(),
+    let sweeper = Sweeper::new(
+        (*pool).clone(),
         hooks.clock.clone(),
         settings.retention.clone(),
-    ));
+    );
+    let sweeper = Arc::new(sweeper.with_traces((*traces).clone()));
     let health = sweeper.health();
-    background.push(tokio::spawn(sweeper.run(stopped.clone())));
+    background.push(tokio::spawn(sweeper.run((*stopped).clone())));
     Some(health)
 }
 

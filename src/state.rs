@@ -38,4 +38,6 @@ pub struct AppState {
     /// The key console sessions are signed with: from `console.session_secret`, or the
     /// one generated once and stored in the database for every instance.
     pub session_key: [u8; 32],
+    /// OpenTelemetry traces (`[telemetry]`): off unless an endpoint is set.
+    pub traces: crate::traces::Traces,
 }

@@ -20,6 +20,8 @@ diesel::table! {
         expires_at -> Timestamp,
         content_type -> Nullable<Text>,
         headers -> Nullable<Text>,
+        /// The W3C `traceparent` of the span that received it (tracing on).
+        trace_parent -> Nullable<Text>,
     }
 }
 
@@ -56,6 +58,8 @@ diesel::table! {
         last_status -> Nullable<Integer>,
         last_error -> Nullable<Text>,
         settled_at -> Nullable<Timestamp>,
+        /// Its event's `traceparent`: each attempt's span continues that trace.
+        trace_parent -> Nullable<Text>,
     }
 }
 diesel::table! {

@@ -4,11 +4,13 @@
 
 use super::bus::{self, BrokerHealth};
 use super::filters::{self, Subject};
+use super::policy::Verdict;
 use super::sender::{attempt, Clients};
 use super::{
     AttemptResult, DestinationKind, DestinationSettings, Destinations, Leased, RetryBudget,
 };
 use crate::jq::{EvalError, Limits, Program};
+use crate::traces::{self, Attribute, Kind, Span, Traces};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -49,9 +51,74 @@ impl Destination {
         })
     }
 
+    /// One attempt, in a span of the webhook's trace (tracing on) whose `traceparent` the
+    /// delivery carries.
+    pub(super) async fn attempt(
+        &self,
+        delivery: &Leased,
+        now: DateTime<Utc>,
+        traces: &Traces,
+    ) -> AttemptResult {
+        let mut span = self.attempt_span(traces, delivery);
+        let result = self
+            .send(delivery, now, span.trace_parent().as_deref())
+            .await;
+        close_attempt_span(&mut span, &result);
+        result
+    }
+
+    /// A client span of an HTTP attempt, a producer span of a broker publish, with
+    /// OpenTelemetry's HTTP or messaging attributes (the address, never the URL's path,
+    /// query or credentials).
+    fn attempt_span(&self, traces: &Traces, delivery: &Leased) -> Span {
+        if !traces.is_on() {
+            return Span::none();
+        }
+        let parent = traces::parent_of(delivery.trace_parent.as_deref());
+        let settings = &self.settings;
+        let (name, kind, mut attributes) = match &settings.kind {
+            DestinationKind::Http => ("POST".to_owned(), Kind::Client, http_attributes(settings)),
+            DestinationKind::Nats { subject } => {
+                let subject = subject.render(&delivery.source, delivery.event_type.as_deref());
+                (
+                    format!("publish {subject}"),
+                    Kind::Producer,
+                    messaging("nats", subject, delivery),
+                )
+            }
+            DestinationKind::Amqp {
+                exchange,
+                routing_key,
+            } => {
+                let key = routing_key.render(&delivery.source, delivery.event_type.as_deref());
+                let mut attributes = messaging("rabbitmq", exchange.clone(), delivery);
+                attributes.push(Attribute::new(
+                    "messaging.rabbitmq.destination.routing_key",
+                    key,
+                ));
+                (format!("publish {exchange}"), Kind::Producer, attributes)
+            }
+        };
+        attributes.extend([
+            Attribute::new("inlet.source", delivery.source.clone()),
+            Attribute::new("inlet.destination", delivery.destination.clone()),
+            Attribute::new("inlet.event.id", delivery.event_id.clone()),
+            Attribute::new("inlet.delivery.attempt", i64::from(delivery.attempt)),
+        ]);
+        if let Some(event_type) = &delivery.event_type {
+            attributes.push(Attribute::new("inlet.event.type", event_type.clone()));
+        }
+        traces.span(name, kind, &parent, None, || attributes)
+    }
+
     /// One attempt: a POST, or a publish waiting for the broker's confirmation — of the
     /// transform's output when the destination has one.
-    pub(super) async fn attempt(&self, delivery: &Leased, now: DateTime<Utc>) -> AttemptResult {
+    async fn send(
+        &self,
+        delivery: &Leased,
+        now: DateTime<Utc>,
+        trace_parent: Option<&str>,
+    ) -> AttemptResult {
         if delivery.payload.is_none() {
             // Neither the row nor its event holds the bytes (written by hand, or the event
             // deleted outside the sweeper): nothing to send, ever. A dead letter, with why.
@@ -71,9 +138,67 @@ impl Destination {
             },
         };
         match &self.transport {
-            Transport::Http(client) => attempt(client, &self.settings, delivery, now).await,
-            Transport::Broker(link) => link.publish(delivery, now).await,
+            Transport::Http(client) => {
+                attempt(client, &self.settings, delivery, now, trace_parent).await
+            }
+            Transport::Broker(link) => link.publish(delivery, now, trace_parent).await,
         }
+    }
+}
+
+/// An HTTP client span's attributes: the method, the scheme and the address.
+fn http_attributes(settings: &DestinationSettings) -> Vec<Attribute> {
+    let mut attributes = vec![Attribute::new("http.request.method", "POST")];
+    if let Ok(url) = reqwest::Url::parse(&settings.url) {
+        attributes.push(Attribute::new("url.scheme", url.scheme().to_owned()));
+        if let Some(host) = url.host_str() {
+            attributes.push(Attribute::new("server.address", host.to_owned()));
+        }
+        if let Some(port) = url.port_or_known_default() {
+            attributes.push(Attribute::new("server.port", i64::from(port)));
+        }
+    }
+    attributes
+}
+
+/// A producer span's attributes: the system, where it publishes, and the message id (the
+/// delivery key, which JetStream and consumers deduplicate on).
+fn messaging(system: &'static str, destination: String, delivery: &Leased) -> Vec<Attribute> {
+    vec![
+        Attribute::new("messaging.system", system),
+        Attribute::new("messaging.operation.type", "send"),
+        Attribute::new("messaging.operation.name", "publish"),
+        Attribute::new("messaging.destination.name", destination),
+        Attribute::new("messaging.message.id", delivery.idempotency_key()),
+    ]
+}
+
+/// The attempt's outcome on its span: the status, and for anything but a delivery the
+/// error's kind (`HTTP 503`, `connection refused`, …) and its text.
+fn close_attempt_span(span: &mut Span, result: &AttemptResult) {
+    if let Some(status) = result.status {
+        span.set(Attribute::new(
+            "http.response.status_code",
+            i64::from(status),
+        ));
+    }
+    let verdict = match result.verdict {
+        Verdict::Delivered => "delivered",
+        Verdict::Retry { .. } => "retry",
+        Verdict::Dead => "dead",
+    };
+    span.set(Attribute::new("inlet.delivery.verdict", verdict));
+    if let Some(error) = &result.error {
+        let kind = match result.status {
+            Some(status) => status.to_string(),
+            None => error
+                .split([':', '('])
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_owned(),
+        };
+        span.fail(&kind, error);
     }
 }
 

@@ -18,6 +18,7 @@ use super::{
 use crate::clock::Clock;
 use crate::db::DbPool;
 use crate::faults::Faults;
+use crate::traces::{self, Traces};
 use chrono::{DateTime, Utc};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
@@ -105,6 +106,8 @@ pub struct Dispatcher {
     tls: native_tls::TlsConnector,
     /// HTTP clients built at startup, for tests ([`Faults::http_clients`]).
     clients_at_start: usize,
+    /// A span per attempt (tracing on).
+    traces: Traces,
 }
 
 /// How an attempt bears on its destination's breaker: an answer (delivered, or refused
@@ -135,6 +138,15 @@ fn report_gates(round: &lease::Round) {
         metrics::gauge!("inlet_destination_in_flight", "source" => source.clone(), "destination" => destination.clone())
             .set(*n as f64);
     }
+}
+
+/// A dead letter's log line, with its trace id (tracing on).
+fn log_dead_letter(delivery: &Leased, error: &str) {
+    let trace_id = delivery
+        .trace_parent
+        .as_deref()
+        .and_then(traces::trace_id_of);
+    tracing::warn!(delivery = delivery.id, destination = %delivery.destination, event_id = %delivery.event_id, %error, trace_id, "delivery dead-lettered");
 }
 
 /// A delivery waiting for its destination's answer: counted in the dispatcher's shares
@@ -181,7 +193,14 @@ impl Dispatcher {
             flying: Mutex::default(),
             turns: Default::default(),
             calm: Mutex::default(),
+            traces: Traces::default(),
         })
+    }
+
+    /// Records a span per attempt with `traces`, in the trace of its webhook.
+    pub fn with_traces(mut self, traces: Traces) -> Self {
+        self.traces = traces;
+        self
     }
 
     /// Tests: faults armed on this dispatcher.
@@ -349,7 +368,7 @@ impl Dispatcher {
             Some(destination) => {
                 let started = self.clock.now();
                 let timer = std::time::Instant::now();
-                let result = destination.attempt(delivery, started).await;
+                let result = destination.attempt(delivery, started, &self.traces).await;
                 drop(waiting);
                 if self.faults.crash_after_send(&delivery.event_id) {
                     // As if this dispatcher died here: the row stays leased until its
@@ -382,7 +401,7 @@ impl Dispatcher {
         {
             Some(true) => {
                 if let Settlement::Dead { error, .. } = &settlement {
-                    tracing::warn!(delivery = delivery.id, destination = %delivery.destination, event_id = %delivery.event_id, %error, "delivery dead-lettered");
+                    log_dead_letter(delivery, error);
                 }
                 outcome
             }

@@ -1,18 +1,21 @@
 //! The headers every delivery carries, whatever the transport: HTTP headers on a POST,
 //! message headers on NATS, the headers table on RabbitMQ. A consumer reads the same
-//! names everywhere: the delivery key, Inlet's source, event id and type, and a Standard
-//! Webhooks signature made with the destination's secret, so it can verify the origin.
+//! names everywhere: the delivery key, Inlet's source, event id and type, a Standard
+//! Webhooks signature made with the destination's secret, so it can verify the origin,
+//! and (tracing on) the `traceparent` of the attempt's span.
 
 use super::outbox::Leased;
 use super::DestinationSettings;
 use crate::signature::{EventToSign, Scheme, Standard};
 use chrono::{DateTime, Utc};
 
-/// The headers of an attempt.
+/// The headers of an attempt; `trace_parent` (W3C Trace Context, tracing on) puts the
+/// consumer's spans in the webhook's trace, under the attempt's span.
 pub fn delivery_headers(
     destination: &DestinationSettings,
     delivery: &Leased,
     now: DateTime<Utc>,
+    trace_parent: Option<&str>,
 ) -> Vec<(String, String)> {
     let key = delivery.idempotency_key();
     let message = EventToSign {
@@ -32,5 +35,8 @@ pub fn delivery_headers(
         headers.push(("Inlet-Event-Type".to_owned(), event_type.clone()));
     }
     headers.push(("Inlet-Attempt".to_owned(), delivery.attempt.to_string()));
+    if let Some(trace_parent) = trace_parent {
+        headers.push(("traceparent".to_owned(), trace_parent.to_owned()));
+    }
     headers
 }

@@ -31,6 +31,8 @@ pub struct Message<'a> {
     pub event_id: &'a str,
     pub event_type: Option<&'a str>,
     pub content_type: &'a str,
+    /// The trace its attempts continue (the `traceparent` of the span that received it).
+    pub trace_parent: Option<&'a str>,
 }
 
 impl<'m> Message<'m> {
@@ -66,12 +68,13 @@ impl<'m> Message<'m> {
                 next_attempt_at: now,
                 deadline_at: deadline.naive_utc(),
                 created_at: now,
+                trace_parent: self.trace_parent,
             })
             .collect()
     }
 }
 
-/// The most rows one outbox `INSERT` writes: 11 bound parameters each.
+/// The most rows one outbox `INSERT` writes: 12 bound parameters each.
 const INSERT_ROWS: usize = 2_000;
 /// The most payload bytes one outbox `INSERT` carries (at least one row).
 const INSERT_BYTES: usize = 16 * 1024 * 1024;
@@ -92,6 +95,7 @@ pub struct NewDelivery<'a> {
     pub next_attempt_at: NaiveDateTime,
     pub deadline_at: NaiveDateTime,
     pub created_at: NaiveDateTime,
+    pub trace_parent: Option<&'a str>,
 }
 
 impl NewDelivery<'_> {
@@ -147,6 +151,7 @@ fn enqueue_statement<'a>(
         .bind::<Timestamp, _>(time(|r| r.next_attempt_at))
         .bind::<Timestamp, _>(time(|r| r.deadline_at))
         .bind::<Timestamp, _>(time(|r| r.created_at))
+        .bind::<Nullable<Text>, _>(rows.iter().map(|r| r.trace_parent).collect::<Vec<_>>())
 }
 
 /// The enqueue statement's name in each connection's statement cache.
@@ -155,9 +160,10 @@ enum EnqueueDeliveries {}
 impl ArraySql for EnqueueDeliveries {
     const SQL: &'static str =
         "INSERT INTO deliveries (source, event_id, event_type, destination, payload, \
-         content_type, status, attempt, next_attempt_at, deadline_at, created_at) \
+         content_type, status, attempt, next_attempt_at, deadline_at, created_at, trace_parent) \
          SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::bytea[], \
-         ?::text[], ?::text[], ?::int4[], ?::timestamp[], ?::timestamp[], ?::timestamp[])";
+         ?::text[], ?::text[], ?::int4[], ?::timestamp[], ?::timestamp[], ?::timestamp[], \
+         ?::text[])";
 }
 
 /// A leased delivery: what the dispatcher needs to send it and to settle it.
@@ -177,6 +183,8 @@ pub struct Leased {
     /// This lease's fencing token.
     pub attempt: i32,
     pub deadline_at: NaiveDateTime,
+    /// The trace its attempt continues.
+    pub trace_parent: Option<String>,
 }
 
 /// The payload a leased row delivers, read in its lease statement: the row's own copy, or

@@ -93,18 +93,19 @@ impl<'a> Clients<'a> {
     }
 }
 
-/// Sends one attempt and classifies the outcome.
+/// Sends one attempt and classifies the outcome; `trace_parent` is the attempt's span.
 pub async fn attempt(
     client: &reqwest::Client,
     destination: &DestinationSettings,
     delivery: &Leased,
     now: DateTime<Utc>,
+    trace_parent: Option<&str>,
 ) -> AttemptResult {
     let mut request = client
         .post(&destination.url)
         .timeout(destination.timeout)
         .body(delivery.body().to_vec());
-    for (name, value) in delivery_headers(destination, delivery, now) {
+    for (name, value) in delivery_headers(destination, delivery, now, trace_parent) {
         request = request.header(name, value);
     }
     // A request that cannot be built (a stored value no header can carry) will never be:

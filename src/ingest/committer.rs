@@ -17,11 +17,12 @@ use super::group::{process_group, Ingested};
 use super::{process, Claim, IngestError};
 use crate::db::{on_connection, DatabaseSettings, DbPool, StoreError};
 use crate::faults::Faults;
-use parking_lot::{Condvar, Mutex};
+use crate::traces::{self, Attribute, Kind, SpanContext, Traces};
+use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::oneshot;
 
 /// How long a group waits on a key another transaction holds (PostgreSQL) before its
@@ -71,6 +72,8 @@ enum MemberEnd {
 struct Queue {
     state: Mutex<QueueState>,
     ready: Condvar,
+    /// Where each group's spans go (off until [`Committer::with_traces`]).
+    traces: RwLock<Traces>,
 }
 
 #[derive(Default)]
@@ -91,6 +94,8 @@ struct Writer {
     /// How long a group waits on a held key: [`GROUP_LOCK_WAIT`], or `lock_timeout` when
     /// that is shorter.
     lock_wait: Duration,
+    /// OpenTelemetry's name of the database (`db.system.name`).
+    backend: &'static str,
 }
 
 impl Committer {
@@ -109,6 +114,10 @@ impl Committer {
                 max_group: usize::try_from(database.max_group).unwrap_or(1).max(1),
                 patience: database.connect_timeout,
                 lock_wait: database.lock_timeout.min(GROUP_LOCK_WAIT),
+                backend: match database.target.backend_name() {
+                    "postgres" => "postgresql",
+                    other => other,
+                },
             };
             std::thread::Builder::new()
                 .name(format!("inlet-writer-{n}"))
@@ -121,6 +130,12 @@ impl Committer {
             faults,
             answer_within: database.connect_timeout + waits + ANSWER_SLACK,
         })
+    }
+
+    /// Records each group's spans with `traces`.
+    pub fn with_traces(self, traces: Traces) -> Self {
+        *self.queue.traces.write() = traces;
+        self
     }
 
     /// Commits `claim` with whatever else is queued; its verdict once the group's
@@ -226,11 +241,16 @@ impl Writer {
                 continue;
             }
             let started = Instant::now();
+            let started_at = SystemTime::now();
             let claims: Vec<&Claim> = fresh.iter().map(|job| &job.claim).collect();
             let verdicts = commit(&self.pool, &claims, &self.faults, self.lock_wait);
             metrics::histogram!("inlet_ingest_group_size").record(claims.len() as f64);
             metrics::histogram!("inlet_ingest_commit_seconds")
                 .record(started.elapsed().as_secs_f64());
+            let traces = self.queue.traces.read().clone();
+            if traces.is_on() {
+                self.trace_group(&traces, &fresh, started_at);
+            }
             for (job, settled) in fresh.into_iter().zip(verdicts) {
                 let reply = match settled {
                     MemberEnd::Done(verdict) => Reply::Done(verdict),
@@ -239,6 +259,67 @@ impl Writer {
                 // A client that went away gets no answer; its event is stored all the same.
                 let _ = job.reply.send(reply);
             }
+        }
+    }
+}
+
+impl Writer {
+    /// The spans of a committed group: one for the group, linked to each member's
+    /// webhook span, and under each member's webhook span the time it waited for a
+    /// writer and the commit it joined (the group's span id as an attribute, and a link).
+    fn trace_group(&self, traces: &Traces, jobs: &[Job], started_at: SystemTime) {
+        let ended_at = SystemTime::now();
+        let members: Vec<SpanContext> = (jobs.iter())
+            .map(|job| traces::context_of(job.claim.trace_parent.as_deref()))
+            .collect();
+        let size = i64::try_from(jobs.len()).unwrap_or(i64::MAX);
+        let backend = self.backend;
+        let attributes = || {
+            vec![
+                Attribute::new("db.system.name", backend),
+                Attribute::new("inlet.group.size", size),
+            ]
+        };
+        let links = members.iter().filter(|c| c.is_valid()).cloned().collect();
+        let group = traces.linked(
+            "group commit",
+            Kind::Internal,
+            &traces::root(),
+            Some(started_at),
+            attributes,
+            links,
+        );
+        let group_context = group.context();
+        let group_id = group_context.span_id().to_string();
+        group.end_at(ended_at);
+        for (job, member) in jobs.iter().zip(&members) {
+            let parent = traces::parent(member);
+            let queued_at = ended_at
+                .checked_sub(job.queued.elapsed())
+                .unwrap_or(started_at);
+            let queued = traces.span(
+                "queued for a writer",
+                Kind::Internal,
+                &parent,
+                Some(queued_at),
+                Vec::new,
+            );
+            queued.end_at(started_at);
+            let with_group = || {
+                let mut all = attributes();
+                all.push(Attribute::new("inlet.group.id", group_id.clone()));
+                all
+            };
+            let links = vec![group_context.clone()];
+            let commit = traces.linked(
+                "commit",
+                Kind::Internal,
+                &parent,
+                Some(started_at),
+                with_group,
+                links,
+            );
+            commit.end_at(ended_at);
         }
     }
 }

@@ -34,6 +34,7 @@ pub struct NewEvent<'a> {
     pub response_status: Option<i32>,
     pub response_content_type: Option<&'a str>,
     pub response_body: Option<&'a [u8]>,
+    pub trace_parent: Option<&'a str>,
 }
 
 /// Claims every event of a group with one `INSERT … ON CONFLICT (source, event_id) DO
@@ -85,6 +86,7 @@ fn claim_statement<'a>(
         .bind::<Nullable<Integer>, _>(rows.iter().map(|r| r.response_status).collect::<Vec<_>>())
         .bind::<Nullable<Text>, _>(optional(|r| r.response_content_type))
         .bind::<Nullable<Binary>, _>(rows.iter().map(|r| r.response_body).collect::<Vec<_>>())
+        .bind::<Nullable<Text>, _>(optional(|r| r.trace_parent))
 }
 
 /// The claim statement's name in each connection's statement cache.
@@ -94,10 +96,10 @@ impl ArraySql for ClaimEvents {
     const SQL: &'static str =
         "INSERT INTO events (source, event_id, event_type, fingerprint, status, fact_kind, \
          fact_key, payload, received_at, expires_at, content_type, headers, response_status, \
-         response_content_type, response_body) \
+         response_content_type, response_body, trace_parent) \
          SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], \
          ?::text[], ?::bytea[], ?::timestamp[], ?::timestamp[], ?::text[], ?::text[], ?::int4[], \
-         ?::text[], ?::bytea[]) \
+         ?::text[], ?::bytea[], ?::text[]) \
          ON CONFLICT (source, event_id) DO NOTHING RETURNING id, source, event_id";
 }
 

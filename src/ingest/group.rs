@@ -128,6 +128,7 @@ fn new_event<'a>(claim: &'a Claim, answer: &'a Answer) -> NewEvent<'a> {
         response_status: Some(i32::from(answer.status)),
         response_content_type: Some(&answer.content_type),
         response_body: Some(&answer.body),
+        trace_parent: claim.trace_parent.as_deref(),
     }
 }
 
@@ -257,6 +258,7 @@ fn message(claim: &Claim) -> Message<'_> {
         event_id: claim.identity.event_id.as_str(),
         event_type: claim.identity.event_type.as_deref(),
         content_type: &claim.content_type,
+        trace_parent: claim.trace_parent.as_deref(),
     }
 }
 

@@ -13,9 +13,10 @@ use crate::identity::{Identity, IdentityError};
 use crate::ledger::{FactIdentity, BODY_KIND};
 use crate::provider::SourceSettings;
 use crate::signature::{Headers, Keys, SignatureError, Unverified, Verified};
+use crate::traces::{Attribute, Kind, Span, Traces};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::Notify;
 
 /// Everything a webhook of one source is received under: one settings snapshot, read
@@ -28,6 +29,9 @@ pub struct Intake<'a> {
     pub now: DateTime<Utc>,
     /// Wakes this instance's dispatcher when a new fact has deliveries.
     pub waker: Option<&'a Notify>,
+    pub traces: &'a Traces,
+    /// The span of the request (none when tracing is off): the parent of each step's.
+    pub span: &'a Span,
 }
 
 /// A webhook as received: its headers and its raw body (a shared buffer: the claim keeps
@@ -75,7 +79,10 @@ impl Intake<'_> {
     ) -> Result<Received, Refusal> {
         let seen = Instant::now();
         let source = self.source;
-        let verified = self.verify(&webhook)?;
+        let started = SystemTime::now();
+        let verified = self.verify(&webhook);
+        self.step("verify", started, verified.as_ref().err());
+        let verified = verified?;
         if let Some(answer) = source.provider.handshake(&verified, &source.secrets) {
             return Ok(Received {
                 outcome: Outcome::Handshake,
@@ -83,8 +90,15 @@ impl Intake<'_> {
                 answer,
             });
         }
-        let (mut claim, mut routing) = self.claim(&verified, &webhook)?;
-        self.filter(&mut claim, &mut routing).await;
+        let started = SystemTime::now();
+        let claimed = self.claim(&verified, &webhook);
+        self.step("identify", started, claimed.as_ref().err());
+        let (mut claim, mut routing) = claimed?;
+        if !claim.destinations.is_empty() && filters::filtered(self.destinations, &claim.source) {
+            let started = SystemTime::now();
+            self.filter(&mut claim, &mut routing).await;
+            self.step("filter", started, None::<&SignatureError>);
+        }
         let event_id = claim.identity.event_id.to_string();
         let ingested = committer.commit(claim).await;
         metrics::histogram!("inlet_ingest_duration_seconds", "source" => source.name.as_str().to_owned())
@@ -98,6 +112,31 @@ impl Intake<'_> {
             event_id: Some(event_id),
             answer,
         })
+    }
+
+    /// A finished step of the request, as a span under the request's (tracing on).
+    fn step(
+        &self,
+        name: &'static str,
+        started: SystemTime,
+        error: Option<&impl std::fmt::Display>,
+    ) {
+        let source = self.source;
+        let mut span = self.traces.span(
+            name,
+            Kind::Internal,
+            &self.span.as_parent(),
+            Some(started),
+            || {
+                vec![
+                    Attribute::new("inlet.source", source.name.as_str().to_owned()),
+                    Attribute::new("inlet.provider", source.provider.name()),
+                ]
+            },
+        );
+        if let Some(error) = error {
+            span.fail("refused", &error.to_string());
+        }
     }
 
     /// The signature over the raw bytes, against every secret of the source.
@@ -160,6 +199,7 @@ impl Intake<'_> {
             destinations,
             answer: source.provider.event_answer(verified),
             payload: webhook.body.clone(),
+            trace_parent: self.span.trace_parent(),
         };
         Ok((claim, routing))
     }
@@ -167,9 +207,6 @@ impl Intake<'_> {
     /// Drops the destinations whose `filter` does not take the claim's event (their
     /// errors are counted and logged); the type routing already chose the candidates.
     async fn filter(&self, claim: &mut Claim, routing: &mut Routing) {
-        if claim.destinations.is_empty() || !filters::filtered(self.destinations, &claim.source) {
-            return;
-        }
         let subject = Subject {
             source: claim.source.clone(),
             event_id: claim.identity.event_id.to_string(),

@@ -57,6 +57,9 @@ pub struct Claim {
     /// The provider's own answer in place of Inlet's receipt (a Discord interaction's
     /// deferred response), stored and replayed like it.
     pub answer: Option<Answer>,
+    /// The W3C `traceparent` of the span that received it (tracing on): stored with the
+    /// event and its outbox rows, and the parent of its commit's spans.
+    pub trace_parent: Option<String>,
 }
 
 /// Why the ingest transaction gave a webhook no answer of its own.

@@ -239,7 +239,7 @@ pub fn show_event(conn: &mut DbConnection, source: &str, event_id: &str) -> Quer
             events::response_status,
             events::response_content_type,
             events::response_body,
-            events::headers,
+            (events::headers, events::trace_parent),
         ))
         .first::<(
             EventSummary,
@@ -248,10 +248,12 @@ pub fn show_event(conn: &mut DbConnection, source: &str, event_id: &str) -> Quer
             Option<i32>,
             Option<String>,
             Option<Vec<u8>>,
-            Option<String>,
+            (Option<String>, Option<String>),
         )>(conn)
         .optional()?;
-    let Some((summary, fingerprint, payload, status, content_type, body, headers)) = row else {
+    let Some((summary, fingerprint, payload, status, content_type, body, (headers, trace_parent))) =
+        row
+    else {
         return Ok(swept_event_fact(conn, source, event_id)?.map_or(Shown::Unknown, Shown::Swept));
     };
     let fact = event_fact(conn, source, &summary)?;
@@ -275,6 +277,7 @@ pub fn show_event(conn: &mut DbConnection, source: &str, event_id: &str) -> Quer
         },
         "fact": fact,
         "deliveries": deliveries,
+        "trace_id": trace_parent.as_deref().and_then(crate::traces::trace_id_of),
     })))
 }
 
@@ -438,6 +441,8 @@ struct Redelivery {
     /// What its destinations' filters read.
     payload: Vec<u8>,
     headers: Option<String>,
+    /// The webhook's trace, which the replayed deliveries continue.
+    trace_parent: Option<String>,
 }
 
 /// Decides, reading only, what replaying each event does. A replay is routed like the
@@ -566,16 +571,18 @@ fn stored_redelivery(
             events::content_type,
             events::payload,
             events::headers,
+            events::trace_parent,
         ))
         .first::<StoredRedelivery>(conn)
         .optional()?;
     Ok(row.map(
-        |(event_type, kind, key, content_type, payload, headers)| Redelivery {
+        |(event_type, kind, key, content_type, payload, headers, trace_parent)| Redelivery {
             event_type,
             fact: FactIdentity { kind, key },
             content_type,
             payload,
             headers,
+            trace_parent,
         },
     ))
 }
@@ -586,6 +593,7 @@ type StoredRedelivery = (
     String,
     Option<String>,
     Vec<u8>,
+    Option<String>,
     Option<String>,
 );
 
@@ -685,6 +693,7 @@ pub fn redeliver(
                     .content_type
                     .as_deref()
                     .unwrap_or("application/json"),
+                trace_parent: redelivery.trace_parent.as_deref(),
             }
             .enqueue(conn, &deadlines(destinations, &result, now), now)?;
         }

@@ -19,6 +19,7 @@ use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Bool, Nullable, Text};
 
 type Backend = <DbConnection as diesel::Connection>::Backend;
+use crate::traces::{self, Attribute, Kind, Span, Traces};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -79,6 +80,7 @@ pub struct Sweeper {
     clock: Arc<dyn Clock>,
     settings: RetentionSettings,
     health: SweeperHealth,
+    traces: Traces,
 }
 
 impl Sweeper {
@@ -93,7 +95,14 @@ impl Sweeper {
             clock,
             settings,
             health,
+            traces: Traces::default(),
         }
+    }
+
+    /// Records a span per sweep with `traces`.
+    pub fn with_traces(mut self, traces: Traces) -> Self {
+        self.traces = traces;
+        self
     }
 
     pub fn health(&self) -> SweeperHealth {
@@ -154,7 +163,11 @@ impl Sweeper {
     pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
         loop {
             let this = self.clone();
-            match tokio::task::spawn_blocking(move || this.sweep(false)).await {
+            let mut span =
+                (self.traces).span("sweep", Kind::Internal, &traces::root(), None, Vec::new);
+            let swept = tokio::task::spawn_blocking(move || this.sweep(false)).await;
+            trace_sweep(&mut span, &swept);
+            match swept {
                 Ok(Ok(report)) if report.skipped => {
                     // Another instance sweeps: the work is being done.
                     self.health.succeeded(self.clock.now().timestamp());
@@ -186,6 +199,31 @@ impl Sweeper {
                 changed = shutdown.changed() => if changed.is_err() || *shutdown.borrow() { break },
             }
         }
+    }
+}
+
+/// What a sweep did, on its span: rows deleted per table, or why it failed.
+fn trace_sweep(
+    span: &mut Span,
+    swept: &Result<anyhow::Result<SweepReport>, tokio::task::JoinError>,
+) {
+    let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    match swept {
+        Ok(Ok(report)) => {
+            span.set(Attribute::new("inlet.sweep.skipped", report.skipped));
+            span.set(Attribute::new("inlet.sweep.events", count(report.events)));
+            span.set(Attribute::new(
+                "inlet.sweep.deliveries",
+                count(report.deliveries),
+            ));
+            span.set(Attribute::new(
+                "inlet.sweep.dead_letters",
+                count(report.dead_letters),
+            ));
+            span.set(Attribute::new("inlet.sweep.audit", count(report.audit)));
+        }
+        Ok(Err(error)) => span.fail("sweep_failed", &error.to_string()),
+        Err(error) => span.fail("sweep_aborted", &error.to_string()),
     }
 }
 

@@ -5,9 +5,12 @@
 
 use super::problem::{Problem, Reason};
 use crate::observability::REQUEST_ID;
+use crate::state::AppState;
+use crate::traces::{Attribute, Kind, Span};
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{HeaderName, HeaderValue};
+use actix_web::http::Method;
 use actix_web::middleware::Next;
 use actix_web::HttpMessage;
 use std::time::Instant;
@@ -49,6 +52,29 @@ fn log_operator_refusal(problem: &Problem) {
     }
 }
 
+/// A server span for an operator action (tracing on): a request that is not a read, to
+/// the operator API or the console. It continues the caller's `traceparent`.
+fn operator_action_span(request: &ServiceRequest, route: &str) -> Span {
+    let method = request.method();
+    let action = !(method == Method::GET || method == Method::HEAD)
+        && (route.starts_with("/admin") || route.starts_with("/console"));
+    let Some(state) = request.app_data::<actix_web::web::Data<AppState>>() else {
+        return Span::none();
+    };
+    if !action || !state.traces.is_on() {
+        return Span::none();
+    }
+    let pattern = request.match_pattern().unwrap_or_default();
+    let header = |name: &str| request.headers().get(name).and_then(|v| v.to_str().ok());
+    let name = format!("{method} {pattern}");
+    state.traces.continued(name, Kind::Server, header, || {
+        vec![
+            Attribute::new("http.request.method", method.as_str().to_owned()),
+            Attribute::new("http.route", pattern.clone()),
+        ]
+    })
+}
+
 /// Middleware: a span per request (request id, method, route; handlers add source, event
 /// id and outcome), the request id echoed back, the HTTP metrics, and `Cache-Control:
 /// no-store` on every answer under `/admin`.
@@ -73,8 +99,20 @@ pub async fn observe(
     // The route as matched (its path decoded, as the router reads it): `/%61dmin/…` is
     // an operator answer too.
     let operator = route.starts_with("/admin") || is_operator_path(request.match_info().as_str());
+    let mut action = operator_action_span(&request, &route);
     let started = Instant::now();
     let mut response = next.call(request).instrument(span.clone()).await?;
+    let status = response.status();
+    action.set(Attribute::new(
+        "http.response.status_code",
+        i64::from(status.as_u16()),
+    ));
+    if status.is_client_error() || status.is_server_error() {
+        action.fail(
+            status.as_str(),
+            status.canonical_reason().unwrap_or_default(),
+        );
+    }
     if operator {
         // Payloads, headers and tokens' refusals: never kept by a browser or a proxy.
         response.headers_mut().insert(

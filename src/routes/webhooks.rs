@@ -9,6 +9,7 @@ use crate::idempotency::REPLAYED_HEADER;
 use crate::ingest::{Intake, Outcome, Received, Refusal, Webhook};
 use crate::signature::Headers;
 use crate::state::AppState;
+use crate::traces::{self, Attribute, Kind, Span};
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse, ResponseError};
@@ -51,18 +52,31 @@ pub async fn receive_webhook(
         .source(&name)
         .map_or("unknown", |source| source.name.as_str());
     tracing::Span::current().record("source", source);
-    match handle(&request, &name, payload, &state, &settings).await {
+    let mut span = webhook_span(&state, &request, source);
+    let trace_id = traces::trace_id(&span.context());
+    match handle(&request, &name, payload, &state, &settings, &span).await {
         Ok(received) => {
             let event_id = received.event_id.as_deref().unwrap_or("-");
             let outcome = received.outcome.as_str();
-            let span = tracing::Span::current();
-            span.record("event_id", event_id);
+            tracing::Span::current().record("event_id", event_id);
             count_webhook(&state, source, outcome);
-            tracing::info!(%source, %event_id, outcome, "webhook processed");
+            tracing::info!(%source, %event_id, outcome, trace_id, "webhook processed");
+            span.set(Attribute::new("inlet.event.id", event_id.to_owned()));
+            span.set(Attribute::new("inlet.outcome", outcome));
+            span.set(Attribute::new(
+                "http.response.status_code",
+                i64::from(received.answer.status),
+            ));
             answer_response(received)
         }
         Err(problem) => {
             reject_webhook(&state, source, &problem, None);
+            let status = problem.reason.status();
+            span.set(Attribute::new(
+                "http.response.status_code",
+                i64::from(status.as_u16()),
+            ));
+            span.fail(problem.reason.code(), problem.reason.code());
             let request_id = request
                 .extensions()
                 .get::<RequestId>()
@@ -70,6 +84,22 @@ pub async fn receive_webhook(
             problem.for_outsiders(&request_id).error_response()
         }
     }
+}
+
+/// The span of one webhook (tracing on), continuing the sender's trace when its request
+/// carries a `traceparent`.
+fn webhook_span(state: &AppState, request: &HttpRequest, source: &str) -> Span {
+    let header = |name: &str| request.headers().get(name).and_then(|v| v.to_str().ok());
+    state
+        .traces
+        .continued("POST /webhooks/{source}", Kind::Server, header, || {
+            vec![
+                Attribute::new("http.request.method", "POST"),
+                Attribute::new("http.route", "/webhooks/{source}"),
+                Attribute::new("url.scheme", request.connection_info().scheme().to_owned()),
+                Attribute::new("inlet.source", source.to_owned()),
+            ]
+        })
 }
 
 /// The one place a webhook's outcome is counted: the metric, the console's traffic and
@@ -111,6 +141,7 @@ async fn handle(
     payload: web::Payload,
     state: &AppState,
     settings: &Settings,
+    span: &Span,
 ) -> Result<Received, Problem> {
     let source = settings.source(name).ok_or_else(|| {
         Problem::new(
@@ -125,6 +156,8 @@ async fn handle(
         retention: settings.retention.events.0,
         now: state.clock.now(),
         waker: state.dispatcher_waker.as_deref(),
+        traces: &state.traces,
+        span,
     };
     let webhook = Webhook {
         headers: request.headers(),

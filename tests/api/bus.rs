@@ -5,8 +5,8 @@
 //! cuts RabbitMQ through a TCP proxy it controls.
 
 use crate::helpers::{
-    bus_token, eventually, spawn_app_with, stripe_event, unique_name, Backend, TestApp,
-    TestOptions, ToggleProxy, STRIPE_SECRET,
+    bus_token, eventually, spawn_app_with, stripe_event, unique_name, Backend, OtlpReceiver,
+    TestApp, TestOptions, ToggleProxy, STRIPE_SECRET,
 };
 use crate::on_both_backends;
 use async_nats::jetstream::{self, stream};
@@ -27,6 +27,7 @@ on_both_backends!(
     a_republish_after_a_lost_settlement_is_dropped_by_jetstream_and_keeps_its_message_id,
     an_unreachable_broker_degrades_its_destination_not_the_service,
     event_types_fill_one_token_under_the_configured_prefix,
+    a_publish_carries_the_webhooks_trace_in_its_headers,
 );
 
 const NATS_URL: &str = "nats://127.0.0.1:4222";
@@ -718,4 +719,73 @@ fn check_config_validates_broker_destinations() {
         let expected = format!("sources[0].destinations[0].{key}");
         assert!(printed.contains(&expected), "{bad}: {printed}");
     }
+}
+
+/// With tracing on, each publish is a producer span of the webhook's trace, and the message
+/// carries that span as its `traceparent` (a NATS header, an AMQP header-table entry), so
+/// a consumer's spans join the trace.
+async fn a_publish_carries_the_webhooks_trace_in_its_headers(backend: Backend) {
+    let receiver = OtlpReceiver::start().await;
+    let bus = Bus::new(NATS_URL).await;
+    let options = TestOptions {
+        destination: Some(bus.destinations(NATS_URL, AMQP_URL, FAST_RETRIES)),
+        telemetry: Some(receiver.telemetry(1.0)),
+        ..Default::default()
+    };
+    let app = spawn_app_with(backend, options).await;
+    let body = stripe_event("evt_bus_traced", "customer.created", "cus_traced");
+    app.post_stripe(&body).await.assert_status(200);
+    all_delivered(&app, 2).await;
+    let publishes = |spans: &[crate::helpers::ReceivedSpan]| {
+        spans
+            .iter()
+            .filter(|s| s.name.starts_with("publish "))
+            .count()
+    };
+    eventually("both publish spans", || async {
+        publishes(&receiver.spans().await) == 2
+    })
+    .await;
+    let spans = receiver.spans().await;
+    let webhook = (spans.iter())
+        .find(|s| s.name == "POST /webhooks/{source}")
+        .expect("the webhook's span");
+    let span_of = |system: &str| {
+        (spans.iter())
+            .find(|s| s.name.starts_with("publish ") && s.attribute("messaging.system") == system)
+            .unwrap_or_else(|| panic!("a {system} publish span"))
+            .clone()
+    };
+    let subject = format!("{}.stripe.customer%2Ecreated", bus.prefix);
+    let nats = span_of("nats");
+    let rabbit = span_of("rabbitmq");
+    for span in [&nats, &rabbit] {
+        assert_eq!(span.trace_id, webhook.trace_id);
+        assert_eq!(span.parent_span_id, webhook.span_id);
+        assert_eq!(span.kind, 4, "a producer span");
+        assert_eq!(span.attribute("messaging.operation.name"), "publish");
+        assert_eq!(
+            span.attribute("messaging.message.id"),
+            "stripe:evt_bus_traced"
+        );
+    }
+    assert_eq!(nats.attribute("messaging.destination.name"), subject);
+    assert_eq!(
+        rabbit.attribute("messaging.rabbitmq.destination.routing_key"),
+        subject
+    );
+
+    let traceparent =
+        |span: &crate::helpers::ReceivedSpan| format!("00-{}-{}-01", span.trace_id, span.span_id);
+    let published = bus.nats_messages().await;
+    assert_eq!(
+        nats_header(&published[0], "traceparent"),
+        Some(traceparent(&nats).as_str())
+    );
+    let received = bus.rabbit_messages().await;
+    assert_eq!(
+        rabbit_header(&received[0], "traceparent"),
+        Some(traceparent(&rabbit))
+    );
+    bus.remove().await;
 }

@@ -434,7 +434,7 @@ async fn a_crashed_dispatcher_is_taken_over_and_fenced(backend: Backend) {
     // recording the outcome.
     let holder_a = lease_rows(&app, app.now(), lease).await;
     assert_eq!(holder_a.len(), 1);
-    let sent = inlet::delivery::attempt(&client, destination, &holder_a[0], app.now()).await;
+    let sent = inlet::delivery::attempt(&client, destination, &holder_a[0], app.now(), None).await;
     assert_eq!(sent.status, Some(200));
     assert!(
         lease_rows(&app, app.now(), lease).await.is_empty(),
@@ -450,7 +450,7 @@ async fn a_crashed_dispatcher_is_taken_over_and_fenced(backend: Backend) {
         holder_a[0].attempt + 1,
         "the fencing token moved on"
     );
-    let sent = inlet::delivery::attempt(&client, destination, &holder_b[0], app.now()).await;
+    let sent = inlet::delivery::attempt(&client, destination, &holder_b[0], app.now(), None).await;
     assert_eq!(sent.status, Some(200));
     assert!(
         settle(&app, &holder_b[0]).await,

@@ -163,6 +163,7 @@ async fn a_delivery_that_cannot_be_built_is_dead_at_once(backend: Backend) {
             next_attempt_at: now,
             deadline_at: now + chrono::Duration::days(3),
             created_at: now,
+            trace_parent: None,
         }
         .enqueue(&mut conn)
         .expect("insert");

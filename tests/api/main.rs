@@ -31,4 +31,5 @@ mod retention;
 mod routing;
 mod schemes;
 mod surface;
+mod traces;
 mod twilio;

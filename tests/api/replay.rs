@@ -327,6 +327,7 @@ async fn an_event_shows_its_deliveries_on_a_busy_source(backend: Backend) {
                     next_attempt_at: now,
                     deadline_at: now,
                     created_at: now,
+                    trace_parent: None,
                 }
                 .enqueue(conn)?;
             }

@@ -54,6 +54,8 @@ pub struct TestOptions {
     pub through_pooler: Option<String>,
     /// More top-level TOML before `[server]`: `[[operators]]`, `[admin]`, `[console]`.
     pub operators: &'static str,
+    /// `[telemetry]` lines (TOML), e.g. `otlp_endpoint = "…"`.
+    pub telemetry: Option<String>,
 }
 
 impl Default for TestOptions {
@@ -76,6 +78,7 @@ impl Default for TestOptions {
             workers: 2,
             through_pooler: None,
             operators: "",
+            telemetry: None,
         }
     }
 }
@@ -185,6 +188,7 @@ async fn start_instance(
     let toml = format!(
         r#"
         {operators}
+        {telemetry}
 
         [server]
         bind = "127.0.0.1:0"
@@ -239,6 +243,11 @@ async fn start_instance(
         retention = options.retention,
         sources = sources_toml(&destination) + &options.extra_sources,
         operators = options.operators,
+        telemetry = options
+            .telemetry
+            .as_deref()
+            .map(|lines| format!("[telemetry]\n{lines}"))
+            .unwrap_or_default(),
     );
     let config_path = options.config_file.then(|| {
         let path = std::env::temp_dir().join(format!("inlet-{}.toml", unique_name()));

@@ -13,6 +13,7 @@ mod application;
 mod client;
 mod config;
 mod database;
+mod otlp;
 mod process;
 mod signing;
 
@@ -27,6 +28,8 @@ pub use client::*;
 pub use config::*;
 #[allow(unused_imports)]
 pub use database::*;
+#[allow(unused_imports)]
+pub use otlp::*;
 #[allow(unused_imports)]
 pub use process::*;
 #[allow(unused_imports)]

@@ -135,9 +135,14 @@ impl Link {
     }
 
     /// Publishes one delivery and waits for the broker's confirmation.
-    pub(super) async fn publish(&self, delivery: &Leased, now: DateTime<Utc>) -> AttemptResult {
+    pub(super) async fn publish(
+        &self,
+        delivery: &Leased,
+        now: DateTime<Utc>,
+        trace_parent: Option<&str>,
+    ) -> AttemptResult {
         let published = match self.session().await {
-            Ok(session) => self.publish_on(&session, delivery, now).await,
+            Ok(session) => self.publish_on(&session, delivery, now, trace_parent).await,
             Err(error) => Err(Failure::transient(error)),
         };
         match published {
@@ -170,8 +175,9 @@ impl Link {
         session: &Session,
         delivery: &Leased,
         now: DateTime<Utc>,
+        trace_parent: Option<&str>,
     ) -> Result<(), Failure> {
-        let headers = delivery_headers(&self.settings, delivery, now);
+        let headers = delivery_headers(&self.settings, delivery, now, trace_parent);
         let timeout = self.settings.timeout;
         let source = delivery.source.as_str();
         let event_type = delivery.event_type.as_deref();

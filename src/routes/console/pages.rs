@@ -559,6 +559,27 @@ pub async fn event(
     ))
 }
 
+/// What the event page says of the event first: where it came from, when, its digest,
+/// its trace and its deliveries at a glance.
+fn event_facts(shown: &Value, event: &Value) -> Markup {
+    let source = event["source"].as_str().unwrap_or_default();
+    let event_id = event["event_id"].as_str().unwrap_or_default();
+    html! {
+        dl.facts {
+            dt { "Source" } dd { (source) }
+            dt { "Event id" } dd.id { (event_id) }
+            dt { "Type" } dd { (event["event_type"].as_str().unwrap_or("—")) }
+            dt { "Received" } dd { (api_time(&event["received_at"], "")) }
+            dt { "Kept until" } dd { (api_time(&event["expires_at"], "")) }
+            dt { "Body digest" } dd.id { (shown["fingerprint"].as_str().unwrap_or_default()) }
+            @if let Some(trace_id) = shown["trace_id"].as_str() {
+                dt { "Trace id" } dd.id title="The OpenTelemetry trace of this webhook and its deliveries: search it in your tracing backend" { (trace_id) }
+            }
+            dt { "Deliveries" } dd { (deliveries_at_a_glance(&shown["deliveries"])) }
+    }
+    }
+}
+
 fn event_body(
     session: &Session,
     shown: &Value,
@@ -569,15 +590,7 @@ fn event_body(
     let event_id = event["event_id"].as_str().unwrap_or_default();
     Ok(html! {
         section.card {
-            dl.facts {
-                dt { "Source" } dd { (source) }
-                dt { "Event id" } dd.id { (event_id) }
-                dt { "Type" } dd { (event["event_type"].as_str().unwrap_or("—")) }
-                dt { "Received" } dd { (api_time(&event["received_at"], "")) }
-                dt { "Kept until" } dd { (api_time(&event["expires_at"], "")) }
-                dt { "Body digest" } dd.id { (shown["fingerprint"].as_str().unwrap_or_default()) }
-                dt { "Deliveries" } dd { (deliveries_at_a_glance(&shown["deliveries"])) }
-            }
+            (event_facts(shown, event))
             @if session.may(Role::Operator) {
                 form.inline method="post" action={ (PATH) "/replay/preview" } {
                     (csrf_field(session))
