@@ -18,6 +18,7 @@
 #   PG_ADMIN=postgres://postgres@127.0.0.1:5432/postgres
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 
 DURATION=${DURATION:-10s}
 ROUNDS=${ROUNDS:-3}
@@ -37,11 +38,7 @@ db="inlet_console_$$"
 server=""
 cleanup() {
   [ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null
-  if [[ " $BACKENDS " == *" postgres "* ]]; then
-    for name in $(psql "$PG_ADMIN" -tAc "SELECT datname FROM pg_database WHERE datname LIKE '${db}_%'" 2>/dev/null); do
-      psql "$PG_ADMIN" -qc "DROP DATABASE IF EXISTS $name WITH (FORCE)" >/dev/null 2>&1 || true
-    done
-  fi
+  [[ " $BACKENDS " == *" postgres "* ]] && drop_databases
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -72,36 +69,6 @@ name = "app"
 TOML
   echo "$work/$1.toml"
 }
-
-# fresh BACKEND NAME: an empty, migrated database; prints its URL.
-fresh() {
-  local url
-  case $1 in
-    postgres)
-      psql "$PG_ADMIN" -qc "CREATE DATABASE ${db}_$2"
-      url="${PG_ADMIN%/*}/${db}_$2" ;;
-    sqlite) url="sqlite://$work/$2.db" ;;
-  esac
-  "$bin" migrate --config "$(config migrate "$url")" >/dev/null
-  echo "$url"
-}
-
-sql() {
-  case $1 in
-    postgres) psql "$2" -tAc "$3" ;;
-    sqlite) python3 -c 'import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); r=c.execute(sys.argv[2]).fetchone(); c.commit(); print(*(r or ()))' "${2#sqlite://}" "$3" ;;
-  esac
-}
-
-field() {
-  python3 -c 'import json, sys
-r = json.load(open(sys.argv[1]))
-for k in sys.argv[2:]:
-    r = r[k]
-print(r)' "$@"
-}
-
-median() { python3 -c 'import statistics, sys; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
 
 # ceiling BACKEND NAME INDEX: accepted/s at the ceiling on a fresh database, with the type
 # index (INDEX=with) or without it.

@@ -24,6 +24,7 @@
 #   PG_ADMIN=postgres://postgres@127.0.0.1:5432/postgres
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 
 DURATION=${DURATION:-10s}
 FILL=${FILL:-10s}
@@ -47,11 +48,7 @@ cleanup() {
   for pid in "$server" "$sink"; do
     [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
   done
-  if [[ " $BACKENDS " == *" postgres "* ]]; then
-    for name in $(psql "$PG_ADMIN" -tAc "SELECT datname FROM pg_database WHERE datname LIKE '${db}_%'" 2>/dev/null); do
-      psql "$PG_ADMIN" -qc "DROP DATABASE IF EXISTS $name WITH (FORCE)" >/dev/null 2>&1 || true
-    done
-  fi
+  [[ " $BACKENDS " == *" postgres "* ]] && drop_databases
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -75,7 +72,7 @@ bind = "127.0.0.1:$PORT_BASE"
 url = "$2"
 $([ "${2%%:*}" = sqlite ] && echo 'synchronous = "full"' || echo 'pool_size = 32')
 [delivery]
-enabled = $3
+enabled = ${3:-false}
 [retention]
 sweeper = false
 [[sources]]
@@ -86,46 +83,6 @@ $4
 TOML
   echo "$work/$1.toml"
 }
-
-# fresh BACKEND NAME: an empty, migrated database; prints its URL.
-fresh() {
-  local url
-  case $1 in
-    postgres)
-      psql "$PG_ADMIN" -qc "CREATE DATABASE ${db}_$2"
-      url="${PG_ADMIN%/*}/${db}_$2" ;;
-    sqlite) url="sqlite://$work/$2.db" ;;
-  esac
-  "$bin" migrate --config "$(config migrate "$url" false "")" >/dev/null
-  echo "$url"
-}
-
-serve() {
-  "$bin" serve --config "$1" >"$work/serve.log" 2>&1 &
-  server=$!
-  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$PORT_BASE/readyz" >/dev/null && return; sleep 0.1; done
-  cat "$work/serve.log"; echo "Inlet did not become ready"; exit 1
-}
-stop() { kill "$server"; wait "$server" 2>/dev/null || true; server=""; }
-
-sql() {
-  case $1 in
-    postgres) psql "$2" -tAc "$3" ;;
-    sqlite) python3 -c 'import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); print(*c.execute(sys.argv[2]).fetchone())' "${2#sqlite://}" "$3" ;;
-  esac
-}
-
-# field JSON KEY...: a figure of an `inlet bench --json` result.
-field() {
-  python3 -c 'import json, sys
-r = json.load(open(sys.argv[1]))
-for k in sys.argv[2:]:
-    r = r[k]
-print(r)' "$@"
-}
-
-# cpu_ticks PID: the process's user and system CPU time so far, in clock ticks.
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 # ingest BACKEND SETTING COUNT LINES: accepted/s, p50, p99 of one ingest run, and the
 # server's CPU time per accepted webhook in microseconds (its own work, whatever else the
@@ -160,8 +117,6 @@ drain() {
   [ "$delivered" != 0 ] || { tail -5 "$work/deliver-$1-$2.log" >&2; echo "nothing delivered ($1, $2)" >&2; exit 1; }
   python3 -c "import sys; d, s = int(sys.argv[1]), float(sys.argv[2]); print(f'{d} {s:.2f} {d / s:.0f}')" "$delivered" "$seconds"
 }
-
-ratio() { python3 -c "import sys; print(f'{float(sys.argv[1]) / max(float(sys.argv[2]), 1e-9):.2f}x')" "$1" "$2"; }
 
 sink_cfg=$(config sink "sqlite://$work/sink.db" false "")
 INLET_LOG=warn "$bin" bench --config "$sink_cfg" --sink "127.0.0.1:$((PORT_BASE + 10))" \

@@ -72,6 +72,9 @@
 #                         SQLite): the ceiling with and without the type filter's index
 #                         `events (event_type, id)`, and the events page's time unfiltered,
 #                         by type, by event id and by a payload value ("" for none)
+#   TRACES=1              11. OpenTelemetry tracing (bench/traces.sh, on PostgreSQL and
+#                         SQLite): ingest and drain with tracing off against every trace
+#                         recorded and exported over OTLP/HTTP ("" for none)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The load generator opens up to 1,024 connections, the idle run 10,000: the hard limit.
@@ -98,6 +101,7 @@ IDLE_CONNECTIONS=${IDLE_CONNECTIONS:-10000}
 PROFILES=${PROFILES:-release}
 FILTERS=${FILTERS-1}
 CONSOLE=${CONSOLE-1}
+TRACES=${TRACES-1}
 SECRET=whsec_bench_secret_for_local_runs_0123456789
 
 for d in "$DURATION" "$E2E_DURATION" "$BUS_DURATION"; do
@@ -563,6 +567,11 @@ fi
 if [ -z "$ONLY_BUS" ] && [ -n "$CONSOLE" ]; then
   echo "== the console's search (bench/console.sh)"
   BIN="$bin" DURATION="$DURATION" PORT_BASE=$((PORT_BASE + 300)) PG_ADMIN="$PG_ADMIN" bench/console.sh
+fi
+
+if [ -z "$ONLY_BUS" ] && [ -n "$TRACES" ]; then
+  echo "== OpenTelemetry tracing (bench/traces.sh)"
+  BIN="$bin" DURATION="$DURATION" PORT_BASE=$((PORT_BASE + 400)) PG_ADMIN="$PG_ADMIN" bench/traces.sh
 fi
 
 echo "== summary (took $((SECONDS / 60)) min $((SECONDS % 60)) s)"

@@ -25,6 +25,46 @@ crate::on_both_backends!(
     a_bulk_requeue_of_500_is_previewed_confirmed_once_and_survives_a_restart,
 );
 
+/// With tracing on, the event page shows the webhook's trace id: what to paste into the
+/// tracing backend.
+#[tokio::test]
+async fn the_event_page_shows_the_webhooks_trace_id() {
+    let receiver = crate::helpers::OtlpReceiver::start().await;
+    let server = application_answering(200).await;
+    let options = TestOptions {
+        destination: Some(format!(
+            "url = \"{}/events\"\nsecret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\nname = \"app\"",
+            server.uri()
+        )),
+        telemetry: Some(receiver.telemetry(1.0)),
+        ..Default::default()
+    };
+    let app = spawn_app_with(Backend::Sqlite, options).await;
+    let trace = "6bf92f3577b34da6a3ce929d0e0e4736";
+    let body = stripe_event("evt_console_traced", "charge.succeeded", "ch_traced");
+    let signature = crate::helpers::stripe_signature(
+        crate::helpers::STRIPE_SECRET,
+        &body,
+        app.now().timestamp(),
+    );
+    let headers = [
+        ("Stripe-Signature", signature),
+        ("traceparent", format!("00-{trace}-00f067aa0ba902b7-01")),
+    ];
+    app.post_webhook("stripe", &body, &headers)
+        .await
+        .assert_status(200);
+    let browser = Browser::open(&app).await;
+    browser.visit("/console/login").await;
+    browser.sign_in(OPERATOR_TOKEN).await;
+    browser
+        .visit("/console/events/stripe/evt_console_traced")
+        .await;
+    let facts = browser.text("dl.facts").await;
+    assert!(facts.contains(&format!("Trace id\n{trace}")), "{facts}");
+    browser.close().await;
+}
+
 /// The console follows a dark system setting (Chromium told to prefer the dark scheme).
 #[tokio::test]
 async fn a_dark_system_setting_gets_the_dark_scheme() {

@@ -1,0 +1,57 @@
+# Helpers shared by the bench scripts that source it (filters.sh, console.sh, traces.sh).
+# They use the sourcing script's globals: bin (the inlet binary), work (a scratch
+# directory), db (the prefix of its PostgreSQL databases), PG_ADMIN, PORT_BASE, server
+# (the pid of the `inlet serve` it started), and its own `config NAME URL …` function,
+# which writes a configuration file and prints its path.
+
+# fresh BACKEND NAME: an empty, migrated database; prints its URL.
+fresh() {
+  local url
+  case $1 in
+    postgres)
+      psql "$PG_ADMIN" -qc "CREATE DATABASE ${db}_$2"
+      url="${PG_ADMIN%/*}/${db}_$2" ;;
+    sqlite) url="sqlite://$work/$2.db" ;;
+  esac
+  "$bin" migrate --config "$(config migrate "$url")" >/dev/null
+  echo "$url"
+}
+
+# drop_databases: the run's PostgreSQL databases (for its exit trap).
+drop_databases() {
+  for name in $(psql "$PG_ADMIN" -tAc "SELECT datname FROM pg_database WHERE datname LIKE '${db}_%'" 2>/dev/null); do
+    psql "$PG_ADMIN" -qc "DROP DATABASE IF EXISTS $name WITH (FORCE)" >/dev/null 2>&1 || true
+  done
+}
+
+# serve CONFIG: `inlet serve` in the background (its pid in $server), once ready.
+serve() {
+  "$bin" serve --config "$1" >"$work/serve.log" 2>&1 &
+  server=$!
+  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$PORT_BASE/readyz" >/dev/null && return; sleep 0.1; done
+  cat "$work/serve.log"; echo "Inlet did not become ready"; exit 1
+}
+stop() { kill "$server"; wait "$server" 2>/dev/null || true; server=""; }
+
+# sql BACKEND URL STATEMENT: the first row of a statement's answer.
+sql() {
+  case $1 in
+    postgres) psql "$2" -tAc "$3" ;;
+    sqlite) python3 -c 'import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); r=c.execute(sys.argv[2]).fetchone(); c.commit(); print(*(r or ()))' "${2#sqlite://}" "$3" ;;
+  esac
+}
+
+# field JSON KEY...: a figure of an `inlet bench --json` result.
+field() {
+  python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))
+for k in sys.argv[2:]:
+    r = r[k]
+print(r)' "$@"
+}
+
+median() { python3 -c 'import statistics, sys; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
+ratio() { python3 -c "import sys; print(f'{float(sys.argv[1]) / max(float(sys.argv[2]), 1e-9):.2f}x')" "$1" "$2"; }
+
+# cpu_ticks PID: the process's user and system CPU time so far, in clock ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
