@@ -1,12 +1,12 @@
 //! The middleware every request passes: a span per request (request id, method, route;
-//! handlers add source, event id and outcome), the request id echoed back, the HTTP
+//! handlers add source, event id, outcome and, tracing on, the trace id), the request id echoed back, the HTTP
 //! metrics, `Cache-Control: no-store` under `/admin`, and the operator API's refusals
 //! logged.
 
 use super::problem::{Problem, Reason};
 use crate::observability::REQUEST_ID;
 use crate::state::AppState;
-use crate::traces::{Attribute, Kind, Span};
+use crate::traces::{self, Attribute, Kind, Span};
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{HeaderName, HeaderValue};
@@ -94,12 +94,16 @@ pub async fn observe(
         source = tracing::field::Empty,
         event_id = tracing::field::Empty,
         outcome = tracing::field::Empty,
+        trace_id = tracing::field::Empty,
     );
     request.extensions_mut().insert(RequestId(id.clone()));
     // The route as matched (its path decoded, as the router reads it): `/%61dmin/…` is
     // an operator answer too.
     let operator = route.starts_with("/admin") || is_operator_path(request.match_info().as_str());
     let mut action = operator_action_span(&request, &route);
+    if let Some(trace_id) = traces::trace_id(&action.context()) {
+        span.record("trace_id", trace_id);
+    }
     let started = Instant::now();
     let mut response = next.call(request).instrument(span.clone()).await?;
     let status = response.status();

@@ -54,6 +54,10 @@ pub async fn receive_webhook(
     tracing::Span::current().record("source", source);
     let mut span = webhook_span(&state, &request, source);
     let trace_id = traces::trace_id(&span.context());
+    if let Some(trace_id) = &trace_id {
+        // Every line logged under this request carries it.
+        tracing::Span::current().record("trace_id", trace_id.as_str());
+    }
     match handle(&request, &name, payload, &state, &settings, &span).await {
         Ok(received) => {
             let event_id = received.event_id.as_deref().unwrap_or("-");

@@ -417,7 +417,7 @@ async fn sweeps_and_operator_actions_are_spans(backend: Backend) {
 }
 
 /// `inlet serve` with JSON logs: the webhook's log line and its dead letter's carry the
-/// trace id.
+/// trace id, and so does every line under a request (a refusal's, through its span).
 async fn the_trace_id_is_in_the_log_lines(backend: Backend) {
     let holder = spawn_database_holder(backend).await;
     let receiver = OtlpReceiver::start().await;
@@ -441,16 +441,18 @@ async fn the_trace_id_is_in_the_log_lines(backend: Backend) {
     std::thread::spawn(move || {
         for line in lines.map_while(Result::ok) {
             if let Ok(entry) = serde_json::from_str::<serde_json::Value>(&line) {
-                if sender.send(entry["fields"].clone()).is_err() {
+                if sender.send(entry).is_err() {
                     break;
                 }
             }
         }
     });
     let trace = "5bf92f3577b34da6a3ce929d0e0e4736";
+    let refused = "7bf92f3577b34da6a3ce929d0e0e4736";
     let read = async {
         let mut found = Vec::new();
-        while let Some(fields) = entries.recv().await {
+        while let Some(entry) = entries.recv().await {
+            let fields = &entry["fields"];
             if fields["message"] == "inlet is listening" {
                 let port = fields["port"].as_u64().expect("a port");
                 let body = stripe_event("evt_logged", "charge.failed", "ch_logged");
@@ -468,31 +470,43 @@ async fn the_trace_id_is_in_the_log_lines(backend: Backend) {
                     .await
                     .expect("the request reaches inlet serve");
                 assert_eq!(reply.status().as_u16(), 200);
+                // A refused one: its line carries the trace id through the request's span.
+                let reply = (holder.client)
+                    .post(format!("http://127.0.0.1:{port}/webhooks/stripe"))
+                    .header("Stripe-Signature", "t=1,v1=00")
+                    .header("traceparent", format!("00-{refused}-00f067aa0ba902b7-01"))
+                    .body("{}")
+                    .send()
+                    .await
+                    .expect("the request reaches inlet serve");
+                assert!(reply.status().is_client_error());
             }
             let message = fields["message"].as_str().unwrap_or_default();
-            if message == "webhook processed" || message == "delivery dead-lettered" {
-                found.push((
-                    message.to_owned(),
-                    fields["trace_id"].as_str().map(str::to_owned),
-                ));
-            }
-            if found.len() == 2 {
+            let trace_id = match message {
+                "webhook processed" | "delivery dead-lettered" => &fields["trace_id"],
+                "webhook rejected" => &entry["span"]["trace_id"],
+                _ => continue,
+            };
+            found.push((message.to_owned(), trace_id.as_str().map(str::to_owned)));
+            if found.len() == 3 {
                 break;
             }
         }
         found
     };
-    let found = tokio::time::timeout(Duration::from_secs(30), read)
+    let mut found = tokio::time::timeout(Duration::from_secs(30), read)
         .await
         .expect("both lines within 30 s");
     let _ = child.kill();
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
+    found.sort();
     assert_eq!(
         found,
         vec![
-            ("webhook processed".to_owned(), Some(trace.to_owned())),
             ("delivery dead-lettered".to_owned(), Some(trace.to_owned())),
+            ("webhook processed".to_owned(), Some(trace.to_owned())),
+            ("webhook rejected".to_owned(), Some(refused.to_owned())),
         ]
     );
 }
