@@ -19,7 +19,7 @@ fresh() {
 
 # drop_databases: the run's PostgreSQL databases (for its exit trap).
 drop_databases() {
-  for name in $(psql "$PG_ADMIN" -tAc "SELECT datname FROM pg_database WHERE datname LIKE '${db}_%'" 2>/dev/null); do
+  for name in $(psql "$PG_ADMIN" -tAc "SELECT datname FROM pg_database WHERE starts_with(datname, '${db}_')" 2>/dev/null); do
     psql "$PG_ADMIN" -qc "DROP DATABASE IF EXISTS $name WITH (FORCE)" >/dev/null 2>&1 || true
   done
 }

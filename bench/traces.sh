@@ -18,6 +18,9 @@
 #   DURATION=10s  FILL=10s  ROUNDS=3  SINK_DELAY=5ms  BACKENDS="postgres sqlite"
 #   PORT_BASE=18480  PG_ADMIN=postgres://postgres@127.0.0.1:5432/postgres
 #   BIN=path/to/inlet (default: build this checkout's release binary)
+#   BASE_BIN=path/to/inlet  also ingest with this binary (the build before tracing existed,
+#             e.g. of commit 265ac44), tracing off, in the same rounds: what having the
+#             tracing code costs when it is off
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -132,21 +135,34 @@ for backend in $BACKENDS; do
   ceiling=$(field "$work/ceiling.json" accepted_per_sec)
   printf '  %-34s %9.0f webhooks/s\n' "ceiling (database alone, $clients conn.)" "$ceiling"
   declare -A rate p50 p99 cpu
-  for traced in off on; do rate[$traced]="" p50[$traced]="" p99[$traced]="" cpu[$traced]=""; done
+  modes="off on"
+  [ -n "${BASE_BIN:-}" ] && modes="before off on"
+  for traced in $modes; do rate[$traced]="" p50[$traced]="" p99[$traced]="" cpu[$traced]=""; done
   for round in $(seq 1 "$ROUNDS"); do
-    for traced in off on; do
+    for traced in $modes; do
       exports=$(received)
-      read -r r a b c < <(ingest "$backend" "${traced}_$round" "$traced")
+      # In this shell, not a subshell: its server is the one the exit trap stops.
+      if [ "$traced" = before ]; then
+        current=$bin bin=$BASE_BIN
+        ingest "$backend" "before_$round" off >"$work/result"
+        bin=$current
+      else
+        ingest "$backend" "${traced}_$round" "$traced" >"$work/result"
+      fi
+      read -r r a b c <"$work/result"
       rate[$traced]+="$r " p50[$traced]+="$a " p99[$traced]+="$b " cpu[$traced]+="$c "
       [ "$traced" = on ] && echo "    round $round traced: $(( $(received) - exports )) OTLP exports received"
     done
   done
   printf '  %-22s %11s %7s %7s %9s %10s %12s   %s\n' ingest accepted/s "p50 ms" "p99 ms" "vs off" "of ceiling" "server CPU" "rounds (accepted/s)"
-  for traced in off on; do
+  base=$(median ${rate[off]})
+  for traced in $modes; do
     # shellcheck disable=SC2086
     r=$(median ${rate[$traced]}) a=$(median ${p50[$traced]}) b=$(median ${p99[$traced]}) c=$(median ${cpu[$traced]})
-    [ "$traced" = off ] && base=$r cpu_off=$c
-    printf '  %-22s %11.0f %7.2f %7.2f %9s %10s %9.0f µs   %s\n' "tracing $traced" "$r" "$a" "$b" "$(ratio "$r" "$base")" "$(ratio "$r" "$ceiling")" "$c" "${rate[$traced]}"
+    [ "$traced" = off ] && cpu_off=$c
+    label="tracing $traced"
+    [ "$traced" = before ] && label="before tracing existed"
+    printf '  %-22s %11.0f %7.2f %7.2f %9s %10s %9.0f µs   %s\n' "$label" "$r" "$a" "$b" "$(ratio "$r" "$base")" "$(ratio "$r" "$ceiling")" "$c" "${rate[$traced]}"
   done
   python3 -c "import sys; print(f'  full tracing costs {float(sys.argv[1]) - float(sys.argv[2]):+.0f} µs of server CPU per webhook')" "$c" "$cpu_off"
   unset rate p50 p99 cpu
@@ -156,9 +172,11 @@ for backend in $BACKENDS; do
   "$bin" bench --config "$cfg" --concurrency 64 --duration "$FILL" >/dev/null
   stop
   printf '  %-22s %10s %8s %12s %9s\n' drain delivered seconds deliveries/s "vs off"
-  read -r delivered seconds base < <(drain "$backend" drain_off "$filled" off)
+  drain "$backend" drain_off "$filled" off >"$work/result"
+  read -r delivered seconds base <"$work/result"
   printf '  %-22s %10s %8s %12s %9s\n' "tracing off" "$delivered" "$seconds" "$base" "1.00x"
   exports=$(received)
-  read -r delivered seconds rate_on < <(drain "$backend" drain_on "$filled" on)
+  drain "$backend" drain_on "$filled" on >"$work/result"
+  read -r delivered seconds rate_on <"$work/result"
   printf '  %-22s %10s %8s %12s %9s   (%s OTLP exports)\n' "tracing on" "$delivered" "$seconds" "$rate_on" "$(ratio "$rate_on" "$base")" "$(( $(received) - exports ))"
 done

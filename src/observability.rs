@@ -353,6 +353,10 @@ fn describe_operations() {
         "inlet_build_info",
         "Always 1; the version and commit labels say which build runs"
     );
+    describe_counter!(
+        "inlet_trace_exports_total",
+        "OTLP span exports to telemetry.otlp_endpoint by result (ok, failed)"
+    );
 }
 
 /// `inlet_build_info`: the version and the commit `inlet --version` names.

@@ -7,6 +7,7 @@ use crate::delivery::Dispatcher;
 use crate::faults::Faults;
 use crate::ingest::{Committer, Outcome};
 use crate::operator::BulkRunner;
+use crate::operator::ConsoleSettings;
 use crate::reload::{warn_about_schemes, Reloader};
 use crate::retention::{Sweeper, SweeperHealth};
 use crate::routes::observe;
@@ -127,20 +128,18 @@ impl Application {
         let session_key = session_key(&settings, &pool, hooks.clock.now()).await?;
         let (stop_background, stopped) = watch::channel(false);
         let mut background = Vec::new();
-        let (dispatcher, sweeper_health, traces) =
-            start_background(&settings, &pool, &hooks, &stopped, &mut background)?;
-        let console = settings.console.clone();
-        let background_parts = (dispatcher, sweeper_health, session_key, traces.clone());
-        let (state, reloader) = shared_state(settings, pool, hooks, background_parts, reload_from)?;
-        background.push(start_bulk_runner(&state, &stopped));
-        let console_port = match (&console.bind, console.enabled) {
-            (Some(bind), true) => {
-                let (port, stop) = serve_console(bind, state.clone(), grace)?;
-                background.push(stop_with(stop, stopped.clone()));
-                Some(port)
-            }
-            _ => None,
+        let starting = Starting {
+            settings: &settings,
+            pool: &pool,
+            hooks: &hooks,
+            stopped: &stopped,
         };
+        let parts = start_background(&starting, session_key, &mut background)?;
+        let traces = parts.traces.clone();
+        let console = settings.console.clone();
+        let (state, reloader) = shared_state(settings, pool, hooks, parts, reload_from)?;
+        background.push(start_bulk_runner(&state, &stopped));
+        let console_port = console_listener(&console, &state, grace, &stopped, &mut background)?;
         // The console is on the operator surface's listener unless it has one of its own.
         let console_here = console.enabled && console.bind.is_none();
         let main = match admin_listener {
@@ -210,14 +209,31 @@ impl Application {
     }
 }
 
-/// What the background tasks started before the shared state hand it: the dispatcher, the
-/// sweeper's health, the console's session key and the tracer.
-type BackgroundParts = (
-    Option<Arc<Dispatcher>>,
-    Option<SweeperHealth>,
-    [u8; 32],
-    Traces,
-);
+/// The console's own listener, when `console.bind` gives it one: its port.
+fn console_listener(
+    console: &ConsoleSettings,
+    state: &web::Data<AppState>,
+    grace: std::time::Duration,
+    stopped: &watch::Receiver<bool>,
+    background: &mut Vec<JoinHandle<()>>,
+) -> anyhow::Result<Option<u16>> {
+    let (Some(bind), true) = (&console.bind, console.enabled) else {
+        return Ok(None);
+    };
+    let (port, stop) = serve_console(bind, state.clone(), grace)?;
+    background.push(stop_with(stop, stopped.clone()));
+    Ok(Some(port))
+}
+
+/// What the background tasks started before the shared state hand it.
+struct BackgroundParts {
+    dispatcher: Option<Arc<Dispatcher>>,
+    /// The sweeper's health, when this instance sweeps.
+    sweeper: Option<SweeperHealth>,
+    /// What console sessions are signed with.
+    session_key: [u8; 32],
+    traces: Traces,
+}
 
 /// What the background tasks are started with.
 struct Starting<'a> {
@@ -225,30 +241,26 @@ struct Starting<'a> {
     pool: &'a DbPool,
     hooks: &'a Hooks,
     stopped: &'a watch::Receiver<bool>,
-    traces: &'a Traces,
 }
 
 /// The tracer, then the dispatcher and the sweeper (each when this instance runs one),
 /// running until `stopped`.
 fn start_background(
-    settings: &Settings,
-    pool: &DbPool,
-    hooks: &Hooks,
-    stopped: &watch::Receiver<bool>,
+    starting: &Starting<'_>,
+    session_key: [u8; 32],
     background: &mut Vec<JoinHandle<()>>,
-) -> anyhow::Result<(Option<Arc<Dispatcher>>, Option<SweeperHealth>, Traces)> {
-    let traces = Traces::start(&settings.telemetry, tokio::runtime::Handle::current())
-        .context("cannot set up trace export (telemetry.otlp_endpoint)")?;
-    let starting = Starting {
-        settings,
-        pool,
-        hooks,
-        stopped,
-        traces: &traces,
-    };
-    let dispatcher = start_dispatcher(&starting, background)?;
-    let sweeper = start_sweeper(&starting, background);
-    Ok((dispatcher, sweeper, traces))
+) -> anyhow::Result<BackgroundParts> {
+    let traces = Traces::start(
+        &starting.settings.telemetry,
+        tokio::runtime::Handle::current(),
+    )
+    .context("cannot set up trace export (telemetry.otlp_endpoint)")?;
+    Ok(BackgroundParts {
+        dispatcher: start_dispatcher(starting, &traces, background)?,
+        sweeper: start_sweeper(starting, &traces, background),
+        session_key,
+        traces,
+    })
 }
 
 /// What every handler shares — the live settings, the database, the group-commit
@@ -258,19 +270,23 @@ fn shared_state(
     settings: Settings,
     pool: DbPool,
     hooks: Hooks,
-    (dispatcher, sweeper, session_key, traces): BackgroundParts,
+    parts: BackgroundParts,
     reload_from: Option<PathBuf>,
 ) -> anyhow::Result<(web::Data<AppState>, Arc<Reloader>)> {
     let checkpointer = db::Checkpointer::start(&settings.database)
         .context("cannot start the checkpoint thread")?;
-    let committer = Committer::start(pool.clone(), hooks.faults.clone(), &settings.database)
-        .context("cannot start the group-commit writers")?
-        .with_traces(traces.clone());
+    let committer = Committer::start(
+        pool.clone(),
+        hooks.faults.clone(),
+        &settings.database,
+        &parts.traces,
+    )
+    .context("cannot start the group-commit writers")?;
     let live = LiveSettings::new(settings);
     let reloader = Arc::new(Reloader::new(
         reload_from,
         live.clone(),
-        dispatcher.clone(),
+        parts.dispatcher.clone(),
         Some(pool.clone()),
         &alerted_outcomes(),
     ));
@@ -282,13 +298,13 @@ fn shared_state(
         faults: hooks.faults,
         committer,
         checkpointer,
-        dispatcher_waker: dispatcher.as_ref().map(|d| d.waker()),
-        brokers: dispatcher.as_ref().map(|d| d.broker_health()),
-        sweeper,
+        dispatcher_waker: parts.dispatcher.as_ref().map(|d| d.waker()),
+        brokers: parts.dispatcher.as_ref().map(|d| d.broker_health()),
+        sweeper: parts.sweeper,
         traffic: Default::default(),
         sign_in: Default::default(),
-        session_key,
-        traces,
+        session_key: parts.session_key,
+        traces: parts.traces,
     });
     Ok((state, reloader))
 }
@@ -512,15 +528,10 @@ fn alerted_outcomes() -> [&'static str; 3] {
 /// `stopped`.
 fn start_dispatcher(
     starting: &Starting<'_>,
+    traces: &Traces,
     background: &mut Vec<JoinHandle<()>>,
 ) -> anyhow::Result<Option<Arc<Dispatcher>>> {
-    let Starting {
-        settings,
-        pool,
-        hooks,
-        stopped,
-        traces,
-    } = starting;
+    let settings = starting.settings;
     if !settings.delivery.enabled {
         return Ok(None);
     }
@@ -528,16 +539,18 @@ fn start_dispatcher(
         &settings.destinations,
         &settings.delivery,
         settings.server.shutdown_grace,
-        (*pool).clone(),
-        hooks.clock.clone(),
+        starting.pool.clone(),
+        starting.hooks.clock.clone(),
     )?;
     let dispatcher = dispatcher
-        .with_faults(hooks.faults.clone())
-        .with_traces((*traces).clone());
+        .with_faults(starting.hooks.faults.clone())
+        .with_traces(traces.clone());
     let dispatcher = Arc::new(dispatcher);
     let probing = dispatcher.clone();
     tokio::spawn(async move { probing.probe_brokers().await });
-    background.push(tokio::spawn(dispatcher.clone().run((*stopped).clone())));
+    background.push(tokio::spawn(
+        dispatcher.clone().run(starting.stopped.clone()),
+    ));
     Ok(Some(dispatcher))
 }
 
@@ -556,7 +569,7 @@ fn start_bulk_runner(
         waker: state.dispatcher_waker.clone(),
         holder: lease_name(),
     });
-    tokio::spawn(runner.run((*stopped).clone()))
+    tokio::spawn(runner.run(stopped.clone()))
 }
 
 /// A name for this instance's leases: its process id and random bytes (the process id
@@ -569,26 +582,21 @@ fn lease_name() -> String {
 /// The sweeper, when this instance sweeps, running until `stopped`: its health.
 fn start_sweeper(
     starting: &Starting<'_>,
+    traces: &Traces,
     background: &mut Vec<JoinHandle<()>>,
 ) -> Option<SweeperHealth> {
-    let Starting {
-        settings,
-        pool,
-        hooks,
-        stopped,
-        traces,
-    } = starting;
-    if !settings.retention.sweeper {
+    let retention = &starting.settings.retention;
+    if !retention.sweeper {
         return None;
     }
     let sweeper = Sweeper::new(
-        (*pool).clone(),
-        hooks.clock.clone(),
-        settings.retention.clone(),
+        starting.pool.clone(),
+        starting.hooks.clock.clone(),
+        retention.clone(),
     );
-    let sweeper = Arc::new(sweeper.with_traces((*traces).clone()));
+    let sweeper = Arc::new(sweeper.with_traces(traces.clone()));
     let health = sweeper.health();
-    background.push(tokio::spawn(sweeper.run((*stopped).clone())));
+    background.push(tokio::spawn(sweeper.run(starting.stopped.clone())));
     Some(health)
 }
 

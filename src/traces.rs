@@ -104,14 +104,41 @@ impl TelemetryFile {
             service_name: self.service_name.unwrap_or_else(|| "inlet".to_owned()),
             resource_attributes: self.resource_attributes.into_iter().collect(),
             headers,
-            export_timeout: duration(
+            export_timeout: bounded(
                 "telemetry.export_timeout",
                 self.export_timeout.as_deref(),
                 "10s",
+                (Duration::from_secs(1), Duration::from_secs(60)),
             )?,
-            batch_delay: duration("telemetry.batch_delay", self.batch_delay.as_deref(), "5s")?,
+            batch_delay: bounded(
+                "telemetry.batch_delay",
+                self.batch_delay.as_deref(),
+                "5s",
+                (Duration::from_millis(100), Duration::from_secs(60)),
+            )?,
         })
     }
+}
+
+/// The duration `key` (`default` when unset), within `(min, max)`.
+fn bounded(
+    key: &str,
+    value: Option<&str>,
+    default: &str,
+    (min, max): (Duration, Duration),
+) -> Result<Duration, ConfigError> {
+    let found = duration(key, value, default)?;
+    if found < min || found > max {
+        return Err(ConfigError::new(
+            key,
+            format!(
+                "must be between {} and {}",
+                crate::duration::HumanDuration(min),
+                crate::duration::HumanDuration(max)
+            ),
+        ));
+    }
+    Ok(found)
 }
 
 /// `url` as the traces endpoint: http or https, [`TRACES_PATH`] added when it has no path.
@@ -121,6 +148,14 @@ fn endpoint(url: &str) -> Result<String, ConfigError> {
         reqwest::Url::parse(url).map_err(|e| ConfigError::new(key, format!("not a URL: {e}")))?;
     if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
         return Err(ConfigError::new(key, "must be an http:// or https:// URL"));
+    }
+    // The URL is logged and shown; a credential belongs in a header, which is a secret.
+    if !parsed.username().is_empty() || parsed.password().is_some() || parsed.query().is_some() {
+        return Err(ConfigError::new(
+            key,
+            "must carry no credentials (user, password or query): put an API key in \
+             telemetry.headers, whose values are secrets",
+        ));
     }
     if parsed.path() == "/" {
         parsed.set_path(TRACES_PATH);
@@ -135,6 +170,8 @@ pub struct Traces(Option<Arc<Exporting>>);
 struct Exporting {
     provider: SdkTracerProvider,
     tracer: Tracer,
+    /// How long a stop waits for the last spans to go out.
+    last_export: Duration,
 }
 
 impl Traces {
@@ -148,7 +185,12 @@ impl Traces {
         };
         let provider = provider(settings, url, runtime)?;
         let tracer = opentelemetry::trace::TracerProvider::tracer(&provider, "inlet");
-        Ok(Self(Some(Arc::new(Exporting { provider, tracer }))))
+        let last_export = settings.export_timeout;
+        Ok(Self(Some(Arc::new(Exporting {
+            provider,
+            tracer,
+            last_export,
+        }))))
     }
 
     pub fn is_on(&self) -> bool {
@@ -191,30 +233,120 @@ impl Traces {
         Span(Some(builder.start_with_context(&exporting.tracer, parent)))
     }
 
-    /// A span continuing the caller's trace when its headers carry a valid `traceparent`
-    /// (W3C Trace Context), else starting one.
-    pub fn continued<'h>(
-        &self,
-        name: impl Into<Cow<'static, str>>,
-        kind: SpanKind,
-        header: impl Fn(&str) -> Option<&'h str>,
-        attributes: impl FnOnce() -> Vec<KeyValue>,
-    ) -> Span {
-        if !self.is_on() {
-            return Span(None);
-        }
-        let parent =
-            TraceContextPropagator::new().extract(&HeaderLookup(&header, std::marker::PhantomData));
-        self.span(name, kind, &parent, None, attributes)
-    }
-
-    /// Sends what is still buffered and stops exporting (blocking: call off the runtime).
+    /// Sends what is still buffered, waiting at most `export_timeout`, and stops exporting
+    /// (blocking: call it off the runtime, which the export needs).
     pub fn shutdown(&self) {
         if let Some(exporting) = &self.0 {
-            if let Err(error) = exporting.provider.shutdown() {
+            if let Err(error) = exporting
+                .provider
+                .shutdown_with_timeout(exporting.last_export)
+            {
                 tracing::warn!(%error, "the last spans could not be exported");
             }
         }
+    }
+}
+
+/// The span of a request from outside (a webhook, an operator action), started only once
+/// the request is verified or refused: a sender's `traceparent` is continued only for a
+/// request that proved itself, so that no one without a source's secret (or an operator's
+/// token) can choose a trace to write into or have a trace recorded whatever
+/// `sampling_ratio` says. A `tracestate` is never read. The span starts at the request's
+/// arrival all the same.
+pub struct Incoming {
+    traces: Traces,
+    /// When the request arrived (tracing on).
+    arrival: Option<SystemTime>,
+    /// The sender's `traceparent`, as sent (tracing on, at most 55 bytes).
+    remote: Option<String>,
+    name: Cow<'static, str>,
+    attributes: Vec<KeyValue>,
+    span: Option<Span>,
+}
+
+/// The length of a version-00 `traceparent`.
+const TRACEPARENT_LENGTH: usize = 55;
+
+impl Traces {
+    /// A request's [`Incoming`] span, not started yet; `attributes` is called only when
+    /// tracing is on.
+    pub fn incoming(
+        &self,
+        name: impl Into<Cow<'static, str>>,
+        traceparent: Option<&str>,
+        attributes: impl FnOnce() -> Vec<KeyValue>,
+    ) -> Incoming {
+        let on = self.is_on();
+        Incoming {
+            traces: self.clone(),
+            arrival: on.then(SystemTime::now),
+            remote: traceparent
+                .filter(|value| on && value.len() == TRACEPARENT_LENGTH)
+                .map(str::to_owned),
+            name: if on { name.into() } else { Cow::Borrowed("") },
+            attributes: if on { attributes() } else { Vec::new() },
+            span: None,
+        }
+    }
+}
+
+impl Incoming {
+    /// Starts the span, once: under the sender's trace when the request is `trusted`
+    /// (verified), else as a trace of its own.
+    pub fn start(&mut self, trusted: bool) -> &mut Span {
+        let Incoming {
+            traces,
+            arrival,
+            remote,
+            name,
+            attributes,
+            span,
+        } = self;
+        span.get_or_insert_with(|| {
+            let parent = match trusted {
+                true => parent_of(remote.as_deref()),
+                false => Context::new(),
+            };
+            let name = std::mem::take(name);
+            traces.span(name, SpanKind::Server, &parent, *arrival, || {
+                std::mem::take(attributes)
+            })
+        })
+    }
+
+    /// The span, started as untrusted if it was not started yet.
+    pub fn span(&mut self) -> &mut Span {
+        self.start(false)
+    }
+
+    /// A finished step of the request, from `started` to now, under its span (tracing on);
+    /// `error` marks it failed.
+    pub fn step(
+        &mut self,
+        name: &'static str,
+        started: Option<SystemTime>,
+        error: Option<&dyn std::fmt::Display>,
+        attributes: impl FnOnce() -> Vec<KeyValue>,
+    ) {
+        if started.is_none() {
+            return;
+        }
+        let parent = self.span().as_parent();
+        let mut span = self
+            .traces
+            .span(name, SpanKind::Internal, &parent, started, attributes);
+        if let Some(error) = error {
+            span.fail("refused", &error.to_string());
+        }
+    }
+
+    /// Now, when tracing is on: the start of a step's span.
+    pub fn now(&self) -> Option<SystemTime> {
+        self.arrival.is_some().then(SystemTime::now)
+    }
+
+    pub fn is_on(&self) -> bool {
+        self.arrival.is_some()
     }
 }
 
@@ -286,7 +418,7 @@ impl opentelemetry_http::HttpClient for Export {
             while let Some(chunk) = response.chunk().await? {
                 body.extend_from_slice(&chunk);
                 if body.len() > MAX_ANSWER {
-                    break;
+                    return Err(format!("the collector's answer is over {MAX_ANSWER} bytes").into());
                 }
             }
             if let Some(headers) = answer.headers_mut() {
@@ -294,7 +426,24 @@ impl opentelemetry_http::HttpClient for Export {
             }
             Ok::<_, opentelemetry_http::HttpError>(answer.body(Bytes::from(body))?)
         });
-        answer.await?
+        let answer = answer.await.map_err(Into::into).and_then(|answer| answer);
+        count_export(&answer);
+        answer
+    }
+}
+
+/// Each export counted (`inlet_trace_exports_total{result}`), and a failed one logged: a
+/// collector that refuses or is away shows, while webhooks go on unaffected.
+fn count_export(answer: &Result<http::Response<Bytes>, opentelemetry_http::HttpError>) {
+    let failure = match answer {
+        Ok(response) if response.status().is_success() => None,
+        Ok(response) => Some(format!("the collector answered {}", response.status())),
+        Err(error) => Some(error.to_string()),
+    };
+    let result = if failure.is_some() { "failed" } else { "ok" };
+    metrics::counter!("inlet_trace_exports_total", "result" => result).increment(1);
+    if let Some(error) = failure {
+        tracing::warn!(%error, "spans could not be exported to telemetry.otlp_endpoint");
     }
 }
 
@@ -334,6 +483,11 @@ impl Span {
     /// Its `traceparent` header value, to continue its trace elsewhere.
     pub fn trace_parent(&self) -> Option<String> {
         trace_parent(&self.context())
+    }
+
+    /// Whether it records (tracing on, sampled): attributes are worth building.
+    pub fn is_recording(&self) -> bool {
+        self.0.as_ref().is_some_and(|span| span.is_recording())
     }
 
     pub fn set(&mut self, attribute: KeyValue) {
@@ -396,10 +550,9 @@ pub fn trace_parent(context: &SpanContext) -> Option<String> {
     })
 }
 
-/// The trace id of a `traceparent` value, when it is well formed.
-pub fn trace_id_of(trace_parent: &str) -> Option<&str> {
-    let id = trace_parent.split('-').nth(1)?;
-    (id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())).then_some(id)
+/// The trace id of a stored `traceparent` value, when it names a valid one.
+pub fn trace_id_of(trace_parent: &str) -> Option<String> {
+    trace_id(&context_of(Some(trace_parent)))
 }
 
 /// The trace id of a span's context, for log lines (`None` when there is none).
@@ -422,6 +575,8 @@ mod tests {
             "https://otlp.example.com/otlp/v1/traces"
         );
         assert!(endpoint("ftp://x").is_err());
+        assert!(endpoint("https://user:key@otlp.example.com").is_err());
+        assert!(endpoint("https://otlp.example.com/v1/traces?api_key=k").is_err());
         assert!(endpoint("not a url").is_err());
     }
 
@@ -431,7 +586,12 @@ mod tests {
         let context = parent_of(Some(value));
         let span = context.span();
         assert_eq!(trace_parent(span.span_context()).as_deref(), Some(value));
-        assert_eq!(trace_id_of(value), Some("4bf92f3577b34da6a3ce929d0e0e4736"));
+        assert_eq!(
+            trace_id_of(value).as_deref(),
+            Some("4bf92f3577b34da6a3ce929d0e0e4736")
+        );
+        let zeros = "00-00000000000000000000000000000000-00f067aa0ba902b7-01";
+        assert_eq!(trace_id_of(zeros), None);
         assert!(!parent_of(Some("00-zz-yy-01"))
             .span()
             .span_context()

@@ -91,7 +91,12 @@ impl Destination {
                 routing_key,
             } => {
                 let key = routing_key.render(&delivery.source, delivery.event_type.as_deref());
-                let mut attributes = messaging("rabbitmq", exchange.clone(), delivery);
+                // The default exchange has no name; OpenTelemetry calls it amq.default.
+                let exchange = match exchange.as_str() {
+                    "" => "amq.default",
+                    named => named,
+                };
+                let mut attributes = messaging("rabbitmq", exchange.to_owned(), delivery);
                 attributes.push(Attribute::new(
                     "messaging.rabbitmq.destination.routing_key",
                     key,
@@ -105,6 +110,10 @@ impl Destination {
             Attribute::new("inlet.event.id", delivery.event_id.clone()),
             Attribute::new("inlet.delivery.attempt", i64::from(delivery.attempt)),
         ]);
+        if delivery.attempt > 1 && settings.kind == DestinationKind::Http {
+            let resends = i64::from(delivery.attempt - 1);
+            attributes.push(Attribute::new("http.request.resend_count", resends));
+        }
         if let Some(event_type) = &delivery.event_type {
             attributes.push(Attribute::new("inlet.event.type", event_type.clone()));
         }
@@ -176,6 +185,9 @@ fn messaging(system: &'static str, destination: String, delivery: &Leased) -> Ve
 /// The attempt's outcome on its span: the status, and for anything but a delivery the
 /// error's kind (`HTTP 503`, `connection refused`, …) and its text.
 fn close_attempt_span(span: &mut Span, result: &AttemptResult) {
+    if !span.is_recording() {
+        return;
+    }
     if let Some(status) = result.status {
         span.set(Attribute::new(
             "http.response.status_code",
@@ -189,17 +201,39 @@ fn close_attempt_span(span: &mut Span, result: &AttemptResult) {
     };
     span.set(Attribute::new("inlet.delivery.verdict", verdict));
     if let Some(error) = &result.error {
+        // Only the kind: the stored error quotes the destination's answer, which may
+        // echo the payload.
         let kind = match result.status {
             Some(status) => status.to_string(),
-            None => error
-                .split([':', '('])
-                .next()
-                .unwrap_or_default()
-                .trim()
-                .to_owned(),
+            None => error_type(error).to_owned(),
         };
-        span.fail(&kind, error);
+        span.fail(&kind, &kind);
     }
+}
+
+/// The kind of an unanswered attempt's error, from the closed set its stored text starts
+/// with (`sender::unanswered`, the bus, the transform); `_OTHER` otherwise, as
+/// OpenTelemetry's `error.type` has it.
+fn error_type(error: &str) -> &'static str {
+    const KINDS: [&str; 13] = [
+        "connection refused",
+        "connection reset",
+        "connect timed out",
+        "timed out",
+        "TLS failed",
+        "DNS lookup failed",
+        "connection failed",
+        "request failed",
+        "transform failed",
+        "the payload is gone",
+        "the request cannot be built",
+        "broker unreachable",
+        "JetStream publish failed",
+    ];
+    KINDS
+        .into_iter()
+        .find(|kind| error.starts_with(kind))
+        .unwrap_or("_OTHER")
 }
 
 impl Destination {

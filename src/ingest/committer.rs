@@ -18,7 +18,7 @@ use super::{process, Claim, IngestError};
 use crate::db::{on_connection, DatabaseSettings, DbPool, StoreError};
 use crate::faults::Faults;
 use crate::traces::{self, Attribute, Kind, SpanContext, Traces};
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -72,8 +72,6 @@ enum MemberEnd {
 struct Queue {
     state: Mutex<QueueState>,
     ready: Condvar,
-    /// Where each group's spans go (off until [`Committer::with_traces`]).
-    traces: RwLock<Traces>,
 }
 
 #[derive(Default)]
@@ -96,7 +94,19 @@ struct Writer {
     lock_wait: Duration,
     /// OpenTelemetry's name of the database (`db.system.name`).
     backend: &'static str,
+    /// Where each group's spans go (tracing on).
+    traces: Traces,
 }
+
+/// A member of a committed group, as its spans need it: its webhook's span and when it
+/// was queued.
+struct Member {
+    webhook: SpanContext,
+    queued_at: SystemTime,
+}
+
+/// The most members a group's span links to (OpenTelemetry keeps 128 links per span).
+const GROUP_LINKS: usize = 128;
 
 impl Committer {
     /// Starts `database.writers` writer threads on `pool`.
@@ -104,6 +114,7 @@ impl Committer {
         pool: DbPool,
         faults: Arc<Faults>,
         database: &DatabaseSettings,
+        traces: &Traces,
     ) -> std::io::Result<Self> {
         let queue = Arc::new(Queue::default());
         for n in 0..database.writers {
@@ -118,6 +129,7 @@ impl Committer {
                     "postgres" => "postgresql",
                     other => other,
                 },
+                traces: traces.clone(),
             };
             std::thread::Builder::new()
                 .name(format!("inlet-writer-{n}"))
@@ -130,12 +142,6 @@ impl Committer {
             faults,
             answer_within: database.connect_timeout + waits + ANSWER_SLACK,
         })
-    }
-
-    /// Records each group's spans with `traces`.
-    pub fn with_traces(self, traces: Traces) -> Self {
-        *self.queue.traces.write() = traces;
-        self
     }
 
     /// Commits `claim` with whatever else is queued; its verdict once the group's
@@ -241,16 +247,15 @@ impl Writer {
                 continue;
             }
             let started = Instant::now();
-            let started_at = SystemTime::now();
+            let started_at = self.traces.is_on().then(SystemTime::now);
             let claims: Vec<&Claim> = fresh.iter().map(|job| &job.claim).collect();
             let verdicts = commit(&self.pool, &claims, &self.faults, self.lock_wait);
             metrics::histogram!("inlet_ingest_group_size").record(claims.len() as f64);
             metrics::histogram!("inlet_ingest_commit_seconds")
                 .record(started.elapsed().as_secs_f64());
-            let traces = self.queue.traces.read().clone();
-            if traces.is_on() {
-                self.trace_group(&traces, &fresh, started_at);
-            }
+            // Tracing on: what the spans need, read before the replies take the jobs; the
+            // spans are made after the replies are sent.
+            let traced = started_at.map(|at| (at, SystemTime::now(), members(&fresh)));
             for (job, settled) in fresh.into_iter().zip(verdicts) {
                 let reply = match settled {
                     MemberEnd::Done(verdict) => Reply::Done(verdict),
@@ -259,20 +264,33 @@ impl Writer {
                 // A client that went away gets no answer; its event is stored all the same.
                 let _ = job.reply.send(reply);
             }
+            if let Some((started_at, ended_at, members)) = traced {
+                self.trace_group(&members, started_at, ended_at);
+            }
         }
     }
 }
 
+/// The members of a group, for its spans.
+fn members(jobs: &[Job]) -> Vec<Member> {
+    let now = SystemTime::now();
+    (jobs.iter())
+        .map(|job| Member {
+            webhook: traces::context_of(job.claim.trace_parent.as_deref()),
+            queued_at: now.checked_sub(job.queued.elapsed()).unwrap_or(now),
+        })
+        .collect()
+}
+
 impl Writer {
-    /// The spans of a committed group: one for the group, linked to each member's
-    /// webhook span, and under each member's webhook span the time it waited for a
-    /// writer and the commit it joined (the group's span id as an attribute, and a link).
-    fn trace_group(&self, traces: &Traces, jobs: &[Job], started_at: SystemTime) {
-        let ended_at = SystemTime::now();
-        let members: Vec<SpanContext> = (jobs.iter())
-            .map(|job| traces::context_of(job.claim.trace_parent.as_deref()))
-            .collect();
-        let size = i64::try_from(jobs.len()).unwrap_or(i64::MAX);
+    /// The spans of a committed group: one for the group, linked to its members' webhook
+    /// spans, and under each member's webhook span the time it waited for a writer and the
+    /// commit it joined (the group's span id as an attribute, and a link). The group's
+    /// span is recorded when a member's trace is: it lives in the first such member's
+    /// trace.
+    fn trace_group(&self, members: &[Member], started_at: SystemTime, ended_at: SystemTime) {
+        let traces = &self.traces;
+        let size = i64::try_from(members.len()).unwrap_or(i64::MAX);
         let backend = self.backend;
         let attributes = || {
             vec![
@@ -280,28 +298,33 @@ impl Writer {
                 Attribute::new("inlet.group.size", size),
             ]
         };
-        let links = members.iter().filter(|c| c.is_valid()).cloned().collect();
+        let sampled: Vec<SpanContext> = (members.iter())
+            .map(|m| m.webhook.clone())
+            .filter(|c| c.is_sampled())
+            .take(GROUP_LINKS)
+            .collect();
+        let Some(first) = sampled.first() else {
+            return;
+        };
+        let parent = traces::parent(first);
         let group = traces.linked(
             "group commit",
             Kind::Internal,
-            &traces::root(),
+            &parent,
             Some(started_at),
             attributes,
-            links,
+            sampled.clone(),
         );
         let group_context = group.context();
         let group_id = group_context.span_id().to_string();
         group.end_at(ended_at);
-        for (job, member) in jobs.iter().zip(&members) {
-            let parent = traces::parent(member);
-            let queued_at = ended_at
-                .checked_sub(job.queued.elapsed())
-                .unwrap_or(started_at);
+        for member in members.iter().filter(|m| m.webhook.is_sampled()) {
+            let parent = traces::parent(&member.webhook);
             let queued = traces.span(
                 "queued for a writer",
                 Kind::Internal,
                 &parent,
-                Some(queued_at),
+                Some(member.queued_at),
                 Vec::new,
             );
             queued.end_at(started_at);

@@ -13,7 +13,7 @@ use crate::identity::{Identity, IdentityError};
 use crate::ledger::{FactIdentity, BODY_KIND};
 use crate::provider::SourceSettings;
 use crate::signature::{Headers, Keys, SignatureError, Unverified, Verified};
-use crate::traces::{Attribute, Kind, Span, Traces};
+use crate::traces::{Attribute, Incoming};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use std::time::{Duration, Instant, SystemTime};
@@ -29,9 +29,6 @@ pub struct Intake<'a> {
     pub now: DateTime<Utc>,
     /// Wakes this instance's dispatcher when a new fact has deliveries.
     pub waker: Option<&'a Notify>,
-    pub traces: &'a Traces,
-    /// The span of the request (none when tracing is off): the parent of each step's.
-    pub span: &'a Span,
 }
 
 /// A webhook as received: its headers and its raw body (a shared buffer: the claim keeps
@@ -72,16 +69,21 @@ struct Routing {
 impl Intake<'_> {
     /// Verifies `webhook`, answers a handshake, or claims its event with its group; then
     /// does what follows a commit.
+    /// `incoming` is the request's span: started once the signature is checked (under the
+    /// sender's trace only if it verified), each step's span under it.
     pub async fn receive(
         &self,
         committer: &Committer,
         webhook: Webhook<'_>,
+        incoming: &mut Incoming,
     ) -> Result<Received, Refusal> {
         let seen = Instant::now();
         let source = self.source;
-        let started = SystemTime::now();
+        let started = incoming.now();
         let verified = self.verify(&webhook);
-        self.step("verify", started, verified.as_ref().err());
+        incoming.start(verified.is_ok());
+        let refused = verified.as_ref().err().map(|e| e as &dyn std::fmt::Display);
+        self.step(incoming, "verify", started, refused);
         let verified = verified?;
         if let Some(answer) = source.provider.handshake(&verified, &source.secrets) {
             return Ok(Received {
@@ -90,14 +92,15 @@ impl Intake<'_> {
                 answer,
             });
         }
-        let started = SystemTime::now();
-        let claimed = self.claim(&verified, &webhook);
-        self.step("identify", started, claimed.as_ref().err());
+        let started = incoming.now();
+        let claimed = self.claim(&verified, &webhook, incoming.span().trace_parent());
+        let refused = claimed.as_ref().err().map(|e| e as &dyn std::fmt::Display);
+        self.step(incoming, "identify", started, refused);
         let (mut claim, mut routing) = claimed?;
         if !claim.destinations.is_empty() && filters::filtered(self.destinations, &claim.source) {
-            let started = SystemTime::now();
+            let started = incoming.now();
             self.filter(&mut claim, &mut routing).await;
-            self.step("filter", started, None::<&SignatureError>);
+            self.step(incoming, "filter", started, None);
         }
         let event_id = claim.identity.event_id.to_string();
         let ingested = committer.commit(claim).await;
@@ -117,26 +120,18 @@ impl Intake<'_> {
     /// A finished step of the request, as a span under the request's (tracing on).
     fn step(
         &self,
+        incoming: &mut Incoming,
         name: &'static str,
-        started: SystemTime,
-        error: Option<&impl std::fmt::Display>,
+        started: Option<SystemTime>,
+        error: Option<&dyn std::fmt::Display>,
     ) {
         let source = self.source;
-        let mut span = self.traces.span(
-            name,
-            Kind::Internal,
-            &self.span.as_parent(),
-            Some(started),
-            || {
-                vec![
-                    Attribute::new("inlet.source", source.name.as_str().to_owned()),
-                    Attribute::new("inlet.provider", source.provider.name()),
-                ]
-            },
-        );
-        if let Some(error) = error {
-            span.fail("refused", &error.to_string());
-        }
+        incoming.step(name, started, error, || {
+            vec![
+                Attribute::new("inlet.source", source.name.as_str().to_owned()),
+                Attribute::new("inlet.provider", source.provider.name()),
+            ]
+        });
     }
 
     /// The signature over the raw bytes, against every secret of the source.
@@ -159,6 +154,7 @@ impl Intake<'_> {
         &self,
         verified: &Verified<'_>,
         webhook: &Webhook<'_>,
+        trace_parent: Option<String>,
     ) -> Result<(Claim, Routing), IdentityError> {
         let source = self.source;
         let identity = Identity::locate(verified, &source.locators)?;
@@ -199,7 +195,7 @@ impl Intake<'_> {
             destinations,
             answer: source.provider.event_answer(verified),
             payload: webhook.body.clone(),
-            trace_parent: self.span.trace_parent(),
+            trace_parent,
         };
         Ok((claim, routing))
     }

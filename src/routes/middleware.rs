@@ -6,11 +6,11 @@
 use super::problem::{Problem, Reason};
 use crate::observability::REQUEST_ID;
 use crate::state::AppState;
-use crate::traces::{self, Attribute, Kind, Span};
+use crate::traces::{self, Attribute, Incoming};
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{HeaderName, HeaderValue};
-use actix_web::http::Method;
+use actix_web::http::{Method, StatusCode};
 use actix_web::middleware::Next;
 use actix_web::HttpMessage;
 use std::time::Instant;
@@ -53,26 +53,52 @@ fn log_operator_refusal(problem: &Problem) {
 }
 
 /// A server span for an operator action (tracing on): a request that is not a read, to
-/// the operator API or the console. It continues the caller's `traceparent`.
-fn operator_action_span(request: &ServiceRequest, route: &str) -> Span {
+/// the operator API or the console. It starts at the request's arrival and continues the
+/// caller's `traceparent` only when the request was not refused for its credentials
+/// ([`Incoming`]).
+fn operator_action_span(request: &ServiceRequest, route: &str) -> Option<Incoming> {
     let method = request.method();
     let action = !(method == Method::GET || method == Method::HEAD)
         && (route.starts_with("/admin") || route.starts_with("/console"));
-    let Some(state) = request.app_data::<actix_web::web::Data<AppState>>() else {
-        return Span::none();
-    };
-    if !action || !state.traces.is_on() {
-        return Span::none();
+    if !action {
+        return None;
+    }
+    let state = request.app_data::<actix_web::web::Data<AppState>>()?;
+    if !state.traces.is_on() {
+        return None;
     }
     let pattern = request.match_pattern().unwrap_or_default();
-    let header = |name: &str| request.headers().get(name).and_then(|v| v.to_str().ok());
+    let traceparent = request
+        .headers()
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok());
     let name = format!("{method} {pattern}");
-    state.traces.continued(name, Kind::Server, header, || {
+    Some(state.traces.incoming(name, traceparent, || {
         vec![
             Attribute::new("http.request.method", method.as_str().to_owned()),
             Attribute::new("http.route", pattern.clone()),
         ]
-    })
+    }))
+}
+
+/// Ends an operator action's span with its answer (an error when Inlet failed), its trace
+/// id on the request's log span.
+fn end_action_span(mut action: Incoming, status: StatusCode, log_span: &tracing::Span) {
+    let refused = matches!(status.as_u16(), 401 | 403 | 429);
+    let span = action.start(!refused);
+    if let Some(trace_id) = traces::trace_id(&span.context()) {
+        log_span.record("trace_id", trace_id);
+    }
+    span.set(Attribute::new(
+        "http.response.status_code",
+        i64::from(status.as_u16()),
+    ));
+    if status.is_server_error() {
+        span.fail(
+            status.as_str(),
+            status.canonical_reason().unwrap_or_default(),
+        );
+    }
 }
 
 /// Middleware: a span per request (request id, method, route; handlers add source, event
@@ -100,22 +126,11 @@ pub async fn observe(
     // The route as matched (its path decoded, as the router reads it): `/%61dmin/…` is
     // an operator answer too.
     let operator = route.starts_with("/admin") || is_operator_path(request.match_info().as_str());
-    let mut action = operator_action_span(&request, &route);
-    if let Some(trace_id) = traces::trace_id(&action.context()) {
-        span.record("trace_id", trace_id);
-    }
+    let action = operator_action_span(&request, &route);
     let started = Instant::now();
     let mut response = next.call(request).instrument(span.clone()).await?;
-    let status = response.status();
-    action.set(Attribute::new(
-        "http.response.status_code",
-        i64::from(status.as_u16()),
-    ));
-    if status.is_client_error() || status.is_server_error() {
-        action.fail(
-            status.as_str(),
-            status.canonical_reason().unwrap_or_default(),
-        );
+    if let Some(action) = action {
+        end_action_span(action, response.status(), &span);
     }
     if operator {
         // Payloads, headers and tokens' refusals: never kept by a browser or a proxy.

@@ -9,7 +9,7 @@ use crate::idempotency::REPLAYED_HEADER;
 use crate::ingest::{Intake, Outcome, Received, Refusal, Webhook};
 use crate::signature::Headers;
 use crate::state::AppState;
-use crate::traces::{self, Attribute, Kind, Span};
+use crate::traces::{self, Attribute, Incoming, Span};
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse, ResponseError};
@@ -52,35 +52,33 @@ pub async fn receive_webhook(
         .source(&name)
         .map_or("unknown", |source| source.name.as_str());
     tracing::Span::current().record("source", source);
-    let mut span = webhook_span(&state, &request, source);
+    let mut incoming = webhook_span(&state, &request, source);
+    let handled = handle(&request, &name, payload, &state, &settings, &mut incoming).await;
+    let span = incoming.span();
     let trace_id = traces::trace_id(&span.context());
     if let Some(trace_id) = &trace_id {
         // Every line logged under this request carries it.
         tracing::Span::current().record("trace_id", trace_id.as_str());
     }
-    match handle(&request, &name, payload, &state, &settings, &span).await {
+    match handled {
         Ok(received) => {
             let event_id = received.event_id.as_deref().unwrap_or("-");
             let outcome = received.outcome.as_str();
             tracing::Span::current().record("event_id", event_id);
             count_webhook(&state, source, outcome);
             tracing::info!(%source, %event_id, outcome, trace_id, "webhook processed");
-            span.set(Attribute::new("inlet.event.id", event_id.to_owned()));
-            span.set(Attribute::new("inlet.outcome", outcome));
-            span.set(Attribute::new(
-                "http.response.status_code",
-                i64::from(received.answer.status),
-            ));
+            end_webhook_span(
+                span,
+                received.answer.status,
+                outcome,
+                received.event_id.as_deref(),
+            );
             answer_response(received)
         }
         Err(problem) => {
             reject_webhook(&state, source, &problem, None);
-            let status = problem.reason.status();
-            span.set(Attribute::new(
-                "http.response.status_code",
-                i64::from(status.as_u16()),
-            ));
-            span.fail(problem.reason.code(), problem.reason.code());
+            let status = problem.reason.status().as_u16();
+            end_webhook_span(span, status, problem.reason.code(), None);
             let request_id = request
                 .extensions()
                 .get::<RequestId>()
@@ -90,20 +88,46 @@ pub async fn receive_webhook(
     }
 }
 
-/// The span of one webhook (tracing on), continuing the sender's trace when its request
-/// carries a `traceparent`.
-fn webhook_span(state: &AppState, request: &HttpRequest, source: &str) -> Span {
-    let header = |name: &str| request.headers().get(name).and_then(|v| v.to_str().ok());
+/// The span of one webhook (tracing on): it continues the sender's `traceparent` once the
+/// request is verified ([`Incoming`]).
+fn webhook_span(state: &AppState, request: &HttpRequest, source: &str) -> Incoming {
+    let traceparent = request
+        .headers()
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok());
     state
         .traces
-        .continued("POST /webhooks/{source}", Kind::Server, header, || {
-            vec![
+        .incoming("POST /webhooks/{source}", traceparent, || {
+            let mut attributes = vec![
                 Attribute::new("http.request.method", "POST"),
                 Attribute::new("http.route", "/webhooks/{source}"),
-                Attribute::new("url.scheme", request.connection_info().scheme().to_owned()),
                 Attribute::new("inlet.source", source.to_owned()),
-            ]
+            ];
+            if source != "unknown" {
+                attributes.push(Attribute::new("url.path", format!("/webhooks/{source}")));
+            }
+            attributes
         })
+}
+
+/// What the webhook was answered, on its span: the status, the outcome (or the refusal's
+/// reason) and its event id. Only Inlet's own failure (5xx) is an error: a refused webhook
+/// is the sender's.
+fn end_webhook_span(span: &mut Span, status: u16, outcome: &'static str, event_id: Option<&str>) {
+    if !span.is_recording() {
+        return;
+    }
+    span.set(Attribute::new(
+        "http.response.status_code",
+        i64::from(status),
+    ));
+    span.set(Attribute::new("inlet.outcome", outcome));
+    if let Some(event_id) = event_id {
+        span.set(Attribute::new("inlet.event.id", event_id.to_owned()));
+    }
+    if status >= 500 {
+        span.fail(&status.to_string(), outcome);
+    }
 }
 
 /// The one place a webhook's outcome is counted: the metric, the console's traffic and
@@ -145,7 +169,7 @@ async fn handle(
     payload: web::Payload,
     state: &AppState,
     settings: &Settings,
-    span: &Span,
+    incoming: &mut Incoming,
 ) -> Result<Received, Problem> {
     let source = settings.source(name).ok_or_else(|| {
         Problem::new(
@@ -160,14 +184,12 @@ async fn handle(
         retention: settings.retention.events.0,
         now: state.clock.now(),
         waker: state.dispatcher_waker.as_deref(),
-        traces: &state.traces,
-        span,
     };
     let webhook = Webhook {
         headers: request.headers(),
         body: &body,
     };
-    Ok(intake.receive(&state.committer, webhook).await?)
+    Ok(intake.receive(&state.committer, webhook, incoming).await?)
 }
 
 /// Reads a request body of at most `server.max_body_bytes`: 413 as soon as

@@ -112,6 +112,7 @@ async fn a_webhook_and_its_delivery_are_one_trace_that_the_application_joins(bac
         ("inlet.source", "stripe"),
         ("inlet.event.id", "evt_traced"),
         ("inlet.outcome", "accepted"),
+        ("url.path", "/webhooks/stripe"),
     ] {
         assert_eq!(webhook.attribute(key), value, "{key}");
     }
@@ -148,6 +149,10 @@ async fn a_webhook_and_its_delivery_are_one_trace_that_the_application_joins(bac
         vec![(group.trace_id.clone(), group.span_id.clone())]
     );
     assert_eq!(group.links, vec![(trace.clone(), webhook.span_id.clone())]);
+    assert_eq!(
+        group.parent_span_id, webhook.span_id,
+        "in its recorded member's trace"
+    );
 
     // The delivery attempt: a client span in the same trace, under the webhook's span.
     let attempt = one(&spans, "POST");
@@ -250,6 +255,30 @@ async fn a_senders_traceparent_is_continued(backend: Backend) {
         .expect("the second webhook's span");
     assert_ne!(second.trace_id, caller_trace);
     assert_eq!(second.parent_span_id, "");
+
+    // An unverified request's traceparent is not continued: no one without the secret
+    // writes into the caller's trace.
+    let body = stripe_event("evt_forged_parent", "charge.succeeded", "ch_3");
+    let headers = [
+        ("Stripe-Signature", "t=1,v1=0000".to_owned()),
+        ("traceparent", format!("00-{caller_trace}-{caller_span}-01")),
+    ];
+    let refused = app.post_webhook("stripe", &body, &headers).await;
+    assert!(refused.status >= 400 && refused.status < 500);
+    let spans = spans_until(&receiver, "the refused webhook's span", |spans| {
+        named(spans, "POST /webhooks/{source}").len() == 3
+    })
+    .await;
+    let forged = (named(&spans, "POST /webhooks/{source}").into_iter())
+        .find(|s| s.attribute("inlet.event.id").is_empty())
+        .expect("the refused webhook's span");
+    assert_ne!(forged.trace_id, caller_trace, "a trace of its own");
+    assert_eq!(forged.parent_span_id, "");
+    assert_eq!(
+        forged.status_code, 0,
+        "a refusal is the sender's, not Inlet's error"
+    );
+    assert_ne!(forged.attribute("inlet.outcome"), "accepted");
 }
 
 async fn a_failed_attempt_and_its_retry_are_spans_of_the_same_trace(backend: Backend) {
@@ -285,6 +314,15 @@ async fn a_failed_attempt_and_its_retry_are_spans_of_the_same_trace(backend: Bac
     assert_eq!(failed.attribute("error.type"), "503");
     assert_eq!(failed.attribute("inlet.delivery.verdict"), "retry");
     assert_eq!(failed.status_code, 2, "an error status");
+    // The answer's text ("busy") is stored with the attempt, never exported.
+    assert_eq!(failed.status_message, "503");
+    for span in &spans {
+        assert!(!span.status_message.contains("busy"), "{span:?}");
+        assert!(
+            span.attributes.values().all(|v| !v.contains("busy")),
+            "{span:?}"
+        );
+    }
     assert_eq!(delivered.attribute("inlet.delivery.attempt"), "2");
     assert_eq!(delivered.attribute("http.response.status_code"), "200");
     // Each attempt passed on its own span.
@@ -384,6 +422,18 @@ async fn sweeps_and_operator_actions_are_spans(backend: Backend) {
         .await
         .expect("the request reaches Inlet");
     let status = reply.status().as_u16().to_string();
+    // Refused for its token: its traceparent is not continued.
+    let forged = app
+        .client
+        .post(format!("{}/admin/deliveries/requeue", app.address))
+        .bearer_auth("not-the-operator-token-0123456789")
+        .header("Content-Type", "application/json")
+        .header("traceparent", traceparent)
+        .body("{}")
+        .send()
+        .await
+        .expect("the request reaches Inlet");
+    assert_eq!(forged.status().as_u16(), 401);
     // Reads are not actions: no span.
     app.admin("/admin/events", None, None)
         .await
@@ -414,6 +464,13 @@ async fn sweeps_and_operator_actions_are_spans(backend: Backend) {
         named(&spans, "GET /admin/events").is_empty(),
         "a read is no action"
     );
+    let spans = spans_until(&receiver, "the refused action", |spans| {
+        !named(spans, "POST /admin/deliveries/requeue").is_empty()
+    })
+    .await;
+    let refused = one(&spans, "POST /admin/deliveries/requeue");
+    assert_ne!(refused.trace_id, "0af7651916cd43dd8448eb211c80319c");
+    assert_eq!(refused.attribute("http.response.status_code"), "401");
 }
 
 /// `inlet serve` with JSON logs: the webhook's log line and its dead letter's carry the
@@ -501,12 +558,18 @@ async fn the_trace_id_is_in_the_log_lines(backend: Backend) {
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
     found.sort();
+    // The refused request's line has its trace id too: a trace of its own, since an
+    // unverified request's traceparent is not continued.
+    let (rejected, own_trace) = found.pop().expect("the refusal's line");
+    assert_eq!(rejected, "webhook rejected");
+    let own_trace = own_trace.expect("a trace id under the refused request");
+    assert_eq!(own_trace.len(), 32);
+    assert_ne!(own_trace, refused);
     assert_eq!(
         found,
         vec![
             ("delivery dead-lettered".to_owned(), Some(trace.to_owned())),
             ("webhook processed".to_owned(), Some(trace.to_owned())),
-            ("webhook rejected".to_owned(), Some(refused.to_owned())),
         ]
     );
 }

@@ -23,6 +23,7 @@ pub struct ReceivedSpan {
     pub links: Vec<(String, String)>,
     /// 2: error.
     pub status_code: i32,
+    pub status_message: String,
     pub start_ns: u64,
     pub end_ns: u64,
     /// The exporting process's resource attributes (`service.name`, …).
@@ -99,7 +100,8 @@ impl OtlpReceiver {
                         links: (span.links.iter())
                             .map(|l| (hex::encode(&l.trace_id), hex::encode(&l.span_id)))
                             .collect(),
-                        status_code: span.status.map_or(0, |s| s.code),
+                        status_code: span.status.as_ref().map_or(0, |s| s.code),
+                        status_message: span.status.map(|s| s.message).unwrap_or_default(),
                         start_ns: span.start_time_unix_nano,
                         end_ns: span.end_time_unix_nano,
                         resource: resource.clone(),

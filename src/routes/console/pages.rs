@@ -576,7 +576,7 @@ fn event_facts(shown: &Value, event: &Value) -> Markup {
                 dt { "Trace id" } dd.id title="The OpenTelemetry trace of this webhook and its deliveries: search it in your tracing backend" { (trace_id) }
             }
             dt { "Deliveries" } dd { (deliveries_at_a_glance(&shown["deliveries"])) }
-    }
+        }
     }
 }
 
