@@ -826,14 +826,20 @@ async fn sweep(settings: Settings, dry_run: bool) -> anyhow::Result<()> {
 
 async fn deliver(settings: Settings, config: &std::path::Path, once: bool) -> anyhow::Result<()> {
     let pool = open_serving_database(&settings).await?;
-    let clock = std::sync::Arc::new(inlet::clock::SystemClock);
-    let dispatcher = std::sync::Arc::new(Dispatcher::new(
+    let clock: std::sync::Arc<dyn inlet::clock::Clock> =
+        std::sync::Arc::new(inlet::clock::SystemClock);
+    let mut dispatcher = Dispatcher::new(
         &settings.destinations,
         &settings.delivery,
         settings.server.shutdown_grace,
         pool.clone(),
-        clock,
-    )?);
+        clock.clone(),
+    )?;
+    let notices = inlet::startup::notices_of(&settings, clock);
+    if let Some(notices) = &notices {
+        dispatcher = dispatcher.with_watcher(notices.clone());
+    }
+    let dispatcher = std::sync::Arc::new(dispatcher);
     if !once {
         let reloader = Reloader::new(
             Some(config.to_owned()),
@@ -841,7 +847,8 @@ async fn deliver(settings: Settings, config: &std::path::Path, once: bool) -> an
             Some(dispatcher.clone()),
             Some(pool),
             &[],
-        );
+        )
+        .with_notices(notices);
         tokio::spawn(reload_on_hangup(std::sync::Arc::new(reloader)));
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let run = tokio::spawn(dispatcher.run(stopped));

@@ -6,6 +6,7 @@ use crate::db::{self, DbPool};
 use crate::delivery::Dispatcher;
 use crate::faults::Faults;
 use crate::ingest::{Committer, Outcome};
+use crate::notices::{Checks, Notices};
 use crate::operator::BulkRunner;
 use crate::reload::{warn_about_schemes, Reloader};
 use crate::retention::{Sweeper, SweeperHealth};
@@ -124,10 +125,10 @@ impl Application {
         let session_key = session_key(&settings, &pool, hooks.clock.now()).await?;
         let (stop_background, stopped) = watch::channel(false);
         let mut background = Vec::new();
-        let dispatcher = start_dispatcher(&settings, &pool, &hooks, &stopped, &mut background)?;
-        let sweeper_health = start_sweeper(&settings, &pool, &hooks, &stopped, &mut background);
+        let (dispatcher, sweeper_health, notices) =
+            start_background(&settings, &pool, &hooks, &stopped, &mut background)?;
         let console = settings.console.clone();
-        let background_parts = (dispatcher, sweeper_health, session_key);
+        let background_parts = (dispatcher, sweeper_health, session_key, notices);
         let (state, reloader) = shared_state(settings, pool, hooks, background_parts, reload_from)?;
         background.push(start_bulk_runner(&state, &stopped));
         let console_port = match (&console.bind, console.enabled) {
@@ -203,6 +204,64 @@ impl Application {
     }
 }
 
+/// What the background tasks hand the handlers: the dispatcher, the sweeper's health,
+/// the console's session key and the notices.
+type BackgroundParts = (
+    Option<Arc<Dispatcher>>,
+    Option<SweeperHealth>,
+    [u8; 32],
+    Option<Arc<Notices>>,
+);
+
+/// The dispatcher (telling the notices of breakers and dead letters), the sweeper and
+/// the notice checks, as this instance runs them, until `stopped`.
+#[allow(clippy::type_complexity)]
+fn start_background(
+    settings: &Settings,
+    pool: &DbPool,
+    hooks: &Hooks,
+    stopped: &watch::Receiver<bool>,
+    background: &mut Vec<JoinHandle<()>>,
+) -> anyhow::Result<(
+    Option<Arc<Dispatcher>>,
+    Option<SweeperHealth>,
+    Option<Arc<Notices>>,
+)> {
+    let notices = notices_of(settings, hooks.clock.clone());
+    let dispatcher = start_dispatcher(settings, pool, hooks, &notices, stopped, background)?;
+    let sweeper = start_sweeper(settings, pool, hooks, stopped, background);
+    start_notice_checks(&notices, pool, hooks, &sweeper, stopped, background);
+    Ok((dispatcher, sweeper, notices))
+}
+
+/// The periodic notice checks (a stalled sweeper, dead letters over the threshold), when
+/// `[notices]` is configured, running until `stopped`.
+fn start_notice_checks(
+    notices: &Option<Arc<Notices>>,
+    pool: &DbPool,
+    hooks: &Hooks,
+    sweeper: &Option<SweeperHealth>,
+    stopped: &watch::Receiver<bool>,
+    background: &mut Vec<JoinHandle<()>>,
+) {
+    let Some(notices) = notices else { return };
+    let checks = Checks {
+        notices: notices.clone(),
+        pool: pool.clone(),
+        clock: hooks.clock.clone(),
+        sweeper: sweeper.clone(),
+    };
+    background.push(tokio::spawn(checks.run(stopped.clone())));
+}
+
+/// The operational notices of `settings`, when `[notices]` configures them, timed by
+/// `clock`.
+pub fn notices_of(settings: &Settings, clock: Arc<dyn Clock>) -> Option<Arc<Notices>> {
+    let notices = settings.notices.clone()?;
+    let retention = settings.retention.events.0;
+    Some(Arc::new(Notices::new(notices, retention, clock)))
+}
+
 /// What every handler shares — the live settings, the database, the group-commit
 /// writers, the checkpoint thread, the dispatcher's waker and health, the sweeper's — and
 /// the reloader that swaps the settings.
@@ -210,7 +269,7 @@ fn shared_state(
     settings: Settings,
     pool: DbPool,
     hooks: Hooks,
-    (dispatcher, sweeper, session_key): (Option<Arc<Dispatcher>>, Option<SweeperHealth>, [u8; 32]),
+    (dispatcher, sweeper, session_key, notices): BackgroundParts,
     reload_from: Option<PathBuf>,
 ) -> anyhow::Result<(web::Data<AppState>, Arc<Reloader>)> {
     let checkpointer = db::Checkpointer::start(&settings.database)
@@ -218,13 +277,16 @@ fn shared_state(
     let committer = Committer::start(pool.clone(), hooks.faults.clone(), &settings.database)
         .context("cannot start the group-commit writers")?;
     let live = LiveSettings::new(settings);
-    let reloader = Arc::new(Reloader::new(
-        reload_from,
-        live.clone(),
-        dispatcher.clone(),
-        Some(pool.clone()),
-        &alerted_outcomes(),
-    ));
+    let reloader = Arc::new(
+        Reloader::new(
+            reload_from,
+            live.clone(),
+            dispatcher.clone(),
+            Some(pool.clone()),
+            &alerted_outcomes(),
+        )
+        .with_notices(notices.clone()),
+    );
     let state = web::Data::new(AppState {
         settings: live,
         reloader: reloader.clone(),
@@ -236,6 +298,7 @@ fn shared_state(
         dispatcher_waker: dispatcher.as_ref().map(|d| d.waker()),
         brokers: dispatcher.as_ref().map(|d| d.broker_health()),
         sweeper,
+        notices,
         traffic: Default::default(),
         sign_in: Default::default(),
         session_key,
@@ -251,6 +314,9 @@ fn start_metrics(settings: &Settings, now_secs: i64) {
     crate::observability::start_webhook_counters(&sources, &alerted_outcomes());
     crate::observability::record_sweeper_enabled(settings.retention.sweeper);
     crate::observability::start_config_reload_metrics(now_secs);
+    if settings.notices.is_some() {
+        crate::notices::start_notice_counters();
+    }
     warn_about_schemes(settings, &sources);
 }
 
@@ -464,6 +530,7 @@ fn start_dispatcher(
     settings: &Settings,
     pool: &DbPool,
     hooks: &Hooks,
+    notices: &Option<Arc<Notices>>,
     stopped: &watch::Receiver<bool>,
     background: &mut Vec<JoinHandle<()>>,
 ) -> anyhow::Result<Option<Arc<Dispatcher>>> {
@@ -477,7 +544,11 @@ fn start_dispatcher(
         pool.clone(),
         hooks.clock.clone(),
     )?;
-    let dispatcher = Arc::new(dispatcher.with_faults(hooks.faults.clone()));
+    let mut dispatcher = dispatcher.with_faults(hooks.faults.clone());
+    if let Some(notices) = notices {
+        dispatcher = dispatcher.with_watcher(notices.clone());
+    }
+    let dispatcher = Arc::new(dispatcher);
     let probing = dispatcher.clone();
     tokio::spawn(async move { probing.probe_brokers().await });
     background.push(tokio::spawn(dispatcher.clone().run(stopped.clone())));

@@ -11,7 +11,7 @@ const LAYERS: &[&[&str]] = &[
     &["main", "cli", "bench", "receive"],
     &["startup", "routes", "state", "reload"],
     &["config"],
-    &["operator", "ingest", "delivery", "retention"],
+    &["operator", "ingest", "delivery", "retention", "notices"],
     &["provider"],
     &["signature"],
     &["ledger", "identity"],
