@@ -92,8 +92,13 @@ impl Notice {
             at,
             summary: format!(
                 "Delivery {} of event {} (source {}) to destination {} was dead-lettered \
-                 after {} attempts.",
-                dead.id, dead.event_id, dead.source, dead.destination, dead.attempt
+                 after {} attempt{}.",
+                dead.id,
+                dead.event_id,
+                dead.source,
+                dead.destination,
+                dead.attempt,
+                if dead.attempt == 1 { "" } else { "s" }
             ),
             fields: object(json!({
                 "source": dead.source,
