@@ -24,6 +24,7 @@ on_both_backends!(
     a_failing_notices_destination_tells_nothing_of_itself,
     a_fingerprint_mismatch_is_told_once_per_different_body,
     a_refused_reload_is_told,
+    a_stalled_sweeper_is_told_once,
 );
 
 const APP_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -54,6 +55,20 @@ async fn app_with_notices(
     notices_extra: &str,
     config_file: bool,
 ) -> TestApp {
+    let options = TestOptions {
+        config_file,
+        ..Default::default()
+    };
+    app_with_notices_and(backend, (app, app_extra), (notices, notices_extra), options).await
+}
+
+/// [`app_with_notices`] with more `options`.
+async fn app_with_notices_and(
+    backend: Backend,
+    (app, app_extra): (&MockServer, &str),
+    (notices, notices_extra): (&MockServer, &str),
+    options: TestOptions,
+) -> TestApp {
     let notices_table = format!(
         "[notices]\nurl = \"{}/inlet\"\nsecret = \"{NOTICES_SECRET}\"\n\
          retry_base = \"20ms\"\nretry_cap = \"100ms\"\n{notices_extra}\n",
@@ -66,10 +81,9 @@ async fn app_with_notices(
             app.uri()
         )),
         clock_stopped: true,
-        config_file,
         // Top-level tables before `[server]`; the harness takes a static string.
         operators: Box::leak(notices_table.into_boxed_str()),
-        ..Default::default()
+        ..options
     };
     spawn_app_with(backend, options).await
 }
@@ -329,4 +343,42 @@ async fn a_refused_reload_is_told(backend: Backend) {
     app.reload().await.assert_status(422);
     let told = told_once(&notices, "config.reload_refused").await;
     assert_eq!(told["key"], "delivery.poll_interval");
+}
+
+async fn a_stalled_sweeper_is_told_once(backend: Backend) {
+    let app_server = answering(200).await;
+    let notices = answering(200).await;
+    let options = TestOptions {
+        sweep_interval: Some("1h"),
+        ..Default::default()
+    };
+    let extra = "check_interval = \"100ms\"";
+    let app = app_with_notices_and(backend, (&app_server, ""), (&notices, extra), options).await;
+    let started = app.now();
+    // The first sweep runs at once; the next only in an hour. Three intervals later (on
+    // the test's clock) the sweeper has stalled. Should the first sweep have finished only
+    // after the clock moved, move it again.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for _ in 0..5 {
+        app.clock.advance(chrono::Duration::hours(4));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if !of_type(&notices, "sweeper.stalled").await.is_empty() {
+            break;
+        }
+    }
+    let told = told_once(&notices, "sweeper.stalled").await;
+    let last = told["last_success"].as_str().unwrap_or_default();
+    let last = chrono::DateTime::parse_from_rfc3339(last).expect("an RFC 3339 time");
+    assert!(last.timestamp() >= started.timestamp(), "{told}");
+    assert!(
+        told["stalled_seconds"]
+            .as_i64()
+            .is_some_and(|s| s >= 4 * 3600),
+        "{told}"
+    );
+    assert_eq!(
+        told["id"],
+        format!("sweeper.stalled:{}", last.timestamp()),
+        "keyed on the last success"
+    );
 }
