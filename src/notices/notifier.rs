@@ -63,6 +63,10 @@ impl Notices {
     /// Writes `notices` in a transaction of their own, then counts and logs them; a
     /// failure is logged (a notice is never worth failing what it tells of).
     pub fn send(&self, conn: &mut DbConnection, notices: Vec<Notice>) {
+        if notices.iter().all(|n| !self.settings.sends(n.kind)) {
+            // Nothing to write: no transaction (SQLite's write lock) for nothing.
+            return;
+        }
         let kinds: Vec<&str> = notices.iter().map(|n| n.kind.as_str()).collect();
         match write_transaction(conn, |conn| self.write_all(conn, notices)) {
             Ok(after) => after.run(),
@@ -73,6 +77,7 @@ impl Notices {
     /// [`Notices::send`] on a connection of `pool`, off the async executor.
     pub async fn send_from(&self, pool: &DbPool, notices: Vec<Notice>) {
         if notices.iter().all(|n| !self.settings.sends(n.kind)) {
+            // Not even a connection.
             return;
         }
         let (this, pool) = (self.clone(), pool.clone());
