@@ -178,11 +178,7 @@ async fn dead_letters_are_told_each_and_once_over_the_threshold(backend: Backend
     let extra = "dead_letter_threshold = 2\ncheck_interval = \"100ms\"";
     let app = app_with_notices(backend, &app_server, "", &notices, extra, false).await;
     post(&app, "evt_dead_0").await;
-    eventually("a delivery.dead_lettered notice", || async {
-        !of_type(&notices, "delivery.dead_lettered").await.is_empty()
-    })
-    .await;
-    let dead = &of_type(&notices, "delivery.dead_lettered").await[0];
+    let dead = told_once(&notices, "delivery.dead_lettered").await;
     assert_eq!(dead["event_id"], "evt_dead_0");
     assert_eq!(dead["destination"], "app");
     assert_eq!(dead["source"], "stripe");
