@@ -21,6 +21,7 @@ use crate::delivery::{
     validate_destinations, DeliveryFile, DeliverySettings, DestinationFile, Destinations, JqFile,
 };
 use crate::duration::span;
+use crate::notices::{NoticeSettings, NoticesFile};
 use crate::operator::{
     AdminFile, AdminSettings, ConsoleFile, ConsoleSettings, OperatorEntryFile, OperatorFile,
     OperatorSettings,
@@ -52,8 +53,9 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 /// The sections only a restart applies: the listener, the pool, the dispatcher's and the
 /// sweeper's loops and the console are built from them once. A reload that changes one
 /// is refused. (`[[sources]]` with their destinations, `[operator]` and `[[operators]]`
-/// reload live.)
-pub const RESTART_ONLY: [&str; 7] = [
+/// reload live.) `[notices]` is read by the settling transactions and the notice checks,
+/// both built once; `[telemetry]` builds the trace exporter once.
+pub const RESTART_ONLY: [&str; 8] = [
     "server",
     "database",
     "delivery",
@@ -61,6 +63,7 @@ pub const RESTART_ONLY: [&str; 7] = [
     "retention",
     "admin",
     "telemetry",
+    "notices",
 ];
 
 /// The file as written by the operator.
@@ -91,6 +94,49 @@ struct RawSettings {
     telemetry: TelemetryFile,
     #[serde(default)]
     retired_sources: Vec<String>,
+    notices: Option<RawNotices>,
+}
+
+/// `[notices]` as written: its own keys, and those of its destination (`url`, `secret`,
+/// `timeout`, retries, `breaker`, …), which the delivery module reads (and refuses any
+/// key it does not know).
+#[derive(Debug, Deserialize)]
+struct RawNotices {
+    #[serde(flatten)]
+    notices: NoticesFile,
+    #[serde(flatten)]
+    destination: Dict,
+}
+
+impl RawNotices {
+    fn validate(self) -> Result<NoticeSettings, ConfigError> {
+        let destination: DestinationFile =
+            Value::from(self.destination).deserialize().map_err(|e| {
+                let key = std::iter::once("notices".to_owned())
+                    .chain(e.path.iter().cloned())
+                    .collect::<Vec<_>>()
+                    .join(".");
+                let kind = match e.kind {
+                    // A key `[notices]` does not know (the path is that key): say every key
+                    // it does.
+                    figment::error::Kind::UnknownField(found, expected) if e.path.len() <= 1 => {
+                        figment::error::Kind::UnknownField(found, notices_keys(expected))
+                    }
+                    other => other,
+                };
+                ConfigError::new(key, without_values(&kind))
+            })?;
+        self.notices.validate(destination)
+    }
+}
+
+/// `[notices]`'s own keys, then its destination's (`destination`, serde's list).
+fn notices_keys(destination: &'static [&'static str]) -> &'static [&'static str] {
+    static KEYS: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    KEYS.get_or_init(|| {
+        let own = crate::notices::NoticesFile::KEYS.iter().copied();
+        own.chain(destination.iter().copied()).collect()
+    })
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -165,6 +211,9 @@ pub struct Settings {
     /// Source names no longer served on purpose: their stored events and facts stay (and
     /// expire as usual), and deduplication against them ends (see [`Settings::check_stored_sources`]).
     pub retired_sources: Vec<SourceName>,
+    /// `[notices]`: its destination is also among `destinations`, under the reserved
+    /// source `inlet`.
+    pub notices: Option<NoticeSettings>,
     /// The restart-only sections as read, so a reload can tell which key it would change.
     restart_only: RestartOnlySections,
 }
@@ -354,6 +403,11 @@ impl Settings {
         let (sources, mut destinations) = validate_sources(raw.sources, &delivery)?;
         destinations.jq = raw.jq.validate()?;
         let retired_sources = validate_retired(raw.retired_sources, &sources)?;
+        let notices = raw.notices.map(RawNotices::validate).transpose()?;
+        if let Some(notices) = &notices {
+            delivery.check("notices", &notices.destination)?;
+            destinations.insert(crate::notices::SOURCE, vec![notices.destination.clone()]);
+        }
         let operator = raw.operator.validate(raw.operators)?;
         let admin = raw.admin.validate();
         let horizons = sources
@@ -376,6 +430,7 @@ impl Settings {
             admin,
             telemetry: raw.telemetry.validate()?,
             retired_sources,
+            notices,
             restart_only: RestartOnlySections::default(),
         })
     }
@@ -386,8 +441,10 @@ impl Settings {
     /// its events again under the new name, and leave its outbox rows undeliverable.
     pub fn check_stored_sources(&self, stored: &BTreeSet<String>) -> Result<(), ConfigError> {
         // Sets, not a scan of the sources per stored name: thousands of sources start.
+        // Inlet's own notices are events of a source no configuration names.
         let known: HashSet<&str> = (self.sources.iter().map(|s| s.name.as_str()))
             .chain(self.retired_sources.iter().map(|r| r.as_str()))
+            .chain([crate::notices::SOURCE])
             .collect();
         let orphaned: Vec<&str> = stored
             .iter()
@@ -465,6 +522,15 @@ fn validate_sources(
     for (index, raw) in raw.into_iter().enumerate() {
         let (source, destination_files) = raw.split();
         let source = source.validate(index)?;
+        if source.name.as_str() == crate::notices::SOURCE {
+            return Err(ConfigError::new(
+                format!("sources[{index}].name"),
+                format!(
+                    "'{}' is reserved: Inlet's own operational notices are its events",
+                    crate::notices::SOURCE
+                ),
+            ));
+        }
         if !names.insert(source.name.as_str().to_owned()) {
             return Err(ConfigError::new(
                 format!("sources[{index}].name"),
@@ -738,6 +804,93 @@ events = [{events}]
         );
         let debug = format!("{running:?}");
         assert!(debug.contains("RestartOnlySections(..)"), "{debug}");
+    }
+
+    /// `[notices]` with `extra` lines, beside one source.
+    fn with_notices(extra: &str) -> Result<Settings, ConfigError> {
+        Settings::from_toml(&format!(
+            "[notices]\nurl = \"https://hooks.example.com/inlet\"\n\
+             secret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\n{extra}\n{ONE_SOURCE}"
+        ))
+    }
+
+    #[test]
+    fn notices_are_a_destination_of_the_reserved_source() {
+        use crate::notices::{Format, NoticeType, DESTINATION, SOURCE};
+        let settings = with_notices("timeout = \"5s\"\nbreaker = { failures = 3 }").unwrap();
+        let notices = settings.notices.as_ref().expect("configured");
+        assert_eq!(notices.format, Format::Standard);
+        assert_eq!(notices.types.len(), NoticeType::ALL.len());
+        assert_eq!(notices.dead_letter_threshold, 100);
+        let destination = settings.destinations.find(SOURCE, DESTINATION).unwrap();
+        assert_eq!(destination.timeout, Duration::from_secs(5));
+        assert_eq!(destination.gate.breaker.failures, 3);
+        assert!(destination.transform.is_none());
+        // The database holds notices under `inlet`: never an orphaned source.
+        let stored: BTreeSet<String> = ["gh", SOURCE].map(str::to_owned).into();
+        assert!(settings.check_stored_sources(&stored).is_ok());
+        let without = Settings::from_toml(ONE_SOURCE).unwrap();
+        assert!(without.check_stored_sources(&stored).is_ok());
+
+        let slack = with_notices("format = \"slack\"\ntypes = [\"breaker.opened\"]").unwrap();
+        let notices = slack.notices.as_ref().expect("configured");
+        assert_eq!(notices.format, Format::Slack);
+        assert!(notices.sends(NoticeType::BreakerOpened));
+        assert!(!notices.sends(NoticeType::DeliveryDeadLettered));
+        let destination = slack.destinations.find(SOURCE, DESTINATION).unwrap();
+        assert!(destination.transform.is_some());
+    }
+
+    #[test]
+    fn notices_errors_name_the_key() {
+        let key = |extra: &str| with_notices(extra).expect_err("refused").key;
+        assert_eq!(key("format = \"teams\""), "notices.format");
+        assert_eq!(
+            key("types = [\"breaker.opened\", \"breaker.ajar\"]"),
+            "notices.types[1]"
+        );
+        assert_eq!(
+            key("types = [\"breaker.opened\", \"breaker.opened\"]"),
+            "notices.types[1]"
+        );
+        assert_eq!(
+            key("dead_letter_threshold = 0"),
+            "notices.dead_letter_threshold"
+        );
+        assert_eq!(key("check_interval = \"soon\""), "notices.check_interval");
+        assert_eq!(key("timeout = \"2m\""), "notices.timeout");
+        assert_eq!(key("max_attempts = 0"), "notices.max_attempts");
+        for inlets in ["name = \"x\"", "events = [\"a\"]", "transform = \".\""] {
+            let field = inlets.split(' ').next().unwrap_or_default();
+            assert_eq!(key(inlets), format!("notices.{field}"));
+        }
+        let unknown = with_notices("colour = \"red\"").expect_err("refused");
+        assert!(unknown.to_string().contains("colour"), "{unknown}");
+        let err = Settings::from_toml(
+            "[notices]\nurl = \"nats://127.0.0.1:4222\"\n\
+             secret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\n",
+        )
+        .expect_err("refused");
+        assert_eq!(err.key, "notices.url");
+        let err =
+            Settings::from_toml("[notices]\nurl = \"https://x.example\"\nsecret = \"not-whsec\"\n")
+                .expect_err("refused");
+        assert_eq!(err.key, "notices.secret");
+        let err = Settings::from_toml("[notices]\nformat = \"slack\"\n").expect_err("refused");
+        assert!(err.to_string().contains("url"), "{err}");
+    }
+
+    #[test]
+    fn no_source_may_take_the_notices_name_and_notices_reload_only_on_restart() {
+        let err = Settings::from_toml(&ONE_SOURCE.replace("\"gh\"", "\"inlet\"")).unwrap_err();
+        assert_eq!(err.key, "sources[0].name");
+        assert!(err.message.contains("reserved"), "{err}");
+        let running = with_notices("").unwrap();
+        let next = with_notices("format = \"slack\"").unwrap();
+        assert_eq!(
+            running.restart_only_change(&next),
+            Some("notices.format".to_owned())
+        );
     }
 
     #[test]

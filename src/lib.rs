@@ -21,6 +21,7 @@ pub mod identity;
 pub mod ingest;
 pub mod jq;
 pub mod ledger;
+pub mod notices;
 pub mod observability;
 pub mod operator;
 pub mod provider;

@@ -827,19 +827,24 @@ async fn sweep(settings: Settings, dry_run: bool) -> anyhow::Result<()> {
 
 async fn deliver(settings: Settings, config: &std::path::Path, once: bool) -> anyhow::Result<()> {
     let pool = open_serving_database(&settings).await?;
-    let clock = std::sync::Arc::new(inlet::clock::SystemClock);
+    let clock: std::sync::Arc<dyn inlet::clock::Clock> =
+        std::sync::Arc::new(inlet::clock::SystemClock);
     let traces = Traces::start(&settings.telemetry, tokio::runtime::Handle::current())?;
-    let dispatcher = Dispatcher::new(
+    let mut dispatcher = Dispatcher::new(
         &settings.destinations,
         &settings.delivery,
         settings.server.shutdown_grace,
         pool.clone(),
-        clock,
+        clock.clone(),
     )?;
+    let notices = inlet::startup::notices_of(&settings, clock);
+    if let Some(notices) = &notices {
+        dispatcher = dispatcher.with_watcher(notices.clone());
+    }
     let dispatcher = std::sync::Arc::new(dispatcher.with_traces(traces.clone()));
     let delivered = match once {
         true => deliver_once(&dispatcher).await,
-        false => deliver_until_stopped(settings, config, pool, dispatcher).await,
+        false => deliver_until_stopped(settings, config, pool, dispatcher, notices).await,
     };
     // The attempts' last spans go out before the command ends.
     tokio::task::spawn_blocking(move || traces.shutdown()).await?;
@@ -852,6 +857,7 @@ async fn deliver_until_stopped(
     config: &std::path::Path,
     pool: inlet::db::DbPool,
     dispatcher: std::sync::Arc<Dispatcher>,
+    notices: Option<std::sync::Arc<inlet::notices::Notices>>,
 ) -> anyhow::Result<()> {
     let reloader = Reloader::new(
         Some(config.to_owned()),
@@ -859,7 +865,8 @@ async fn deliver_until_stopped(
         Some(dispatcher.clone()),
         Some(pool),
         &[],
-    );
+    )
+    .with_notices(notices);
     tokio::spawn(reload_on_hangup(std::sync::Arc::new(reloader)));
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let run = tokio::spawn(dispatcher.run(stopped));

@@ -349,6 +349,12 @@ fn describe_operations() {
         "inlet_config_last_reload_timestamp_seconds",
         "Unix time of the last configuration load or reload attempt"
     );
+    describe_counter!(
+        "inlet_notices_total",
+        "Operational notices written for the [notices] destination, by type (breaker.opened, \
+         breaker.closed, delivery.dead_lettered, dead_letters.over_threshold, \
+         config.reload_refused, event.fingerprint_mismatch, sweeper.stalled)"
+    );
     describe_gauge!(
         "inlet_build_info",
         "Always 1; the version and commit labels say which build runs"

@@ -11,6 +11,7 @@
 use crate::config::{ConfigError, LiveSettings, Settings};
 use crate::db::DbPool;
 use crate::delivery::{same_destination, DestinationSettings, Dispatcher};
+use crate::notices::{Notice, Notices};
 use crate::observability::{record_config_reload, start_webhook_counters};
 use crate::operator::{Account, Outcome, Recorder};
 use crate::provider::SourceSettings;
@@ -43,6 +44,8 @@ struct Job {
     pool: Option<DbPool>,
     /// Webhook outcomes exported at 0 for each new source, as at startup.
     outcomes: Vec<&'static str>,
+    /// Told of a refused reload.
+    notices: Option<Arc<Notices>>,
 }
 
 /// What a reload changed, by name only (never a secret or a URL, which may carry
@@ -177,11 +180,20 @@ impl Reloader {
             dispatcher,
             pool,
             outcomes: outcomes.to_vec(),
+            notices: None,
         };
         Self {
             job: Arc::new(job),
             serial: Arc::new(tokio::sync::Mutex::new(())),
         }
+    }
+
+    /// Tells `notices` (when set) of every refused reload.
+    pub fn with_notices(mut self, notices: Option<Arc<Notices>>) -> Self {
+        if let Some(job) = Arc::get_mut(&mut self.job) {
+            job.notices = notices;
+        }
+        self
     }
 
     /// Reads, validates and applies the configuration file; `trigger` (`sighup`, `api`)
@@ -222,6 +234,9 @@ impl Reloader {
                 if let Err(error) = recorder.record(Outcome::Failed, &result) {
                     tracing::error!(%error, "cannot write the audit row of a refused reload");
                 }
+            }
+            if let Err(refused) = &outcome {
+                job.tell_refused(refused);
             }
             conclude(trigger, outcome)
         });
@@ -270,6 +285,24 @@ fn conclude(
 }
 
 impl Job {
+    /// A `config.reload_refused` notice, named by what was refused (the file's bytes and
+    /// the reason): the same file refused again, or by another instance, is told once.
+    fn tell_refused(&self, refused: &ConfigError) {
+        let (Some(notices), Some(pool)) = (&self.notices, &self.pool) else {
+            return;
+        };
+        let file = (self.path.as_deref())
+            .and_then(|path| std::fs::read(path).ok())
+            .unwrap_or_default();
+        let reason = format!("{}\n{}", refused.key, refused.message);
+        let digest = crate::ingest::fingerprint(&[file, reason.into_bytes()].concat());
+        let notice = Notice::reload_refused(&refused.key, &refused.message, &digest, notices.now());
+        match pool.get() {
+            Ok(mut conn) => notices.send(&mut conn, vec![notice]),
+            Err(error) => tracing::warn!(%error, "cannot write an operational notice"),
+        }
+    }
+
     /// Reads the file and puts it in force, once `recorder` (if any) has written the
     /// audit row; blocking (call it off the executor).
     fn apply(&self, recorder: Option<&Recorder>) -> Result<Changes, ConfigError> {

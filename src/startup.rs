@@ -6,6 +6,7 @@ use crate::db::{self, DbPool};
 use crate::delivery::Dispatcher;
 use crate::faults::Faults;
 use crate::ingest::{Committer, Outcome};
+use crate::notices::{Checks, Notices};
 use crate::operator::BulkRunner;
 use crate::operator::ConsoleSettings;
 use crate::reload::{warn_about_schemes, Reloader};
@@ -233,6 +234,8 @@ struct BackgroundParts {
     /// What console sessions are signed with.
     session_key: [u8; 32],
     traces: Traces,
+    /// The operational notices, when `[notices]` configures them.
+    notices: Option<Arc<Notices>>,
 }
 
 /// What the background tasks are started with.
@@ -243,8 +246,8 @@ struct Starting<'a> {
     stopped: &'a watch::Receiver<bool>,
 }
 
-/// The tracer, then the dispatcher and the sweeper (each when this instance runs one),
-/// running until `stopped`.
+/// The tracer, then the dispatcher (telling the notices of breakers and dead letters), the
+/// sweeper and the notice checks, as this instance runs them, until `stopped`.
 fn start_background(
     starting: &Starting<'_>,
     session_key: [u8; 32],
@@ -255,12 +258,43 @@ fn start_background(
         tokio::runtime::Handle::current(),
     )
     .context("cannot set up trace export (telemetry.otlp_endpoint)")?;
+    let notices = notices_of(starting.settings, starting.hooks.clock.clone());
+    let dispatcher = start_dispatcher(starting, &traces, &notices, background)?;
+    let sweeper = start_sweeper(starting, &traces, background);
+    start_notice_checks(starting, &notices, &sweeper, background);
     Ok(BackgroundParts {
-        dispatcher: start_dispatcher(starting, &traces, background)?,
-        sweeper: start_sweeper(starting, &traces, background),
+        dispatcher,
+        sweeper,
         session_key,
         traces,
+        notices,
     })
+}
+
+/// The periodic notice checks (a stalled sweeper, dead letters over the threshold), when
+/// `[notices]` is configured, running until `stopped`.
+fn start_notice_checks(
+    starting: &Starting<'_>,
+    notices: &Option<Arc<Notices>>,
+    sweeper: &Option<SweeperHealth>,
+    background: &mut Vec<JoinHandle<()>>,
+) {
+    let Some(notices) = notices else { return };
+    let checks = Checks {
+        notices: notices.clone(),
+        pool: starting.pool.clone(),
+        clock: starting.hooks.clock.clone(),
+        sweeper: sweeper.clone(),
+    };
+    background.push(tokio::spawn(checks.run(starting.stopped.clone())));
+}
+
+/// The operational notices of `settings`, when `[notices]` configures them, timed by
+/// `clock`.
+pub fn notices_of(settings: &Settings, clock: Arc<dyn Clock>) -> Option<Arc<Notices>> {
+    let notices = settings.notices.clone()?;
+    let retention = settings.retention.events.0;
+    Some(Arc::new(Notices::new(notices, retention, clock)))
 }
 
 /// What every handler shares — the live settings, the database, the group-commit
@@ -283,13 +317,16 @@ fn shared_state(
     )
     .context("cannot start the group-commit writers")?;
     let live = LiveSettings::new(settings);
-    let reloader = Arc::new(Reloader::new(
-        reload_from,
-        live.clone(),
-        parts.dispatcher.clone(),
-        Some(pool.clone()),
-        &alerted_outcomes(),
-    ));
+    let reloader = Arc::new(
+        Reloader::new(
+            reload_from,
+            live.clone(),
+            parts.dispatcher.clone(),
+            Some(pool.clone()),
+            &alerted_outcomes(),
+        )
+        .with_notices(parts.notices.clone()),
+    );
     let state = web::Data::new(AppState {
         settings: live,
         reloader: reloader.clone(),
@@ -301,6 +338,7 @@ fn shared_state(
         dispatcher_waker: parts.dispatcher.as_ref().map(|d| d.waker()),
         brokers: parts.dispatcher.as_ref().map(|d| d.broker_health()),
         sweeper: parts.sweeper,
+        notices: parts.notices,
         traffic: Default::default(),
         sign_in: Default::default(),
         session_key: parts.session_key,
@@ -317,6 +355,9 @@ fn start_metrics(settings: &Settings, now_secs: i64) {
     crate::observability::start_webhook_counters(&sources, &alerted_outcomes());
     crate::observability::record_sweeper_enabled(settings.retention.sweeper);
     crate::observability::start_config_reload_metrics(now_secs);
+    if settings.notices.is_some() {
+        crate::notices::start_notice_counters();
+    }
     warn_about_schemes(settings, &sources);
 }
 
@@ -529,6 +570,7 @@ fn alerted_outcomes() -> [&'static str; 3] {
 fn start_dispatcher(
     starting: &Starting<'_>,
     traces: &Traces,
+    notices: &Option<Arc<Notices>>,
     background: &mut Vec<JoinHandle<()>>,
 ) -> anyhow::Result<Option<Arc<Dispatcher>>> {
     let settings = starting.settings;
@@ -542,9 +584,12 @@ fn start_dispatcher(
         starting.pool.clone(),
         starting.hooks.clock.clone(),
     )?;
-    let dispatcher = dispatcher
+    let mut dispatcher = dispatcher
         .with_faults(starting.hooks.faults.clone())
         .with_traces(traces.clone());
+    if let Some(notices) = notices {
+        dispatcher = dispatcher.with_watcher(notices.clone());
+    }
     let dispatcher = Arc::new(dispatcher);
     let probing = dispatcher.clone();
     tokio::spawn(async move { probing.probe_brokers().await });

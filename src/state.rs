@@ -30,6 +30,8 @@ pub struct AppState {
     pub brokers: Option<Arc<BrokerHealth>>,
     /// The in-server sweeper's last success, for readiness.
     pub sweeper: Option<SweeperHealth>,
+    /// Operational notices (`[notices]`), for the ones an HTTP handler observes.
+    pub notices: Option<Arc<crate::notices::Notices>>,
     /// Webhooks per minute by outcome, for the console.
     pub traffic: crate::observability::Traffic,
     /// Wrong operator tokens by address (the API's and the console's sign-in), which

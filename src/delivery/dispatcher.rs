@@ -11,6 +11,7 @@ use super::lease;
 use super::sender::tls_connector;
 use super::settler::Settler;
 use super::shares::Shares;
+use super::watch::SettleWatcher;
 use super::{
     settle_all, AttemptLog, AttemptResult, BreakerState, BrokerHealth, DeliverySettings,
     Destinations, Fence, Leased, Settlement, Verdict,
@@ -178,7 +179,7 @@ impl Dispatcher {
             tls,
             clients_at_start: prepared.clients_built,
             faults: Arc::new(Faults::default()),
-            settler: Settler::new(pool.clone(), clock.clone()),
+            settler: Settler::new(pool.clone(), clock.clone(), None),
             pool,
             clock,
             destinations,
@@ -207,6 +208,13 @@ impl Dispatcher {
     pub fn with_faults(mut self, faults: Arc<Faults>) -> Self {
         faults.http_clients_built(self.clients_at_start);
         self.faults = faults;
+        self
+    }
+
+    /// Tells `watcher`, in each settling transaction, which breakers changed and which
+    /// deliveries went dead (operational notices).
+    pub fn with_watcher(mut self, watcher: Arc<dyn SettleWatcher>) -> Self {
+        self.settler = Settler::new(self.pool.clone(), self.clock.clone(), Some(watcher));
         self
     }
 

@@ -9,6 +9,7 @@
 //! application that honours it.
 
 mod bus;
+mod dead_letters;
 mod destination;
 mod dispatcher;
 pub mod filters;
@@ -24,6 +25,7 @@ mod settings;
 mod settler;
 mod shares;
 mod target;
+mod watch;
 
 pub use settings::{
     validate_destinations, DeliveryFile, DeliverySettings, DestinationFile, DestinationSettings,
@@ -31,6 +33,7 @@ pub use settings::{
 };
 
 pub use bus::{BrokerHealth, BrokerState};
+pub use dead_letters::{count_dead_except, nth_dead_except, DeadLetter};
 pub use gate_view::{gate_views, GateView};
 pub use gates::{
     BreakerSettings, BreakerState, GateSettings, RateLimit, DEFAULT_BREAKER_COOLDOWN,
@@ -39,7 +42,7 @@ pub use gates::{
 pub use headers::delivery_headers;
 pub use outbox::{
     count_by_status, lease_due, settle_all, settle_observed, AttemptLog, Fence, Leased, Message,
-    NewDelivery, Settlement, DEAD, DELIVERED, DISCARDED, IN_PROGRESS, PENDING,
+    NewDelivery, SettledGroup, Settlement, DEAD, DELIVERED, DISCARDED, IN_PROGRESS, PENDING,
 };
 pub use policy::{classify_status, parse_retry_after, RetryBudget, RetryPolicy, Verdict};
 pub use sender::{attempt, client_for, AttemptResult};
@@ -50,3 +53,5 @@ pub use target::{
 
 pub use destination::same_destination;
 pub use dispatcher::{Dispatcher, Report, Settled};
+pub use gates::{BreakerChange, Transition};
+pub use watch::{AfterCommit, SettleWatcher, SettledChanges};

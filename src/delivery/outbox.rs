@@ -7,6 +7,7 @@
 //! settle in groups: one statement records many rows, each still fenced on its own.
 
 use super::gates::{read_committed, record_observations, BreakerChange, Observed};
+use super::watch::{AfterCommit, SettleWatcher, SettledChanges};
 use crate::db::arrays::{ArraySql, ArrayStatement};
 use crate::db::schema::{deliveries, delivery_attempts};
 use crate::db::{dialect, write_transaction, DbConnection};
@@ -546,23 +547,41 @@ pub fn settle_all(
     group: &[(Fence, Settlement)],
     logs: &[AttemptLog],
 ) -> QueryResult<Vec<bool>> {
-    Ok(settle_observed(conn, group, logs, &[], Utc::now())?.0)
+    let settled = settle_observed(conn, group, logs, &[], Utc::now(), None)?;
+    settled.after_commit.run();
+    Ok(settled.kept)
+}
+
+/// What [`settle_observed`] recorded.
+pub struct SettledGroup {
+    /// In the group's order, whether each lease still held its row.
+    pub kept: Vec<bool>,
+    /// The breakers it opened or closed.
+    pub transitions: Vec<BreakerChange>,
+    /// The watcher's work for after the commit (it has committed when this is returned).
+    pub after_commit: AfterCommit,
 }
 
 /// [`settle_all`], applying in the same transaction the attempts' bearing on their
-/// destinations' breakers (`observed`, at `now`): also the breakers' transitions.
+/// destinations' breakers (`observed`, at `now`), and telling `watcher` (in that
+/// transaction too) which breakers changed and which rows went dead.
 pub fn settle_observed(
     conn: &mut DbConnection,
     group: &[(Fence, Settlement)],
     logs: &[AttemptLog],
     observed: &[Observed],
     now: DateTime<Utc>,
-) -> QueryResult<(Vec<bool>, Vec<BreakerChange>)> {
+    watcher: Option<&dyn SettleWatcher>,
+) -> QueryResult<SettledGroup> {
     if group.is_empty() && observed.is_empty() {
-        return Ok((Vec::new(), Vec::new()));
+        return Ok(SettledGroup {
+            kept: Vec::new(),
+            transitions: Vec::new(),
+            after_commit: AfterCommit::default(),
+        });
     }
     let postgres = matches!(conn, DbConnection::Postgres(_));
-    let (kept, transitions) = write_transaction(conn, |conn| {
+    let (kept, transitions, after_commit) = write_transaction(conn, |conn| {
         if !observed.is_empty() {
             read_committed(conn)?;
         }
@@ -572,13 +591,34 @@ pub fn settle_observed(
         };
         record_attempts(conn, group, logs, &kept)?;
         let transitions = record_observations(conn, observed, now)?;
-        Ok::<_, diesel::result::Error>((kept, transitions))
+        let dead: Vec<i64> = group
+            .iter()
+            .filter(|(fence, settlement)| {
+                matches!(settlement, Settlement::Dead { .. })
+                    && kept.contains(&(fence.id, fence.attempt))
+            })
+            .map(|(fence, _)| fence.id)
+            .collect();
+        let changes = SettledChanges {
+            transitions: &transitions,
+            dead: &dead,
+            now,
+        };
+        let after_commit = match watcher {
+            Some(watcher) if !changes.is_empty() => watcher.settled(conn, &changes)?,
+            _ => AfterCommit::default(),
+        };
+        Ok::<_, diesel::result::Error>((kept, transitions, after_commit))
     })?;
     let kept = group
         .iter()
         .map(|(fence, _)| kept.contains(&(fence.id, fence.attempt)))
         .collect();
-    Ok((kept, transitions))
+    Ok(SettledGroup {
+        kept,
+        transitions,
+        after_commit,
+    })
 }
 
 /// The settling statement: the `(id, attempt)` of every row it settled. Keyed on the

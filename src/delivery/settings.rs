@@ -371,6 +371,44 @@ impl DestinationFile {
         }
     }
 
+    /// One of Inlet's own destinations (the notices destination), named `name`, under
+    /// `prefix` (`notices`): an HTTP URL with the ordinary keys (secret, timeouts, retries,
+    /// breaker, limits), sent the output of `transform`. The keys that name it, choose its
+    /// events or shape its body are Inlet's to set, and refused.
+    pub fn validate_own(
+        mut self,
+        prefix: &str,
+        name: &str,
+        transform: Option<Program>,
+    ) -> Result<DestinationSettings, ConfigError> {
+        let key = |field: &str| format!("{prefix}.{field}");
+        let inlets = [
+            ("name", self.name.is_some()),
+            ("events", self.events.is_some()),
+            ("filter", self.filter.is_some()),
+            ("transform", self.transform.is_some()),
+            ("subject", self.subject.is_some()),
+            ("exchange", self.exchange.is_some()),
+            ("routing_key", self.routing_key.is_some()),
+        ];
+        if let Some((field, _)) = inlets.iter().find(|(_, set)| *set) {
+            return Err(ConfigError::new(
+                key(field),
+                "is not a key of this destination: Inlet sets it (remove it)",
+            ));
+        }
+        self.name = Some(name.to_owned());
+        let mut destination = self.validate(prefix, true)?;
+        if destination.kind != DestinationKind::Http {
+            return Err(ConfigError::new(
+                key("url"),
+                "must be an http:// or https:// URL",
+            ));
+        }
+        destination.transform = transform;
+        Ok(destination)
+    }
+
     fn validate(mut self, prefix: &str, typed: bool) -> Result<DestinationSettings, ConfigError> {
         let key = |field: &str| format!("{prefix}.{field}");
         let events = EventTypeFilter::parse(&key("events"), self.events.take(), typed)?;

@@ -7,6 +7,7 @@
 use super::gates::{by_destination, BreakerChange, Observation};
 use super::guard::lock;
 use super::outbox::{settle_observed, AttemptLog, Fence, Settlement};
+use super::watch::SettleWatcher;
 use crate::clock::Clock;
 use crate::db::{on_connection, DbPool};
 use std::sync::{Arc, Mutex};
@@ -37,14 +38,21 @@ struct Queue {
 pub(super) struct Settler {
     pool: DbPool,
     clock: Arc<dyn Clock>,
+    /// Told, in each settling transaction, which breakers changed and which rows died.
+    watcher: Option<Arc<dyn SettleWatcher>>,
     queue: Mutex<Queue>,
 }
 
 impl Settler {
-    pub(super) fn new(pool: DbPool, clock: Arc<dyn Clock>) -> Arc<Self> {
+    pub(super) fn new(
+        pool: DbPool,
+        clock: Arc<dyn Clock>,
+        watcher: Option<Arc<dyn SettleWatcher>>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             pool,
             clock,
+            watcher,
             queue: Mutex::new(Queue::default()),
         })
     }
@@ -103,14 +111,17 @@ impl Settler {
             .unzip();
         let size = rows.len();
         let now = self.clock.now();
+        let watcher = self.watcher.clone();
         let written = on_connection(&self.pool, move |conn| {
-            settle_observed(conn, &rows, &logs, &observed, now).map_err(anyhow::Error::from)
+            settle_observed(conn, &rows, &logs, &observed, now, watcher.as_deref())
+                .map_err(anyhow::Error::from)
         })
         .await;
         let kept = match written {
-            Ok((kept, transitions)) => {
-                report_transitions(&transitions);
-                kept.into_iter().map(Some).collect()
+            Ok(settled) => {
+                report_transitions(&settled.transitions);
+                settled.after_commit.run();
+                settled.kept.into_iter().map(Some).collect()
             }
             Err(error) => {
                 tracing::warn!(deliveries = size, %error, "cannot record the delivery outcomes; their leases will expire and they will be sent again");

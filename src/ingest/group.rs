@@ -15,7 +15,7 @@
 //! order, so concurrent groups on PostgreSQL take their locks in one order.
 
 use super::event::{self, NewEvent, STATUS_PROCESSED};
-use super::{receipt, Claim, IngestError, Outcome};
+use super::{receipt, Claim, IngestError, Mismatch, Outcome};
 use crate::db::{set_local_lock_timeout, write_transaction_losing, DbConnection, StoreError};
 use crate::delivery::{Message, NewDelivery};
 use crate::faults::Faults;
@@ -289,11 +289,11 @@ fn verdict(
     };
     match idempotency::copy_of::<()>(call, &claim.fingerprint) {
         Once::Stored(answer) => Ok((Outcome::StoredAnswer, answer)),
-        Once::Mismatch { stored_fingerprint } => Err(IngestError::FingerprintMismatch(format!(
-            "event {} was first received with a body of sha256 {stored_fingerprint}; \
-                 this copy's is {}",
-            claim.identity.event_id, claim.fingerprint
-        ))),
+        Once::Mismatch { stored_fingerprint } => Err(IngestError::FingerprintMismatch(Mismatch {
+            event_id: claim.identity.event_id.to_string(),
+            stored: stored_fingerprint,
+            received: claim.fingerprint.clone(),
+        })),
         Once::Ran(..) | Once::Unanswered => Err(IngestError::Internal(
             "the stored event has no answer".to_owned(),
         )),

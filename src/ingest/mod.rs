@@ -17,6 +17,7 @@ mod intake;
 mod stored_headers;
 
 pub use committer::Committer;
+pub use event::{claim_all, NewEvent, STATUS_PROCESSED};
 pub use group::{process, process_group, Ingested};
 pub use intake::{Intake, Received, Refusal, Webhook};
 pub use stored_headers::REDACTED;
@@ -67,13 +68,31 @@ pub struct Claim {
 pub enum IngestError {
     /// The event id was first received with another body.
     #[error("{0}")]
-    FingerprintMismatch(String),
+    FingerprintMismatch(Mismatch),
     /// The database: unavailable, contended, or refusing.
     #[error(transparent)]
     Store(#[from] StoreError),
     /// A failure inside Inlet.
     #[error("{0}")]
     Internal(String),
+}
+
+/// An event id first received with a body of `stored` fingerprint, now with `received`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mismatch {
+    pub event_id: String,
+    pub stored: String,
+    pub received: String,
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "event {} was first received with a body of sha256 {}; this copy's is {}",
+            self.event_id, self.stored, self.received
+        )
+    }
 }
 
 impl IngestError {

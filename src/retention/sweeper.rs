@@ -65,6 +65,13 @@ impl SweeperHealth {
         self.succeeded_once.store(true, Ordering::Relaxed);
     }
 
+    /// When the last round succeeded (the start, before the first), if that is more than
+    /// three intervals before `now` ([`SweeperHealth::stalled_for`]).
+    pub fn stalled_since(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        self.stalled_for(now)?;
+        DateTime::from_timestamp(self.last_success.load(Ordering::Relaxed), 0)
+    }
+
     /// `None` when healthy; otherwise how long it has been since the last success, when
     /// that is more than three intervals.
     pub fn stalled_for(&self, now: DateTime<Utc>) -> Option<chrono::Duration> {

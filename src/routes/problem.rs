@@ -354,8 +354,8 @@ impl From<IdentityError> for Problem {
 impl From<IngestError> for Problem {
     fn from(error: IngestError) -> Self {
         match error {
-            IngestError::FingerprintMismatch(detail) => {
-                Problem::new(Reason::FingerprintMismatch, detail)
+            IngestError::FingerprintMismatch(mismatch) => {
+                Problem::new(Reason::FingerprintMismatch, mismatch.to_string())
             }
             IngestError::Store(error) => error.into(),
             IngestError::Internal(detail) => Problem::internal(detail),

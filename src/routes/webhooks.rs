@@ -6,7 +6,8 @@
 use super::{Problem, Reason, RequestId};
 use crate::config::{ServerSettings, Settings};
 use crate::idempotency::REPLAYED_HEADER;
-use crate::ingest::{Intake, Outcome, Received, Refusal, Webhook};
+use crate::ingest::{IngestError, Intake, Mismatch, Outcome, Received, Refusal, Webhook};
+use crate::notices::Notice;
 use crate::signature::Headers;
 use crate::state::AppState;
 use crate::traces::{self, Attribute, Incoming, Span};
@@ -189,7 +190,29 @@ async fn handle(
         headers: request.headers(),
         body: &body,
     };
-    Ok(intake.receive(&state.committer, webhook, incoming).await?)
+    match intake.receive(&state.committer, webhook, incoming).await {
+        Err(Refusal::Ingest(IngestError::FingerprintMismatch(mismatch))) => {
+            tell_mismatch(state, source.name.as_str(), &mismatch).await;
+            Err(IngestError::FingerprintMismatch(mismatch).into())
+        }
+        received => Ok(received?),
+    }
+}
+
+/// An `event.fingerprint_mismatch` notice, written before the 422 is answered (once per
+/// different body: the same wrong body sent again finds its notice written).
+async fn tell_mismatch(state: &AppState, source: &str, mismatch: &Mismatch) {
+    let Some(notices) = &state.notices else {
+        return;
+    };
+    let notice = Notice::fingerprint_mismatch(
+        source,
+        &mismatch.event_id,
+        &mismatch.stored,
+        &mismatch.received,
+        notices.now(),
+    );
+    notices.send_from(&state.pool, vec![notice]).await;
 }
 
 /// Reads a request body of at most `server.max_body_bytes`: 413 as soon as

@@ -2,8 +2,8 @@
 //! the application.
 
 use crate::helpers::{
-    eventually, requests_per_key, serve_application, spawn_app_with, stripe_event, Backend, Seen,
-    TestApp, TestOptions,
+    eventually, requests_per_key, serve_application, spawn_app_with, stripe_event,
+    verifies_as_standard_webhook, Backend, Seen, TestApp, TestOptions,
 };
 use crate::on_both_backends;
 use chrono::{DateTime, NaiveDateTime, SubsecRound, Utc};
@@ -173,7 +173,7 @@ async fn a_new_fact_is_delivered_once_signed_and_duplicates_add_nothing(backend:
     );
     assert_eq!(header("webhook-id").as_deref(), Some("stripe:evt_deliver"));
     assert!(
-        verifies_as_standard_webhook(request),
+        verifies_as_standard_webhook(APP_SECRET, request),
         "Inlet's signature verifies with the app's secret"
     );
 
@@ -187,37 +187,6 @@ async fn a_new_fact_is_delivered_once_signed_and_duplicates_add_nothing(backend:
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(rows(&app).await.len(), 1);
     assert_eq!(requests(&server).await.len(), 1);
-}
-
-/// Checks a received request with Inlet's own `standard` verifier and the app's secret.
-fn verifies_as_standard_webhook(request: &wiremock::Request) -> bool {
-    let settings = inlet::config::Settings::from_toml(&format!(
-        "[[sources]]\nname = \"app\"\nscheme = \"standard\"\nsecrets = [\"{APP_SECRET}\"]\n"
-    ))
-    .expect("valid");
-    let source = &settings.sources[0];
-    let mut headers = actix_web::http::header::HeaderMap::new();
-    for (name, value) in request.headers.iter() {
-        if let (Ok(name), Ok(value)) = (
-            actix_web::http::header::HeaderName::from_bytes(name.as_str().as_bytes()),
-            actix_web::http::header::HeaderValue::from_bytes(value.as_bytes()),
-        ) {
-            headers.append(name, value);
-        }
-    }
-    let keys = inlet::signature::Keys {
-        secrets: &source.secrets,
-        tolerance: source.tolerance,
-    };
-    source
-        .provider
-        .scheme()
-        .verify(
-            inlet::signature::Unverified::new(&headers, &request.body),
-            keys,
-            Utc::now(),
-        )
-        .is_ok()
 }
 
 /// The application answers `status` `failures` times, then accepts: the delivery is

@@ -18,6 +18,7 @@ mod hostile;
 mod in_doubt;
 mod ingest;
 mod lifecycle;
+mod notices;
 mod observability;
 mod operator;
 mod operators;

@@ -48,3 +48,35 @@ pub fn signature_vectors(scheme: &str) -> Vec<serde_json::Value> {
         .cloned()
         .collect()
 }
+
+/// Checks a request Inlet sent with Inlet's own `standard` verifier and `secret` (the
+/// destination's `whsec_…`).
+pub fn verifies_as_standard_webhook(secret: &str, request: &wiremock::Request) -> bool {
+    let settings = inlet::config::Settings::from_toml(&format!(
+        "[[sources]]\nname = \"app\"\nscheme = \"standard\"\nsecrets = [\"{secret}\"]\n"
+    ))
+    .expect("valid");
+    let source = &settings.sources[0];
+    let mut headers = actix_web::http::header::HeaderMap::new();
+    for (name, value) in request.headers.iter() {
+        if let (Ok(name), Ok(value)) = (
+            actix_web::http::header::HeaderName::from_bytes(name.as_str().as_bytes()),
+            actix_web::http::header::HeaderValue::from_bytes(value.as_bytes()),
+        ) {
+            headers.append(name, value);
+        }
+    }
+    let keys = inlet::signature::Keys {
+        secrets: &source.secrets,
+        tolerance: source.tolerance,
+    };
+    source
+        .provider
+        .scheme()
+        .verify(
+            inlet::signature::Unverified::new(&headers, &request.body),
+            keys,
+            chrono::Utc::now(),
+        )
+        .is_ok()
+}

@@ -290,14 +290,17 @@ pub fn by_destination(observations: impl IntoIterator<Item = Observation>) -> Ve
 /// A breaker's change, for `inlet_breaker_transitions_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transition {
+    /// A closed breaker opened: an outage begins.
     Opened,
+    /// A half-open breaker's probe failed: open again, for longer (the same outage).
+    Reopened,
     Closed,
 }
 
 impl Transition {
     pub fn to(self) -> BreakerState {
         match self {
-            Self::Opened => BreakerState::Open,
+            Self::Opened | Self::Reopened => BreakerState::Open,
             Self::Closed => BreakerState::Closed,
         }
     }
@@ -324,18 +327,17 @@ pub fn observe(
             Health::Failed => {
                 gate.failures = gate.failures.saturating_add(1);
                 let opens = match gate.breaker(now) {
-                    BreakerState::Closed => {
-                        settings.failures > 0
-                            && gate.failures >= i32::try_from(settings.failures).unwrap_or(i32::MAX)
-                    }
+                    BreakerState::Closed => (settings.failures > 0
+                        && gate.failures >= i32::try_from(settings.failures).unwrap_or(i32::MAX))
+                    .then_some(Transition::Opened),
                     // The probe failed.
-                    BreakerState::HalfOpen => true,
+                    BreakerState::HalfOpen => Some(Transition::Reopened),
                     // A send leased before the breaker opened.
-                    BreakerState::Open => false,
+                    BreakerState::Open => None,
                 };
-                if opens {
+                if let Some(transition) = opens {
                     open(gate, settings, now);
-                    transitions.push(Transition::Opened);
+                    transitions.push(transition);
                 }
             }
         }

@@ -50,7 +50,7 @@ fn a_failed_probe_doubles_the_cooldown_up_to_the_cap_and_an_answer_closes() {
     let mut now = 30_000;
     for expected in [60_000, 100_000, 100_000] {
         let reopened = observe(&mut gate, &[Failed], &breaker(1), at(now));
-        assert_eq!(reopened, vec![Transition::Opened]);
+        assert_eq!(reopened, vec![Transition::Reopened]);
         assert_eq!(gate.cooldown_ms, expected);
         now += expected;
         assert_eq!(gate.breaker(at(now - 1)), BreakerState::Open);

@@ -431,16 +431,13 @@ fn event_search(
         })?),
         None => None,
     };
+    let settings = state.settings.current();
     Ok(EventSearch {
         filter,
         outcome,
         text,
-        sources: state
-            .settings
-            .current()
-            .sources
-            .iter()
-            .map(|s| s.name.as_str().to_owned())
+        sources: (source_names(&settings).into_iter())
+            .map(str::to_owned)
             .collect(),
     })
 }
@@ -475,9 +472,13 @@ pub(super) fn choice(label: &str, name: &str, current: &str, options: &[&str]) -
     }
 }
 
-/// The configured sources' names.
+/// The configured sources' names, and `inlet` (the operational notices) when `[notices]`
+/// is configured.
 pub(super) fn source_names(settings: &Settings) -> Vec<&str> {
-    settings.sources.iter().map(|s| s.name.as_str()).collect()
+    let notices = settings.notices.as_ref().map(|_| crate::notices::SOURCE);
+    (settings.sources.iter().map(|s| s.name.as_str()))
+        .chain(notices)
+        .collect()
 }
 
 /// The link to the next (older) page, keeping the filters; `number` is that page's, when

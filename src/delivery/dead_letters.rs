@@ -1,0 +1,61 @@
+//! Dead letters as an observer reads them: the rows a settlement just dead-lettered, and
+//! how many are dead now (for operational notices).
+
+use super::outbox::DEAD;
+use crate::db::schema::deliveries;
+use crate::db::DbConnection;
+use diesel::prelude::*;
+
+/// A dead-lettered delivery: which event, which destination, and why it gave up.
+#[derive(Debug, Clone, Queryable, Selectable)]
+#[diesel(table_name = deliveries)]
+pub struct DeadLetter {
+    pub id: i64,
+    pub source: String,
+    pub event_id: String,
+    pub event_type: Option<String>,
+    pub destination: String,
+    /// The lease of the attempt that gave up: a row requeued and dead again has a higher one.
+    pub attempt: i32,
+    pub last_status: Option<i32>,
+    pub last_error: Option<String>,
+}
+
+impl DeadLetter {
+    /// The dead rows among `ids`, by id.
+    pub fn find_all(conn: &mut DbConnection, ids: &[i64]) -> QueryResult<Vec<Self>> {
+        deliveries::table
+            .filter(deliveries::id.eq_any(ids))
+            .filter(deliveries::status.eq(DEAD))
+            .order(deliveries::id)
+            .select(Self::as_select())
+            .load(conn)
+    }
+}
+
+/// Dead deliveries of every source but `excluded`.
+pub fn count_dead_except(conn: &mut DbConnection, excluded: &str) -> QueryResult<i64> {
+    deliveries::table
+        .filter(deliveries::status.eq(DEAD))
+        .filter(deliveries::source.ne(excluded))
+        .count()
+        .get_result(conn)
+}
+
+/// The id of the dead delivery that comes `after` others (0-based, oldest first) among
+/// every source's but `excluded`'s: while the dead letters stay over `after`, the same
+/// row, whoever asks — so it names one crossing of a threshold.
+pub fn nth_dead_except(
+    conn: &mut DbConnection,
+    excluded: &str,
+    after: i64,
+) -> QueryResult<Option<i64>> {
+    deliveries::table
+        .filter(deliveries::status.eq(DEAD))
+        .filter(deliveries::source.ne(excluded))
+        .order(deliveries::id)
+        .offset(after)
+        .select(deliveries::id)
+        .first(conn)
+        .optional()
+}

@@ -1,0 +1,238 @@
+//! One notice: its type, its deterministic event id (the same occurrence observed twice,
+//! or by two instances, has one id, so it is written once) and its canonical JSON body —
+//! names, ids, numbers and a sentence; never a secret nor a webhook's payload.
+
+use super::settings::NoticeType;
+use crate::delivery::DeadLetter;
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::{json, Map, Value};
+
+/// Characters of a fingerprint (sha256 hex) kept in an event id.
+const SHORT_DIGEST: usize = 16;
+
+/// A notice about to be written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notice {
+    pub kind: NoticeType,
+    /// The event id under source `inlet`: deterministic for the occurrence.
+    pub id: String,
+    pub at: DateTime<Utc>,
+    /// One human sentence.
+    pub summary: String,
+    /// The type's own fields.
+    pub fields: Map<String, Value>,
+}
+
+/// `at` as the notices write it: RFC 3339, UTC, milliseconds.
+fn time(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+fn object(value: Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
+}
+
+fn short(digest: &str) -> &str {
+    digest.get(..SHORT_DIGEST).unwrap_or(digest)
+}
+
+impl Notice {
+    /// The body stored and delivered: `type`, `id`, `at`, `summary` and the type's fields,
+    /// one JSON object (keys in alphabetical order).
+    pub fn body(&self) -> Vec<u8> {
+        let mut body = Map::new();
+        body.insert("type".into(), self.kind.as_str().into());
+        body.insert("id".into(), self.id.clone().into());
+        body.insert("at".into(), time(self.at).into());
+        body.insert("summary".into(), self.summary.clone().into());
+        body.extend(self.fields.clone());
+        Value::Object(body).to_string().into_bytes()
+    }
+
+    /// `source`'s `destination` breaker opened at `at` (an outage begins).
+    pub fn breaker_opened(source: &str, destination: &str, at: DateTime<Utc>) -> Self {
+        let what = "opened: its deliveries wait until a probe gets an answer";
+        Self::breaker(NoticeType::BreakerOpened, what, (source, destination), at)
+    }
+
+    /// `source`'s `destination` breaker closed at `at` (a probe got an answer).
+    pub fn breaker_closed(source: &str, destination: &str, at: DateTime<Utc>) -> Self {
+        let what = "closed: deliveries flow again";
+        Self::breaker(NoticeType::BreakerClosed, what, (source, destination), at)
+    }
+
+    /// A breaker's transition of `kind`: keyed on the destination and the moment (one
+    /// transaction makes a transition, under the lock of the breaker's row).
+    fn breaker(
+        kind: NoticeType,
+        what: &str,
+        (source, destination): (&str, &str),
+        at: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            kind,
+            id: format!("{}:{source}/{destination}:{}", kind.as_str(), time(at)),
+            at,
+            summary: format!(
+                "The circuit breaker of destination {destination} (source {source}) {what}."
+            ),
+            fields: object(json!({"source": source, "destination": destination})),
+        }
+    }
+
+    /// A delivery gave up at `at`. Keyed on its row and lease: a dead letter requeued and
+    /// dead again is told again.
+    pub fn dead_lettered(dead: &DeadLetter, at: DateTime<Utc>) -> Self {
+        Self {
+            kind: NoticeType::DeliveryDeadLettered,
+            id: format!("delivery.dead_lettered:{}:{}", dead.id, dead.attempt),
+            at,
+            summary: format!(
+                "Delivery {} of event {} (source {}) to destination {} was dead-lettered \
+                 after {} attempt{}.",
+                dead.id,
+                dead.event_id,
+                dead.source,
+                dead.destination,
+                dead.attempt,
+                if dead.attempt == 1 { "" } else { "s" }
+            ),
+            fields: object(json!({
+                "source": dead.source,
+                "destination": dead.destination,
+                "event_id": dead.event_id,
+                "event_type": dead.event_type,
+                "delivery_id": dead.id,
+                "attempts": dead.attempt,
+                "last_status": dead.last_status,
+                "last_error": dead.last_error,
+            })),
+        }
+    }
+
+    /// `count` dead letters, more than `threshold`; `crossing` is the dead row that passed
+    /// it (the same while they stay over it: one notice per crossing).
+    pub fn over_threshold(threshold: u32, count: i64, crossing: i64, at: DateTime<Utc>) -> Self {
+        Self {
+            kind: NoticeType::DeadLettersOverThreshold,
+            id: format!("dead_letters.over_threshold:{crossing}"),
+            at,
+            summary: format!(
+                "{count} deliveries are dead-lettered, more than the threshold of {threshold}."
+            ),
+            fields: object(json!({
+                "dead_letters": count,
+                "threshold": threshold,
+                "crossing_delivery_id": crossing,
+            })),
+        }
+    }
+
+    /// A configuration reload was refused at `at`, for `key`: `reason`. `digest` names
+    /// what was refused (the file read and the reason): the same refusal is told once.
+    pub fn reload_refused(key: &str, reason: &str, digest: &str, at: DateTime<Utc>) -> Self {
+        Self {
+            kind: NoticeType::ReloadRefused,
+            id: format!("config.reload_refused:{}", short(digest)),
+            at,
+            summary: format!(
+                "A configuration reload was refused ({key}: {reason}); the running \
+                 configuration is unchanged."
+            ),
+            fields: object(json!({"key": key, "reason": reason})),
+        }
+    }
+
+    /// `source`'s event `event_id`, first received with a body of fingerprint `stored`,
+    /// came again with `received`: told once per different body.
+    pub fn fingerprint_mismatch(
+        source: &str,
+        event_id: &str,
+        stored: &str,
+        received: &str,
+        at: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            kind: NoticeType::FingerprintMismatch,
+            id: format!(
+                "event.fingerprint_mismatch:{source}:{event_id}:{}",
+                short(received)
+            ),
+            at,
+            summary: format!(
+                "Event {event_id} of source {source} arrived again with a different body \
+                 and was refused (422)."
+            ),
+            fields: object(json!({
+                "source": source,
+                "event_id": event_id,
+                "stored_fingerprint": stored,
+                "received_fingerprint": received,
+            })),
+        }
+    }
+
+    /// This instance's sweeper has not succeeded since `since` (more than three sweep
+    /// intervals before `at`).
+    pub fn sweeper_stalled(since: DateTime<Utc>, at: DateTime<Utc>) -> Self {
+        let stalled = (at - since).num_seconds();
+        Self {
+            kind: NoticeType::SweeperStalled,
+            id: format!("sweeper.stalled:{}", since.timestamp()),
+            at,
+            summary: format!(
+                "The sweeper has not succeeded for {stalled}s (since {}): expired rows \
+                 are not being deleted.",
+                time(since)
+            ),
+            fields: object(json!({
+                "last_success": time(since),
+                "stalled_seconds": stalled,
+            })),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(secs: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_800_000_000 + secs, 0).unwrap_or_default()
+    }
+
+    #[test]
+    fn ids_name_the_occurrence_not_the_observation() {
+        let a = Notice::fingerprint_mismatch("stripe", "evt_1", "aa", &"b".repeat(64), at(0));
+        let b = Notice::fingerprint_mismatch("stripe", "evt_1", "aa", &"b".repeat(64), at(9));
+        assert_eq!(a.id, b.id);
+        assert_eq!(
+            a.id,
+            "event.fingerprint_mismatch:stripe:evt_1:bbbbbbbbbbbbbbbb"
+        );
+        let opened = Notice::breaker_opened("stripe", "app", at(0));
+        assert_eq!(
+            opened.id,
+            "breaker.opened:stripe/app:2027-01-15T08:00:00.000Z"
+        );
+        assert_ne!(opened.id, Notice::breaker_opened("stripe", "app", at(1)).id);
+        assert_eq!(
+            Notice::sweeper_stalled(at(0), at(600)).id,
+            Notice::sweeper_stalled(at(0), at(900)).id
+        );
+    }
+
+    #[test]
+    fn the_body_leads_with_type_id_time_and_summary() {
+        let notice = Notice::over_threshold(100, 101, 42, at(0));
+        let body: Value = serde_json::from_slice(&notice.body()).unwrap_or_default();
+        assert_eq!(body["type"], "dead_letters.over_threshold");
+        assert_eq!(body["id"], "dead_letters.over_threshold:42");
+        assert_eq!(body["at"], "2027-01-15T08:00:00.000Z");
+        assert_eq!(body["dead_letters"], 101);
+        assert!(body["summary"].as_str().unwrap_or_default().contains("101"));
+    }
+}

@@ -1,0 +1,183 @@
+//! `[notices]`: where Inlet's own events go, in which form, and which of them.
+
+use crate::delivery::{DestinationFile, DestinationSettings};
+use crate::duration::span;
+use crate::error::ConfigError;
+use serde::Deserialize;
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// The source every notice is an event of. No `[[sources]]` may take the name, so no
+/// request can post to it: notices are written by Inlet alone.
+pub const SOURCE: &str = "inlet";
+/// The notices destination's name (under [`SOURCE`]).
+pub const DESTINATION: &str = "notices";
+
+/// Dead letters (of every destination but the notices one) that must be passed for a
+/// `dead_letters.over_threshold` notice.
+pub const DEFAULT_DEAD_LETTER_THRESHOLD: u32 = 100;
+/// How often each instance looks at what no transaction tells it (a stalled sweeper,
+/// the number of dead letters).
+pub const DEFAULT_CHECK_INTERVAL: &str = "30s";
+
+/// The Slack form: the stored notice is the canonical JSON; a Slack incoming webhook is
+/// sent its summary as `text` and one `mrkdwn` section block.
+pub const SLACK_TRANSFORM: &str = r#"{text: ("[Inlet] " + .summary), blocks: [{type: "section", text: {type: "mrkdwn", text: ("*" + .type + "*\n" + .summary)}}]}"#;
+
+/// What Inlet tells about itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum NoticeType {
+    BreakerOpened,
+    BreakerClosed,
+    DeliveryDeadLettered,
+    DeadLettersOverThreshold,
+    ReloadRefused,
+    FingerprintMismatch,
+    SweeperStalled,
+}
+
+impl NoticeType {
+    pub const ALL: [NoticeType; 7] = [
+        Self::BreakerOpened,
+        Self::BreakerClosed,
+        Self::DeliveryDeadLettered,
+        Self::DeadLettersOverThreshold,
+        Self::ReloadRefused,
+        Self::FingerprintMismatch,
+        Self::SweeperStalled,
+    ];
+
+    /// The event type of the notice (`breaker.opened`), as `types` names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::BreakerOpened => "breaker.opened",
+            Self::BreakerClosed => "breaker.closed",
+            Self::DeliveryDeadLettered => "delivery.dead_lettered",
+            Self::DeadLettersOverThreshold => "dead_letters.over_threshold",
+            Self::ReloadRefused => "config.reload_refused",
+            Self::FingerprintMismatch => "event.fingerprint_mismatch",
+            Self::SweeperStalled => "sweeper.stalled",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == text)
+    }
+}
+
+/// The body a notice is sent as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// The canonical JSON notice, as stored.
+    Standard,
+    /// Slack's incoming-webhook form (`text` and `blocks`), by [`SLACK_TRANSFORM`].
+    Slack,
+}
+
+/// `[notices]` as written, but for the destination's own keys (`url`, `secret`,
+/// `timeout`, retries, `breaker`, …), which the configuration hands over beside it.
+#[derive(Debug, Deserialize, Default)]
+pub struct NoticesFile {
+    format: Option<String>,
+    types: Option<Vec<String>>,
+    dead_letter_threshold: Option<u32>,
+    check_interval: Option<String>,
+}
+
+impl NoticesFile {
+    /// The keys above, for the list of keys `[notices]` accepts.
+    pub const KEYS: [&'static str; 4] =
+        ["format", "types", "dead_letter_threshold", "check_interval"];
+}
+
+/// Operational notices, validated.
+#[derive(Debug, Clone)]
+pub struct NoticeSettings {
+    /// An ordinary destination of the source [`SOURCE`], named [`DESTINATION`].
+    pub destination: DestinationSettings,
+    pub format: Format,
+    /// The notice types sent (every one unless `types` says otherwise).
+    pub types: BTreeSet<NoticeType>,
+    pub dead_letter_threshold: u32,
+    pub check_interval: Duration,
+}
+
+impl NoticeSettings {
+    pub fn sends(&self, kind: NoticeType) -> bool {
+        self.types.contains(&kind)
+    }
+}
+
+impl NoticesFile {
+    /// `[notices]` with its destination's keys (`destination`); errors name the key
+    /// (`notices.types[1]`).
+    pub fn validate(self, destination: DestinationFile) -> Result<NoticeSettings, ConfigError> {
+        let format = match self.format.as_deref() {
+            None | Some("standard") => Format::Standard,
+            Some("slack") => Format::Slack,
+            Some(other) => {
+                return Err(ConfigError::new(
+                    "notices.format",
+                    format!("'{other}' is not a format: standard or slack"),
+                ))
+            }
+        };
+        let transform =
+            match format {
+                Format::Standard => None,
+                Format::Slack => Some(crate::jq::compile(SLACK_TRANSFORM).map_err(|e| {
+                    ConfigError::new("notices.format", format!("the Slack form: {e}"))
+                })?),
+            };
+        let destination = destination.validate_own("notices", DESTINATION, transform)?;
+        let threshold = self
+            .dead_letter_threshold
+            .unwrap_or(DEFAULT_DEAD_LETTER_THRESHOLD);
+        if threshold == 0 {
+            return Err(ConfigError::new(
+                "notices.dead_letter_threshold",
+                "must be at least 1 (delivery.dead_lettered tells of every dead letter)",
+            ));
+        }
+        let check_interval = span(
+            "notices.check_interval",
+            self.check_interval.as_deref(),
+            DEFAULT_CHECK_INTERVAL,
+        )?;
+        if check_interval.is_zero() {
+            return Err(ConfigError::new(
+                "notices.check_interval",
+                "must be longer than 0",
+            ));
+        }
+        Ok(NoticeSettings {
+            destination,
+            format,
+            types: parse_types(self.types)?,
+            dead_letter_threshold: threshold,
+            check_interval,
+        })
+    }
+}
+
+/// `types`: every type when absent; each entry a known type, once.
+fn parse_types(types: Option<Vec<String>>) -> Result<BTreeSet<NoticeType>, ConfigError> {
+    let Some(types) = types else {
+        return Ok(NoticeType::ALL.into_iter().collect());
+    };
+    let mut parsed = BTreeSet::new();
+    for (i, text) in types.iter().enumerate() {
+        let key = format!("notices.types[{i}]");
+        let kind = NoticeType::parse(text).ok_or_else(|| {
+            let known: Vec<&str> = NoticeType::ALL.iter().map(|t| t.as_str()).collect();
+            ConfigError::new(
+                &key,
+                format!("'{text}' is not a notice type: {}", known.join(", ")),
+            )
+        })?;
+        if !parsed.insert(kind) {
+            return Err(ConfigError::new(key, format!("'{text}' is listed twice")));
+        }
+    }
+    Ok(parsed)
+}

@@ -1,0 +1,380 @@
+//! Operational notices: Inlet's own events (a breaker opened or closed, a dead letter,
+//! dead letters over a threshold, a fingerprint mismatch, a refused reload) delivered to
+//! the `[notices]` destination like any event — signed, once each — in the standard or
+//! the Slack form, only the types turned on, and never about the notices destination
+//! itself.
+
+use crate::helpers::{
+    eventually, spawn_app_with, stripe_event, verifies_as_standard_webhook, Backend, TestApp,
+    TestOptions,
+};
+use crate::on_both_backends;
+use diesel::prelude::*;
+use inlet::db::schema::events;
+use serde_json::Value;
+use std::time::Duration;
+use wiremock::matchers::method;
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+on_both_backends!(
+    a_breaker_opening_and_closing_is_told_once_each_and_signed,
+    dead_letters_are_told_each_and_once_over_the_threshold,
+    a_type_turned_off_is_not_sent,
+    the_slack_form_sends_text_and_blocks,
+    a_failing_notices_destination_tells_nothing_of_itself,
+    a_fingerprint_mismatch_is_told_once_per_different_body,
+    a_refused_reload_is_told,
+    a_stalled_sweeper_is_told_once,
+);
+
+const APP_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const NOTICES_SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+
+/// A server answering every POST with `status`.
+async fn answering(status: u16) -> MockServer {
+    let server = MockServer::start().await;
+    answer(&server, status).await;
+    server
+}
+
+async fn answer(server: &MockServer, status: u16) {
+    server.reset().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(status))
+        .mount(server)
+        .await;
+}
+
+/// An Inlet delivering the stripe source to `app` (with `app_extra` lines) and its
+/// notices to `notices` (with `notices_extra` lines under `[notices]`).
+async fn app_with_notices(
+    backend: Backend,
+    app: &MockServer,
+    app_extra: &str,
+    notices: &MockServer,
+    notices_extra: &str,
+    config_file: bool,
+) -> TestApp {
+    let options = TestOptions {
+        config_file,
+        ..Default::default()
+    };
+    app_with_notices_and(backend, (app, app_extra), (notices, notices_extra), options).await
+}
+
+/// [`app_with_notices`] with more `options`.
+async fn app_with_notices_and(
+    backend: Backend,
+    (app, app_extra): (&MockServer, &str),
+    (notices, notices_extra): (&MockServer, &str),
+    options: TestOptions,
+) -> TestApp {
+    let notices_table = format!(
+        "[notices]\nurl = \"{}/inlet\"\nsecret = \"{NOTICES_SECRET}\"\n\
+         retry_base = \"20ms\"\nretry_cap = \"100ms\"\n{notices_extra}\n",
+        notices.uri()
+    );
+    let options = TestOptions {
+        destination: Some(format!(
+            "url = \"{}/events\"\nsecret = \"{APP_SECRET}\"\nname = \"app\"\n\
+             retry_base = \"20ms\"\nretry_cap = \"100ms\"\n{app_extra}",
+            app.uri()
+        )),
+        clock_stopped: true,
+        // Top-level tables before `[server]`; the harness takes a static string.
+        operators: Box::leak(notices_table.into_boxed_str()),
+        ..options
+    };
+    spawn_app_with(backend, options).await
+}
+
+/// Every notice the notices destination received, as JSON, in arrival order.
+async fn received(server: &MockServer) -> Vec<Value> {
+    (server.received_requests().await.unwrap_or_default())
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).unwrap_or(Value::Null))
+        .collect()
+}
+
+/// The notices received of `kind`.
+async fn of_type(server: &MockServer, kind: &str) -> Vec<Value> {
+    let all = received(server).await;
+    all.into_iter().filter(|n| n["type"] == kind).collect()
+}
+
+/// Waits for a notice of `kind`, gives the dispatcher time to send a second one, and
+/// returns the one there is.
+async fn told_once(server: &MockServer, kind: &str) -> Value {
+    eventually(&format!("a {kind} notice"), || async {
+        !of_type(server, kind).await.is_empty()
+    })
+    .await;
+    let_it_poll().await;
+    let mut told = of_type(server, kind).await;
+    assert_eq!(told.len(), 1, "{kind} told once: {told:?}");
+    told.remove(0)
+}
+
+/// Gives the dispatcher (polling every 50 ms) time to send what it should not.
+async fn let_it_poll() {
+    tokio::time::sleep(Duration::from_millis(600)).await;
+}
+
+async fn post(app: &TestApp, id: &str) {
+    app.post_stripe(&stripe_event(id, "charge.succeeded", &format!("ch_{id}")))
+        .await
+        .assert_status(200);
+}
+
+/// The event ids stored under the source `inlet`.
+async fn notice_ids(app: &TestApp) -> Vec<String> {
+    app.with_conn(|c| {
+        events::table
+            .filter(events::source.eq("inlet"))
+            .select(events::event_id)
+            .load(c)
+    })
+    .await
+}
+
+async fn a_breaker_opening_and_closing_is_told_once_each_and_signed(backend: Backend) {
+    let app_server = answering(500).await;
+    let notices = answering(200).await;
+    let breaker = "breaker = { failures = 3, cooldown = \"30s\" }";
+    let app = app_with_notices(backend, &app_server, breaker, &notices, "", false).await;
+    for n in 0..3 {
+        post(&app, &format!("evt_breaker_{n}")).await;
+    }
+    let opened = told_once(&notices, "breaker.opened").await;
+    assert_eq!(opened["destination"], "app");
+    assert_eq!(opened["source"], "stripe");
+    assert!(opened["summary"]
+        .as_str()
+        .is_some_and(|s| s.contains("app")));
+    let requests = notices.received_requests().await.unwrap_or_default();
+    assert!(
+        verifies_as_standard_webhook(NOTICES_SECRET, &requests[0]),
+        "signed with the notices secret"
+    );
+    assert!(!verifies_as_standard_webhook(APP_SECRET, &requests[0]));
+    let key = requests[0].headers.get("idempotency-key").cloned();
+    let key = key.and_then(|v| v.to_str().ok().map(str::to_owned));
+    assert_eq!(
+        key,
+        Some(format!("inlet:{}", opened["id"].as_str().unwrap_or("-")))
+    );
+
+    // The application recovers: the probe after the cool-down closes the breaker.
+    answer(&app_server, 200).await;
+    app.clock.advance(chrono::Duration::seconds(31));
+    told_once(&notices, "breaker.closed").await;
+    assert_eq!(of_type(&notices, "breaker.opened").await.len(), 1);
+    assert_eq!(received(&notices).await.len(), 2, "nothing else was told");
+}
+
+async fn dead_letters_are_told_each_and_once_over_the_threshold(backend: Backend) {
+    let app_server = answering(400).await;
+    let notices = answering(200).await;
+    let extra = "dead_letter_threshold = 2\ncheck_interval = \"100ms\"";
+    let app = app_with_notices(backend, &app_server, "", &notices, extra, false).await;
+    post(&app, "evt_dead_0").await;
+    let dead = told_once(&notices, "delivery.dead_lettered").await;
+    assert_eq!(dead["event_id"], "evt_dead_0");
+    assert_eq!(dead["destination"], "app");
+    assert_eq!(dead["source"], "stripe");
+    assert_eq!(dead["last_status"], 400);
+    assert!(dead["delivery_id"].is_i64(), "{dead}");
+    assert!(of_type(&notices, "dead_letters.over_threshold")
+        .await
+        .is_empty());
+
+    // Passing the threshold of 2 is told once, however many dead letters follow.
+    for n in 1..5 {
+        post(&app, &format!("evt_dead_{n}")).await;
+    }
+    eventually("every dead letter told, and the threshold", || async {
+        of_type(&notices, "delivery.dead_lettered").await.len() == 5
+            && !of_type(&notices, "dead_letters.over_threshold")
+                .await
+                .is_empty()
+    })
+    .await;
+    let_it_poll().await;
+    let over = of_type(&notices, "dead_letters.over_threshold").await;
+    assert_eq!(over.len(), 1, "{over:?}");
+    assert_eq!(over[0]["threshold"], 2);
+    assert!(over[0]["dead_letters"].as_i64().is_some_and(|n| n >= 3));
+    assert_eq!(of_type(&notices, "delivery.dead_lettered").await.len(), 5);
+}
+
+async fn a_type_turned_off_is_not_sent(backend: Backend) {
+    let app_server = answering(400).await;
+    let notices = answering(200).await;
+    let extra = "types = [\"breaker.opened\", \"breaker.closed\"]";
+    let app = app_with_notices(backend, &app_server, "", &notices, extra, false).await;
+    post(&app, "evt_off").await;
+    eventually("the delivery to die", || async {
+        let dead = app.admin("/admin/deliveries?status=dead", None, None).await;
+        dead.json()["deliveries"]
+            .as_array()
+            .is_some_and(|d| !d.is_empty())
+    })
+    .await;
+    let_it_poll().await;
+    assert!(received(&notices).await.is_empty());
+    assert!(notice_ids(&app).await.is_empty(), "nothing written either");
+}
+
+async fn the_slack_form_sends_text_and_blocks(backend: Backend) {
+    let app_server = answering(400).await;
+    let notices = answering(200).await;
+    let app = app_with_notices(
+        backend,
+        &app_server,
+        "",
+        &notices,
+        "format = \"slack\"",
+        false,
+    )
+    .await;
+    post(&app, "evt_slack").await;
+    eventually("a notice in the Slack form", || async {
+        !received(&notices).await.is_empty()
+    })
+    .await;
+    let slack = &received(&notices).await[0];
+    let text = slack["text"].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("[Inlet] ") && text.contains("evt_slack"),
+        "{slack}"
+    );
+    assert_eq!(slack["blocks"][0]["type"], "section");
+    assert_eq!(slack["blocks"][0]["text"]["type"], "mrkdwn");
+    let block = slack["blocks"][0]["text"]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(block.starts_with("*delivery.dead_lettered*\n"), "{block}");
+    assert!(slack.get("type").is_none(), "only Slack's keys: {slack}");
+    // What is stored stays the canonical notice.
+    let ids = notice_ids(&app).await;
+    assert_eq!(ids.len(), 1);
+    let stored = app
+        .admin(&format!("/admin/events/inlet/{}", ids[0]), None, None)
+        .await;
+    stored.assert_status(200);
+    assert_eq!(
+        stored.json()["event"]["event_type"],
+        "delivery.dead_lettered",
+        "{}",
+        stored.text()
+    );
+}
+
+async fn a_failing_notices_destination_tells_nothing_of_itself(backend: Backend) {
+    let app_server = answering(400).await;
+    let notices = answering(500).await;
+    let extra = "max_attempts = 1\nbreaker = { failures = 1, cooldown = \"30s\" }";
+    let app = app_with_notices(backend, &app_server, "", &notices, extra, false).await;
+    post(&app, "evt_loop").await;
+    eventually("the notice's one attempt", || async {
+        !received(&notices).await.is_empty()
+    })
+    .await;
+    eventually("the notices breaker to open", || async {
+        crate::helpers::gate(&app, "notices").await["breaker"] == "open"
+    })
+    .await;
+    // Its breaker opened and its notice is dead: neither is told.
+    app.clock.advance(chrono::Duration::seconds(60));
+    let_it_poll().await;
+    let ids = notice_ids(&app).await;
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    assert!(ids[0].starts_with("delivery.dead_lettered:"), "{ids:?}");
+    assert_eq!(received(&notices).await.len(), 1);
+}
+
+async fn a_fingerprint_mismatch_is_told_once_per_different_body(backend: Backend) {
+    let app_server = answering(200).await;
+    let notices = answering(200).await;
+    let app = app_with_notices(backend, &app_server, "", &notices, "", false).await;
+    let first = stripe_event("evt_fp", "charge.succeeded", "ch_1");
+    let other = stripe_event("evt_fp", "charge.succeeded", "ch_2");
+    app.post_stripe(&first).await.assert_status(200);
+    for _ in 0..3 {
+        app.post_stripe(&other).await.assert_status(422);
+    }
+    let told = told_once(&notices, "event.fingerprint_mismatch").await;
+    assert_eq!(told["event_id"], "evt_fp");
+    assert_eq!(told["source"], "stripe");
+    assert_eq!(
+        told["received_fingerprint"],
+        inlet::ingest::fingerprint(&other)
+    );
+    assert_eq!(
+        told["stored_fingerprint"],
+        inlet::ingest::fingerprint(&first)
+    );
+    // A third body is another mismatch.
+    let third = stripe_event("evt_fp", "charge.succeeded", "ch_3");
+    app.post_stripe(&third).await.assert_status(422);
+    eventually("a second mismatch notice", || async {
+        of_type(&notices, "event.fingerprint_mismatch").await.len() == 2
+    })
+    .await;
+    // Nobody can post as `inlet`: only Inlet writes notices.
+    let answer = app
+        .post_webhook("inlet", b"{}", crate::helpers::NO_HEADERS)
+        .await;
+    answer.assert_status(404);
+}
+
+async fn a_refused_reload_is_told(backend: Backend) {
+    let app_server = answering(200).await;
+    let notices = answering(200).await;
+    let app = app_with_notices(backend, &app_server, "", &notices, "", true).await;
+    let path = app.config_path.clone().expect("a configuration file");
+    let text = std::fs::read_to_string(&path).expect("the configuration");
+    app.write_config(&text.replace("poll_interval = \"50ms\"", "poll_interval = \"60ms\""));
+    app.reload().await.assert_status(422);
+    app.reload().await.assert_status(422);
+    let told = told_once(&notices, "config.reload_refused").await;
+    assert_eq!(told["key"], "delivery.poll_interval");
+}
+
+async fn a_stalled_sweeper_is_told_once(backend: Backend) {
+    let app_server = answering(200).await;
+    let notices = answering(200).await;
+    let options = TestOptions {
+        sweep_interval: Some("1h"),
+        ..Default::default()
+    };
+    let extra = "check_interval = \"100ms\"";
+    let app = app_with_notices_and(backend, (&app_server, ""), (&notices, extra), options).await;
+    let started = app.now();
+    // The first sweep runs at once; the next only in an hour. Three intervals later (on
+    // the test's clock) the sweeper has stalled. Should the first sweep have finished only
+    // after the clock moved, move it again.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for _ in 0..5 {
+        app.clock.advance(chrono::Duration::hours(4));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if !of_type(&notices, "sweeper.stalled").await.is_empty() {
+            break;
+        }
+    }
+    let told = told_once(&notices, "sweeper.stalled").await;
+    let last = told["last_success"].as_str().unwrap_or_default();
+    let last = chrono::DateTime::parse_from_rfc3339(last).expect("an RFC 3339 time");
+    assert!(last.timestamp() >= started.timestamp(), "{told}");
+    assert!(
+        told["stalled_seconds"]
+            .as_i64()
+            .is_some_and(|s| s >= 4 * 3600),
+        "{told}"
+    );
+    assert_eq!(
+        told["id"],
+        format!("sweeper.stalled:{}", last.timestamp()),
+        "keyed on the last success"
+    );
+}
