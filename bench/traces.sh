@@ -162,7 +162,7 @@ for backend in $BACKENDS; do
     [ "$traced" = off ] && cpu_off=$c
     label="tracing $traced"
     [ "$traced" = before ] && label="before tracing existed"
-    printf '  %-22s %11.0f %7.2f %7.2f %9s %10s %9.0f µs   %s\n' "$label" "$r" "$a" "$b" "$(ratio "$r" "$base")" "$(ratio "$r" "$ceiling")" "$c" "${rate[$traced]}"
+    printf '  %-22s %11.0f %7.2f %7.2f %9s %10s %9.0f µs   %s\n' "$label" "$r" "$a" "$b" "$(ratio "$r" "$base")" "$(ratio "$r" "$ceiling")" "$c" "$(python3 -c 'import sys; print(" ".join(f"{float(x):.0f}" for x in sys.argv[1:]))' ${rate[$traced]})"
   done
   python3 -c "import sys; print(f'  full tracing costs {float(sys.argv[1]) - float(sys.argv[2]):+.0f} µs of server CPU per webhook')" "$c" "$cpu_off"
   unset rate p50 p99 cpu
