@@ -79,44 +79,11 @@ sweeper = false
 name = "stripe"
 scheme = "stripe"
 secrets = ["$SECRET"]
-$4
+${4:-}
 TOML
   echo "$work/$1.toml"
 }
 
-# ingest BACKEND SETTING COUNT LINES: accepted/s, p50, p99 of one ingest run, and the
-# server's CPU time per accepted webhook in microseconds (its own work, whatever else the
-# machine runs: the steadier figure on a small, shared machine).
-ingest() {
-  local url cfg out="$work/$1-$2.json" before after
-  url=$(fresh "$1" "$2")
-  cfg=$(config "$2" "$url" false "$(destinations "$3" "$4")")
-  serve "$cfg"
-  before=$(cpu_ticks "$server")
-  "$bin" bench --json --config "$cfg" --concurrency 64 --duration "$DURATION" >"$out"
-  after=$(cpu_ticks "$server")
-  stop
-  echo "$(field "$out" accepted_per_sec) $(field "$out" latency_ms p50) $(field "$out" latency_ms p99)" \
-    "$(python3 -c "import os,sys; print(round((int(sys.argv[2]) - int(sys.argv[1])) / os.sysconf('SC_CLK_TCK') * 1e6 / max(int(sys.argv[3]), 1)))" "$before" "$after" "$(field "$out" accepted)")"
-}
-
-# drain BACKEND SETTING FILLED_URL LINES: deliveries/s of `inlet deliver --once` on a copy.
-drain() {
-  local url cfg started seconds delivered
-  case $1 in
-    postgres)
-      psql "$PG_ADMIN" -qc "CREATE DATABASE ${db}_$2 TEMPLATE ${db}_fill"
-      url="${PG_ADMIN%/*}/${db}_$2" ;;
-    sqlite) cp "${3#sqlite://}" "$work/$2.db"; url="sqlite://$work/$2.db" ;;
-  esac
-  cfg=$(config "$2" "$url" true "$(destinations 1 "$4")")
-  started=$(date +%s.%N)
-  "$bin" deliver --once --config "$cfg" >"$work/deliver-$1-$2.log" 2>&1
-  seconds=$(python3 -c "import sys,time; print(time.time() - float(sys.argv[1]))" "$started")
-  delivered=$(sql "$1" "$url" "SELECT count(*) FROM deliveries WHERE status = 'delivered'")
-  [ "$delivered" != 0 ] || { tail -5 "$work/deliver-$1-$2.log" >&2; echo "nothing delivered ($1, $2)" >&2; exit 1; }
-  python3 -c "import sys; d, s = int(sys.argv[1]), float(sys.argv[2]); print(f'{d} {s:.2f} {d / s:.0f}')" "$delivered" "$seconds"
-}
 
 sink_cfg=$(config sink "sqlite://$work/sink.db" false "")
 INLET_LOG=warn "$bin" bench --config "$sink_cfg" --sink "127.0.0.1:$((PORT_BASE + 10))" \
@@ -138,9 +105,11 @@ for backend in $BACKENDS; do
   printf '  %-30s %11s %7s %7s %9s %10s %12s\n' ingest accepted/s "p50 ms" "p99 ms" "vs plain" "of ceiling" "server CPU"
   for pair in "1 plain1 filter1" "5 plain5 filter5"; do
     read -r count plain filtered <<<"$pair"
-    read -r base p50 p99 cpu_base < <(ingest "$backend" "$plain" "$count" "")
+    ingest "$backend" "$plain" "$(destinations "$count" "")" >"$work/result"
+    read -r base p50 p99 cpu_base <"$work/result"
     printf '  %-30s %11.0f %7.2f %7.2f %9s %10s %9s µs\n' "$plain ($count destination(s))" "$base" "$p50" "$p99" "1.00x" "$(ratio "$base" "$ceiling")" "$cpu_base"
-    read -r rate p50 p99 cpu < <(ingest "$backend" "$filtered" "$count" "filter = '$FILTER'")
+    ingest "$backend" "$filtered" "$(destinations "$count" "filter = '$FILTER'")" >"$work/result"
+    read -r rate p50 p99 cpu <"$work/result"
     printf '  %-30s %11.0f %7.2f %7.2f %9s %10s %9s µs (+%s)\n' "$filtered ($count filter(s) each)" "$rate" "$p50" "$p99" "$(ratio "$rate" "$base")" "$(ratio "$rate" "$ceiling")" "$cpu" "$((cpu - cpu_base))"
   done
   filled=$(fresh "$backend" fill)
@@ -149,8 +118,10 @@ for backend in $BACKENDS; do
   "$bin" bench --config "$cfg" --concurrency 64 --duration "$FILL" >/dev/null
   stop
   printf '  %-34s %10s %8s %12s %9s\n' drain delivered seconds deliveries/s "vs plain"
-  read -r delivered seconds base < <(drain "$backend" drain_plain "$filled" "")
+  drain "$backend" drain_plain "$filled" "$(destinations 1 "")" >"$work/result"
+  read -r delivered seconds base <"$work/result"
   printf '  %-34s %10s %8s %12s %9s\n' "plain" "$delivered" "$seconds" "$base" "1.00x"
-  read -r delivered seconds rate < <(drain "$backend" drain_transform "$filled" "transform = '$TRANSFORM'")
+  drain "$backend" drain_transform "$filled" "$(destinations 1 "transform = '$TRANSFORM'")" >"$work/result"
+  read -r delivered seconds rate <"$work/result"
   printf '  %-34s %10s %8s %12s %9s\n' "transform" "$delivered" "$seconds" "$rate" "$(ratio "$rate" "$base")"
 done

@@ -55,3 +55,42 @@ ratio() { python3 -c "import sys; print(f'{float(sys.argv[1]) / max(float(sys.ar
 
 # cpu_ticks PID: the process's user and system CPU time so far, in clock ticks.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# ingest BACKEND NAME CONFIG_ARG: accepted/s, p50, p99 of `inlet serve` (dispatcher off,
+# configured by `config NAME URL false CONFIG_ARG`) loaded at concurrency 64 for DURATION
+# on a fresh database, and the server's CPU time per accepted webhook in microseconds (its
+# own work, whatever else the machine runs: the steadier figure on a small, shared
+# machine). Call it in the script's own shell (not in `$(…)` or `< <(…)`): its server is
+# then the one the exit trap stops.
+ingest() {
+  local url cfg out="$work/$1-$2.json" before after
+  url=$(fresh "$1" "$2")
+  cfg=$(config "$2" "$url" false "$3")
+  serve "$cfg"
+  before=$(cpu_ticks "$server")
+  "$bin" bench --json --config "$cfg" --concurrency 64 --duration "$DURATION" >"$out"
+  after=$(cpu_ticks "$server")
+  stop
+  echo "$(field "$out" accepted_per_sec) $(field "$out" latency_ms p50) $(field "$out" latency_ms p99)" \
+    "$(python3 -c "import os,sys; print(round((int(sys.argv[2]) - int(sys.argv[1])) / os.sysconf('SC_CLK_TCK') * 1e6 / max(int(sys.argv[3]), 1)))" "$before" "$after" "$(field "$out" accepted)")"
+}
+
+# drain BACKEND NAME FILLED_URL CONFIG_ARG: delivered, seconds and deliveries/s of `inlet
+# deliver --once` (configured by `config NAME URL true CONFIG_ARG`) on a copy of the
+# filled database (PostgreSQL: the database ${db}_fill, as a template).
+drain() {
+  local url cfg started seconds delivered
+  case $1 in
+    postgres)
+      psql "$PG_ADMIN" -qc "CREATE DATABASE ${db}_$2 TEMPLATE ${db}_fill"
+      url="${PG_ADMIN%/*}/${db}_$2" ;;
+    sqlite) cp "${3#sqlite://}" "$work/$2.db"; url="sqlite://$work/$2.db" ;;
+  esac
+  cfg=$(config "$2" "$url" true "$4")
+  started=$(date +%s.%N)
+  "$bin" deliver --once --config "$cfg" >"$work/deliver-$1-$2.log" 2>&1
+  seconds=$(python3 -c "import sys,time; print(time.time() - float(sys.argv[1]))" "$started")
+  delivered=$(sql "$1" "$url" "SELECT count(*) FROM deliveries WHERE status = 'delivered'")
+  [ "$delivered" != 0 ] || { tail -5 "$work/deliver-$1-$2.log" >&2; echo "nothing delivered ($1, $2)" >&2; exit 1; }
+  python3 -c "import sys; d, s = int(sys.argv[1]), float(sys.argv[2]); print(f'{d} {s:.2f} {d / s:.0f}')" "$delivered" "$seconds"
+}

@@ -69,6 +69,24 @@ fn one<'a>(spans: &'a [ReceivedSpan], name: &str) -> &'a ReceivedSpan {
     found[0]
 }
 
+/// Posts a stripe webhook signed now, with `traceparent`.
+async fn post_traced(app: &TestApp, body: &[u8], traceparent: &str) -> crate::helpers::Reply {
+    let signature = crate::helpers::stripe_signature(STRIPE_SECRET, body, app.now().timestamp());
+    let headers = [
+        ("Stripe-Signature", signature),
+        ("traceparent", traceparent.to_owned()),
+    ];
+    app.post_webhook("stripe", body, &headers).await
+}
+
+/// Waits until the application has received `n` requests.
+async fn received(app: &MockServer, n: usize) {
+    eventually("the deliveries", || async {
+        app.received_requests().await.unwrap_or_default().len() == n
+    })
+    .await;
+}
+
 /// The `traceparent` each request to the application carried.
 async fn traceparents(app: &MockServer) -> Vec<Option<String>> {
     let requests = app.received_requests().await.unwrap_or_default();
@@ -206,12 +224,7 @@ async fn a_senders_traceparent_is_continued(backend: Backend) {
     let caller_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
     let caller_span = "00f067aa0ba902b7";
     let body = stripe_event("evt_continued", "charge.succeeded", "ch_1");
-    let signature = crate::helpers::stripe_signature(STRIPE_SECRET, &body, app.now().timestamp());
-    let headers = [
-        ("Stripe-Signature", signature),
-        ("traceparent", format!("00-{caller_trace}-{caller_span}-01")),
-    ];
-    app.post_webhook("stripe", &body, &headers)
+    post_traced(&app, &body, &format!("00-{caller_trace}-{caller_span}-01"))
         .await
         .assert_status(200);
 
@@ -238,12 +251,7 @@ async fn a_senders_traceparent_is_continued(backend: Backend) {
 
     // A malformed traceparent is ignored: a new trace, and the webhook is accepted.
     let body = stripe_event("evt_malformed_parent", "charge.succeeded", "ch_2");
-    let signature = crate::helpers::stripe_signature(STRIPE_SECRET, &body, app.now().timestamp());
-    let headers = [
-        ("Stripe-Signature", signature),
-        ("traceparent", "00-zz-not-a-trace".to_owned()),
-    ];
-    app.post_webhook("stripe", &body, &headers)
+    post_traced(&app, &body, "00-zz-not-a-trace")
         .await
         .assert_status(200);
     let spans = spans_until(&receiver, "the second webhook's span", |spans| {
@@ -340,26 +348,14 @@ async fn nothing_is_exported_or_sent_on_when_tracing_is_off(backend: Backend) {
     let app_server = application(200).await;
     let app = traced_app(backend, &app_server, None).await;
     let body = stripe_event("evt_untraced", "charge.succeeded", "ch_untraced");
-    let signature = crate::helpers::stripe_signature(STRIPE_SECRET, &body, app.now().timestamp());
-    let headers = [
-        ("Stripe-Signature", signature),
-        (
-            "traceparent",
-            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_owned(),
-        ),
-    ];
-    app.post_webhook("stripe", &body, &headers)
-        .await
-        .assert_status(200);
-    eventually("the delivery", || async {
-        app_server
-            .received_requests()
-            .await
-            .unwrap_or_default()
-            .len()
-            == 1
-    })
-    .await;
+    post_traced(
+        &app,
+        &body,
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+    )
+    .await
+    .assert_status(200);
+    received(&app_server, 1).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(receiver.exports().await, 0, "no span exported");
     assert_eq!(
@@ -379,15 +375,7 @@ async fn an_unsampled_trace_exports_nothing_and_still_propagates(backend: Backen
     let app = traced_app(backend, &app_server, Some(receiver.telemetry(0.0))).await;
     let body = stripe_event("evt_unsampled", "charge.succeeded", "ch_unsampled");
     app.post_stripe(&body).await.assert_status(200);
-    eventually("the delivery", || async {
-        app_server
-            .received_requests()
-            .await
-            .unwrap_or_default()
-            .len()
-            == 1
-    })
-    .await;
+    received(&app_server, 1).await;
     // Wait past several export intervals.
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(
