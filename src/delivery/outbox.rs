@@ -562,6 +562,23 @@ pub struct SettledGroup {
     pub after_commit: AfterCommit,
 }
 
+/// Tells `watcher` of a settlement's changes in a savepoint of its transaction: when its
+/// writes fail, they alone are undone — logged — and the settlement commits all the same
+/// (a notice is never worth a delivery sent twice, or a breaker that does not open).
+fn tell_watcher(
+    conn: &mut DbConnection,
+    watcher: &dyn SettleWatcher,
+    changes: &SettledChanges<'_>,
+) -> AfterCommit {
+    match conn.transaction(|conn| watcher.settled(conn, changes)) {
+        Ok(after_commit) => after_commit,
+        Err(error) => {
+            tracing::error!(%error, "the settlement's notices could not be written; the settlement stands");
+            AfterCommit::default()
+        }
+    }
+}
+
 /// [`settle_all`], applying in the same transaction the attempts' bearing on their
 /// destinations' breakers (`observed`, at `now`), and telling `watcher` (in that
 /// transaction too) which breakers changed and which rows went dead.
@@ -605,7 +622,7 @@ pub fn settle_observed(
             now,
         };
         let after_commit = match watcher {
-            Some(watcher) if !changes.is_empty() => watcher.settled(conn, &changes)?,
+            Some(watcher) if !changes.is_empty() => tell_watcher(conn, watcher, &changes),
             _ => AfterCommit::default(),
         };
         Ok::<_, diesel::result::Error>((kept, transitions, after_commit))

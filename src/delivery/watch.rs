@@ -45,9 +45,9 @@ impl AfterCommit {
 
 /// Watches what settling deliveries changes, inside the settling transaction.
 pub trait SettleWatcher: Send + Sync {
-    /// Called in the settling transaction when it changed a breaker or dead-lettered a
-    /// row; an error rolls the whole settlement back (the leases expire, the rows are
-    /// sent again).
+    /// Called in the settling transaction (in a savepoint of it) when it changed a
+    /// breaker or dead-lettered a row; an error undoes only this call's writes, and the
+    /// settlement commits.
     fn settled(
         &self,
         conn: &mut DbConnection,

@@ -108,7 +108,7 @@ impl Notice {
                 "delivery_id": dead.id,
                 "attempts": dead.attempt,
                 "last_status": dead.last_status,
-                "last_error": dead.last_error,
+                "last_error": dead.last_error.as_deref().map(error_kind),
             })),
         }
     }
@@ -134,6 +134,7 @@ impl Notice {
     /// A configuration reload was refused at `at`, for `key`: `reason`. `digest` names
     /// what was refused (the file read and the reason): the same refusal is told once.
     pub fn reload_refused(key: &str, reason: &str, digest: &str, at: DateTime<Utc>) -> Self {
+        let reason = first_line(reason);
         Self {
             kind: NoticeType::ReloadRefused,
             id: format!("config.reload_refused:{}", short(digest)),
@@ -147,7 +148,8 @@ impl Notice {
     }
 
     /// `source`'s event `event_id`, first received with a body of fingerprint `stored`,
-    /// came again with `received`: told once per different body.
+    /// came again with `received`: told once per event id, however many other bodies come
+    /// (a sender holding a static credential cannot flood the notices).
     pub fn fingerprint_mismatch(
         source: &str,
         event_id: &str,
@@ -157,10 +159,7 @@ impl Notice {
     ) -> Self {
         Self {
             kind: NoticeType::FingerprintMismatch,
-            id: format!(
-                "event.fingerprint_mismatch:{source}:{event_id}:{}",
-                short(received)
-            ),
+            id: format!("event.fingerprint_mismatch:{source}:{}", id_part(event_id)),
             at,
             summary: format!(
                 "Event {event_id} of source {source} arrived again with a different body \
@@ -196,6 +195,34 @@ impl Notice {
     }
 }
 
+/// The kind of a stored delivery error, without what follows it: `HTTP 503` of
+/// `HTTP 503: {the answer's start}`, `connection refused` of `connection refused
+/// (host:port): {causes}`. The answer may echo the payload, the address is internal.
+fn error_kind(error: &str) -> &str {
+    error.split([':', '(']).next().unwrap_or_default().trim()
+}
+
+/// A refusal's reason as a notice carries it: its first line, at most 200 characters. A
+/// TOML parse error goes on to quote the offending line, which may hold a secret.
+fn first_line(reason: &str) -> String {
+    reason
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .take(200)
+        .collect()
+}
+
+/// An event id as a notice id quotes it: itself up to 128 bytes, else its SHA-256 (the
+/// notice id stays within the 255 bytes an event id may have).
+fn id_part(event_id: &str) -> String {
+    match event_id.len() {
+        0..=128 => event_id.to_owned(),
+        _ => format!("sha256:{}", crate::ingest::fingerprint(event_id.as_bytes())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,12 +234,12 @@ mod tests {
     #[test]
     fn ids_name_the_occurrence_not_the_observation() {
         let a = Notice::fingerprint_mismatch("stripe", "evt_1", "aa", &"b".repeat(64), at(0));
-        let b = Notice::fingerprint_mismatch("stripe", "evt_1", "aa", &"b".repeat(64), at(9));
-        assert_eq!(a.id, b.id);
-        assert_eq!(
-            a.id,
-            "event.fingerprint_mismatch:stripe:evt_1:bbbbbbbbbbbbbbbb"
-        );
+        let b = Notice::fingerprint_mismatch("stripe", "evt_1", "aa", &"c".repeat(64), at(9));
+        assert_eq!(a.id, b.id, "one notice per event id, whatever the bodies");
+        assert_eq!(a.id, "event.fingerprint_mismatch:stripe:evt_1");
+        let long = Notice::fingerprint_mismatch("stripe", &"e".repeat(255), "aa", "bb", at(0));
+        assert!(long.id.len() <= 255, "{}", long.id);
+        assert!(long.id.contains(":sha256:"), "{}", long.id);
         let opened = Notice::breaker_opened("stripe", "app", at(0));
         assert_eq!(
             opened.id,
@@ -223,6 +250,22 @@ mod tests {
             Notice::sweeper_stalled(at(0), at(600)).id,
             Notice::sweeper_stalled(at(0), at(900)).id
         );
+    }
+
+    #[test]
+    fn a_notice_carries_no_answer_text_and_no_quoted_line() {
+        assert_eq!(error_kind("HTTP 400: {\"card\":\"4242\"}"), "HTTP 400");
+        assert_eq!(
+            error_kind("connection refused (10.0.0.7:443): tcp connect error"),
+            "connection refused"
+        );
+        let refused = Notice::reload_refused(
+            "config",
+            "TOML parse error at line 3, column 10\n3 | secret = whsec_leaked\n",
+            "d",
+            at(0),
+        );
+        assert!(!refused.body().windows(6).any(|w| w == b"leaked"));
     }
 
     #[test]

@@ -21,8 +21,9 @@ pub const DEFAULT_DEAD_LETTER_THRESHOLD: u32 = 100;
 pub const DEFAULT_CHECK_INTERVAL: &str = "30s";
 
 /// The Slack form: the stored notice is the canonical JSON; a Slack incoming webhook is
-/// sent its summary as `text` and one `mrkdwn` section block.
-pub const SLACK_TRANSFORM: &str = r#"{text: ("[Inlet] " + .summary), blocks: [{type: "section", text: {type: "mrkdwn", text: ("*" + .type + "*\n" + .summary)}}]}"#;
+/// sent its summary as `text` and one `mrkdwn` section block, `&`, `<` and `>` escaped
+/// as Slack asks (an event id is the sender's text: `<!channel>` must not ping anyone).
+pub const SLACK_TRANSFORM: &str = r#"(.summary | gsub("&"; "&amp;") | gsub("<"; "&lt;") | gsub(">"; "&gt;")) as $summary | {text: ("[Inlet] " + $summary), blocks: [{type: "section", text: {type: "mrkdwn", text: ("*" + .type + "*\n" + $summary)}}]}"#;
 
 /// What Inlet tells about itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

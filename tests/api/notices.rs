@@ -22,7 +22,7 @@ on_both_backends!(
     a_type_turned_off_is_not_sent,
     the_slack_form_sends_text_and_blocks,
     a_failing_notices_destination_tells_nothing_of_itself,
-    a_fingerprint_mismatch_is_told_once_per_different_body,
+    a_fingerprint_mismatch_is_told_once_per_event_id,
     a_refused_reload_is_told,
     a_stalled_sweeper_is_told_once,
 );
@@ -173,7 +173,11 @@ async fn a_breaker_opening_and_closing_is_told_once_each_and_signed(backend: Bac
 }
 
 async fn dead_letters_are_told_each_and_once_over_the_threshold(backend: Backend) {
-    let app_server = answering(400).await;
+    let app_server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(400).set_body_string("card 4242 declined for evt"))
+        .mount(&app_server)
+        .await;
     let notices = answering(200).await;
     let extra = "dead_letter_threshold = 2\ncheck_interval = \"100ms\"";
     let app = app_with_notices(backend, &app_server, "", &notices, extra, false).await;
@@ -183,6 +187,9 @@ async fn dead_letters_are_told_each_and_once_over_the_threshold(backend: Backend
     assert_eq!(dead["destination"], "app");
     assert_eq!(dead["source"], "stripe");
     assert_eq!(dead["last_status"], 400);
+    // The kind of error alone: the answer's text may echo the payload.
+    assert_eq!(dead["last_error"], "HTTP 400");
+    assert!(!dead.to_string().contains("4242"), "{dead}");
     assert!(dead["delivery_id"].is_i64(), "{dead}");
     assert!(of_type(&notices, "dead_letters.over_threshold")
         .await
@@ -237,7 +244,7 @@ async fn the_slack_form_sends_text_and_blocks(backend: Backend) {
         false,
     )
     .await;
-    post(&app, "evt_slack").await;
+    post(&app, "evt_slack_<!here>&").await;
     eventually("a notice in the Slack form", || async {
         !received(&notices).await.is_empty()
     })
@@ -245,8 +252,12 @@ async fn the_slack_form_sends_text_and_blocks(backend: Backend) {
     let slack = &received(&notices).await[0];
     let text = slack["text"].as_str().unwrap_or_default();
     assert!(
-        text.starts_with("[Inlet] ") && text.contains("evt_slack"),
+        text.starts_with("[Inlet] ") && text.contains("evt_slack_&lt;!here&gt;&amp;"),
         "{slack}"
+    );
+    assert!(
+        !slack.to_string().contains("<!here>"),
+        "mrkdwn escaped: {slack}"
     );
     assert_eq!(slack["blocks"][0]["type"], "section");
     assert_eq!(slack["blocks"][0]["text"]["type"], "mrkdwn");
@@ -293,7 +304,7 @@ async fn a_failing_notices_destination_tells_nothing_of_itself(backend: Backend)
     assert_eq!(received(&notices).await.len(), 1);
 }
 
-async fn a_fingerprint_mismatch_is_told_once_per_different_body(backend: Backend) {
+async fn a_fingerprint_mismatch_is_told_once_per_event_id(backend: Backend) {
     let app_server = answering(200).await;
     let notices = answering(200).await;
     let app = app_with_notices(backend, &app_server, "", &notices, "", false).await;
@@ -314,13 +325,23 @@ async fn a_fingerprint_mismatch_is_told_once_per_different_body(backend: Backend
         told["stored_fingerprint"],
         inlet::ingest::fingerprint(&first)
     );
-    // A third body is another mismatch.
+    // A third body of the same event is refused as well, but not told again: bodies are
+    // the sender's to vary, the notices must not flood.
     let third = stripe_event("evt_fp", "charge.succeeded", "ch_3");
     app.post_stripe(&third).await.assert_status(422);
-    eventually("a second mismatch notice", || async {
+    // Another event's mismatch is told.
+    app.post_stripe(&stripe_event("evt_fp_2", "charge.succeeded", "ch_4"))
+        .await
+        .assert_status(200);
+    let other_event = stripe_event("evt_fp_2", "charge.succeeded", "ch_5");
+    app.post_stripe(&other_event).await.assert_status(422);
+    eventually("the second event's mismatch notice", || async {
         of_type(&notices, "event.fingerprint_mismatch").await.len() == 2
     })
     .await;
+    let told = of_type(&notices, "event.fingerprint_mismatch").await;
+    let events: Vec<&str> = told.iter().filter_map(|n| n["event_id"].as_str()).collect();
+    assert_eq!(events, ["evt_fp", "evt_fp_2"]);
     // Nobody can post as `inlet`: only Inlet writes notices.
     let answer = app
         .post_webhook("inlet", b"{}", crate::helpers::NO_HEADERS)
