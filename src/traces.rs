@@ -344,10 +344,6 @@ impl Incoming {
     pub fn now(&self) -> Option<SystemTime> {
         self.arrival.is_some().then(SystemTime::now)
     }
-
-    pub fn is_on(&self) -> bool {
-        self.arrival.is_some()
-    }
 }
 
 /// A `SdkTracerProvider` exporting in batches to `url` through Inlet's own HTTP client.
