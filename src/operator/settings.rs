@@ -11,6 +11,11 @@ use std::time::Duration;
 /// Most events one replay (or dead letters one requeue or discard) may touch.
 pub const DEFAULT_MAX_REPLAY: u32 = 1000;
 
+/// Wrong operator tokens in a row from one address before it must wait, by default.
+pub const DEFAULT_LOCKOUT_AFTER: u32 = 3;
+/// The most `lockout_after` may be: past it, guessing would hardly be slowed.
+const MAX_LOCKOUT_AFTER: u32 = 1000;
+
 /// The shortest operator token accepted, and how many different characters it needs: a
 /// token is a password that the API, the CLI and the console accept from anyone who can
 /// reach them.
@@ -27,6 +32,8 @@ pub struct OperatorSettings {
     pub token: Option<Secret>,
     /// Most events one replay may touch.
     pub max_replay: u32,
+    /// Wrong tokens in a row from one address before it must wait.
+    pub lockout_after: u32,
 }
 
 impl OperatorSettings {
@@ -46,6 +53,7 @@ impl OperatorSettings {
 pub struct OperatorFile {
     token: Option<String>,
     max_replay: Option<u32>,
+    lockout_after: Option<u32>,
 }
 
 /// An `[[operators]]` entry as written.
@@ -109,10 +117,18 @@ impl OperatorFile {
         for (i, entry) in entries.into_iter().enumerate() {
             accounts.push(entry.validate(i, &accounts)?);
         }
+        let lockout_after = self.lockout_after.unwrap_or(DEFAULT_LOCKOUT_AFTER);
+        if !(1..=MAX_LOCKOUT_AFTER).contains(&lockout_after) {
+            return Err(ConfigError::new(
+                "operator.lockout_after",
+                format!("1 to {MAX_LOCKOUT_AFTER} wrong tokens"),
+            ));
+        }
         Ok(OperatorSettings {
             accounts,
             token,
             max_replay: self.max_replay.unwrap_or(DEFAULT_MAX_REPLAY).max(1),
+            lockout_after,
         })
     }
 }

@@ -1,6 +1,7 @@
 //! Wrong operator tokens, per client address — at the console's sign-in and on the
-//! operator API's bearer check alike (one limiter): after a few in a row from one address,
-//! that address must wait before trying again, longer each time.
+//! operator API's bearer check alike (one limiter): after `operator.lockout_after` in a row
+//! from one address (3 by default), that address must wait before trying again, longer
+//! each time.
 //! Other addresses are not held up (one client cannot lock the operator out), and a
 //! client's failures are forgotten only after a quiet [`FORGET_AFTER`] — a right token
 //! does not forget them, or anyone holding one could guess at another's without waiting.
@@ -12,8 +13,6 @@ use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// Failed sign-ins in a row before the next attempts must wait.
-const FREE_FAILURES: u32 = 3;
 /// The longest wait after repeated failures.
 const MAX_LOCKOUT: Duration = Duration::from_secs(30);
 /// A client with no failure for this long starts afresh.
@@ -44,9 +43,9 @@ impl SignInGuard {
             .filter(|left| !left.is_zero())
     }
 
-    /// Counts a failure of `client`; after [`FREE_FAILURES`] each one doubles its wait,
-    /// up to [`MAX_LOCKOUT`].
-    pub fn failed(&self, client: Option<IpAddr>) {
+    /// Counts a failure of `client`; after `free` of them each one doubles its wait, up to
+    /// [`MAX_LOCKOUT`].
+    pub fn failed(&self, client: Option<IpAddr>, free: u32) {
         let client = client.map(counted_as);
         let Ok(mut clients) = self.0.lock() else {
             return;
@@ -65,8 +64,8 @@ impl SignInGuard {
         });
         failures.count = failures.count.saturating_add(1);
         failures.last = now;
-        if failures.count > FREE_FAILURES {
-            let doublings = (failures.count - FREE_FAILURES - 1).min(5);
+        if failures.count > free {
+            let doublings = (failures.count - free - 1).min(5);
             let wait = Duration::from_secs(1 << doublings).min(MAX_LOCKOUT);
             failures.wait_until = Some(now + wait);
         }
@@ -92,15 +91,17 @@ fn counted_as(client: IpAddr) -> IpAddr {
 mod tests {
     use super::*;
 
+    const FREE_FAILURES: u32 = 3;
+
     #[test]
     fn a_client_waits_after_three_failures_and_others_do_not() {
         let guard = SignInGuard::default();
         let (one, other) = (Some([10, 0, 0, 1].into()), Some([10, 0, 0, 2].into()));
         for _ in 0..FREE_FAILURES {
-            guard.failed(one);
+            guard.failed(one, FREE_FAILURES);
             assert!(guard.wait_left(one).is_none());
         }
-        guard.failed(one);
+        guard.failed(one, FREE_FAILURES);
         assert!(guard
             .wait_left(one)
             .is_some_and(|left| left <= Duration::from_secs(1)));
@@ -111,11 +112,23 @@ mod tests {
     }
 
     #[test]
+    fn lockout_after_sets_how_many_failures_are_free() {
+        let guard = SignInGuard::default();
+        let one = Some([10, 0, 0, 1].into());
+        for _ in 0..10 {
+            guard.failed(one, 10);
+            assert!(guard.wait_left(one).is_none());
+        }
+        guard.failed(one, 10);
+        assert!(guard.wait_left(one).is_some());
+    }
+
+    #[test]
     fn an_ipv6_host_is_counted_by_its_64() {
         let guard = SignInGuard::default();
         for host in 1..=FREE_FAILURES + 1 {
             let address: IpAddr = format!("2001:db8:1:2::{host}").parse().unwrap();
-            guard.failed(Some(address));
+            guard.failed(Some(address), FREE_FAILURES);
         }
         let next: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
         assert!(guard.wait_left(Some(next)).is_some(), "the same /64 waits");

@@ -28,9 +28,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::sync::Arc;
 
-/// The operator whose bearer token the request carries. From an address that sent
-/// wrong tokens in a row (to the API or the console's sign-in: one limiter), nothing is
-/// looked at until its wait is over: `429` with `Retry-After`.
+/// The operator whose bearer token the request carries. A request without one is `401`
+/// (it guesses nothing). From an address that sent wrong tokens in a row (to the API or
+/// the console's sign-in: one limiter), no token is looked at until its wait is over:
+/// `429` with `Retry-After`.
 fn authorize(
     request: &HttpRequest,
     state: &AppState,
@@ -41,16 +42,6 @@ fn authorize(
             Reason::Unauthorized,
             "the operator API is disabled: configure operator.token or [[operators]]",
         ));
-    }
-    let client = request.peer_addr().map(|peer| peer.ip());
-    if let Some(left) = state.sign_in.wait_left(client) {
-        let secs = left.as_secs().max(1);
-        refused_token("waiting", client);
-        return Err(Problem::new(
-            Reason::TooManyAttempts,
-            format!("too many wrong operator tokens from this address: try again in {secs} s"),
-        )
-        .retry_after(secs));
     }
     let given = request
         .headers()
@@ -63,8 +54,20 @@ fn authorize(
                 "send Authorization: Bearer <operator token>",
             )
         })?;
+    let client = request.peer_addr().map(|peer| peer.ip());
+    if let Some(left) = state.sign_in.wait_left(client) {
+        let secs = left.as_secs().max(1);
+        refused_token("waiting", client);
+        return Err(Problem::new(
+            Reason::TooManyAttempts,
+            format!("too many wrong operator tokens from this address: try again in {secs} s"),
+        )
+        .retry_after(secs));
+    }
     let Some(account) = roles::find(&settings.operator.accounts, given.trim()) else {
-        state.sign_in.failed(client);
+        state
+            .sign_in
+            .failed(client, settings.operator.lockout_after);
         refused_token("wrong_token", client);
         return Err(Problem::new(
             Reason::Unauthorized,

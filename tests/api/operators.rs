@@ -567,6 +567,29 @@ async fn with_admin_bind_the_webhook_port_serves_only_webhooks_and_health() {
     assert!(error.to_string().contains("console.bind"), "{error}");
 }
 
+/// `operator.lockout_after` sets how many wrong tokens in a row are free: 1 to 1000.
+#[test]
+fn lockout_after_is_one_to_a_thousand() {
+    let with = |n: &str| {
+        format!(
+            "[operator]\ntoken = \"{}\"\nlockout_after = {n}\n",
+            crate::helpers::OPERATOR_TOKEN
+        )
+    };
+    for wrong in ["0", "1001"] {
+        let error = inlet::config::Settings::from_toml(&with(wrong)).expect_err(wrong);
+        assert!(
+            error.to_string().contains("operator.lockout_after"),
+            "{error}"
+        );
+    }
+    let settings = inlet::config::Settings::from_toml(&with("50")).expect("50");
+    assert_eq!(settings.operator.lockout_after, 50);
+    let unset = with("3").replace("lockout_after = 3\n", "");
+    let default = inlet::config::Settings::from_toml(&unset).expect("no lockout_after");
+    assert_eq!(default.operator.lockout_after, 3);
+}
+
 /// Ten wrong bearer tokens from one address make it wait (429, Retry-After, counted);
 /// the right token from another address goes through at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -613,6 +636,13 @@ async fn wrong_tokens_slow_their_address_and_no_other() {
         .await
         .unwrap();
     assert_eq!(served.status().as_u16(), 200);
+    // A request without a token guesses nothing: 401, even from the waiting address.
+    let tokenless = guesser
+        .get(format!("{}/admin/events", app.address))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(tokenless.status().as_u16(), 401);
     let refused = crate::helpers::metric(
         &app,
         "inlet_operator_auth_refused_total{surface=\"api\",reason=\"waiting\"}",

@@ -50,7 +50,9 @@ pub async fn login(
     }
     let given = field(&fields, "token").unwrap_or_default();
     let Some(account) = roles::find(accounts, given.trim()) else {
-        state.sign_in.failed(client);
+        state
+            .sign_in
+            .failed(client, settings.operator.lockout_after);
         refused_sign_in("wrong_token", &request);
         let message = "That is not an operator's token.";
         return Ok(view::page_response(401, view::login(&next, Some(message))));
