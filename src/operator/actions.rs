@@ -7,8 +7,9 @@ use crate::db::schema::{deliveries, delivery_attempts, events, facts};
 use crate::db::DbConnection;
 use crate::delivery::filters::{self, Subject};
 use crate::delivery::Destinations;
-use crate::delivery::{Message, DEAD, DISCARDED, IN_PROGRESS, PENDING};
+use crate::delivery::{Message, DEAD, DELIVERED, DISCARDED, IN_PROGRESS, PENDING};
 use crate::identity::{EventKey, MAX_IDENTITY_BYTES};
+use crate::ingest::STATUS_PROCESSED;
 use crate::ledger::{FactIdentity, NewFact};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
@@ -46,17 +47,29 @@ pub struct EventSummary {
     pub expires_at: NaiveDateTime,
 }
 
-/// Refuses a filter value no query should see: longer than an identity value, or holding
-/// a control character (PostgreSQL refuses NUL in text).
+/// Refuses a filter value no query should see: more characters than an identity value
+/// has bytes, or holding a control character (PostgreSQL refuses NUL in text). Counted
+/// in characters, as the OpenAPI document's `maxLength` counts them: a value of more than
+/// [`MAX_IDENTITY_BYTES`] bytes matches nothing, and is no error.
 pub fn check_text(name: &str, value: Option<&str>) -> Result<(), OperatorError> {
     match value {
-        Some(text) if text.len() > MAX_IDENTITY_BYTES || text.chars().any(char::is_control) => {
+        Some(text)
+            if text.chars().count() > MAX_IDENTITY_BYTES || text.chars().any(char::is_control) =>
+        {
             Err(OperatorError::Invalid(format!(
-                "{name} is at most {MAX_IDENTITY_BYTES} bytes of printable text"
+                "{name} is at most {MAX_IDENTITY_BYTES} characters of printable text"
             )))
         }
         _ => Ok(()),
     }
+}
+
+/// Refuses a stored name or id that cannot be one: empty, or refused by [`check_text`].
+pub fn check_name(name: &str, value: &str) -> Result<(), OperatorError> {
+    if value.is_empty() {
+        return Err(OperatorError::Invalid(format!("{name} is empty")));
+    }
+    check_text(name, Some(value))
 }
 
 /// Refuses a time outside the years 1 to 9999 (both databases store those).
@@ -69,12 +82,23 @@ pub fn check_time(name: &str, value: Option<DateTime<Utc>>) -> Result<(), Operat
     }
 }
 
+/// Refuses a status that no row can have: only `allowed` are ever stored.
+fn check_status(value: Option<&str>, allowed: &[&str]) -> Result<(), OperatorError> {
+    match value {
+        Some(status) if !allowed.contains(&status) => Err(OperatorError::Invalid(format!(
+            "status is one of {}",
+            allowed.join(", ")
+        ))),
+        _ => Ok(()),
+    }
+}
+
 impl EventFilter {
     /// Checks every value before any query runs.
     pub fn validate(&self) -> Result<(), OperatorError> {
         check_text("source", self.source.as_deref())?;
         check_text("type", self.event_type.as_deref())?;
-        check_text("status", self.status.as_deref())?;
+        check_status(self.status.as_deref(), &[STATUS_PROCESSED])?;
         check_time("since", self.since)?;
         check_time("until", self.until)
     }
@@ -83,7 +107,10 @@ impl EventFilter {
 impl DeliveryFilter {
     /// Checks every value before any query runs.
     pub fn validate(&self) -> Result<(), OperatorError> {
-        check_text("status", self.status.as_deref())?;
+        check_status(
+            self.status.as_deref(),
+            &[PENDING, IN_PROGRESS, DELIVERED, DEAD, DISCARDED],
+        )?;
         check_text("source", self.source.as_deref())?;
         check_text("destination", self.destination.as_deref())
     }

@@ -13,8 +13,10 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeadLetterRequest {
+    #[serde(default, deserialize_with = "super::whole::option_i64s")]
     pub ids: Option<Vec<i64>>,
     pub filter: Option<DeliveryFilter>,
+    #[serde(default, deserialize_with = "super::whole::option_u32")]
     pub limit: Option<u32>,
 }
 
@@ -78,7 +80,7 @@ impl DeadLetters {
         request: DeadLetterRequest,
         max: u32,
     ) -> Result<Self, OperatorError> {
-        let limit = i64::from(request.limit.unwrap_or(max).min(max));
+        let limit = super::listing::capped(request.limit, max)?;
         let selection = match (request.ids, request.filter) {
             (Some(ids), None) if !ids.is_empty() && ids.len() as u32 <= max => Selection::Ids(ids),
             (None, Some(filter)) => {

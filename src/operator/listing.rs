@@ -29,6 +29,15 @@ impl Page {
     }
 }
 
+/// A request's `limit` on how many rows it selects: 1 or more (the document's minimum),
+/// capped at `max`; `max` when absent.
+pub(super) fn capped(limit: Option<u32>, max: u32) -> Result<i64, OperatorError> {
+    match limit {
+        Some(0) => Err(OperatorError::Invalid("limit is 1 or more".to_owned())),
+        limit => Ok(i64::from(limit.unwrap_or(max).min(max))),
+    }
+}
+
 /// A page of rows, and the cursor of the next: the last id of a full page, none after a
 /// short one. Ids only grow, so paging never shows a row twice.
 #[derive(Debug)]
@@ -91,8 +100,8 @@ impl<S: Ground> Calls<S> {
     /// deliveries. `Expired` when its row was swept (its fact remains), `UnknownEvent`
     /// when it never arrived.
     pub async fn show_event(&self, source: &str, event_id: &str) -> Result<Value, OperatorError> {
-        actions::check_text("source", Some(source))?;
-        actions::check_text("event_id", Some(event_id))?;
+        actions::check_name("source", source)?;
+        actions::check_name("event_id", event_id)?;
         let (s, e) = (source.to_owned(), event_id.to_owned());
         let shown = self
             .read(move |c, _| Ok(actions::show_event(c, &s, &e)?))

@@ -26,6 +26,7 @@ pub struct EventRef {
 pub struct ReplayRequest {
     pub events: Option<Vec<EventRef>>,
     pub filter: Option<EventFilter>,
+    #[serde(default, deserialize_with = "super::whole::option_u32")]
     pub limit: Option<u32>,
     #[serde(default)]
     pub dry_run: bool,
@@ -48,12 +49,12 @@ enum ReplayTarget {
 impl Replay {
     /// Checks `request`: either 1 to `max` events, or a filter (at most `max` events).
     pub fn parse(request: ReplayRequest, max: u32) -> Result<Self, OperatorError> {
-        let limit = i64::from(request.limit.unwrap_or(max).min(max));
+        let limit = super::listing::capped(request.limit, max)?;
         let target = match (request.events, request.filter) {
             (Some(events), None) if !events.is_empty() && events.len() as u32 <= max => {
                 for event in &events {
-                    actions::check_text("source", Some(&event.source))?;
-                    actions::check_text("event_id", Some(&event.event_id))?;
+                    actions::check_name("source", &event.source)?;
+                    actions::check_name("event_id", &event.event_id)?;
                 }
                 ReplayTarget::Events(
                     (events.into_iter())

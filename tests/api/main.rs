@@ -6,6 +6,7 @@ mod bulk;
 mod bus;
 mod cli;
 mod console;
+mod contract;
 mod delivery;
 mod docs_reference;
 mod ed25519;

@@ -89,7 +89,11 @@ impl TestApp {
         for (name, value) in headers {
             request = request.header(name.as_ref(), value.as_ref().to_owned());
         }
-        read(request.send().await.expect("the request reaches Inlet")).await
+        read(
+            "POST",
+            request.send().await.expect("the request reaches Inlet"),
+        )
+        .await
     }
 
     /// The headers `source`'s provider would send for `body` now, signed with `secret`
@@ -151,6 +155,7 @@ impl TestApp {
     ) -> Reply {
         let base = self.admin_address.as_ref().unwrap_or(&self.address);
         let url = format!("{base}{path}");
+        let method = if body.is_some() { "POST" } else { "GET" };
         let mut request = match body {
             None => self.client.get(url),
             Some(body) => self
@@ -163,7 +168,11 @@ impl TestApp {
         if let Some(key) = key {
             request = request.header("Idempotency-Key", key);
         }
-        read(request.send().await.expect("the request reaches Inlet")).await
+        read(
+            method,
+            request.send().await.expect("the request reaches Inlet"),
+        )
+        .await
     }
 
     /// The configuration file as it is now (`TestOptions::config_file`).
@@ -231,7 +240,7 @@ impl TestApp {
             .send()
             .await
             .expect("the request reaches Inlet");
-        read(response).await
+        read("GET", response).await
     }
 
     /// A request with any method and no body.
@@ -239,11 +248,11 @@ impl TestApp {
         let method = reqwest::Method::from_bytes(method.as_bytes()).expect("an HTTP method");
         let response = self
             .client
-            .request(method, format!("{}{path}", self.address))
+            .request(method.clone(), format!("{}{path}", self.address))
             .send()
             .await
             .expect("the request reaches Inlet");
-        read(response).await
+        read(method.as_str(), response).await
     }
 
     pub async fn with_conn<T: Send + 'static>(
@@ -335,10 +344,16 @@ impl TestApp {
     }
 }
 
-async fn read(response: reqwest::Response) -> Reply {
+/// The answer to `method`, read whole and held to openapi.json.
+async fn read(method: &str, response: reqwest::Response) -> Reply {
     let status = response.status().as_u16();
     let headers = response.headers().clone();
+    let path = response.url().path().to_owned();
     let body = response.bytes().await.expect("read the body").to_vec();
+    let content_type = headers
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok());
+    contract::check(method, &path, status, content_type, &body);
     Reply {
         status,
         headers,

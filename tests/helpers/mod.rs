@@ -12,6 +12,7 @@ mod app;
 mod application;
 mod client;
 mod config;
+pub mod contract;
 mod database;
 mod otlp;
 mod process;
