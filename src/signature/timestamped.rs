@@ -1,28 +1,51 @@
-//! The header shape Stripe and Paddle share: one timestamp and any number of hex
-//! HMAC-SHA256 signatures in one header (`t=<unix>,v1=<hex>,v1=<hex>` /
-//! `ts=<unix>;h1=<hex>;h1=<hex>`), signed over `"{timestamp}{joiner}{body}"`. Every
-//! signature is tried (providers send several while a secret rotates); unknown keys are
-//! ignored; more than [`MAX_SIGNATURES`] items besides the timestamp are refused; the
-//! timestamp is checked against the tolerance in both directions.
+//! The header shape Stripe, Paddle and WorkOS share: one timestamp and any number
+//! of hex HMAC-SHA256 signatures in one header (`t=<unix>,v1=<hex>,v1=<hex>` /
+//! `ts=<unix>;h1=<hex>;h1=<hex>`), signed over `"{timestamp}{joiner}{body}"` keyed with
+//! the secret's bytes. Every signature is tried (providers send several while a secret
+//! rotates); unknown keys are ignored; more than [`MAX_SIGNATURES`] items besides the
+//! timestamp are refused; the timestamp is checked against the tolerance in both
+//! directions. Each provider is one [`TimestampedHex`] entry, read by one implementation
+//! of [`Scheme`]; Stripe's and Paddle's live beside their tests, the plainer ones here:
+//!
+//! - WorkOS: `WorkOS-Signature: t=<unix milliseconds>, v1=<hex>` over `"{t}.{body}"`,
+//!   keyed with the endpoint's webhook secret. Event id and type: the body's `id` and
+//!   `event`.
 
 use super::{
-    any_matches, check_tolerance, hmac_sha256, too_many_signatures, Keys, SignatureError,
-    Unverified, Verified, MAX_SIGNATURES,
+    any_matches, check_tolerance, hmac_sha256, too_many_signatures, EventToSign, Keys, Scheme,
+    SignatureError, Unverified, Verified, MAX_SIGNATURES,
 };
-use crate::secret::Secret;
+use crate::secret::{MinLength, Secret};
 use chrono::{DateTime, Utc};
 
 /// One provider's spelling of the shape.
 #[derive(Debug)]
-pub(super) struct TimestampedHex {
-    pub header: &'static str,
+pub struct TimestampedHex {
+    pub(super) header: &'static str,
     /// Between the header's `key=value` items.
-    pub separator: char,
-    pub timestamp_key: &'static str,
-    pub signature_key: &'static str,
+    pub(super) separator: char,
+    /// What the provider writes between them (`", "` for WorkOS).
+    pub(super) written_separator: &'static str,
+    pub(super) timestamp_key: &'static str,
+    pub(super) signature_key: &'static str,
     /// Between the timestamp and the body in the signed bytes.
-    pub joiner: &'static [u8],
+    pub(super) joiner: &'static [u8],
+    /// The timestamp counts milliseconds (WorkOS), not seconds.
+    pub(super) millis: bool,
+    /// The provider's rule for its secrets; `None`: the floor for a chosen secret.
+    pub(super) secret: Option<MinLength>,
 }
+
+pub static WORKOS: TimestampedHex = TimestampedHex {
+    header: "WorkOS-Signature",
+    separator: ',',
+    written_separator: ", ",
+    timestamp_key: "t",
+    signature_key: "v1",
+    joiner: b".",
+    millis: true,
+    secret: None,
+};
 
 /// The parsed header: the signed timestamp and every signature.
 #[derive(Debug, PartialEq, Eq)]
@@ -86,7 +109,7 @@ impl TimestampedHex {
         })
     }
 
-    pub(super) fn verify<'r>(
+    fn check<'r>(
         &self,
         request: Unverified<'r>,
         keys: Keys<'_>,
@@ -102,17 +125,24 @@ impl TimestampedHex {
         if !any_matches(secrets, &signed, &parsed.signatures) {
             return Err(SignatureError::Mismatch(self.header.to_owned()));
         }
-        check_tolerance(parsed.timestamp, now, keys.tolerance)?;
+        let seconds = match self.millis {
+            true => parsed.timestamp.div_euclid(1000),
+            false => parsed.timestamp,
+        };
+        check_tolerance(seconds, now, keys.tolerance)?;
         Ok(request.into_verified())
     }
 
-    pub(super) fn sign(
+    fn signed_headers(
         &self,
         body: &[u8],
         secret: &Secret,
         now: DateTime<Utc>,
     ) -> Vec<(String, String)> {
-        let timestamp = now.timestamp().to_string();
+        let timestamp = match self.millis {
+            true => now.timestamp_millis().to_string(),
+            false => now.timestamp().to_string(),
+        };
         let signature = hmac_sha256(
             secret.expose().as_bytes(),
             &[timestamp.as_bytes(), self.joiner, body],
@@ -120,7 +150,7 @@ impl TimestampedHex {
         let value = format!(
             "{}={timestamp}{}{}={}",
             self.timestamp_key,
-            self.separator,
+            self.written_separator,
             self.signature_key,
             hex::encode(signature)
         );
@@ -128,5 +158,37 @@ impl TimestampedHex {
             (self.header.to_owned(), value),
             ("Content-Type".to_owned(), "application/json".to_owned()),
         ]
+    }
+}
+
+impl Scheme for TimestampedHex {
+    fn verify<'r>(
+        &self,
+        request: Unverified<'r>,
+        keys: Keys<'_>,
+        now: DateTime<Utc>,
+    ) -> Result<Verified<'r>, SignatureError> {
+        self.check(request, keys, now)
+    }
+
+    fn sign(
+        &self,
+        body: &[u8],
+        secret: &Secret,
+        now: DateTime<Utc>,
+        _event: &EventToSign,
+    ) -> Vec<(String, String)> {
+        self.signed_headers(body, secret, now)
+    }
+
+    fn signs_timestamp(&self) -> bool {
+        true
+    }
+
+    fn check_secret(&self, secret: &Secret) -> Result<(), String> {
+        self.secret
+            .as_ref()
+            .unwrap_or(&MinLength::CHOSEN)
+            .check(secret)
     }
 }

@@ -90,6 +90,8 @@ pub enum Rule {
     /// `X-Signature-Ed25519: <hex>`, the Ed25519 signature over
     /// `"{X-Signature-Timestamp}{body}"` under the application's public key (hex).
     Discord,
+    /// `WorkOS-Signature: t=<Unix milliseconds>, v1=<hex>` over `"{t}.{body}"`.
+    Workos,
 }
 
 /// The header of the test's `header_token` source.
@@ -203,6 +205,7 @@ impl Rule {
             Rule::Basic => ("authorization", "Basic ", false),
             Rule::Token => (TOKEN_HEADER, "", false),
             Rule::Discord => (DISCORD_SIGNATURE, "", true),
+            Rule::Workos => ("workos-signature", "", true),
         }
     }
 
@@ -211,12 +214,31 @@ impl Rule {
         matches!(self, Rule::Basic | Rule::Token)
     }
 
-    /// Stripe's and Paddle's one header: (timestamp key, signature key, separator).
+    /// Stripe's, Paddle's and WorkOS's one header: (timestamp key, signature key,
+    /// separator).
     pub fn timestamped_items(self) -> Option<(&'static [u8], &'static [u8], u8)> {
         match self {
-            Rule::Stripe => Some((b"t", b"v1", b',')),
+            Rule::Stripe | Rule::Workos => Some((b"t", b"v1", b',')),
             Rule::Paddle => Some((b"ts", b"h1", b';')),
             _ => None,
+        }
+    }
+
+    /// What the provider may write after the separator of its one header (WorkOS: a
+    /// space).
+    fn item_space(self) -> &'static [u8] {
+        match self {
+            Rule::Workos => b" ",
+            _ => b"",
+        }
+    }
+
+    /// How many of the signed timestamp's units make a second (WorkOS counts
+    /// milliseconds).
+    pub fn units_per_second(self) -> i64 {
+        match self {
+            Rule::Workos => 1000,
+            _ => 1,
         }
     }
 
@@ -229,6 +251,7 @@ impl Rule {
             Rule::Discord => Some(DISCORD_TIMESTAMP),
             Rule::Stripe
             | Rule::Paddle
+            | Rule::Workos
             | Rule::Github
             | Rule::Shopify
             | Rule::Square
@@ -243,6 +266,7 @@ impl Rule {
             self,
             Rule::Stripe
                 | Rule::Paddle
+                | Rule::Workos
                 | Rule::Slack
                 | Rule::Zoom
                 | Rule::Standard
@@ -268,7 +292,7 @@ impl Rule {
         }
         let parts: Vec<&[u8]> = match self {
             Rule::Twilio => unreachable!("above"),
-            Rule::Stripe | Rule::Acme => vec![timestamp, b".", body],
+            Rule::Stripe | Rule::Acme | Rule::Workos => vec![timestamp, b".", body],
             Rule::Discord => vec![timestamp, body],
             Rule::Paddle => vec![timestamp, b":", body],
             Rule::Github | Rule::Shopify | Rule::Basic | Rule::Token => vec![body],
@@ -284,6 +308,7 @@ impl Rule {
         match self {
             Rule::Stripe => [b"t=", timestamp, b",v1=", hex::encode(tag).as_bytes()].concat(),
             Rule::Paddle => [b"ts=", timestamp, b";h1=", hex::encode(tag).as_bytes()].concat(),
+            Rule::Workos => [b"t=", timestamp, b", v1=", hex::encode(tag).as_bytes()].concat(),
             Rule::Github | Rule::Acme => format!("sha256={}", hex::encode(tag)).into_bytes(),
             Rule::Discord => hex::encode(tag).into_bytes(),
             Rule::Slack | Rule::Zoom => format!("v0={}", hex::encode(tag)).into_bytes(),
@@ -799,6 +824,7 @@ impl OracleSource {
             let Some(value) = reading.value else {
                 return false;
             };
+            let value = value.div_euclid(self.rule.units_per_second());
             if now.abs_diff(value) > (self.tolerance + slack).max(0).unsigned_abs() {
                 return false;
             }
@@ -831,12 +857,17 @@ impl OracleSource {
             }
         };
         match self.rule {
-            Rule::Stripe | Rule::Paddle => {
+            Rule::Stripe | Rule::Paddle | Rule::Workos => {
                 let (t_key, v_key, separator) = self.rule.timestamped_items()?;
                 let value = single(sig_name)?;
                 let mut timestamp = None;
                 let mut tags = Vec::new();
-                for item in value.split(|b| *b == separator) {
+                for (n, item) in value.split(|b| *b == separator).enumerate() {
+                    // WorkOS writes a space after the comma; its SDK reads either.
+                    let item = match n {
+                        0 => item,
+                        _ => item.strip_prefix(self.rule.item_space()).unwrap_or(item),
+                    };
                     let at = item.iter().position(|b| *b == b'=')?;
                     let (key, text) = (&item[..at], &item[at + 1..]);
                     let key_ok = !key.is_empty()
