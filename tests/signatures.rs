@@ -18,9 +18,9 @@ use inlet::signature::{EventToSign, Keys, SignatureError, Unverified};
 use proptest::prelude::*;
 use std::path::PathBuf;
 
-const SCHEMES: [&str; 10] = [
+const SCHEMES: [&str; 11] = [
     "stripe", "github", "standard", "shopify", "slack", "paddle", "zoom", "square", "hmac",
-    "workos",
+    "workos", "mux",
 ];
 
 /// A source of `scheme` with these secrets, as an operator would configure it.
@@ -265,6 +265,11 @@ fn mac_location(scheme: &str) -> (&'static str, fn(&str) -> usize, bool) {
             false,
         ),
         "square" => ("x-square-hmacsha256-signature", |_| 0, true),
+        "mux" => (
+            "Mux-Signature",
+            |v| v.rfind('=').map_or(0, |i| i + 1),
+            false,
+        ),
         "workos" => (
             "WorkOS-Signature",
             |v| v.rfind('=').map_or(0, |i| i + 1),
@@ -314,6 +319,7 @@ fn shift_timestamp(scheme: &str, headers: &mut [(String, String)], ts: i64, by: 
         "zoom" => "x-zm-request-timestamp",
         // Milliseconds: the seconds are their first digits.
         "workos" => "WorkOS-Signature",
+        "mux" => "Mux-Signature",
         _ => return false,
     };
     let (_, value) = headers
@@ -389,7 +395,7 @@ proptest! {
             "X-Slack-Request-Timestamp", "webhook-id", "webhook-timestamp", "webhook-signature",
             "svix-signature", "X-Acme-Signature", "X-Acme-Timestamp", "Paddle-Signature",
             "x-zm-signature", "x-zm-request-timestamp", "x-square-hmacsha256-signature",
-            "WorkOS-Signature",
+            "WorkOS-Signature", "Mux-Signature",
         ];
         let mut map = HeaderMap::new();
         for (i, name) in names.iter().enumerate() {
@@ -648,7 +654,7 @@ fn zoom_url_validation_answers_the_documented_token() {
         .is_none());
 }
 
-/// The plain HMAC variants (WorkOS …): every vector their own library made and judged is
+/// The plain HMAC variants (WorkOS, Mux …): every vector their own library made and judged is
 /// judged by Inlet exactly as by that library, within the tolerance; outside it, in
 /// either direction, the accepted ones are refused for their time.
 #[test]
@@ -659,7 +665,7 @@ fn plain_hmac_vectors_verify_exactly_when_their_library_accepts_them() {
         .filter_map(|v| v["scheme"].as_str())
         .collect();
     schemes.dedup();
-    assert_eq!(schemes, ["workos"]);
+    assert_eq!(schemes, ["workos", "mux"]);
     for vector in &vectors {
         let result = check_vector(vector);
         assert_eq!(
@@ -699,7 +705,7 @@ fn our_signer_produces_the_plain_hmac_headers() {
         count += 1;
         assert_signs_like(vector);
     }
-    assert_eq!(count, 1);
+    assert_eq!(count, 2);
 }
 
 const PADDLE_NEW: &str = "pdl_ntfset_01hv8x2fvaqz3b1k9y7w6tq5rm_new_secret";

@@ -9,8 +9,8 @@ use super::handshake::{
 use crate::idempotency::Answer;
 use crate::secret::Secret;
 use crate::signature::{
-    Basic, Discord, PublicUrl, Scheme, Square, Standard, Twilio, Verified, GITHUB, PADDLE, SHOPIFY,
-    SLACK, STRIPE, WORKOS, ZOOM,
+    Basic, Discord, PublicUrl, Scheme, Square, Standard, Twilio, Verified, GITHUB, MUX, PADDLE,
+    SHOPIFY, SLACK, STRIPE, WORKOS, ZOOM,
 };
 use std::time::Duration;
 
@@ -183,7 +183,7 @@ fn twilio(url: PublicUrl) -> Configured {
 }
 
 /// Every provider, in the order the documentation lists them.
-pub static PROFILES: [Profile; 14] = [
+pub static PROFILES: [Profile; 15] = [
     Profile {
         once_per_object: Some((&STRIPE_ONCE_PER_OBJECT_TYPES, "/data/object/id")),
         ..plain(
@@ -334,6 +334,22 @@ pub static PROFILES: [Profile; 14] = [
         (
             days(4),
             "WorkOS retries up to 12 times with exponential backoff over 3 days, with margin",
+        ),
+    ),
+    // Mux's body lists the delivery attempts made so far (`attempts`), so a retry is
+    // signed over another body under the same `id`: the event is what was signed (its
+    // digest), and the body's `id` is the fact, so a retry after a lost answer has no
+    // second effect instead of a 422.
+    plain(
+        "mux",
+        Signing::Fixed(&MUX),
+        Places {
+            fact_key: Some(Place::Json("/id")),
+            ..at(Place::BodyDigest, Place::Json("/type"))
+        },
+        (
+            days(4),
+            "Mux retries for 24 hours (older documentation: 3 days), with margin",
         ),
     ),
     configured("hmac", Signing::Hmac),

@@ -1,4 +1,4 @@
-//! The header shape Stripe, Paddle and WorkOS share: one timestamp and any number
+//! The header shape Stripe, Paddle, WorkOS and Mux share: one timestamp and any number
 //! of hex HMAC-SHA256 signatures in one header (`t=<unix>,v1=<hex>,v1=<hex>` /
 //! `ts=<unix>;h1=<hex>;h1=<hex>`), signed over `"{timestamp}{joiner}{body}"` keyed with
 //! the secret's bytes. Every signature is tried (providers send several while a secret
@@ -10,6 +10,9 @@
 //! - WorkOS: `WorkOS-Signature: t=<unix milliseconds>, v1=<hex>` over `"{t}.{body}"`,
 //!   keyed with the endpoint's webhook secret. Event id and type: the body's `id` and
 //!   `event`.
+//! - Mux: `Mux-Signature: t=<unix>,v1=<hex>` over `"{t}.{body}"`, keyed with the
+//!   endpoint's signing secret. Event type: the body's `type`; the body's `id` is the
+//!   fact (the provider table says why the event is the body's digest).
 
 use super::{
     any_matches, check_tolerance, hmac_sha256, too_many_signatures, EventToSign, Keys, Scheme,
@@ -44,6 +47,17 @@ pub static WORKOS: TimestampedHex = TimestampedHex {
     signature_key: "v1",
     joiner: b".",
     millis: true,
+    secret: None,
+};
+
+pub static MUX: TimestampedHex = TimestampedHex {
+    header: "Mux-Signature",
+    separator: ',',
+    written_separator: ",",
+    timestamp_key: "t",
+    signature_key: "v1",
+    joiner: b".",
+    millis: false,
     secret: None,
 };
 

@@ -1,4 +1,4 @@
-//! The plain HMAC variants (WorkOS …), end to end over HTTP on both backends, one table
+//! The plain HMAC variants (WorkOS, Mux …), end to end over HTTP on both backends, one table
 //! row each: a signed event is accepted and delivered to the application exactly once, its
 //! duplicate gets the stored answer byte for byte, and a tampered body, a removed secret
 //! or a stale timestamp gets a 401 problem.
@@ -40,17 +40,43 @@ fn workos_event(id: &str) -> Vec<u8> {
     .into_bytes()
 }
 
-const VARIANTS: [Variant; 1] = [Variant {
-    scheme: "workos",
-    secrets: [
-        "workos_webhook_secret_current_0123",
-        "workos_webhook_secret_rotating_out",
-    ],
-    body: workos_event,
-    event_id: Some("event_01e1"),
-    event_type: "dsync.user.created",
-    signature_header: "WorkOS-Signature",
-}];
+fn mux_event(id: &str) -> Vec<u8> {
+    serde_json::json!({
+        "type": "video.asset.ready",
+        "object": {"type": "asset", "id": "Fz01bJzYVlJ6LK00aPX02dZJvEpHmbyPZtj"},
+        "id": format!("3a56ac3d-33da-4366-855b-{id}"),
+        "data": {"id": "Fz01bJzYVlJ6LK00aPX02dZJvEpHmbyPZtj", "status": "ready"},
+        "attempts": [],
+    })
+    .to_string()
+    .into_bytes()
+}
+
+const VARIANTS: [Variant; 2] = [
+    Variant {
+        scheme: "workos",
+        secrets: [
+            "workos_webhook_secret_current_0123",
+            "workos_webhook_secret_rotating_out",
+        ],
+        body: workos_event,
+        event_id: Some("event_01e1"),
+        event_type: "dsync.user.created",
+        signature_header: "WorkOS-Signature",
+    },
+    Variant {
+        scheme: "mux",
+        secrets: [
+            "mux_signing_secret_current_01234",
+            "mux_signing_secret_rotating_out_0",
+        ],
+        body: mux_event,
+        // The event is the body's digest; its `id` is the fact.
+        event_id: None,
+        event_type: "video.asset.ready",
+        signature_header: "Mux-Signature",
+    },
+];
 
 /// One source per variant, each with the application as its destination.
 async fn spawn_with_variants(backend: Backend, application: &str) -> TestApp {
@@ -71,12 +97,41 @@ async fn spawn_with_variants(backend: Backend, application: &str) -> TestApp {
     spawn_app_with(backend, options).await
 }
 
+/// Mux's retry lists the failed attempt in the body: another signed body, the same `id`.
+/// It is another event (its digest) of the same fact: answered, never delivered again.
+async fn a_mux_retry_with_its_attempts_listed_is_the_same_fact(app: &TestApp) {
+    let body = mux_event("e1");
+    let retried = String::from_utf8(body.clone())
+        .expect("UTF-8")
+        .replace(
+            "\"attempts\":[]",
+            "\"attempts\":[{\"response_status_code\":500,\"max_attempts\":30}]",
+        )
+        .into_bytes();
+    assert_ne!(retried, body);
+    let reply = app
+        .post_webhook(
+            "mux",
+            &retried,
+            &headers_for(app, "mux", &retried, VARIANTS[1].secrets[0], 0),
+        )
+        .await;
+    reply.assert_status(200);
+    assert_eq!(
+        reply.json()["outcome"],
+        "duplicate_fact",
+        "{}",
+        reply.text()
+    );
+}
+
 async fn every_plain_variant_is_accepted_once_and_refused_when_altered(backend: Backend) {
     let application = crate::helpers::application_answering(200).await;
     let app = spawn_with_variants(backend, &format!("{}/events", application.uri())).await;
     for variant in &VARIANTS {
         accepted_once_and_refused_when_altered(&app, variant).await;
     }
+    a_mux_retry_with_its_attempts_listed_is_the_same_fact(&app).await;
     eventually("every variant's event delivered", || async {
         requests_per_key(&application).await.len() == VARIANTS.len()
     })
@@ -93,7 +148,9 @@ async fn every_plain_variant_is_accepted_once_and_refused_when_altered(backend: 
             "{per_key:?}"
         );
     }
-    assert_eq!(app.count_events().await, VARIANTS.len() as i64);
+    // Each variant's event, and Mux's retry (an event of its own, of the same fact).
+    assert_eq!(app.count_events().await, VARIANTS.len() as i64 + 1);
+    assert_eq!(app.count_facts().await, VARIANTS.len() as i64);
 }
 
 async fn accepted_once_and_refused_when_altered(app: &TestApp, variant: &Variant) {

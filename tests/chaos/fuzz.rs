@@ -45,7 +45,7 @@ const TWILIO_URL: &str = "https://hooks.example.com/twilio/status?tenant=fuzz&re
 /// public keys, see [`configured`]). `standard-ed25519` mixes both kinds: a `whpk_` key
 /// (current) beside a `whsec_` secret (rotating out), so a `v1a` entry must verify under
 /// the one and a `v1` entry under the other, never across.
-const MORE_SOURCES: [(&str, [&str; 3]); 9] = [
+const MORE_SOURCES: [(&str, [&str; 3]); 10] = [
     (
         "paddle",
         [
@@ -100,6 +100,14 @@ const MORE_SOURCES: [(&str, [&str; 3]); 9] = [
             "wh_current_0123456789abcdefghij",
             "wh_rotating_out_0123456789abcdef",
             "wh_removed_0123456789abcdefghij",
+        ],
+    ),
+    (
+        "mux",
+        [
+            "mux_current_0123456789abcdefghij",
+            "mux_rotating_out_0123456789abcdef",
+            "mux_removed_0123456789abcdefghij",
         ],
     ),
     (
@@ -208,6 +216,7 @@ fn rule_of(source: &str) -> Rule {
         "forms" => Rule::Token,
         "discord" => Rule::Discord,
         "workos" => Rule::Workos,
+        "mux" => Rule::Mux,
         other => panic!("no rule for {other}"),
     }
 }
@@ -270,6 +279,8 @@ fn body_for(source: &str, id: &str, rng: &mut fastrand::Rng) -> Vec<u8> {
         "twilio" => return twilio_body(id, nonce, rng),
         "discord" => return discord_body(id, nonce, rng),
         "legacy" | "forms" => serde_json::json!({"id": id, "type": "thing.happened", "n": nonce}),
+        "mux" => serde_json::json!({"type": "video.asset.ready", "id": id,
+            "object": {"type": "asset", "id": format!("asset_{nonce}")}, "attempts": []}),
         "workos" => serde_json::json!({"object": "event", "id": id, "event": "user.created",
             "data": {"id": format!("user_{id}"), "n": nonce}}),
         _ => serde_json::json!({"action": "opened", "delivery": id, "nonce": nonce}),
@@ -506,6 +517,7 @@ fn timestamp_slot(case: &Case) -> Option<(usize, Option<TimestampItem>)> {
         Rule::Stripe => &["stripe-signature"],
         Rule::Paddle => &["paddle-signature"],
         Rule::Workos => &["workos-signature"],
+        Rule::Mux => &["mux-signature"],
         Rule::Slack => &["x-slack-request-timestamp"],
         Rule::Zoom => &["x-zm-request-timestamp"],
         Rule::Acme => &["x-acme-timestamp"],
@@ -801,7 +813,7 @@ fn mutate(case: &mut Case, now: i64, rng: &mut fastrand::Rng, others: &[Case]) -
             };
             let random: Vec<u8> = (0..len).map(|_| rng.u8(..)).collect();
             let extra = match rule {
-                Rule::Stripe | Rule::Workos => format!("v1={}", hex::encode(&random)),
+                Rule::Stripe | Rule::Workos | Rule::Mux => format!("v1={}", hex::encode(&random)),
                 Rule::Paddle => format!("h1={}", hex::encode(&random)),
                 Rule::Standard if len == ED25519_LEN => format!("v1a,{}", base64_encode(&random)),
                 Rule::Standard => format!("v1,{}", base64_encode(&random)),
@@ -972,6 +984,7 @@ fn signature_names(rule: Rule) -> &'static [&'static str] {
         Rule::Token => &[TOKEN_HEADER],
         Rule::Discord => &[DISCORD_SIGNATURE],
         Rule::Workos => &["workos-signature"],
+        Rule::Mux => &["mux-signature"],
     }
 }
 
@@ -1408,6 +1421,7 @@ fn the_oracle_agrees_with_the_published_vectors() {
                 "twilio" => Rule::Twilio,
                 "discord" => Rule::Discord,
                 "workos" => Rule::Workos,
+                "mux" => Rule::Mux,
                 other => panic!("{other}"),
             };
             // Discord's vectors name the application's public key; the others the secret

@@ -92,6 +92,8 @@ pub enum Rule {
     Discord,
     /// `WorkOS-Signature: t=<Unix milliseconds>, v1=<hex>` over `"{t}.{body}"`.
     Workos,
+    /// `Mux-Signature: t=<unix>,v1=<hex>[,v1=…]` over `"{t}.{body}"`.
+    Mux,
 }
 
 /// The header of the test's `header_token` source.
@@ -206,6 +208,7 @@ impl Rule {
             Rule::Token => (TOKEN_HEADER, "", false),
             Rule::Discord => (DISCORD_SIGNATURE, "", true),
             Rule::Workos => ("workos-signature", "", true),
+            Rule::Mux => ("mux-signature", "", true),
         }
     }
 
@@ -218,7 +221,7 @@ impl Rule {
     /// separator).
     pub fn timestamped_items(self) -> Option<(&'static [u8], &'static [u8], u8)> {
         match self {
-            Rule::Stripe | Rule::Workos => Some((b"t", b"v1", b',')),
+            Rule::Stripe | Rule::Workos | Rule::Mux => Some((b"t", b"v1", b',')),
             Rule::Paddle => Some((b"ts", b"h1", b';')),
             _ => None,
         }
@@ -252,6 +255,7 @@ impl Rule {
             Rule::Stripe
             | Rule::Paddle
             | Rule::Workos
+            | Rule::Mux
             | Rule::Github
             | Rule::Shopify
             | Rule::Square
@@ -267,6 +271,7 @@ impl Rule {
             Rule::Stripe
                 | Rule::Paddle
                 | Rule::Workos
+                | Rule::Mux
                 | Rule::Slack
                 | Rule::Zoom
                 | Rule::Standard
@@ -292,7 +297,7 @@ impl Rule {
         }
         let parts: Vec<&[u8]> = match self {
             Rule::Twilio => unreachable!("above"),
-            Rule::Stripe | Rule::Acme | Rule::Workos => vec![timestamp, b".", body],
+            Rule::Stripe | Rule::Acme | Rule::Workos | Rule::Mux => vec![timestamp, b".", body],
             Rule::Discord => vec![timestamp, body],
             Rule::Paddle => vec![timestamp, b":", body],
             Rule::Github | Rule::Shopify | Rule::Basic | Rule::Token => vec![body],
@@ -306,7 +311,9 @@ impl Rule {
     /// The header value carrying `tag`, as the provider writes it (Stripe: with `t=`).
     pub fn signature_value(self, tag: &[u8], timestamp: &[u8]) -> Vec<u8> {
         match self {
-            Rule::Stripe => [b"t=", timestamp, b",v1=", hex::encode(tag).as_bytes()].concat(),
+            Rule::Stripe | Rule::Mux => {
+                [b"t=", timestamp, b",v1=", hex::encode(tag).as_bytes()].concat()
+            }
             Rule::Paddle => [b"ts=", timestamp, b";h1=", hex::encode(tag).as_bytes()].concat(),
             Rule::Workos => [b"t=", timestamp, b", v1=", hex::encode(tag).as_bytes()].concat(),
             Rule::Github | Rule::Acme => format!("sha256={}", hex::encode(tag)).into_bytes(),
@@ -857,7 +864,7 @@ impl OracleSource {
             }
         };
         match self.rule {
-            Rule::Stripe | Rule::Paddle | Rule::Workos => {
+            Rule::Stripe | Rule::Paddle | Rule::Workos | Rule::Mux => {
                 let (t_key, v_key, separator) = self.rule.timestamped_items()?;
                 let value = single(sig_name)?;
                 let mut timestamp = None;
