@@ -10,7 +10,7 @@ use crate::idempotency::Answer;
 use crate::secret::Secret;
 use crate::signature::{
     Basic, Discord, PublicUrl, Scheme, Square, Standard, Twilio, Verified, GITHUB, MUX, PADDLE,
-    SHOPIFY, SLACK, STRIPE, WORKOS, ZOOM,
+    PAGERDUTY, SHOPIFY, SLACK, STRIPE, WORKOS, ZOOM,
 };
 use std::time::Duration;
 
@@ -183,7 +183,7 @@ fn twilio(url: PublicUrl) -> Configured {
 }
 
 /// Every provider, in the order the documentation lists them.
-pub static PROFILES: [Profile; 15] = [
+pub static PROFILES: [Profile; 16] = [
     Profile {
         once_per_object: Some((&STRIPE_ONCE_PER_OBJECT_TYPES, "/data/object/id")),
         ..plain(
@@ -350,6 +350,15 @@ pub static PROFILES: [Profile; 15] = [
         (
             days(4),
             "Mux retries for 24 hours (older documentation: 3 days), with margin",
+        ),
+    ),
+    plain(
+        "pagerduty",
+        Signing::Fixed(&PAGERDUTY),
+        at(Place::Json("/event/id"), Place::Json("/event/event_type")),
+        (
+            days(1),
+            "PagerDuty retries a failed delivery 4 times within about 20 minutes, with margin",
         ),
     ),
     configured("hmac", Signing::Hmac),

@@ -33,7 +33,7 @@ pub use self::public_url::PublicUrl;
 pub use self::square::Square;
 pub use self::standard::{check_signing_secret as check_standard_secret, Standard};
 pub use self::stripe::STRIPE;
-pub use self::timestamped::{TimestampedHex, MUX, WORKOS};
+pub use self::timestamped::{SignatureList, MUX, PAGERDUTY, WORKOS};
 pub use self::twilio::Twilio;
 
 use crate::identity::RequestParts;

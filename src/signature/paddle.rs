@@ -3,14 +3,14 @@
 //! `h1` is tried (Paddle sends one per active secret while a secret rotates); unknown
 //! keys are ignored. Event id and type come from the JSON body (`event_id`, `event_type`).
 
-use super::timestamped::TimestampedHex;
+use super::timestamped::SignatureList;
 use crate::secret::MinLength;
 
-pub static PADDLE: TimestampedHex = TimestampedHex {
+pub static PADDLE: SignatureList = SignatureList {
     header: "Paddle-Signature",
     separator: ';',
     written_separator: ";",
-    timestamp_key: "ts",
+    timestamp_key: Some("ts"),
     signature_key: "h1",
     joiner: b":",
     millis: false,
@@ -41,7 +41,7 @@ mod tests {
                 .as_bytes(),
             )
             .unwrap();
-        assert_eq!(parsed.timestamp, 12);
+        assert_eq!(parsed.timestamp, Some(12));
         assert_eq!(parsed.signatures, vec![vec![0xaa; 32], vec![0xcc; 32]]);
         assert!(PADDLE
             .parse_header(format!("h1={}", "aa".repeat(32)).as_bytes())

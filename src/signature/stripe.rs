@@ -4,14 +4,14 @@
 //! than [`super::MAX_SIGNATURES`] signatures is refused. Event id and type come from the
 //! JSON body (`id`, `type`).
 
-use super::timestamped::TimestampedHex;
+use super::timestamped::SignatureList;
 use crate::secret::MinLength;
 
-pub static STRIPE: TimestampedHex = TimestampedHex {
+pub static STRIPE: SignatureList = SignatureList {
     header: "Stripe-Signature",
     separator: ',',
     written_separator: ",",
-    timestamp_key: "t",
+    timestamp_key: Some("t"),
     signature_key: "v1",
     joiner: b".",
     millis: false,
@@ -57,7 +57,7 @@ mod tests {
                 .as_bytes(),
             )
             .unwrap();
-        assert_eq!(parsed.timestamp, 12);
+        assert_eq!(parsed.timestamp, Some(12));
         assert_eq!(parsed.signatures, vec![vec![0xaa; 32], vec![0xcc; 32]]);
         assert!(STRIPE.parse_header(b"v1=00").is_err());
         assert!(STRIPE.parse_header(b"t=12").is_err());

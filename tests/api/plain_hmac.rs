@@ -1,4 +1,4 @@
-//! The plain HMAC variants (WorkOS, Mux …), end to end over HTTP on both backends, one table
+//! The plain HMAC variants (WorkOS, Mux, PagerDuty …), end to end over HTTP on both backends, one table
 //! row each: a signed event is accepted and delivered to the application exactly once, its
 //! duplicate gets the stored answer byte for byte, and a tampered body, a removed secret
 //! or a stale timestamp gets a 401 problem.
@@ -26,6 +26,8 @@ struct Variant {
     event_type: &'static str,
     /// The header the signature is in, for a malformed one.
     signature_header: &'static str,
+    /// Whether a time is signed (and a stale one refused).
+    signs_time: bool,
 }
 
 fn workos_event(id: &str) -> Vec<u8> {
@@ -36,6 +38,18 @@ fn workos_event(id: &str) -> Vec<u8> {
         "data": {"object": "directory_user", "id": "directory_user_01E1JG7J09H96KYP8HM9B0G5SJ"},
         "created_at": "2026-11-30T20:00:00.000Z",
     })
+    .to_string()
+    .into_bytes()
+}
+
+fn pagerduty_event(id: &str) -> Vec<u8> {
+    serde_json::json!({"event": {
+        "id": format!("01DEN1HNLBC1VITFBTI3PZTD{id}"),
+        "event_type": "incident.triggered",
+        "resource_type": "incident",
+        "occurred_at": "2026-11-30T20:00:00.000Z",
+        "data": {"id": "PGR0VU2", "type": "incident", "status": "triggered"},
+    }})
     .to_string()
     .into_bytes()
 }
@@ -52,7 +66,7 @@ fn mux_event(id: &str) -> Vec<u8> {
     .into_bytes()
 }
 
-const VARIANTS: [Variant; 2] = [
+const VARIANTS: [Variant; 3] = [
     Variant {
         scheme: "workos",
         secrets: [
@@ -63,6 +77,7 @@ const VARIANTS: [Variant; 2] = [
         event_id: Some("event_01e1"),
         event_type: "dsync.user.created",
         signature_header: "WorkOS-Signature",
+        signs_time: true,
     },
     Variant {
         scheme: "mux",
@@ -75,6 +90,19 @@ const VARIANTS: [Variant; 2] = [
         event_id: None,
         event_type: "video.asset.ready",
         signature_header: "Mux-Signature",
+        signs_time: true,
+    },
+    Variant {
+        scheme: "pagerduty",
+        secrets: [
+            "pagerduty_subscription_secret_current",
+            "pagerduty_subscription_secret_old_one",
+        ],
+        body: pagerduty_event,
+        event_id: Some("01DEN1HNLBC1VITFBTI3PZTDe1"),
+        event_type: "incident.triggered",
+        signature_header: "X-PagerDuty-Signature",
+        signs_time: false,
     },
 ];
 
@@ -185,7 +213,7 @@ async fn accepted_once_and_refused_when_altered(app: &TestApp, variant: &Variant
     app.post_webhook(source, &body, &removed)
         .await
         .assert_problem(401, "bad_signature");
-    for offset in [-310, 310] {
+    for offset in [-310, 310].into_iter().filter(|_| variant.signs_time) {
         let stale = headers_for(app, source, &body, current, offset);
         app.post_webhook(source, &body, &stale)
             .await

@@ -45,7 +45,7 @@ const TWILIO_URL: &str = "https://hooks.example.com/twilio/status?tenant=fuzz&re
 /// public keys, see [`configured`]). `standard-ed25519` mixes both kinds: a `whpk_` key
 /// (current) beside a `whsec_` secret (rotating out), so a `v1a` entry must verify under
 /// the one and a `v1` entry under the other, never across.
-const MORE_SOURCES: [(&str, [&str; 3]); 10] = [
+const MORE_SOURCES: [(&str, [&str; 3]); 11] = [
     (
         "paddle",
         [
@@ -108,6 +108,14 @@ const MORE_SOURCES: [(&str, [&str; 3]); 10] = [
             "mux_current_0123456789abcdefghij",
             "mux_rotating_out_0123456789abcdef",
             "mux_removed_0123456789abcdefghij",
+        ],
+    ),
+    (
+        "pagerduty",
+        [
+            "pd_current_0123456789abcdefghij",
+            "pd_rotating_out_0123456789abcdef",
+            "pd_removed_0123456789abcdefghij",
         ],
     ),
     (
@@ -217,6 +225,7 @@ fn rule_of(source: &str) -> Rule {
         "discord" => Rule::Discord,
         "workos" => Rule::Workos,
         "mux" => Rule::Mux,
+        "pagerduty" => Rule::Pagerduty,
         other => panic!("no rule for {other}"),
     }
 }
@@ -279,6 +288,8 @@ fn body_for(source: &str, id: &str, rng: &mut fastrand::Rng) -> Vec<u8> {
         "twilio" => return twilio_body(id, nonce, rng),
         "discord" => return discord_body(id, nonce, rng),
         "legacy" | "forms" => serde_json::json!({"id": id, "type": "thing.happened", "n": nonce}),
+        "pagerduty" => serde_json::json!({"event": {"id": id, "event_type": "incident.triggered",
+            "resource_type": "incident", "data": {"id": format!("P{nonce}")}}}),
         "mux" => serde_json::json!({"type": "video.asset.ready", "id": id,
             "object": {"type": "asset", "id": format!("asset_{nonce}")}, "attempts": []}),
         "workos" => serde_json::json!({"object": "event", "id": id, "event": "user.created",
@@ -523,9 +534,13 @@ fn timestamp_slot(case: &Case) -> Option<(usize, Option<TimestampItem>)> {
         Rule::Acme => &["x-acme-timestamp"],
         Rule::Standard => &["webhook-timestamp", "svix-timestamp"],
         Rule::Discord => &[DISCORD_TIMESTAMP],
-        Rule::Github | Rule::Shopify | Rule::Square | Rule::Twilio | Rule::Basic | Rule::Token => {
-            return None
-        }
+        Rule::Github
+        | Rule::Shopify
+        | Rule::Square
+        | Rule::Twilio
+        | Rule::Basic
+        | Rule::Token
+        | Rule::Pagerduty => return None,
     };
     let item = rule
         .timestamped_items()
@@ -813,7 +828,9 @@ fn mutate(case: &mut Case, now: i64, rng: &mut fastrand::Rng, others: &[Case]) -
             };
             let random: Vec<u8> = (0..len).map(|_| rng.u8(..)).collect();
             let extra = match rule {
-                Rule::Stripe | Rule::Workos | Rule::Mux => format!("v1={}", hex::encode(&random)),
+                Rule::Stripe | Rule::Workos | Rule::Mux | Rule::Pagerduty => {
+                    format!("v1={}", hex::encode(&random))
+                }
                 Rule::Paddle => format!("h1={}", hex::encode(&random)),
                 Rule::Standard if len == ED25519_LEN => format!("v1a,{}", base64_encode(&random)),
                 Rule::Standard => format!("v1,{}", base64_encode(&random)),
@@ -985,6 +1002,7 @@ fn signature_names(rule: Rule) -> &'static [&'static str] {
         Rule::Discord => &[DISCORD_SIGNATURE],
         Rule::Workos => &["workos-signature"],
         Rule::Mux => &["mux-signature"],
+        Rule::Pagerduty => &["x-pagerduty-signature"],
     }
 }
 
@@ -1422,6 +1440,7 @@ fn the_oracle_agrees_with_the_published_vectors() {
                 "discord" => Rule::Discord,
                 "workos" => Rule::Workos,
                 "mux" => Rule::Mux,
+                "pagerduty" => Rule::Pagerduty,
                 other => panic!("{other}"),
             };
             // Discord's vectors name the application's public key; the others the secret

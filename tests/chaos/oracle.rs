@@ -94,6 +94,8 @@ pub enum Rule {
     Workos,
     /// `Mux-Signature: t=<unix>,v1=<hex>[,v1=…]` over `"{t}.{body}"`.
     Mux,
+    /// `X-PagerDuty-Signature: v1=<hex>[,v1=…]` over the body; no timestamp.
+    Pagerduty,
 }
 
 /// The header of the test's `header_token` source.
@@ -209,6 +211,7 @@ impl Rule {
             Rule::Discord => (DISCORD_SIGNATURE, "", true),
             Rule::Workos => ("workos-signature", "", true),
             Rule::Mux => ("mux-signature", "", true),
+            Rule::Pagerduty => ("x-pagerduty-signature", "", true),
         }
     }
 
@@ -217,10 +220,11 @@ impl Rule {
         matches!(self, Rule::Basic | Rule::Token)
     }
 
-    /// Stripe's, Paddle's and WorkOS's one header: (timestamp key, signature key,
-    /// separator).
+    /// Stripe's, Paddle's, WorkOS's, Mux's and PagerDuty's one header: (timestamp key —
+    /// empty for PagerDuty, which signs none —, signature key, separator).
     pub fn timestamped_items(self) -> Option<(&'static [u8], &'static [u8], u8)> {
         match self {
+            Rule::Pagerduty => Some((b"", b"v1", b',')),
             Rule::Stripe | Rule::Workos | Rule::Mux => Some((b"t", b"v1", b',')),
             Rule::Paddle => Some((b"ts", b"h1", b';')),
             _ => None,
@@ -256,6 +260,7 @@ impl Rule {
             | Rule::Paddle
             | Rule::Workos
             | Rule::Mux
+            | Rule::Pagerduty
             | Rule::Github
             | Rule::Shopify
             | Rule::Square
@@ -300,7 +305,9 @@ impl Rule {
             Rule::Stripe | Rule::Acme | Rule::Workos | Rule::Mux => vec![timestamp, b".", body],
             Rule::Discord => vec![timestamp, body],
             Rule::Paddle => vec![timestamp, b":", body],
-            Rule::Github | Rule::Shopify | Rule::Basic | Rule::Token => vec![body],
+            Rule::Github | Rule::Shopify | Rule::Basic | Rule::Token | Rule::Pagerduty => {
+                vec![body]
+            }
             Rule::Slack | Rule::Zoom => vec![b"v0:", timestamp, b":", body],
             Rule::Standard => vec![id, b".", timestamp, b".", body],
             Rule::Square => vec![id, body],
@@ -317,6 +324,7 @@ impl Rule {
             Rule::Paddle => [b"ts=", timestamp, b";h1=", hex::encode(tag).as_bytes()].concat(),
             Rule::Workos => [b"t=", timestamp, b", v1=", hex::encode(tag).as_bytes()].concat(),
             Rule::Github | Rule::Acme => format!("sha256={}", hex::encode(tag)).into_bytes(),
+            Rule::Pagerduty => format!("v1={}", hex::encode(tag)).into_bytes(),
             Rule::Discord => hex::encode(tag).into_bytes(),
             Rule::Slack | Rule::Zoom => format!("v0={}", hex::encode(tag)).into_bytes(),
             Rule::Shopify | Rule::Square | Rule::Twilio => STANDARD.encode(tag).into_bytes(),
@@ -864,7 +872,7 @@ impl OracleSource {
             }
         };
         match self.rule {
-            Rule::Stripe | Rule::Paddle | Rule::Workos | Rule::Mux => {
+            Rule::Stripe | Rule::Paddle | Rule::Workos | Rule::Mux | Rule::Pagerduty => {
                 let (t_key, v_key, separator) = self.rule.timestamped_items()?;
                 let value = single(sig_name)?;
                 let mut timestamp = None;
@@ -893,8 +901,14 @@ impl OracleSource {
                         tags.push(decode(text)?);
                     }
                 }
-                let timestamp = timestamp?;
-                let value = Some(canonical_decimal(&timestamp)?);
+                let (timestamp, value) = match self.rule.signs_timestamp() {
+                    true => {
+                        let timestamp = timestamp?;
+                        let value = Some(canonical_decimal(&timestamp)?);
+                        (timestamp, value)
+                    }
+                    false => (Vec::new(), None),
+                };
                 (!tags.is_empty()).then_some(Reading {
                     timestamp,
                     value,
