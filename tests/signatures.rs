@@ -18,8 +18,19 @@ use inlet::signature::{EventToSign, Keys, SignatureError, Unverified};
 use proptest::prelude::*;
 use std::path::PathBuf;
 
-const SCHEMES: [&str; 9] = [
-    "stripe", "github", "standard", "shopify", "slack", "paddle", "zoom", "square", "hmac",
+const SCHEMES: [&str; 12] = [
+    "stripe",
+    "github",
+    "standard",
+    "shopify",
+    "slack",
+    "paddle",
+    "zoom",
+    "square",
+    "hmac",
+    "workos",
+    "mux",
+    "pagerduty",
 ];
 
 /// A source of `scheme` with these secrets, as an operator would configure it.
@@ -264,6 +275,21 @@ fn mac_location(scheme: &str) -> (&'static str, fn(&str) -> usize, bool) {
             false,
         ),
         "square" => ("x-square-hmacsha256-signature", |_| 0, true),
+        "pagerduty" => (
+            "X-PagerDuty-Signature",
+            |v| v.rfind('=').map_or(0, |i| i + 1),
+            false,
+        ),
+        "mux" => (
+            "Mux-Signature",
+            |v| v.rfind('=').map_or(0, |i| i + 1),
+            false,
+        ),
+        "workos" => (
+            "WorkOS-Signature",
+            |v| v.rfind('=').map_or(0, |i| i + 1),
+            false,
+        ),
         "zoom" => (
             "x-zm-signature",
             |v| v.rfind('=').map_or(0, |i| i + 1),
@@ -306,6 +332,9 @@ fn shift_timestamp(scheme: &str, headers: &mut [(String, String)], ts: i64, by: 
         "hmac" => "X-Acme-Timestamp",
         "paddle" => "Paddle-Signature",
         "zoom" => "x-zm-request-timestamp",
+        // Milliseconds: the seconds are their first digits.
+        "workos" => "WorkOS-Signature",
+        "mux" => "Mux-Signature",
         _ => return false,
     };
     let (_, value) = headers
@@ -381,6 +410,7 @@ proptest! {
             "X-Slack-Request-Timestamp", "webhook-id", "webhook-timestamp", "webhook-signature",
             "svix-signature", "X-Acme-Signature", "X-Acme-Timestamp", "Paddle-Signature",
             "x-zm-signature", "x-zm-request-timestamp", "x-square-hmacsha256-signature",
+            "WorkOS-Signature", "Mux-Signature", "X-PagerDuty-Signature",
         ];
         let mut map = HeaderMap::new();
         for (i, name) in names.iter().enumerate() {
@@ -505,26 +535,34 @@ fn our_signer_produces_the_newer_providers_headers() {
     let mut count = 0;
     for vector in checked {
         count += 1;
-        let source = vector_source(vector);
-        let now = vector["timestamp"]
-            .as_i64()
-            .and_then(|t| DateTime::from_timestamp(t, 0))
-            .unwrap_or_else(Utc::now);
-        let event = EventToSign {
-            id: String::new(),
-            event_type: "ping".into(),
-        };
-        let body = vector["body"].as_str().expect("body").as_bytes();
-        let ours = inlet::cli::signed_headers_for(&source, body, now, &event);
-        for (name, theirs) in vector["headers"].as_object().expect("headers") {
-            let ours = ours
-                .iter()
-                .find(|(ours, _)| ours.eq_ignore_ascii_case(name))
-                .map(|(_, value)| value.as_str());
-            assert_eq!(ours, theirs.as_str(), "{} {name}", vector["library"]);
-        }
+        assert_signs_like(vector);
     }
     assert_eq!(count, 9);
+}
+
+/// Inlet's signer, at the vector's signing time (to the millisecond where it has one),
+/// writes every header the vector carries, byte for byte.
+fn assert_signs_like(vector: &serde_json::Value) {
+    let now = match vector["timestamp_ms"].as_i64() {
+        Some(ms) => DateTime::from_timestamp_millis(ms),
+        None => vector["timestamp"]
+            .as_i64()
+            .and_then(|t| DateTime::from_timestamp(t, 0)),
+    }
+    .unwrap_or_else(Utc::now);
+    let event = EventToSign {
+        id: String::new(),
+        event_type: "ping".into(),
+    };
+    let body = vector["body"].as_str().expect("body").as_bytes();
+    let ours = inlet::cli::signed_headers_for(&vector_source(vector), body, now, &event);
+    for (name, theirs) in vector["headers"].as_object().expect("headers") {
+        let ours = ours
+            .iter()
+            .find(|(ours, _)| ours.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value.as_str());
+        assert_eq!(ours, theirs.as_str(), "{} {name}", vector["library"]);
+    }
 }
 
 /// Square and Twilio sign the URL they call: the same request checked against any other
@@ -629,6 +667,62 @@ fn zoom_url_validation_answers_the_documented_token() {
         .provider
         .handshake(&verified, &source.secrets)
         .is_none());
+}
+
+/// The plain HMAC variants (WorkOS, Mux, PagerDuty …): every vector their own library made and judged is
+/// judged by Inlet exactly as by that library, within the tolerance; outside it, in
+/// either direction, the accepted ones are refused for their time.
+#[test]
+fn plain_hmac_vectors_verify_exactly_when_their_library_accepts_them() {
+    let vectors = load_vectors("official-plain-hmac.json");
+    let mut schemes: Vec<&str> = vectors
+        .iter()
+        .filter_map(|v| v["scheme"].as_str())
+        .collect();
+    schemes.dedup();
+    assert_eq!(schemes, ["workos", "mux", "pagerduty"]);
+    for vector in &vectors {
+        let result = check_vector(vector);
+        assert_eq!(
+            result.is_ok(),
+            vector["valid"] == true,
+            "{} / {}: {result:?}",
+            vector["library"],
+            vector["case"]
+        );
+        let Some(ts) = vector["timestamp"]
+            .as_i64()
+            .filter(|_| vector["valid"] == true)
+        else {
+            continue; // refused, or no time signed (PagerDuty)
+        };
+        for (shifted_by, in_time) in [(300, true), (-300, true), (301, false), (-301, false)] {
+            let mut shifted = vector.clone();
+            shifted["timestamp"] = (ts + shifted_by).into();
+            let result = check_vector(&shifted);
+            assert_eq!(result.is_ok(), in_time, "{} {shifted_by}", vector["case"]);
+            if !in_time {
+                assert!(
+                    matches!(result, Err(SignatureError::OutOfTolerance { .. })),
+                    "{result:?}"
+                );
+            }
+        }
+    }
+}
+
+/// `inlet sign` writes, byte for byte, the header of each variant's first vector (so the
+/// library that accepted it accepts what Inlet signs).
+#[test]
+fn our_signer_produces_the_plain_hmac_headers() {
+    let vectors = load_vectors("official-plain-hmac.json");
+    let firsts = vectors.iter().filter(|v| v["case"] == "one signature");
+    let mut count = 0;
+    for vector in firsts {
+        count += 1;
+        assert_signs_like(vector);
+    }
+    assert_eq!(count, 3);
 }
 
 const PADDLE_NEW: &str = "pdl_ntfset_01hv8x2fvaqz3b1k9y7w6tq5rm_new_secret";

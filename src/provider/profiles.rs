@@ -9,8 +9,8 @@ use super::handshake::{
 use crate::idempotency::Answer;
 use crate::secret::Secret;
 use crate::signature::{
-    Basic, Discord, Paddle, PublicUrl, Scheme, Square, Standard, Stripe, Twilio, Verified, GITHUB,
-    SHOPIFY, SLACK, ZOOM,
+    Basic, Discord, PublicUrl, Scheme, Square, Standard, Twilio, Verified, GITHUB, MUX, PADDLE,
+    PAGERDUTY, SHOPIFY, SLACK, STRIPE, WORKOS, ZOOM,
 };
 use std::time::Duration;
 
@@ -183,12 +183,12 @@ fn twilio(url: PublicUrl) -> Configured {
 }
 
 /// Every provider, in the order the documentation lists them.
-pub static PROFILES: [Profile; 13] = [
+pub static PROFILES: [Profile; 16] = [
     Profile {
         once_per_object: Some((&STRIPE_ONCE_PER_OBJECT_TYPES, "/data/object/id")),
         ..plain(
             "stripe",
-            Signing::Fixed(&Stripe),
+            Signing::Fixed(&STRIPE),
             at(Place::Json("/id"), Place::Json("/type")),
             (
                 days(30),
@@ -250,7 +250,7 @@ pub static PROFILES: [Profile; 13] = [
         once_per_object: Some((&PADDLE_ONCE_PER_OBJECT_TYPES, "/data/id")),
         ..plain(
             "paddle",
-            Signing::Fixed(&Paddle),
+            Signing::Fixed(&PADDLE),
             at(Place::Json("/event_id"), Place::Json("/event_type")),
             (
                 days(90),
@@ -327,6 +327,40 @@ pub static PROFILES: [Profile; 13] = [
             ),
         )
     },
+    plain(
+        "workos",
+        Signing::Fixed(&WORKOS),
+        at(Place::Json("/id"), Place::Json("/event")),
+        (
+            days(4),
+            "WorkOS retries up to 12 times with exponential backoff over 3 days, with margin",
+        ),
+    ),
+    // Mux's body lists the delivery attempts made so far (`attempts`), so a retry is
+    // signed over another body under the same `id`: the event is what was signed (its
+    // digest), and the body's `id` is the fact, so a retry after a lost answer has no
+    // second effect instead of a 422.
+    plain(
+        "mux",
+        Signing::Fixed(&MUX),
+        Places {
+            fact_key: Some(Place::Json("/id")),
+            ..at(Place::BodyDigest, Place::Json("/type"))
+        },
+        (
+            days(4),
+            "Mux retries for 24 hours (older documentation: 3 days), with margin",
+        ),
+    ),
+    plain(
+        "pagerduty",
+        Signing::Fixed(&PAGERDUTY),
+        at(Place::Json("/event/id"), Place::Json("/event/event_type")),
+        (
+            days(1),
+            "PagerDuty retries a failed delivery 4 times within about 20 minutes, with margin",
+        ),
+    ),
     configured("hmac", Signing::Hmac),
     // HTTP Basic credentials: authenticates the sender only.
     Profile {

@@ -28,11 +28,12 @@ pub use self::fixed::{url_validation_token as zoom_url_validation_token, FixedHm
 pub use self::fixed::{GITHUB, SHOPIFY, SLACK, ZOOM};
 pub use self::header_token::HeaderToken;
 pub use self::hmac::{Encoding, HmacScheme};
-pub use self::paddle::Paddle;
+pub use self::paddle::PADDLE;
 pub use self::public_url::PublicUrl;
 pub use self::square::Square;
 pub use self::standard::{check_signing_secret as check_standard_secret, Standard};
-pub use self::stripe::Stripe;
+pub use self::stripe::STRIPE;
+pub use self::timestamped::{SignatureList, MUX, PAGERDUTY, WORKOS};
 pub use self::twilio::Twilio;
 
 use crate::identity::RequestParts;

@@ -3,58 +3,26 @@
 //! `h1` is tried (Paddle sends one per active secret while a secret rotates); unknown
 //! keys are ignored. Event id and type come from the JSON body (`event_id`, `event_type`).
 
-use super::timestamped::TimestampedHex;
-use super::{EventToSign, Keys, Scheme, SignatureError, Unverified, Verified};
-use crate::secret::{MinLength, Secret};
-use chrono::{DateTime, Utc};
+use super::timestamped::SignatureList;
+use crate::secret::MinLength;
 
-const LAYOUT: TimestampedHex = TimestampedHex {
+pub static PADDLE: SignatureList = SignatureList {
     header: "Paddle-Signature",
     separator: ';',
-    timestamp_key: "ts",
+    written_separator: ";",
+    timestamp_key: Some("ts"),
     signature_key: "h1",
     joiner: b":",
+    millis: false,
+    // Paddle issues `pdl_ntfset_`, the notification setting's id and a random part.
+    secret: Some(MinLength {
+        prefix: "pdl_ntfset_",
+        prefix_required: false,
+        min: 32,
+        rule: "a Paddle secret key has at least 32 characters after pdl_ntfset_, \
+               as Paddle issues them",
+    }),
 };
-
-#[derive(Debug)]
-pub struct Paddle;
-
-impl Scheme for Paddle {
-    fn verify<'r>(
-        &self,
-        request: Unverified<'r>,
-        keys: Keys<'_>,
-        now: DateTime<Utc>,
-    ) -> Result<Verified<'r>, SignatureError> {
-        LAYOUT.verify(request, keys, now)
-    }
-
-    fn sign(
-        &self,
-        body: &[u8],
-        secret: &Secret,
-        now: DateTime<Utc>,
-        _event: &EventToSign,
-    ) -> Vec<(String, String)> {
-        LAYOUT.sign(body, secret, now)
-    }
-
-    fn signs_timestamp(&self) -> bool {
-        true
-    }
-
-    /// Paddle issues `pdl_ntfset_`, the notification setting's id and a random part.
-    fn check_secret(&self, secret: &Secret) -> Result<(), String> {
-        MinLength {
-            prefix: "pdl_ntfset_",
-            prefix_required: false,
-            min: 32,
-            rule: "a Paddle secret key has at least 32 characters after pdl_ntfset_, \
-                   as Paddle issues them",
-        }
-        .check(secret)
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -62,7 +30,7 @@ mod tests {
 
     #[test]
     fn header_parsing_keeps_every_h1_and_ignores_unknown_keys() {
-        let parsed = LAYOUT
+        let parsed = PADDLE
             .parse_header(
                 format!(
                     "ts=12;h1={};h2={};h1={}",
@@ -73,16 +41,16 @@ mod tests {
                 .as_bytes(),
             )
             .unwrap();
-        assert_eq!(parsed.timestamp, 12);
+        assert_eq!(parsed.timestamp, Some(12));
         assert_eq!(parsed.signatures, vec![vec![0xaa; 32], vec![0xcc; 32]]);
-        assert!(LAYOUT
+        assert!(PADDLE
             .parse_header(format!("h1={}", "aa".repeat(32)).as_bytes())
             .is_err());
-        assert!(LAYOUT.parse_header(b"ts=12").is_err());
-        assert!(LAYOUT.parse_header(b"ts=12;h1=00").is_err());
-        assert!(LAYOUT.parse_header(b"ts=x;h1=00").is_err());
-        assert!(LAYOUT.parse_header(b"ts=1;ts=2;h1=00").is_err());
-        assert!(LAYOUT.parse_header(b"").is_err());
-        assert!(LAYOUT.parse_header(&[0xff, 0xfe]).is_err());
+        assert!(PADDLE.parse_header(b"ts=12").is_err());
+        assert!(PADDLE.parse_header(b"ts=12;h1=00").is_err());
+        assert!(PADDLE.parse_header(b"ts=x;h1=00").is_err());
+        assert!(PADDLE.parse_header(b"ts=1;ts=2;h1=00").is_err());
+        assert!(PADDLE.parse_header(b"").is_err());
+        assert!(PADDLE.parse_header(&[0xff, 0xfe]).is_err());
     }
 }

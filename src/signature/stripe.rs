@@ -4,63 +4,34 @@
 //! than [`super::MAX_SIGNATURES`] signatures is refused. Event id and type come from the
 //! JSON body (`id`, `type`).
 
-use super::timestamped::TimestampedHex;
-use super::{EventToSign, Keys, Scheme, SignatureError, Unverified, Verified};
-use crate::secret::{MinLength, Secret};
-use chrono::{DateTime, Utc};
+use super::timestamped::SignatureList;
+use crate::secret::MinLength;
 
-const LAYOUT: TimestampedHex = TimestampedHex {
+pub static STRIPE: SignatureList = SignatureList {
     header: "Stripe-Signature",
     separator: ',',
-    timestamp_key: "t",
+    written_separator: ",",
+    timestamp_key: Some("t"),
     signature_key: "v1",
     joiner: b".",
+    millis: false,
+    // Stripe issues `whsec_` and 32 characters (its CLI: 64 hex); the HMAC key is the
+    // whole string, so a secret without the prefix can never verify.
+    secret: Some(MinLength {
+        prefix: "whsec_",
+        prefix_required: true,
+        min: 32,
+        rule: "a Stripe signing secret is whsec_ followed by at least 32 characters, \
+               as Stripe issues them",
+    }),
 };
-
-#[derive(Debug)]
-pub struct Stripe;
-
-impl Scheme for Stripe {
-    fn verify<'r>(
-        &self,
-        request: Unverified<'r>,
-        keys: Keys<'_>,
-        now: DateTime<Utc>,
-    ) -> Result<Verified<'r>, SignatureError> {
-        LAYOUT.verify(request, keys, now)
-    }
-
-    fn sign(
-        &self,
-        body: &[u8],
-        secret: &Secret,
-        now: DateTime<Utc>,
-        _event: &EventToSign,
-    ) -> Vec<(String, String)> {
-        LAYOUT.sign(body, secret, now)
-    }
-
-    fn signs_timestamp(&self) -> bool {
-        true
-    }
-
-    /// Stripe issues `whsec_` and 32 characters (its CLI: 64 hex); the HMAC key is the
-    /// whole string, so a secret without the prefix can never verify.
-    fn check_secret(&self, secret: &Secret) -> Result<(), String> {
-        MinLength {
-            prefix: "whsec_",
-            prefix_required: true,
-            min: 32,
-            rule: "a Stripe signing secret is whsec_ followed by at least 32 characters, \
-                   as Stripe issues them",
-        }
-        .check(secret)
-    }
-}
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::secret::Secret;
+    use crate::signature::{EventToSign, Keys, Scheme, SignatureError, Unverified};
+    use chrono::DateTime;
     use http::{HeaderMap, HeaderName, HeaderValue};
     use std::time::Duration;
 
@@ -75,7 +46,7 @@ mod tests {
 
     #[test]
     fn header_parsing_keeps_every_v1_and_ignores_other_schemes() {
-        let parsed = LAYOUT
+        let parsed = STRIPE
             .parse_header(
                 format!(
                     "t=12,v1={},v0={},v1={}",
@@ -86,25 +57,25 @@ mod tests {
                 .as_bytes(),
             )
             .unwrap();
-        assert_eq!(parsed.timestamp, 12);
+        assert_eq!(parsed.timestamp, Some(12));
         assert_eq!(parsed.signatures, vec![vec![0xaa; 32], vec![0xcc; 32]]);
-        assert!(LAYOUT.parse_header(b"v1=00").is_err());
-        assert!(LAYOUT.parse_header(b"t=12").is_err());
-        assert!(LAYOUT.parse_header(b"t=x,v1=00").is_err());
-        assert!(LAYOUT.parse_header(b"t=1,t=2,v1=00").is_err());
-        assert!(LAYOUT.parse_header(b"").is_err());
+        assert!(STRIPE.parse_header(b"v1=00").is_err());
+        assert!(STRIPE.parse_header(b"t=12").is_err());
+        assert!(STRIPE.parse_header(b"t=x,v1=00").is_err());
+        assert!(STRIPE.parse_header(b"t=1,t=2,v1=00").is_err());
+        assert!(STRIPE.parse_header(b"").is_err());
     }
 
     #[test]
     fn more_signatures_than_the_bound_are_refused_before_any_is_checked() {
         let v1 = format!("v1={}", "aa".repeat(32));
         let at_bound = [v1.as_str(); crate::signature::MAX_SIGNATURES].join(",");
-        let parsed = LAYOUT
+        let parsed = STRIPE
             .parse_header(format!("t=12,{at_bound}").as_bytes())
             .unwrap();
         assert_eq!(parsed.signatures.len(), crate::signature::MAX_SIGNATURES);
         for extra in [v1.as_str(), "v0=00", "junk"] {
-            let refused = LAYOUT
+            let refused = STRIPE
                 .parse_header(format!("t=12,{at_bound},{extra}").as_bytes())
                 .unwrap_err();
             assert!(
@@ -124,14 +95,14 @@ mod tests {
             id: "evt_1".into(),
             event_type: "x".into(),
         };
-        let signed = Stripe.sign(body, &old, now, &event);
+        let signed = STRIPE.sign(body, &old, now, &event);
         let map = headers(&signed[0].1);
         let secrets = [new.clone(), old];
         let keys = Keys {
             secrets: &secrets,
             tolerance: Duration::from_secs(300),
         };
-        assert!(Stripe
+        assert!(STRIPE
             .verify(Unverified::new(&map, body), keys, now)
             .is_ok());
         let only_new = [new];
@@ -140,10 +111,10 @@ mod tests {
             tolerance: Duration::from_secs(300),
         };
         assert_eq!(
-            Stripe
+            STRIPE
                 .verify(Unverified::new(&map, body), keys, now)
                 .unwrap_err(),
-            SignatureError::Mismatch(LAYOUT.header.to_owned())
+            SignatureError::Mismatch(STRIPE.header.to_owned())
         );
     }
 }

@@ -1,43 +1,99 @@
-//! The header shape Stripe and Paddle share: one timestamp and any number of hex
-//! HMAC-SHA256 signatures in one header (`t=<unix>,v1=<hex>,v1=<hex>` /
-//! `ts=<unix>;h1=<hex>;h1=<hex>`), signed over `"{timestamp}{joiner}{body}"`. Every
-//! signature is tried (providers send several while a secret rotates); unknown keys are
-//! ignored; more than [`MAX_SIGNATURES`] items besides the timestamp are refused; the
-//! timestamp is checked against the tolerance in both directions.
+//! The header shape Stripe, Paddle, WorkOS, Mux and PagerDuty share: one header listing
+//! `key=value` items — a timestamp where the provider signs one, and any number of hex
+//! HMAC-SHA256 signatures (`t=<unix>,v1=<hex>,v1=<hex>` / `ts=<unix>;h1=<hex>;h1=<hex>` /
+//! `v1=<hex>,v1=<hex>`) — signed over `"{timestamp}{joiner}{body}"`, or the body alone,
+//! keyed with the secret's bytes. Every signature is tried (providers send several while a
+//! secret rotates); unknown keys are ignored; more than [`MAX_SIGNATURES`] items besides
+//! the timestamp are refused; a timestamp is checked against the tolerance in both
+//! directions. Each provider is one [`SignatureList`] entry, read by one implementation of
+//! [`Scheme`]; Stripe's and Paddle's live beside their tests, the plainer ones here:
+//!
+//! - WorkOS: `WorkOS-Signature: t=<unix milliseconds>, v1=<hex>` over `"{t}.{body}"`,
+//!   keyed with the endpoint's webhook secret. Event id and type: the body's `id` and
+//!   `event`.
+//! - Mux: `Mux-Signature: t=<unix>,v1=<hex>` over `"{t}.{body}"`, keyed with the
+//!   endpoint's signing secret. Event type: the body's `type`; the body's `id` is the
+//!   fact (the provider table says why the event is the body's digest).
+//! - PagerDuty (v3 webhooks): `X-PagerDuty-Signature: v1=<hex>[,v1=<hex>…]` over the body,
+//!   keyed with the subscription's secret; one `v1` per secret while it rotates; no
+//!   timestamp. Event id and type: the body's `event.id` and `event.event_type`.
 
 use super::{
-    any_matches, check_tolerance, hmac_sha256, too_many_signatures, Keys, SignatureError,
-    Unverified, Verified, MAX_SIGNATURES,
+    any_matches, check_tolerance, hmac_sha256, too_many_signatures, EventToSign, Keys, Scheme,
+    SignatureError, Unverified, Verified, MAX_SIGNATURES,
 };
-use crate::secret::Secret;
+use crate::secret::{MinLength, Secret};
 use chrono::{DateTime, Utc};
 
 /// One provider's spelling of the shape.
 #[derive(Debug)]
-pub(super) struct TimestampedHex {
-    pub header: &'static str,
+pub struct SignatureList {
+    pub(super) header: &'static str,
     /// Between the header's `key=value` items.
-    pub separator: char,
-    pub timestamp_key: &'static str,
-    pub signature_key: &'static str,
+    pub(super) separator: char,
+    /// What the provider writes between them (`", "` for WorkOS).
+    pub(super) written_separator: &'static str,
+    /// `None`: no timestamp is signed (PagerDuty), only the body.
+    pub(super) timestamp_key: Option<&'static str>,
+    pub(super) signature_key: &'static str,
     /// Between the timestamp and the body in the signed bytes.
-    pub joiner: &'static [u8],
+    pub(super) joiner: &'static [u8],
+    /// The timestamp counts milliseconds (WorkOS), not seconds.
+    pub(super) millis: bool,
+    /// The provider's rule for its secrets; `None`: the floor for a chosen secret.
+    pub(super) secret: Option<MinLength>,
 }
 
-/// The parsed header: the signed timestamp and every signature.
+pub static WORKOS: SignatureList = SignatureList {
+    header: "WorkOS-Signature",
+    separator: ',',
+    written_separator: ", ",
+    timestamp_key: Some("t"),
+    signature_key: "v1",
+    joiner: b".",
+    millis: true,
+    secret: None,
+};
+
+pub static MUX: SignatureList = SignatureList {
+    header: "Mux-Signature",
+    separator: ',',
+    written_separator: ",",
+    timestamp_key: Some("t"),
+    signature_key: "v1",
+    joiner: b".",
+    millis: false,
+    secret: None,
+};
+
+pub static PAGERDUTY: SignatureList = SignatureList {
+    header: "X-PagerDuty-Signature",
+    separator: ',',
+    written_separator: ",",
+    timestamp_key: None,
+    signature_key: "v1",
+    joiner: b"",
+    millis: false,
+    secret: None,
+};
+
+/// The parsed header: the signed timestamp (where the layout has one) and every
+/// signature.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) struct Parsed {
-    pub timestamp: i64,
+    pub timestamp: Option<i64>,
     pub signatures: Vec<Vec<u8>>,
 }
 
-impl TimestampedHex {
+impl SignatureList {
     fn malformed(&self, detail: &str) -> SignatureError {
         SignatureError::malformed(self.header, detail)
     }
 
     pub(super) fn parse_header(&self, value: &[u8]) -> Result<Parsed, SignatureError> {
         let (t, v) = (self.timestamp_key, self.signature_key);
+        let is_t = |key: &str| Some(key) == t;
+        let t = t.unwrap_or_default();
         let mut timestamp = None;
         let mut signatures = Vec::new();
         // Every item but the timestamp counts toward the bound, whatever its key; items
@@ -48,7 +104,7 @@ impl TimestampedHex {
                 .map_err(|_| self.malformed("not valid UTF-8"))?
                 .trim();
             let pair = item.split_once('=');
-            if !item.is_empty() && pair.is_none_or(|(key, _)| key != t) {
+            if !item.is_empty() && pair.is_none_or(|(key, _)| !is_t(key)) {
                 listed += 1;
                 if listed > MAX_SIGNATURES {
                     return Err(too_many_signatures(self.header));
@@ -57,7 +113,7 @@ impl TimestampedHex {
             let Some((key, value)) = pair else {
                 continue;
             };
-            if key == t {
+            if is_t(key) {
                 if timestamp.is_some() {
                     return Err(self.malformed(&format!("more than one {t}=")));
                 }
@@ -76,7 +132,9 @@ impl TimestampedHex {
                 }
             }
         }
-        let timestamp = timestamp.ok_or_else(|| self.malformed(&format!("no {t}= timestamp")))?;
+        if timestamp.is_none() && self.timestamp_key.is_some() {
+            return Err(self.malformed(&format!("no {t}= timestamp")));
+        }
         if signatures.is_empty() {
             return Err(self.malformed(&format!("no {v}= signature")));
         }
@@ -86,7 +144,15 @@ impl TimestampedHex {
         })
     }
 
-    pub(super) fn verify<'r>(
+    /// What is signed: the timestamp as written, the joiner and the body; or the body.
+    fn signed<'a>(&'a self, timestamp: Option<&'a str>, body: &'a [u8]) -> Vec<&'a [u8]> {
+        match timestamp {
+            Some(timestamp) => vec![timestamp.as_bytes(), self.joiner, body],
+            None => vec![body],
+        }
+    }
+
+    fn check<'r>(
         &self,
         request: Unverified<'r>,
         keys: Keys<'_>,
@@ -96,37 +162,77 @@ impl TimestampedHex {
             .header(self.header)
             .ok_or_else(|| SignatureError::Missing(self.header.to_owned()))?;
         let parsed = self.parse_header(header)?;
-        let timestamp = parsed.timestamp.to_string();
-        let signed: [&[u8]; 3] = [timestamp.as_bytes(), self.joiner, request.body];
+        let timestamp = parsed.timestamp.map(|t| t.to_string());
         let secrets = keys.secrets.iter().map(|s| s.expose().as_bytes());
-        if !any_matches(secrets, &signed, &parsed.signatures) {
+        if !any_matches(
+            secrets,
+            &self.signed(timestamp.as_deref(), request.body),
+            &parsed.signatures,
+        ) {
             return Err(SignatureError::Mismatch(self.header.to_owned()));
         }
-        check_tolerance(parsed.timestamp, now, keys.tolerance)?;
+        if let Some(timestamp) = parsed.timestamp {
+            let seconds = match self.millis {
+                true => timestamp.div_euclid(1000),
+                false => timestamp,
+            };
+            check_tolerance(seconds, now, keys.tolerance)?;
+        }
         Ok(request.into_verified())
     }
 
-    pub(super) fn sign(
+    fn signed_headers(
         &self,
         body: &[u8],
         secret: &Secret,
         now: DateTime<Utc>,
     ) -> Vec<(String, String)> {
-        let timestamp = now.timestamp().to_string();
-        let signature = hmac_sha256(
-            secret.expose().as_bytes(),
-            &[timestamp.as_bytes(), self.joiner, body],
-        );
-        let value = format!(
-            "{}={timestamp}{}{}={}",
-            self.timestamp_key,
-            self.separator,
-            self.signature_key,
-            hex::encode(signature)
-        );
+        let timestamp = match self.millis {
+            true => now.timestamp_millis().to_string(),
+            false => now.timestamp().to_string(),
+        };
+        let timestamp = self.timestamp_key.map(|key| (key, timestamp));
+        let signed = self.signed(timestamp.as_ref().map(|(_, t)| t.as_str()), body);
+        let signature = hmac_sha256(secret.expose().as_bytes(), &signed);
+        let time = timestamp
+            .map(|(key, t)| format!("{key}={t}{}", self.written_separator))
+            .unwrap_or_default();
+        let value = format!("{time}{}={}", self.signature_key, hex::encode(signature));
         vec![
             (self.header.to_owned(), value),
             ("Content-Type".to_owned(), "application/json".to_owned()),
         ]
+    }
+}
+
+impl Scheme for SignatureList {
+    fn verify<'r>(
+        &self,
+        request: Unverified<'r>,
+        keys: Keys<'_>,
+        now: DateTime<Utc>,
+    ) -> Result<Verified<'r>, SignatureError> {
+        self.check(request, keys, now)
+    }
+
+    fn sign(
+        &self,
+        body: &[u8],
+        secret: &Secret,
+        now: DateTime<Utc>,
+        _event: &EventToSign,
+    ) -> Vec<(String, String)> {
+        self.signed_headers(body, secret, now)
+    }
+
+    fn signs_timestamp(&self) -> bool {
+        self.timestamp_key.is_some()
+    }
+
+    fn check_secret(&self, secret: &Secret) -> Result<(), String> {
+        self.secret
+            .as_ref()
+            .unwrap_or(&MinLength::CHOSEN)
+            .check(secret)
     }
 }

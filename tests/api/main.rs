@@ -24,6 +24,7 @@ mod observability;
 mod operator;
 mod operators;
 mod payloads;
+mod plain_hmac;
 mod pooler;
 mod providers;
 mod quickstart;

@@ -76,7 +76,7 @@ fn paddle_headers(
 
 /// `source`'s provider's headers signed with `secret` at `offset_secs` from the app's
 /// clock.
-fn headers_for(
+pub fn headers_for(
     app: &TestApp,
     source: &str,
     body: &[u8],

@@ -45,7 +45,7 @@ const TWILIO_URL: &str = "https://hooks.example.com/twilio/status?tenant=fuzz&re
 /// public keys, see [`configured`]). `standard-ed25519` mixes both kinds: a `whpk_` key
 /// (current) beside a `whsec_` secret (rotating out), so a `v1a` entry must verify under
 /// the one and a `v1` entry under the other, never across.
-const MORE_SOURCES: [(&str, [&str; 3]); 8] = [
+const MORE_SOURCES: [(&str, [&str; 3]); 11] = [
     (
         "paddle",
         [
@@ -92,6 +92,30 @@ const MORE_SOURCES: [(&str, [&str; 3]); 8] = [
             "tok_current_0123456789",
             "tok_rotating_out_0123456789",
             "tok_removed_0123456789",
+        ],
+    ),
+    (
+        "workos",
+        [
+            "wh_current_0123456789abcdefghij",
+            "wh_rotating_out_0123456789abcdef",
+            "wh_removed_0123456789abcdefghij",
+        ],
+    ),
+    (
+        "mux",
+        [
+            "mux_current_0123456789abcdefghij",
+            "mux_rotating_out_0123456789abcdef",
+            "mux_removed_0123456789abcdefghij",
+        ],
+    ),
+    (
+        "pagerduty",
+        [
+            "pd_current_0123456789abcdefghij",
+            "pd_rotating_out_0123456789abcdef",
+            "pd_removed_0123456789abcdefghij",
         ],
     ),
     (
@@ -199,6 +223,9 @@ fn rule_of(source: &str) -> Rule {
         "legacy" => Rule::Basic,
         "forms" => Rule::Token,
         "discord" => Rule::Discord,
+        "workos" => Rule::Workos,
+        "mux" => Rule::Mux,
+        "pagerduty" => Rule::Pagerduty,
         other => panic!("no rule for {other}"),
     }
 }
@@ -261,6 +288,12 @@ fn body_for(source: &str, id: &str, rng: &mut fastrand::Rng) -> Vec<u8> {
         "twilio" => return twilio_body(id, nonce, rng),
         "discord" => return discord_body(id, nonce, rng),
         "legacy" | "forms" => serde_json::json!({"id": id, "type": "thing.happened", "n": nonce}),
+        "pagerduty" => serde_json::json!({"event": {"id": id, "event_type": "incident.triggered",
+            "resource_type": "incident", "data": {"id": format!("P{nonce}")}}}),
+        "mux" => serde_json::json!({"type": "video.asset.ready", "id": id,
+            "object": {"type": "asset", "id": format!("asset_{nonce}")}, "attempts": []}),
+        "workos" => serde_json::json!({"object": "event", "id": id, "event": "user.created",
+            "data": {"id": format!("user_{id}"), "n": nonce}}),
         _ => serde_json::json!({"action": "opened", "delivery": id, "nonce": nonce}),
     };
     json.to_string().into_bytes()
@@ -494,14 +527,20 @@ fn timestamp_slot(case: &Case) -> Option<(usize, Option<TimestampItem>)> {
     let names: &[&str] = match rule {
         Rule::Stripe => &["stripe-signature"],
         Rule::Paddle => &["paddle-signature"],
+        Rule::Workos => &["workos-signature"],
+        Rule::Mux => &["mux-signature"],
         Rule::Slack => &["x-slack-request-timestamp"],
         Rule::Zoom => &["x-zm-request-timestamp"],
         Rule::Acme => &["x-acme-timestamp"],
         Rule::Standard => &["webhook-timestamp", "svix-timestamp"],
         Rule::Discord => &[DISCORD_TIMESTAMP],
-        Rule::Github | Rule::Shopify | Rule::Square | Rule::Twilio | Rule::Basic | Rule::Token => {
-            return None
-        }
+        Rule::Github
+        | Rule::Shopify
+        | Rule::Square
+        | Rule::Twilio
+        | Rule::Basic
+        | Rule::Token
+        | Rule::Pagerduty => return None,
     };
     let item = rule
         .timestamped_items()
@@ -557,7 +596,9 @@ fn resign(case: &mut Case, now: i64, rng: &mut fastrand::Rng) -> String {
     let [current, old, removed] = secrets(case.source);
     let secret = [current, old, removed][rng.usize(..3)];
     let shift = time_shift(rng);
-    let value = now.saturating_add(shift);
+    let value = now
+        .saturating_add(shift)
+        .saturating_mul(rule.units_per_second());
     let text = match rng.u32(0..8) {
         0 => format!("0{value}"),
         1 => format!("+{value}"),
@@ -747,7 +788,9 @@ fn mutate(case: &mut Case, now: i64, rng: &mut fastrand::Rng, others: &[Case]) -
             Some(ts) => {
                 let delta =
                     [1, -1, TOLERANCE, -TOLERANCE, TOLERANCE + 1, 86_400, -86_400][rng.usize(..7)];
-                set_timestamp(case, ts.saturating_add(delta).to_string().as_bytes());
+                let units = rule_of(case.source).units_per_second();
+                let shifted = ts.saturating_add(delta.saturating_mul(units));
+                set_timestamp(case, shifted.to_string().as_bytes());
                 format!("timestamp shifted by {delta:+}s, not re-signed")
             }
             None => "nothing".to_owned(),
@@ -785,7 +828,9 @@ fn mutate(case: &mut Case, now: i64, rng: &mut fastrand::Rng, others: &[Case]) -
             };
             let random: Vec<u8> = (0..len).map(|_| rng.u8(..)).collect();
             let extra = match rule {
-                Rule::Stripe => format!("v1={}", hex::encode(&random)),
+                Rule::Stripe | Rule::Workos | Rule::Mux | Rule::Pagerduty => {
+                    format!("v1={}", hex::encode(&random))
+                }
                 Rule::Paddle => format!("h1={}", hex::encode(&random)),
                 Rule::Standard if len == ED25519_LEN => format!("v1a,{}", base64_encode(&random)),
                 Rule::Standard => format!("v1,{}", base64_encode(&random)),
@@ -955,6 +1000,9 @@ fn signature_names(rule: Rule) -> &'static [&'static str] {
         Rule::Basic => &["authorization"],
         Rule::Token => &[TOKEN_HEADER],
         Rule::Discord => &[DISCORD_SIGNATURE],
+        Rule::Workos => &["workos-signature"],
+        Rule::Mux => &["mux-signature"],
+        Rule::Pagerduty => &["x-pagerduty-signature"],
     }
 }
 
@@ -1371,6 +1419,7 @@ fn the_oracle_agrees_with_the_published_vectors() {
         "official-signatures.json",
         "official-providers.json",
         "official-ed25519.json",
+        "official-plain-hmac.json",
     ] {
         let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures")
@@ -1389,6 +1438,9 @@ fn the_oracle_agrees_with_the_published_vectors() {
                 "square" => Rule::Square,
                 "twilio" => Rule::Twilio,
                 "discord" => Rule::Discord,
+                "workos" => Rule::Workos,
+                "mux" => Rule::Mux,
+                "pagerduty" => Rule::Pagerduty,
                 other => panic!("{other}"),
             };
             // Discord's vectors name the application's public key; the others the secret

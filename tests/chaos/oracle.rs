@@ -90,6 +90,12 @@ pub enum Rule {
     /// `X-Signature-Ed25519: <hex>`, the Ed25519 signature over
     /// `"{X-Signature-Timestamp}{body}"` under the application's public key (hex).
     Discord,
+    /// `WorkOS-Signature: t=<Unix milliseconds>, v1=<hex>` over `"{t}.{body}"`.
+    Workos,
+    /// `Mux-Signature: t=<unix>,v1=<hex>[,v1=…]` over `"{t}.{body}"`.
+    Mux,
+    /// `X-PagerDuty-Signature: v1=<hex>[,v1=…]` over the body; no timestamp.
+    Pagerduty,
 }
 
 /// The header of the test's `header_token` source.
@@ -203,6 +209,9 @@ impl Rule {
             Rule::Basic => ("authorization", "Basic ", false),
             Rule::Token => (TOKEN_HEADER, "", false),
             Rule::Discord => (DISCORD_SIGNATURE, "", true),
+            Rule::Workos => ("workos-signature", "", true),
+            Rule::Mux => ("mux-signature", "", true),
+            Rule::Pagerduty => ("x-pagerduty-signature", "", true),
         }
     }
 
@@ -211,12 +220,32 @@ impl Rule {
         matches!(self, Rule::Basic | Rule::Token)
     }
 
-    /// Stripe's and Paddle's one header: (timestamp key, signature key, separator).
+    /// Stripe's, Paddle's, WorkOS's, Mux's and PagerDuty's one header: (timestamp key —
+    /// empty for PagerDuty, which signs none —, signature key, separator).
     pub fn timestamped_items(self) -> Option<(&'static [u8], &'static [u8], u8)> {
         match self {
-            Rule::Stripe => Some((b"t", b"v1", b',')),
+            Rule::Pagerduty => Some((b"", b"v1", b',')),
+            Rule::Stripe | Rule::Workos | Rule::Mux => Some((b"t", b"v1", b',')),
             Rule::Paddle => Some((b"ts", b"h1", b';')),
             _ => None,
+        }
+    }
+
+    /// What the provider may write after the separator of its one header (WorkOS: a
+    /// space).
+    fn item_space(self) -> &'static [u8] {
+        match self {
+            Rule::Workos => b" ",
+            _ => b"",
+        }
+    }
+
+    /// How many of the signed timestamp's units make a second (WorkOS counts
+    /// milliseconds).
+    pub fn units_per_second(self) -> i64 {
+        match self {
+            Rule::Workos => 1000,
+            _ => 1,
         }
     }
 
@@ -229,6 +258,9 @@ impl Rule {
             Rule::Discord => Some(DISCORD_TIMESTAMP),
             Rule::Stripe
             | Rule::Paddle
+            | Rule::Workos
+            | Rule::Mux
+            | Rule::Pagerduty
             | Rule::Github
             | Rule::Shopify
             | Rule::Square
@@ -243,6 +275,8 @@ impl Rule {
             self,
             Rule::Stripe
                 | Rule::Paddle
+                | Rule::Workos
+                | Rule::Mux
                 | Rule::Slack
                 | Rule::Zoom
                 | Rule::Standard
@@ -268,10 +302,12 @@ impl Rule {
         }
         let parts: Vec<&[u8]> = match self {
             Rule::Twilio => unreachable!("above"),
-            Rule::Stripe | Rule::Acme => vec![timestamp, b".", body],
+            Rule::Stripe | Rule::Acme | Rule::Workos | Rule::Mux => vec![timestamp, b".", body],
             Rule::Discord => vec![timestamp, body],
             Rule::Paddle => vec![timestamp, b":", body],
-            Rule::Github | Rule::Shopify | Rule::Basic | Rule::Token => vec![body],
+            Rule::Github | Rule::Shopify | Rule::Basic | Rule::Token | Rule::Pagerduty => {
+                vec![body]
+            }
             Rule::Slack | Rule::Zoom => vec![b"v0:", timestamp, b":", body],
             Rule::Standard => vec![id, b".", timestamp, b".", body],
             Rule::Square => vec![id, body],
@@ -282,9 +318,13 @@ impl Rule {
     /// The header value carrying `tag`, as the provider writes it (Stripe: with `t=`).
     pub fn signature_value(self, tag: &[u8], timestamp: &[u8]) -> Vec<u8> {
         match self {
-            Rule::Stripe => [b"t=", timestamp, b",v1=", hex::encode(tag).as_bytes()].concat(),
+            Rule::Stripe | Rule::Mux => {
+                [b"t=", timestamp, b",v1=", hex::encode(tag).as_bytes()].concat()
+            }
             Rule::Paddle => [b"ts=", timestamp, b";h1=", hex::encode(tag).as_bytes()].concat(),
+            Rule::Workos => [b"t=", timestamp, b", v1=", hex::encode(tag).as_bytes()].concat(),
             Rule::Github | Rule::Acme => format!("sha256={}", hex::encode(tag)).into_bytes(),
+            Rule::Pagerduty => format!("v1={}", hex::encode(tag)).into_bytes(),
             Rule::Discord => hex::encode(tag).into_bytes(),
             Rule::Slack | Rule::Zoom => format!("v0={}", hex::encode(tag)).into_bytes(),
             Rule::Shopify | Rule::Square | Rule::Twilio => STANDARD.encode(tag).into_bytes(),
@@ -799,6 +839,7 @@ impl OracleSource {
             let Some(value) = reading.value else {
                 return false;
             };
+            let value = value.div_euclid(self.rule.units_per_second());
             if now.abs_diff(value) > (self.tolerance + slack).max(0).unsigned_abs() {
                 return false;
             }
@@ -831,12 +872,17 @@ impl OracleSource {
             }
         };
         match self.rule {
-            Rule::Stripe | Rule::Paddle => {
+            Rule::Stripe | Rule::Paddle | Rule::Workos | Rule::Mux | Rule::Pagerduty => {
                 let (t_key, v_key, separator) = self.rule.timestamped_items()?;
                 let value = single(sig_name)?;
                 let mut timestamp = None;
                 let mut tags = Vec::new();
-                for item in value.split(|b| *b == separator) {
+                for (n, item) in value.split(|b| *b == separator).enumerate() {
+                    // WorkOS writes a space after the comma; its SDK reads either.
+                    let item = match n {
+                        0 => item,
+                        _ => item.strip_prefix(self.rule.item_space()).unwrap_or(item),
+                    };
                     let at = item.iter().position(|b| *b == b'=')?;
                     let (key, text) = (&item[..at], &item[at + 1..]);
                     let key_ok = !key.is_empty()
@@ -855,8 +901,14 @@ impl OracleSource {
                         tags.push(decode(text)?);
                     }
                 }
-                let timestamp = timestamp?;
-                let value = Some(canonical_decimal(&timestamp)?);
+                let (timestamp, value) = match self.rule.signs_timestamp() {
+                    true => {
+                        let timestamp = timestamp?;
+                        let value = Some(canonical_decimal(&timestamp)?);
+                        (timestamp, value)
+                    }
+                    false => (Vec::new(), None),
+                };
                 (!tags.is_empty()).then_some(Reading {
                     timestamp,
                     value,
