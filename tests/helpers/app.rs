@@ -56,6 +56,8 @@ pub struct TestOptions {
     pub operators: &'static str,
     /// `[telemetry]` lines (TOML), e.g. `otlp_endpoint = "…"`.
     pub telemetry: Option<String>,
+    /// `operator.lockout_after`: wrong tokens in a row before an address waits.
+    pub lockout_after: Option<u32>,
 }
 
 impl Default for TestOptions {
@@ -79,6 +81,7 @@ impl Default for TestOptions {
             through_pooler: None,
             operators: "",
             telemetry: None,
+            lockout_after: None,
         }
     }
 }
@@ -208,6 +211,7 @@ async fn start_instance(
 
         [operator]
         token = "{OPERATOR_TOKEN}"
+        {lockout_after}
 
         [retention]
         sweeper = {sweeper}
@@ -243,6 +247,10 @@ async fn start_instance(
         retention = options.retention,
         sources = sources_toml(&destination) + &options.extra_sources,
         operators = options.operators,
+        lockout_after = options
+            .lockout_after
+            .map(|n| format!("lockout_after = {n}"))
+            .unwrap_or_default(),
         telemetry = options
             .telemetry
             .as_deref()

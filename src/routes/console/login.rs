@@ -38,6 +38,13 @@ pub async fn login(
     let fields = form_fields(&body);
     let next = safe_next(field(&fields, "next").unwrap_or(PATH)).to_owned();
     let client = request.peer_addr().map(|peer| peer.ip());
+    let given = field(&fields, "token").unwrap_or_default();
+    if given.trim().is_empty() {
+        // No token guesses nothing: never counted, never made to wait (as at the API).
+        refused_sign_in("no_token", &request);
+        let message = "Enter an operator's token.";
+        return Ok(view::page_response(401, view::login(&next, Some(message))));
+    }
     if let Some(left) = state.sign_in.wait_left(client) {
         refused_sign_in("waiting", &request);
         let secs = left.as_secs().max(1);
@@ -48,7 +55,6 @@ pub async fn login(
         }
         return Ok(page);
     }
-    let given = field(&fields, "token").unwrap_or_default();
     let Some(account) = roles::find(accounts, given.trim()) else {
         state
             .sign_in
