@@ -27,7 +27,9 @@ pub struct EventFilter {
     #[serde(rename = "type")]
     pub event_type: Option<String>,
     pub status: Option<String>,
+    #[serde(default, deserialize_with = "time_bound")]
     pub since: Option<DateTime<Utc>>,
+    #[serde(default, deserialize_with = "time_bound")]
     pub until: Option<DateTime<Utc>>,
 }
 
@@ -47,17 +49,20 @@ pub struct EventSummary {
     pub expires_at: NaiveDateTime,
 }
 
-/// Refuses a filter value no query should see: more characters than an identity value
-/// has bytes, or holding a control character (PostgreSQL refuses NUL in text). Counted
-/// in characters, as the OpenAPI document's `maxLength` counts them: a value of more than
-/// [`MAX_IDENTITY_BYTES`] bytes matches nothing, and is no error.
+/// The most characters a filter or path value may hold: as many as a stored name or id
+/// holds bytes. Characters, as the OpenAPI document's `maxLength` counts them: a value
+/// of more than [`MAX_IDENTITY_BYTES`] bytes matches nothing, and is no error.
+pub const MAX_FILTER_CHARS: usize = MAX_IDENTITY_BYTES;
+
+/// Refuses a filter value no query should see: over [`MAX_FILTER_CHARS`], or holding a
+/// control character (PostgreSQL refuses NUL in text).
 pub fn check_text(name: &str, value: Option<&str>) -> Result<(), OperatorError> {
     match value {
         Some(text)
-            if text.chars().count() > MAX_IDENTITY_BYTES || text.chars().any(char::is_control) =>
+            if text.chars().count() > MAX_FILTER_CHARS || text.chars().any(char::is_control) =>
         {
             Err(OperatorError::Invalid(format!(
-                "{name} is at most {MAX_IDENTITY_BYTES} characters of printable text"
+                "{name} is at most {MAX_FILTER_CHARS} characters of printable text"
             )))
         }
         _ => Ok(()),
@@ -65,11 +70,39 @@ pub fn check_text(name: &str, value: Option<&str>) -> Result<(), OperatorError> 
 }
 
 /// Refuses a stored name or id that cannot be one: empty, or refused by [`check_text`].
-pub fn check_name(name: &str, value: &str) -> Result<(), OperatorError> {
+pub fn check_stored_id(name: &str, value: &str) -> Result<(), OperatorError> {
     if value.is_empty() {
         return Err(OperatorError::Invalid(format!("{name} is empty")));
     }
     check_text(name, Some(value))
+}
+
+/// The earliest and the latest time both databases store.
+fn storable_times() -> (DateTime<Utc>, DateTime<Utc>) {
+    let at = |y, mo, d, h, mi, s| {
+        chrono::NaiveDate::from_ymd_opt(y, mo, d)
+            .and_then(|day| day.and_hms_opt(h, mi, s))
+            .map(|t| t.and_utc())
+            .unwrap_or_default()
+    };
+    (at(1, 1, 1, 0, 0, 0), at(9999, 12, 31, 23, 59, 59))
+}
+
+/// An optional time bound of a filter, as the API takes it: an RFC 3339 time (a year of
+/// four digits, as the document's `date-time` says; chrono alone would read `-262143-…`
+/// too). One before the year 1 or after 9999 in UTC (only an offset at the very edge
+/// makes one) is read as the earliest or latest time stored: it selects the same rows.
+pub fn time_bound<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<DateTime<Utc>>, D::Error> {
+    let Some(text) = Option::<String>::deserialize(deserializer)? else {
+        return Ok(None);
+    };
+    let at = DateTime::parse_from_rfc3339(&text).map_err(|e| {
+        serde::de::Error::custom(format!("{text:?} is not an RFC 3339 time: {e}"))
+    })?;
+    let (first, last) = storable_times();
+    Ok(Some(at.with_timezone(&Utc).clamp(first, last)))
 }
 
 /// Refuses a time outside the years 1 to 9999 (both databases store those).
@@ -82,11 +115,15 @@ pub fn check_time(name: &str, value: Option<DateTime<Utc>>) -> Result<(), Operat
     }
 }
 
-/// Refuses a status that no row can have: only `allowed` are ever stored.
-fn check_status(value: Option<&str>, allowed: &[&str]) -> Result<(), OperatorError> {
+/// Refuses a value outside `allowed` (a status no row can have, an unknown outcome).
+pub fn check_one_of(
+    name: &str,
+    value: Option<&str>,
+    allowed: &[&str],
+) -> Result<(), OperatorError> {
     match value {
-        Some(status) if !allowed.contains(&status) => Err(OperatorError::Invalid(format!(
-            "status is one of {}",
+        Some(given) if !allowed.contains(&given) => Err(OperatorError::Invalid(format!(
+            "{name} is one of {}",
             allowed.join(", ")
         ))),
         _ => Ok(()),
@@ -98,7 +135,7 @@ impl EventFilter {
     pub fn validate(&self) -> Result<(), OperatorError> {
         check_text("source", self.source.as_deref())?;
         check_text("type", self.event_type.as_deref())?;
-        check_status(self.status.as_deref(), &[STATUS_PROCESSED])?;
+        check_one_of("status", self.status.as_deref(), &[STATUS_PROCESSED])?;
         check_time("since", self.since)?;
         check_time("until", self.until)
     }
@@ -107,10 +144,8 @@ impl EventFilter {
 impl DeliveryFilter {
     /// Checks every value before any query runs.
     pub fn validate(&self) -> Result<(), OperatorError> {
-        check_status(
-            self.status.as_deref(),
-            &[PENDING, IN_PROGRESS, DELIVERED, DEAD, DISCARDED],
-        )?;
+        let statuses = [PENDING, IN_PROGRESS, DELIVERED, DEAD, DISCARDED];
+        check_one_of("status", self.status.as_deref(), &statuses)?;
         check_text("source", self.source.as_deref())?;
         check_text("destination", self.destination.as_deref())
     }

@@ -148,12 +148,8 @@ impl AuditFilter {
         super::actions::check_text("action", self.action.as_deref())?;
         super::actions::check_time("since", self.since)?;
         super::actions::check_time("until", self.until)?;
-        match self.outcome.as_deref() {
-            None | Some("done" | "refused" | "failed") => Ok(()),
-            Some(_) => Err(OperatorError::Invalid(
-                "outcome is done, refused or failed".to_owned(),
-            )),
-        }
+        let outcomes = ["done", "refused", "failed"];
+        super::actions::check_one_of("outcome", self.outcome.as_deref(), &outcomes)
     }
 }
 

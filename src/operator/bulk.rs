@@ -79,9 +79,17 @@ pub struct BulkFilter {
     pub destination: Option<String>,
     #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
     pub event_type: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "super::actions::time_bound",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub since: Option<DateTime<Utc>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "super::actions::time_bound",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub until: Option<DateTime<Utc>>,
 }
 
@@ -102,7 +110,7 @@ impl BulkFilter {
 #[serde(deny_unknown_fields)]
 pub struct BulkRequest {
     pub action: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::whole::object")]
     pub filter: BulkFilter,
     #[serde(default)]
     pub dry_run: bool,

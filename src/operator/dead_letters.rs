@@ -15,9 +15,28 @@ use serde::{Deserialize, Serialize};
 pub struct DeadLetterRequest {
     #[serde(default, deserialize_with = "super::whole::option_i64s")]
     pub ids: Option<Vec<i64>>,
-    pub filter: Option<DeliveryFilter>,
+    #[serde(default, deserialize_with = "super::whole::option_object")]
+    pub filter: Option<DeadLetterFilter>,
     #[serde(default, deserialize_with = "super::whole::option_u32")]
     pub limit: Option<u32>,
+}
+
+/// Which dead letters: by source and destination (their status is always `dead`).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeadLetterFilter {
+    pub source: Option<String>,
+    pub destination: Option<String>,
+}
+
+impl From<DeadLetterFilter> for DeliveryFilter {
+    fn from(filter: DeadLetterFilter) -> Self {
+        DeliveryFilter {
+            status: None,
+            source: filter.source,
+            destination: filter.destination,
+        }
+    }
 }
 
 /// What an operator does to dead letters.
@@ -84,6 +103,7 @@ impl DeadLetters {
         let selection = match (request.ids, request.filter) {
             (Some(ids), None) if !ids.is_empty() && ids.len() as u32 <= max => Selection::Ids(ids),
             (None, Some(filter)) => {
+                let filter = DeliveryFilter::from(filter);
                 filter.validate()?;
                 Selection::Filter(filter, limit)
             }

@@ -100,8 +100,8 @@ impl<S: Ground> Calls<S> {
     /// deliveries. `Expired` when its row was swept (its fact remains), `UnknownEvent`
     /// when it never arrived.
     pub async fn show_event(&self, source: &str, event_id: &str) -> Result<Value, OperatorError> {
-        actions::check_name("source", source)?;
-        actions::check_name("event_id", event_id)?;
+        actions::check_stored_id("source", source)?;
+        actions::check_stored_id("event_id", event_id)?;
         let (s, e) = (source.to_owned(), event_id.to_owned());
         let shown = self
             .read(move |c, _| Ok(actions::show_event(c, &s, &e)?))

@@ -20,7 +20,7 @@ mod settings;
 mod sign_in;
 mod trail;
 pub mod views;
-mod whole;
+pub mod whole;
 
 pub use audit::{AuditFilter, AuditRow, Entry as AuditEntry, Outcome, Recorder};
 pub use bulk::{

@@ -24,7 +24,9 @@ pub struct EventRef {
 #[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReplayRequest {
+    #[serde(default, deserialize_with = "super::whole::option_objects")]
     pub events: Option<Vec<EventRef>>,
+    #[serde(default, deserialize_with = "super::whole::option_object")]
     pub filter: Option<EventFilter>,
     #[serde(default, deserialize_with = "super::whole::option_u32")]
     pub limit: Option<u32>,
@@ -53,8 +55,8 @@ impl Replay {
         let target = match (request.events, request.filter) {
             (Some(events), None) if !events.is_empty() && events.len() as u32 <= max => {
                 for event in &events {
-                    actions::check_name("source", &event.source)?;
-                    actions::check_name("event_id", &event.event_id)?;
+                    actions::check_stored_id("source", &event.source)?;
+                    actions::check_stored_id("event_id", &event.event_id)?;
                 }
                 ReplayTarget::Events(
                     (events.into_iter())

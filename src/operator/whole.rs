@@ -1,10 +1,46 @@
-//! Whole numbers as JSON Schema counts them: `8641.0` is the integer 8641 (an `integer`
-//! is any number with a zero fractional part), so a request body may carry one in either
-//! form. serde's integer types refuse the second; these read both, and refuse a fraction
-//! or a number out of range with a clear message.
+//! Request values read as the OpenAPI document declares them, where serde's defaults
+//! read them otherwise:
+//!
+//! - Whole numbers as JSON Schema counts them: `8641.0` is the integer 8641 (an `integer`
+//!   is any number with a zero fractional part), so a request body may carry one in
+//!   either form. serde's integer types refuse the second; these read both, and refuse a
+//!   fraction or a number out of range with a clear message.
+//! - Objects as objects only: serde reads a struct from a JSON array of its fields too
+//!   (`[null, null]` as a filter), which the document does not allow.
 
-use serde::de::{Deserializer, Error};
+use serde::de::{DeserializeOwned, Deserializer, Error};
 use serde::Deserialize;
+use serde_json::{Map, Value};
+
+/// `T` from a JSON object, and from nothing else.
+fn from_object<T: DeserializeOwned, E: Error>(map: Map<String, Value>) -> Result<T, E> {
+    T::deserialize(Value::Object(map)).map_err(E::custom)
+}
+
+/// A struct field that must be an object (a bulk action's `filter`).
+pub fn object<'de, D: Deserializer<'de>, T: DeserializeOwned>(
+    deserializer: D,
+) -> Result<T, D::Error> {
+    from_object(Map::deserialize(deserializer)?)
+}
+
+/// An optional struct field that must be an object or null (`filter`).
+pub fn option_object<'de, D: Deserializer<'de>, T: DeserializeOwned>(
+    deserializer: D,
+) -> Result<Option<T>, D::Error> {
+    Option::<Map<String, Value>>::deserialize(deserializer)?
+        .map(from_object)
+        .transpose()
+}
+
+/// An optional list whose items must be objects (a replay's `events`).
+pub fn option_objects<'de, D: Deserializer<'de>, T: DeserializeOwned>(
+    deserializer: D,
+) -> Result<Option<Vec<T>>, D::Error> {
+    Option::<Vec<Map<String, Value>>>::deserialize(deserializer)?
+        .map(|items| items.into_iter().map(from_object).collect())
+        .transpose()
+}
 
 /// `number` as a whole number of type `T`, if it is one and fits.
 fn whole<T: TryFrom<i64>>(number: &serde_json::Number) -> Option<T> {
@@ -22,6 +58,24 @@ fn read<'de, D: Deserializer<'de>, T: TryFrom<i64>>(
     what: &str,
 ) -> Result<T, D::Error> {
     whole(&number).ok_or_else(|| D::Error::custom(format!("{number} is not {what}")))
+}
+
+/// An optional page cursor (`cursor`, a page's `next_cursor`): 1 to 19 digits, a `-`
+/// before them allowed, as the document's pattern says. A value past an id's range is
+/// no error: it is the range's end (nothing lies beyond it).
+pub fn cursor<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, D::Error> {
+    let Some(text) = Option::<String>::deserialize(deserializer)? else {
+        return Ok(None);
+    };
+    let digits = text.strip_prefix('-').unwrap_or(&text);
+    if digits.is_empty() || digits.len() > 19 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(D::Error::custom(format!(
+            "cursor is 1 to 19 digits, a - before them allowed, not {text:?}"
+        )));
+    }
+    let wide: i128 = text.parse().map_err(D::Error::custom)?;
+    let clamped = wide.clamp(i128::from(i64::MIN), i128::from(i64::MAX));
+    Ok(Some(i64::try_from(clamped).unwrap_or_default()))
 }
 
 /// An optional `u32` (`limit`).
@@ -54,6 +108,27 @@ mod tests {
         limit: Option<u32>,
         #[serde(default, deserialize_with = "super::option_i64s")]
         ids: Option<Vec<i64>>,
+    }
+
+    #[derive(Deserialize)]
+    struct Page {
+        #[serde(default, deserialize_with = "super::cursor")]
+        cursor: Option<i64>,
+    }
+
+    fn page(cursor: &str) -> Result<Option<i64>, serde_json::Error> {
+        serde_json::from_value::<Page>(serde_json::json!({ "cursor": cursor })).map(|p| p.cursor)
+    }
+
+    #[test]
+    fn a_cursor_is_digits_and_past_the_range_is_its_end() {
+        assert_eq!(page("42").unwrap(), Some(42));
+        assert_eq!(page("-212").unwrap(), Some(-212));
+        assert_eq!(page("9999999999999999999").unwrap(), Some(i64::MAX));
+        assert_eq!(page("-9999999999999999999").unwrap(), Some(i64::MIN));
+        for refused in ["", "-", "1.0", "0x10", "12345678901234567890", " 1", "+1"] {
+            assert!(page(refused).is_err(), "{refused:?}");
+        }
     }
 
     fn parse(json: &str) -> Result<Body, serde_json::Error> {

@@ -11,7 +11,8 @@ use super::webhooks::read_body;
 use super::{Problem, Reason, RequestId};
 use crate::config::Settings;
 use crate::idempotency::{Answer, REPLAYED_HEADER};
-use crate::operator::actions::{DeliveryFilter, EventFilter};
+use crate::operator::actions::{self, DeliveryFilter, EventFilter};
+use crate::operator::whole;
 use crate::operator::{
     json_answer, roles, Account, AuditFilter, Bulk, BulkCreated, BulkRequest, BulkRow, Called,
     Caller, Calls, DeadLetterAction, DeadLetterReport, DeadLetterRequest, DeadLetters,
@@ -188,6 +189,15 @@ fn query<T: serde::de::DeserializeOwned>(request: &HttpRequest) -> Result<T, Pro
         .map_err(|e| invalid(format!("invalid query: {e}")))
 }
 
+/// A request body that must be a JSON object of `T`'s fields (serde would read a struct
+/// from an array of them too, which the document does not allow).
+fn body_of<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> Result<T, Problem> {
+    let fields: serde_json::Map<String, Value> =
+        serde_json::from_slice(body).map_err(|e| invalid(format!("invalid {what}: {e}")))?;
+    serde_json::from_value(Value::Object(fields))
+        .map_err(|e| invalid(format!("invalid {what}: {e}")))
+}
+
 fn json_response(status: StatusCode, body: &Value) -> HttpResponse {
     HttpResponse::build(status).json(body)
 }
@@ -207,8 +217,11 @@ struct EventsQuery {
     #[serde(rename = "type")]
     event_type: Option<String>,
     status: Option<String>,
+    #[serde(default, deserialize_with = "actions::time_bound")]
     since: Option<DateTime<Utc>>,
+    #[serde(default, deserialize_with = "actions::time_bound")]
     until: Option<DateTime<Utc>>,
+    #[serde(default, deserialize_with = "whole::cursor")]
     cursor: Option<i64>,
     limit: Option<i64>,
 }
@@ -253,6 +266,7 @@ struct DeliveriesQuery {
     status: Option<String>,
     source: Option<String>,
     destination: Option<String>,
+    #[serde(default, deserialize_with = "whole::cursor")]
     cursor: Option<i64>,
     limit: Option<i64>,
 }
@@ -297,8 +311,7 @@ pub async fn evaluate(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, Problem> {
     let body = read_body(&request, payload, &settings.server).await?;
-    let parsed: EvaluateRequest = serde_json::from_slice(&body)
-        .map_err(|e| invalid(format!("invalid evaluate request: {e}")))?;
+    let parsed: EvaluateRequest = body_of(&body, "evaluate request")?;
     let evaluation = calls(&state, &settings).evaluate(parsed).await?;
     let answer = serde_json::to_value(&evaluation)
         .map_err(|e| Problem::from(OperatorError::Internal(e.to_string())))?;
@@ -405,8 +418,7 @@ pub async fn replay(
 ) -> Result<HttpResponse, Problem> {
     let key = idempotency_key(&request)?;
     let body = read_body(&request, payload, &settings.server).await?;
-    let parsed: ReplayRequest = serde_json::from_slice(&body)
-        .map_err(|e| invalid(format!("invalid replay request: {e}")))?;
+    let parsed: ReplayRequest = body_of(&body, "replay request")?;
     if !parsed.dry_run && !caller.may(Role::Operator) {
         let parameters = serde_json::from_slice(&body).unwrap_or(Value::Null);
         return forbidden(
@@ -452,8 +464,7 @@ async fn on_dead_letters(
     let (caller, settings) = operator.permit(&state, &request, needs).await?;
     let key = IdempotencyKey::required(idempotency_key(&request)?)?;
     let body = read_body(&request, payload, &settings.server).await?;
-    let parsed: DeadLetterRequest =
-        serde_json::from_slice(&body).map_err(|e| invalid(format!("invalid request: {e}")))?;
+    let parsed: DeadLetterRequest = body_of(&body, "request")?;
     let dead = DeadLetters::parse(action, parsed, settings.operator.max_replay)?;
     let keyed = Keyed {
         caller,
@@ -500,8 +511,7 @@ async fn bulk_request(
     body: &[u8],
     state: &AppState,
 ) -> Result<Bulk, Problem> {
-    let parsed: BulkRequest =
-        serde_json::from_slice(body).map_err(|e| invalid(format!("invalid bulk request: {e}")))?;
+    let parsed: BulkRequest = body_of(body, "bulk request")?;
     if !parsed.dry_run && !caller.may(Role::Operator) {
         let parameters = serde_json::from_slice(body).unwrap_or(Value::Null);
         let action = parsed.audit_name();
@@ -610,8 +620,11 @@ struct AuditQuery {
     operator: Option<String>,
     action: Option<String>,
     outcome: Option<String>,
+    #[serde(default, deserialize_with = "actions::time_bound")]
     since: Option<DateTime<Utc>>,
+    #[serde(default, deserialize_with = "actions::time_bound")]
     until: Option<DateTime<Utc>>,
+    #[serde(default, deserialize_with = "whole::cursor")]
     cursor: Option<i64>,
     limit: Option<i64>,
 }

@@ -102,6 +102,67 @@ fn the_webhook_route_names_every_schemes_headers() {
     assert_eq!(named, profiles);
 }
 
+/// The headers `profile`'s scheme signs a request with (`inlet sign`'s), when its
+/// headers are fixed (`hmac` and `header_token` sources name their own).
+fn signed_header_names(profile: &inlet::provider::Profile) -> Option<BTreeSet<String>> {
+    use inlet::provider::Signing;
+    let built;
+    let scheme: &dyn inlet::signature::Scheme = match profile.signing {
+        Signing::Fixed(scheme) => scheme,
+        Signing::PublicUrl(build) => {
+            let url = inlet::signature::PublicUrl::parse("https://example.com/w".to_owned());
+            built = build(url.expect("a URL"));
+            built.scheme()
+        }
+        Signing::Hmac | Signing::HeaderToken => return None,
+    };
+    let secret = match profile.name {
+        "discord" => "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60",
+        "basic" => "inlet:a-basic-credential-0123456789",
+        _ => "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+    };
+    let event = inlet::signature::EventToSign {
+        id: "evt_1".to_owned(),
+        event_type: "thing.happened".to_owned(),
+    };
+    let secret = inlet::secret::Secret::new(secret);
+    let headers = scheme.sign(b"{\"id\":\"evt_1\"}", &secret, chrono::Utc::now(), &event);
+    Some(
+        headers
+            .into_iter()
+            .map(|(name, _)| name.to_ascii_lowercase())
+            .collect(),
+    )
+}
+
+#[test]
+fn every_documented_webhook_header_is_one_its_scheme_signs_with() {
+    let document = document();
+    let schemes = document["components"]["securitySchemes"]
+        .as_object()
+        .expect("securitySchemes");
+    let mut checked = 0;
+    for profile in inlet::provider::PROFILES.iter() {
+        let Some(signed) = signed_header_names(profile) else {
+            continue;
+        };
+        for scheme in schemes.values() {
+            if scheme["x-inlet-scheme"] != profile.name {
+                continue;
+            }
+            let header = scheme["name"].as_str().unwrap_or("authorization");
+            let header = header.to_ascii_lowercase();
+            assert!(
+                signed.contains(&header),
+                "{}: {header} not in {signed:?}",
+                profile.name
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 20, "{checked}");
+}
+
 #[test]
 fn every_mutating_operator_call_documents_its_idempotency_key() {
     let document = document();
@@ -111,11 +172,19 @@ fn every_mutating_operator_call_documents_its_idempotency_key() {
         "/admin/deliveries/discard",
         "/admin/bulk",
     ] {
-        let parameters = document["paths"][path]["post"]["parameters"].to_string();
-        assert!(
-            parameters.contains("Idempotency-Key") || parameters.contains("IdempotencyKey"),
-            "{path}: {parameters}"
-        );
+        let parameters = document["paths"][path]["post"]["parameters"]
+            .as_array()
+            .expect("parameters");
+        let named = parameters.iter().any(|parameter| {
+            let parameter = match parameter["$ref"].as_str() {
+                Some(reference) => document
+                    .pointer(reference.trim_start_matches('#'))
+                    .expect("a $ref into the document"),
+                None => parameter,
+            };
+            parameter["name"] == "Idempotency-Key" && parameter["in"] == "header"
+        });
+        assert!(named, "{path}: {parameters:?}");
     }
 }
 
@@ -194,8 +263,19 @@ async fn the_server_takes_what_the_document_allows_and_refuses_what_it_does_not(
     app.post_stripe(&stripe_event("evt_doc_1", "invoice.paid", "in_1"))
         .await
         .assert_status(200);
+    let inverted =
+        "/admin/events?status=processed&since=2026-12-02T00:00:00Z&until=2026-12-01T00:00:00Z";
+    let everything = "/admin/events?status=processed&since=0001-01-01T00:00:00%2B01:00&cursor=-9999999999999999999";
+    for (path, found) in [(inverted, 0), (everything, 1)] {
+        let reply = app.admin(path, None, None).await;
+        reply.assert_status(200);
+        assert_eq!(
+            reply.json()["events"].as_array().map(Vec::len),
+            Some(found),
+            "{path}"
+        );
+    }
     for path in [
-        "/admin/events?status=processed&since=2026-12-02T00:00:00Z&until=2026-12-01T00:00:00Z",
         "/admin/deliveries?status=dead&source=stripe",
         "/admin/audit?operator=operator",
     ] {
@@ -216,6 +296,11 @@ async fn the_server_takes_what_the_document_allows_and_refuses_what_it_does_not(
         .admin(&format!("/admin/events?type={long}"), None, None)
         .await;
     reply.assert_status(200);
+    assert_eq!(
+        reply.json()["events"],
+        json!([]),
+        "a value longer than any stored matches nothing"
+    );
     let taken = [
         json!({ "ids": [1.0, 2], "limit": null }),
         json!({ "filter": { "source": "stripe", "destination": null }, "limit": 2.0 }),
@@ -243,6 +328,19 @@ async fn the_server_takes_what_the_document_allows_and_refuses_what_it_does_not(
             json!({ "events": [{ "source": "stripe", "event_id": "" }] }),
         ),
         ("/admin/replay", json!({ "filter": {}, "limit": 0 })),
+        (
+            "/admin/replay",
+            json!({ "events": [["stripe", "evt_doc_1"]] }),
+        ),
+        (
+            "/admin/deliveries/requeue",
+            json!({ "filter": [null, null] }),
+        ),
+        (
+            "/admin/deliveries/requeue",
+            json!({ "filter": { "status": "dead" } }),
+        ),
+        ("/admin/deliveries/discard", json!([[1], null, null])),
     ];
     for (i, (path, body)) in refused.iter().enumerate() {
         let key = format!("refused-{i}");
