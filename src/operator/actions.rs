@@ -98,9 +98,8 @@ pub fn time_bound<'de, D: serde::Deserializer<'de>>(
     let Some(text) = Option::<String>::deserialize(deserializer)? else {
         return Ok(None);
     };
-    let at = DateTime::parse_from_rfc3339(&text).map_err(|e| {
-        serde::de::Error::custom(format!("{text:?} is not an RFC 3339 time: {e}"))
-    })?;
+    let at = DateTime::parse_from_rfc3339(&text)
+        .map_err(|e| serde::de::Error::custom(format!("{text:?} is not an RFC 3339 time: {e}")))?;
     let (first, last) = storable_times();
     Ok(Some(at.with_timezone(&Utc).clamp(first, last)))
 }

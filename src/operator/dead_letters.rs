@@ -21,21 +21,27 @@ pub struct DeadLetterRequest {
     pub limit: Option<u32>,
 }
 
-/// Which dead letters: by source and destination (their status is always `dead`).
+/// Which dead letters: by source and destination. `status`, when given, can only say
+/// `dead` (what every dead letter is; any other selected nothing it could act on).
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeadLetterFilter {
+    pub status: Option<String>,
     pub source: Option<String>,
     pub destination: Option<String>,
 }
 
-impl From<DeadLetterFilter> for DeliveryFilter {
-    fn from(filter: DeadLetterFilter) -> Self {
-        DeliveryFilter {
-            status: None,
-            source: filter.source,
-            destination: filter.destination,
-        }
+impl DeadLetterFilter {
+    /// The delivery filter it is, checked.
+    fn checked(self) -> Result<DeliveryFilter, OperatorError> {
+        actions::check_one_of("status", self.status.as_deref(), &[crate::delivery::DEAD])?;
+        let filter = DeliveryFilter {
+            status: self.status,
+            source: self.source,
+            destination: self.destination,
+        };
+        filter.validate()?;
+        Ok(filter)
     }
 }
 
@@ -102,11 +108,7 @@ impl DeadLetters {
         let limit = super::listing::capped(request.limit, max)?;
         let selection = match (request.ids, request.filter) {
             (Some(ids), None) if !ids.is_empty() && ids.len() as u32 <= max => Selection::Ids(ids),
-            (None, Some(filter)) => {
-                let filter = DeliveryFilter::from(filter);
-                filter.validate()?;
-                Selection::Filter(filter, limit)
-            }
+            (None, Some(filter)) => Selection::Filter(filter.checked()?, limit),
             _ => {
                 return Err(OperatorError::Invalid(format!(
                     "send either \"ids\" (1 to {max}) or \"filter\""

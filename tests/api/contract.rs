@@ -338,7 +338,7 @@ async fn the_server_takes_what_the_document_allows_and_refuses_what_it_does_not(
         ),
         (
             "/admin/deliveries/requeue",
-            json!({ "filter": { "status": "dead" } }),
+            json!({ "filter": { "status": "pending" } }),
         ),
         ("/admin/deliveries/discard", json!([[1], null, null])),
     ];
