@@ -18,7 +18,7 @@ use inlet::signature::{EventToSign, Keys, SignatureError, Unverified};
 use proptest::prelude::*;
 use std::path::PathBuf;
 
-const SCHEMES: [&str; 12] = [
+const SCHEMES: [&str; 13] = [
     "stripe",
     "github",
     "standard",
@@ -31,6 +31,7 @@ const SCHEMES: [&str; 12] = [
     "workos",
     "mux",
     "pagerduty",
+    "linear",
 ];
 
 /// A source of `scheme` with these secrets, as an operator would configure it.
@@ -275,6 +276,7 @@ fn mac_location(scheme: &str) -> (&'static str, fn(&str) -> usize, bool) {
             false,
         ),
         "square" => ("x-square-hmacsha256-signature", |_| 0, true),
+        "linear" => ("Linear-Signature", |_| 0, false),
         "pagerduty" => (
             "X-PagerDuty-Signature",
             |v| v.rfind('=').map_or(0, |i| i + 1),
@@ -345,6 +347,18 @@ fn shift_timestamp(scheme: &str, headers: &mut [(String, String)], ts: i64, by: 
     true
 }
 
+/// A body `scheme` can carry at `now`: the bytes as they are, or for Linear, which signs
+/// its time inside the body, a JSON body holding them (hex) and `webhookTimestamp`.
+fn timed_body(scheme: &str, bytes: &[u8], now: DateTime<Utc>) -> Vec<u8> {
+    match scheme {
+        "linear" => serde_json::json!({"webhookTimestamp": now.timestamp_millis(),
+            "data": hex::encode(bytes)})
+        .to_string()
+        .into_bytes(),
+        _ => bytes.to_vec(),
+    }
+}
+
 fn cases() -> u32 {
     std::env::var("PROPTEST_CASES")
         .ok()
@@ -363,6 +377,7 @@ proptest! {
         flip in 1u8..=255,
     ) {
         let now = Utc::now();
+        let body = timed_body(scheme, &body, now);
         let (source, headers) = signed(scheme, &body, now);
         let map = header_map(&headers);
         prop_assert!(verify(&source, &map, &body, now).is_ok());
@@ -410,7 +425,7 @@ proptest! {
             "X-Slack-Request-Timestamp", "webhook-id", "webhook-timestamp", "webhook-signature",
             "svix-signature", "X-Acme-Signature", "X-Acme-Timestamp", "Paddle-Signature",
             "x-zm-signature", "x-zm-request-timestamp", "x-square-hmacsha256-signature",
-            "WorkOS-Signature", "Mux-Signature", "X-PagerDuty-Signature",
+            "WorkOS-Signature", "Mux-Signature", "X-PagerDuty-Signature", "Linear-Signature",
         ];
         let mut map = HeaderMap::new();
         for (i, name) in names.iter().enumerate() {
@@ -669,7 +684,7 @@ fn zoom_url_validation_answers_the_documented_token() {
         .is_none());
 }
 
-/// The plain HMAC variants (WorkOS, Mux, PagerDuty …): every vector their own library made and judged is
+/// The plain HMAC variants (WorkOS, Mux, PagerDuty, Linear …): every vector their own library made and judged is
 /// judged by Inlet exactly as by that library, within the tolerance; outside it, in
 /// either direction, the accepted ones are refused for their time.
 #[test]
@@ -680,7 +695,7 @@ fn plain_hmac_vectors_verify_exactly_when_their_library_accepts_them() {
         .filter_map(|v| v["scheme"].as_str())
         .collect();
     schemes.dedup();
-    assert_eq!(schemes, ["workos", "mux", "pagerduty"]);
+    assert_eq!(schemes, ["workos", "mux", "pagerduty", "linear"]);
     for vector in &vectors {
         let result = check_vector(vector);
         assert_eq!(
@@ -722,7 +737,7 @@ fn our_signer_produces_the_plain_hmac_headers() {
         count += 1;
         assert_signs_like(vector);
     }
-    assert_eq!(count, 3);
+    assert_eq!(count, 4);
 }
 
 const PADDLE_NEW: &str = "pdl_ntfset_01hv8x2fvaqz3b1k9y7w6tq5rm_new_secret";

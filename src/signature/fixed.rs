@@ -19,10 +19,14 @@
 //!   `endpoint.url_validation` challenge is answered with the plain token and its
 //!   HMAC-SHA256 under the secret that verified the request (the provider profile decides
 //!   when a request is that challenge).
+//! - Linear: `Linear-Signature: <hex of HMAC-SHA256(body)>`, keyed with the webhook's
+//!   signing secret; the time is the signed body's `webhookTimestamp` (Unix milliseconds),
+//!   checked against the tolerance once the signature matches, as `@linear/sdk` does.
+//!   `Linear-Delivery` and `Linear-Event` travel beside it, unsigned.
 
 use super::{
-    hmac_sha256, Encoding, EventToSign, HmacScheme, Keys, Scheme, SignatureError, Unverified,
-    Verified,
+    check_tolerance, hmac_sha256, Encoding, EventToSign, HmacScheme, Keys, Scheme, SignatureError,
+    Unverified, Verified,
 };
 use crate::secret::{MinLength, Secret};
 use chrono::{DateTime, Utc};
@@ -48,6 +52,9 @@ pub struct FixedHmac {
     sends: &'static [(&'static str, Sent)],
     /// Slack: a body that is not JSON is a form (slash commands, interactivity).
     forms: bool,
+    /// Where the signed body carries the signing time in Unix milliseconds (a JSON
+    /// pointer), for a provider that signs no timestamp header (Linear).
+    body_time: Option<&'static str>,
     /// The provider's rule for its secrets; `None`: the floor for a chosen secret.
     secret: Option<MinLength>,
     scheme: OnceLock<HmacScheme>,
@@ -63,6 +70,7 @@ pub static GITHUB: FixedHmac = FixedHmac {
         ("X-GitHub-Event", Sent::EventType),
     ],
     forms: false,
+    body_time: None,
     secret: None,
     scheme: OnceLock::new(),
 };
@@ -78,6 +86,7 @@ pub static SHOPIFY: FixedHmac = FixedHmac {
         ("X-Shopify-Topic", Sent::EventType),
     ],
     forms: false,
+    body_time: None,
     // Shopify issues 32 hex characters (an app's client secret, `shpss_` before them in
     // newer apps) or 64 (a store's notification key).
     secret: Some(MinLength {
@@ -97,6 +106,7 @@ pub static SLACK: FixedHmac = FixedHmac {
     timestamp: Some(("X-Slack-Request-Timestamp", "v0:{timestamp}:{body}")),
     sends: &[],
     forms: true,
+    body_time: None,
     secret: Some(MinLength::issued(
         32,
         "a Slack signing secret is 32 characters, as Slack issues it",
@@ -111,6 +121,22 @@ pub static ZOOM: FixedHmac = FixedHmac {
     timestamp: Some(("x-zm-request-timestamp", "v0:{timestamp}:{body}")),
     sends: &[],
     forms: false,
+    body_time: None,
+    secret: None,
+    scheme: OnceLock::new(),
+};
+
+pub static LINEAR: FixedHmac = FixedHmac {
+    header: "Linear-Signature",
+    prefix: None,
+    encoding: Encoding::Hex,
+    timestamp: None,
+    sends: &[
+        ("Linear-Delivery", Sent::EventId),
+        ("Linear-Event", Sent::EventType),
+    ],
+    forms: false,
+    body_time: Some("/webhookTimestamp"),
     secret: None,
     scheme: OnceLock::new(),
 };
@@ -138,7 +164,21 @@ impl Scheme for FixedHmac {
         keys: Keys<'_>,
         now: DateTime<Utc>,
     ) -> Result<Verified<'r>, SignatureError> {
-        self.hmac().verify(request, keys, now)
+        let verified = self.hmac().verify(request, keys, now)?;
+        if let Some(pointer) = self.body_time {
+            // Read only once the signature matched: the time is part of what was signed.
+            let millis = serde_json::from_slice::<serde_json::Value>(verified.body())
+                .ok()
+                .and_then(|body| body.pointer(pointer).and_then(serde_json::Value::as_i64))
+                .ok_or_else(|| {
+                    SignatureError::malformed(
+                        self.header,
+                        format!("the signed body has no whole number of milliseconds at {pointer}"),
+                    )
+                })?;
+            check_tolerance(millis.div_euclid(1000), now, keys.tolerance)?;
+        }
+        Ok(verified)
     }
 
     fn sign(
@@ -167,7 +207,7 @@ impl Scheme for FixedHmac {
     }
 
     fn signs_timestamp(&self) -> bool {
-        self.timestamp.is_some()
+        self.timestamp.is_some() || self.body_time.is_some()
     }
 
     fn check_secret(&self, secret: &Secret) -> Result<(), String> {

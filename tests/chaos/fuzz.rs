@@ -45,7 +45,7 @@ const TWILIO_URL: &str = "https://hooks.example.com/twilio/status?tenant=fuzz&re
 /// public keys, see [`configured`]). `standard-ed25519` mixes both kinds: a `whpk_` key
 /// (current) beside a `whsec_` secret (rotating out), so a `v1a` entry must verify under
 /// the one and a `v1` entry under the other, never across.
-const MORE_SOURCES: [(&str, [&str; 3]); 11] = [
+const MORE_SOURCES: [(&str, [&str; 3]); 12] = [
     (
         "paddle",
         [
@@ -116,6 +116,14 @@ const MORE_SOURCES: [(&str, [&str; 3]); 11] = [
             "pd_current_0123456789abcdefghij",
             "pd_rotating_out_0123456789abcdef",
             "pd_removed_0123456789abcdefghij",
+        ],
+    ),
+    (
+        "linear",
+        [
+            "lin_current_0123456789abcdefghij",
+            "lin_rotating_out_0123456789abcdef",
+            "lin_removed_0123456789abcdefghij",
         ],
     ),
     (
@@ -226,6 +234,7 @@ fn rule_of(source: &str) -> Rule {
         "workos" => Rule::Workos,
         "mux" => Rule::Mux,
         "pagerduty" => Rule::Pagerduty,
+        "linear" => Rule::Linear,
         other => panic!("no rule for {other}"),
     }
 }
@@ -260,8 +269,8 @@ fn secrets(source: &str) -> [&'static str; 3] {
 }
 
 /// A fresh event's body for `source`, carrying `id` where the source reads it from the
-/// body.
-fn body_for(source: &str, id: &str, rng: &mut fastrand::Rng) -> Vec<u8> {
+/// body, and for Linear the signing time `at`.
+fn body_for(source: &str, id: &str, at: DateTime<Utc>, rng: &mut fastrand::Rng) -> Vec<u8> {
     let nonce = rng.u64(..);
     let json = match source {
         "stripe" => {
@@ -294,6 +303,9 @@ fn body_for(source: &str, id: &str, rng: &mut fastrand::Rng) -> Vec<u8> {
             "object": {"type": "asset", "id": format!("asset_{nonce}")}, "attempts": []}),
         "workos" => serde_json::json!({"object": "event", "id": id, "event": "user.created",
             "data": {"id": format!("user_{id}"), "n": nonce}}),
+        "linear" => serde_json::json!({"action": "create", "type": "Issue",
+            "data": {"id": format!("issue_{id}"), "n": nonce},
+            "webhookTimestamp": at.timestamp_millis()}),
         _ => serde_json::json!({"action": "opened", "delivery": id, "nonce": nonce}),
     };
     json.to_string().into_bytes()
@@ -400,7 +412,6 @@ fn signed_case(
     rng: &mut fastrand::Rng,
     now: DateTime<Utc>,
 ) -> Case {
-    let body = body_for(source, id, rng);
     let [current, old, removed] = secrets(source);
     let (secret, which) = match rng.u32(0..10) {
         0..=6 => (current, "current"),
@@ -418,6 +429,7 @@ fn signed_case(
         event_type: "thing.happened".to_owned(),
     };
     let at = now + chrono::Duration::seconds(shift);
+    let body = body_for(source, id, at, rng);
     // The source's own secret, or for public-key schemes the private key: Inlet's signer
     // (`inlet sign --private-key`), not its verifier.
     let signer = inlet::secret::Secret::new(secret);
@@ -540,7 +552,9 @@ fn timestamp_slot(case: &Case) -> Option<(usize, Option<TimestampItem>)> {
         | Rule::Twilio
         | Rule::Basic
         | Rule::Token
-        | Rule::Pagerduty => return None,
+        | Rule::Pagerduty
+        // In the signed body: changing it is a body mutation.
+        | Rule::Linear => return None,
     };
     let item = rule
         .timestamped_items()
@@ -1003,6 +1017,7 @@ fn signature_names(rule: Rule) -> &'static [&'static str] {
         Rule::Workos => &["workos-signature"],
         Rule::Mux => &["mux-signature"],
         Rule::Pagerduty => &["x-pagerduty-signature"],
+        Rule::Linear => &["linear-signature"],
     }
 }
 
@@ -1441,6 +1456,7 @@ fn the_oracle_agrees_with_the_published_vectors() {
                 "workos" => Rule::Workos,
                 "mux" => Rule::Mux,
                 "pagerduty" => Rule::Pagerduty,
+                "linear" => Rule::Linear,
                 other => panic!("{other}"),
             };
             // Discord's vectors name the application's public key; the others the secret

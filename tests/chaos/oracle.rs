@@ -96,6 +96,9 @@ pub enum Rule {
     Mux,
     /// `X-PagerDuty-Signature: v1=<hex>[,v1=…]` over the body; no timestamp.
     Pagerduty,
+    /// `Linear-Signature: <hex>` over the body; the time is the body's `webhookTimestamp`
+    /// (a JSON integer, Unix milliseconds).
+    Linear,
 }
 
 /// The header of the test's `header_token` source.
@@ -212,6 +215,7 @@ impl Rule {
             Rule::Workos => ("workos-signature", "", true),
             Rule::Mux => ("mux-signature", "", true),
             Rule::Pagerduty => ("x-pagerduty-signature", "", true),
+            Rule::Linear => ("linear-signature", "", true),
         }
     }
 
@@ -244,7 +248,7 @@ impl Rule {
     /// milliseconds).
     pub fn units_per_second(self) -> i64 {
         match self {
-            Rule::Workos => 1000,
+            Rule::Workos | Rule::Linear => 1000,
             _ => 1,
         }
     }
@@ -261,6 +265,7 @@ impl Rule {
             | Rule::Workos
             | Rule::Mux
             | Rule::Pagerduty
+            | Rule::Linear
             | Rule::Github
             | Rule::Shopify
             | Rule::Square
@@ -268,6 +273,11 @@ impl Rule {
             | Rule::Basic
             | Rule::Token => None,
         }
+    }
+
+    /// Whether the signed time is in the body (Linear's `webhookTimestamp`), not a header.
+    pub fn times_the_body(self) -> bool {
+        self == Rule::Linear
     }
 
     pub fn signs_timestamp(self) -> bool {
@@ -282,6 +292,7 @@ impl Rule {
                 | Rule::Standard
                 | Rule::Acme
                 | Rule::Discord
+                | Rule::Linear
         )
     }
 
@@ -305,9 +316,12 @@ impl Rule {
             Rule::Stripe | Rule::Acme | Rule::Workos | Rule::Mux => vec![timestamp, b".", body],
             Rule::Discord => vec![timestamp, body],
             Rule::Paddle => vec![timestamp, b":", body],
-            Rule::Github | Rule::Shopify | Rule::Basic | Rule::Token | Rule::Pagerduty => {
-                vec![body]
-            }
+            Rule::Github
+            | Rule::Shopify
+            | Rule::Basic
+            | Rule::Token
+            | Rule::Pagerduty
+            | Rule::Linear => vec![body],
             Rule::Slack | Rule::Zoom => vec![b"v0:", timestamp, b":", body],
             Rule::Standard => vec![id, b".", timestamp, b".", body],
             Rule::Square => vec![id, body],
@@ -325,7 +339,7 @@ impl Rule {
             Rule::Workos => [b"t=", timestamp, b", v1=", hex::encode(tag).as_bytes()].concat(),
             Rule::Github | Rule::Acme => format!("sha256={}", hex::encode(tag)).into_bytes(),
             Rule::Pagerduty => format!("v1={}", hex::encode(tag)).into_bytes(),
-            Rule::Discord => hex::encode(tag).into_bytes(),
+            Rule::Discord | Rule::Linear => hex::encode(tag).into_bytes(),
             Rule::Slack | Rule::Zoom => format!("v0={}", hex::encode(tag)).into_bytes(),
             Rule::Shopify | Rule::Square | Rule::Twilio => STANDARD.encode(tag).into_bytes(),
             // An Ed25519 signature is a `v1a` entry.
@@ -836,7 +850,11 @@ impl OracleSource {
     /// widened by `slack` seconds; Ed25519 verified strictly or not.
     fn matches(&self, reading: &Reading, body: &[u8], now: i64, slack: i64, strict: bool) -> bool {
         if self.rule.signs_timestamp() {
-            let Some(value) = reading.value else {
+            let value = match self.rule.times_the_body() {
+                true => body_millis(body),
+                false => reading.value,
+            };
+            let Some(value) = value else {
                 return false;
             };
             let value = value.div_euclid(self.rule.units_per_second());
@@ -923,7 +941,8 @@ impl OracleSource {
             | Rule::Acme
             | Rule::Zoom
             | Rule::Square
-            | Rule::Discord => {
+            | Rule::Discord
+            | Rule::Linear => {
                 let signature = single(sig_name)?;
                 let tag = decode(signature.strip_prefix(prefix.as_bytes())?)?;
                 let (timestamp, value) = match self.rule.timestamp_header() {
@@ -1050,16 +1069,18 @@ impl OracleSource {
                 Vec::new(),
             ),
         };
-        let timestamps: Vec<(Vec<u8>, Option<i64>)> = if self.rule.signs_timestamp() {
-            timestamp_values
-                .iter()
-                .flat_map(|value| timestamp_candidates(value))
-                .collect::<HashSet<_>>()
-                .into_iter()
-                .collect()
-        } else {
-            vec![(Vec::new(), None)]
-        };
+        // Linear's time is read from the body, whatever the headers say.
+        let timestamps: Vec<(Vec<u8>, Option<i64>)> =
+            if self.rule.signs_timestamp() && !self.rule.times_the_body() {
+                timestamp_values
+                    .iter()
+                    .flat_map(|value| timestamp_candidates(value))
+                    .collect::<HashSet<_>>()
+                    .into_iter()
+                    .collect()
+            } else {
+                vec![(Vec::new(), None)]
+            };
         let mut matched = HashSet::new();
         for id in &ids {
             for (timestamp, value) in &timestamps {
@@ -1077,6 +1098,15 @@ impl OracleSource {
         }
         matched
     }
+}
+
+/// The body's `webhookTimestamp` (Linear): a JSON integer at the top level of a JSON
+/// object, the last one where the key is repeated (as JSON parsers read it).
+fn body_millis(body: &[u8]) -> Option<i64> {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .ok()?
+        .get("webhookTimestamp")?
+        .as_i64()
 }
 
 /// Twilio's settings header in its documented form — comma-separated `name=value`
