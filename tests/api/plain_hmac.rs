@@ -1,4 +1,4 @@
-//! The plain HMAC variants (WorkOS, Mux, PagerDuty, Linear …), end to end over HTTP on both backends, one table
+//! The plain HMAC variants (WorkOS, Mux, PagerDuty, Linear, Zendesk …), end to end over HTTP on both backends, one table
 //! row each: a signed event is accepted and delivered to the application exactly once, its
 //! duplicate gets the stored answer byte for byte, and a tampered body, a removed secret
 //! or a stale timestamp gets a 401 problem.
@@ -30,6 +30,8 @@ struct Variant {
     signature_header: &'static str,
     /// Whether a time is signed in a header (and a stale one refused).
     signs_time: bool,
+    /// The header carrying the event id, and its value, where the id is a header.
+    id_header: Option<(&'static str, &'static str)>,
 }
 
 fn workos_event(id: &str, _at: DateTime<Utc>) -> Vec<u8> {
@@ -84,7 +86,23 @@ fn linear_event(id: &str, at: DateTime<Utc>) -> Vec<u8> {
     .into_bytes()
 }
 
-const VARIANTS: [Variant; 4] = [
+/// A Zendesk event subscription's request (a trigger's payload is the account's own).
+fn zendesk_event(id: &str, _at: DateTime<Utc>) -> Vec<u8> {
+    serde_json::json!({
+        "type": "zen:event-type:user.created",
+        "account_id": 123_456,
+        "id": format!("b2c3d4e5-0000-4000-8000-00000000{id}"),
+        "time": "2026-11-30T20:00:00Z",
+        "zendesk_event_version": "2022-11-06",
+        "subject": "zen:user:16512345678901",
+        "detail": {"id": "16512345678901", "role": "end-user"},
+        "event": {},
+    })
+    .to_string()
+    .into_bytes()
+}
+
+const VARIANTS: [Variant; 5] = [
     Variant {
         scheme: "workos",
         secrets: [
@@ -96,6 +114,7 @@ const VARIANTS: [Variant; 4] = [
         event_type: "dsync.user.created",
         signature_header: "WorkOS-Signature",
         signs_time: true,
+        id_header: None,
     },
     Variant {
         scheme: "mux",
@@ -109,6 +128,7 @@ const VARIANTS: [Variant; 4] = [
         event_type: "video.asset.ready",
         signature_header: "Mux-Signature",
         signs_time: true,
+        id_header: None,
     },
     Variant {
         scheme: "pagerduty",
@@ -121,6 +141,7 @@ const VARIANTS: [Variant; 4] = [
         event_type: "incident.triggered",
         signature_header: "X-PagerDuty-Signature",
         signs_time: false,
+        id_header: None,
     },
     Variant {
         scheme: "linear",
@@ -135,6 +156,20 @@ const VARIANTS: [Variant; 4] = [
         signature_header: "Linear-Signature",
         // Its time is in the body: see linear_retries_are_one_fact_and_stale_bodies_refused.
         signs_time: false,
+        id_header: None,
+    },
+    Variant {
+        scheme: "zendesk",
+        secrets: [
+            "HRkRd4BeOAoUkfZr-mhauJT64rvBASlJRoIyPsd3zeA=",
+            "zendesk_signing_secret_rotating_out",
+        ],
+        body: zendesk_event,
+        event_id: Some("8350205582"),
+        event_type: "zen:event-type:user.created",
+        signature_header: "X-Zendesk-Webhook-Signature",
+        signs_time: true,
+        id_header: Some(("X-Zendesk-Webhook-Invocation-Id", "8350205582")),
     },
 ];
 
@@ -265,12 +300,29 @@ async fn every_plain_variant_is_accepted_once_and_refused_when_altered(backend: 
     assert_eq!(app.count_facts().await, VARIANTS.len() as i64 + 1);
 }
 
+/// The variant's headers for `body`, signed with `secret` `offset_secs` from now, with its
+/// event id where that is a header.
+fn signed(
+    app: &TestApp,
+    variant: &Variant,
+    body: &[u8],
+    secret: &str,
+    offset_secs: i64,
+) -> Vec<(String, String)> {
+    let mut headers = headers_for(app, variant.scheme, body, secret, offset_secs);
+    if let Some((name, id)) = variant.id_header {
+        headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+        headers.push((name.to_owned(), id.to_owned()));
+    }
+    headers
+}
+
 async fn accepted_once_and_refused_when_altered(app: &TestApp, variant: &Variant) {
     let source = variant.scheme;
     let [current, old] = variant.secrets;
     let body = (variant.body)("e1", app.now());
     let first = app
-        .post_webhook(source, &body, &headers_for(app, source, &body, current, 0))
+        .post_webhook(source, &body, &signed(app, variant, &body, current, 0))
         .await;
     first.assert_status(200);
     assert_eq!(first.json()["outcome"], "accepted", "{source}");
@@ -281,24 +333,24 @@ async fn accepted_once_and_refused_when_altered(app: &TestApp, variant: &Variant
 
     // The provider's retry, signed again later with the secret rotating out.
     let again = app
-        .post_webhook(source, &body, &headers_for(app, source, &body, old, 4))
+        .post_webhook(source, &body, &signed(app, variant, &body, old, 4))
         .await;
     assert!(again.replayed(), "{source}");
     assert_eq!(again.body, first.body, "{source}");
 
-    let signed = headers_for(app, source, &body, current, 0);
+    let headers = signed(app, variant, &body, current, 0);
     let mut tampered = body.clone();
     let at = tampered.len() - 3;
     tampered[at] ^= 0x01;
-    app.post_webhook(source, &tampered, &signed)
+    app.post_webhook(source, &tampered, &headers)
         .await
         .assert_problem(401, "bad_signature");
-    let removed = headers_for(app, source, &body, "removed_secret_0123456789", 0);
+    let removed = signed(app, variant, &body, "removed_secret_0123456789", 0);
     app.post_webhook(source, &body, &removed)
         .await
         .assert_problem(401, "bad_signature");
     for offset in [-310, 310].into_iter().filter(|_| variant.signs_time) {
-        let stale = headers_for(app, source, &body, current, offset);
+        let stale = signed(app, variant, &body, current, offset);
         app.post_webhook(source, &body, &stale)
             .await
             .assert_problem(401, "timestamp_out_of_tolerance");

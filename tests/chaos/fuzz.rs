@@ -45,7 +45,7 @@ const TWILIO_URL: &str = "https://hooks.example.com/twilio/status?tenant=fuzz&re
 /// public keys, see [`configured`]). `standard-ed25519` mixes both kinds: a `whpk_` key
 /// (current) beside a `whsec_` secret (rotating out), so a `v1a` entry must verify under
 /// the one and a `v1` entry under the other, never across.
-const MORE_SOURCES: [(&str, [&str; 3]); 12] = [
+const MORE_SOURCES: [(&str, [&str; 3]); 13] = [
     (
         "paddle",
         [
@@ -124,6 +124,14 @@ const MORE_SOURCES: [(&str, [&str; 3]); 12] = [
             "lin_current_0123456789abcdefghij",
             "lin_rotating_out_0123456789abcdef",
             "lin_removed_0123456789abcdefghij",
+        ],
+    ),
+    (
+        "zendesk",
+        [
+            "zd_current_0123456789abcdefghij",
+            "zd_rotating_out_0123456789abcdef",
+            "zd_removed_0123456789abcdefghij",
         ],
     ),
     (
@@ -235,6 +243,7 @@ fn rule_of(source: &str) -> Rule {
         "mux" => Rule::Mux,
         "pagerduty" => Rule::Pagerduty,
         "linear" => Rule::Linear,
+        "zendesk" => Rule::Zendesk,
         other => panic!("no rule for {other}"),
     }
 }
@@ -303,6 +312,8 @@ fn body_for(source: &str, id: &str, at: DateTime<Utc>, rng: &mut fastrand::Rng) 
             "object": {"type": "asset", "id": format!("asset_{nonce}")}, "attempts": []}),
         "workos" => serde_json::json!({"object": "event", "id": id, "event": "user.created",
             "data": {"id": format!("user_{id}"), "n": nonce}}),
+        "zendesk" => serde_json::json!({"type": "zen:event-type:user.created", "id": id,
+            "detail": {"id": format!("{nonce}"), "role": "end-user"}, "event": {}}),
         "linear" => serde_json::json!({"action": "create", "type": "Issue",
             "data": {"id": format!("issue_{id}"), "n": nonce},
             "webhookTimestamp": at.timestamp_millis()}),
@@ -546,6 +557,7 @@ fn timestamp_slot(case: &Case) -> Option<(usize, Option<TimestampItem>)> {
         Rule::Acme => &["x-acme-timestamp"],
         Rule::Standard => &["webhook-timestamp", "svix-timestamp"],
         Rule::Discord => &[DISCORD_TIMESTAMP],
+        Rule::Zendesk => &["x-zendesk-webhook-signature-timestamp"],
         Rule::Github
         | Rule::Shopify
         | Rule::Square
@@ -600,7 +612,7 @@ fn current_timestamp(case: &Case) -> Option<i64> {
     let (i, item) = timestamp_slot(case)?;
     let value = &case.headers[i].1;
     let (start, end) = timestamp_span(value, item)?;
-    std::str::from_utf8(&value[start..end]).ok()?.parse().ok()
+    rule_of(case.source).time_value(&value[start..end])
 }
 
 /// Sets the timestamp to `now + shift` (written as a provider would, or oddly), then
@@ -613,13 +625,16 @@ fn resign(case: &mut Case, now: i64, rng: &mut fastrand::Rng) -> String {
     let value = now
         .saturating_add(shift)
         .saturating_mul(rule.units_per_second());
+    let written = rule.time_text(value);
     let text = match rng.u32(0..8) {
-        0 => format!("0{value}"),
-        1 => format!("+{value}"),
-        2 => format!(" {value}"),
+        0 => format!("0{written}"),
+        1 => format!("+{written}"),
+        2 => format!(" {written}"),
         3 if rng.bool() => i64::MAX.to_string(),
         3 => i64::MIN.to_string(),
-        _ => value.to_string(),
+        // Another RFC 3339 spelling of the same instant.
+        4 if rule == Rule::Zendesk => written.replace('Z', "+00:00"),
+        _ => written,
     };
     if rule.signs_timestamp() && !set_timestamp(case, text.as_bytes()) {
         return "re-sign skipped (no timestamp)".to_owned();
@@ -804,7 +819,8 @@ fn mutate(case: &mut Case, now: i64, rng: &mut fastrand::Rng, others: &[Case]) -
                     [1, -1, TOLERANCE, -TOLERANCE, TOLERANCE + 1, 86_400, -86_400][rng.usize(..7)];
                 let units = rule_of(case.source).units_per_second();
                 let shifted = ts.saturating_add(delta.saturating_mul(units));
-                set_timestamp(case, shifted.to_string().as_bytes());
+                let text = rule_of(case.source).time_text(shifted);
+                set_timestamp(case, text.as_bytes());
                 format!("timestamp shifted by {delta:+}s, not re-signed")
             }
             None => "nothing".to_owned(),
@@ -1018,6 +1034,7 @@ fn signature_names(rule: Rule) -> &'static [&'static str] {
         Rule::Mux => &["mux-signature"],
         Rule::Pagerduty => &["x-pagerduty-signature"],
         Rule::Linear => &["linear-signature"],
+        Rule::Zendesk => &["x-zendesk-webhook-signature"],
     }
 }
 
@@ -1457,6 +1474,7 @@ fn the_oracle_agrees_with_the_published_vectors() {
                 "mux" => Rule::Mux,
                 "pagerduty" => Rule::Pagerduty,
                 "linear" => Rule::Linear,
+                "zendesk" => Rule::Zendesk,
                 other => panic!("{other}"),
             };
             // Discord's vectors name the application's public key; the others the secret

@@ -99,6 +99,9 @@ pub enum Rule {
     /// `Linear-Signature: <hex>` over the body; the time is the body's `webhookTimestamp`
     /// (a JSON integer, Unix milliseconds).
     Linear,
+    /// `X-Zendesk-Webhook-Signature: <base64>` over `"{ts}{body}"`,
+    /// `X-Zendesk-Webhook-Signature-Timestamp` an RFC 3339 date and time.
+    Zendesk,
 }
 
 /// The header of the test's `header_token` source.
@@ -216,6 +219,7 @@ impl Rule {
             Rule::Mux => ("mux-signature", "", true),
             Rule::Pagerduty => ("x-pagerduty-signature", "", true),
             Rule::Linear => ("linear-signature", "", true),
+            Rule::Zendesk => ("x-zendesk-webhook-signature", "", false),
         }
     }
 
@@ -260,6 +264,7 @@ impl Rule {
             Rule::Standard => Some("webhook-timestamp"),
             Rule::Zoom => Some("x-zm-request-timestamp"),
             Rule::Discord => Some(DISCORD_TIMESTAMP),
+            Rule::Zendesk => Some("x-zendesk-webhook-signature-timestamp"),
             Rule::Stripe
             | Rule::Paddle
             | Rule::Workos
@@ -293,7 +298,55 @@ impl Rule {
                 | Rule::Acme
                 | Rule::Discord
                 | Rule::Linear
+                | Rule::Zendesk
         )
+    }
+
+    /// The signed time as the provider writes `value` (in the rule's units): a decimal, or
+    /// for Zendesk an RFC 3339 date and time in UTC (the decimal when out of its range).
+    pub fn time_text(self, value: i64) -> String {
+        match (self, chrono::DateTime::from_timestamp(value, 0)) {
+            (Rule::Zendesk, Some(time)) => time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            _ => value.to_string(),
+        }
+    }
+
+    /// The value of a signed time's text however leniently read (surrounding whitespace,
+    /// for Zendesk any RFC 3339 form); `None` when it is none.
+    pub fn time_value(self, text: &[u8]) -> Option<i64> {
+        let text = std::str::from_utf8(text).ok()?.trim();
+        match self {
+            Rule::Zendesk => chrono::DateTime::parse_from_rfc3339(text)
+                .ok()
+                .map(|time| time.timestamp()),
+            _ => text.parse().ok(),
+        }
+    }
+
+    /// The value of a signed time written exactly as the provider writes it.
+    fn canonical_time(self, text: &[u8]) -> Option<i64> {
+        match self {
+            Rule::Zendesk => {
+                let value = self.time_value(text)?;
+                (self.time_text(value).as_bytes() == text).then_some(value)
+            }
+            _ => canonical_decimal(text),
+        }
+    }
+
+    /// Every (text, value) a timestamp header's value could be signed as: for Zendesk the
+    /// text as sent or trimmed, read as any RFC 3339 form; else any number in it.
+    fn time_candidates(self, value: &[u8]) -> Vec<(Vec<u8>, Option<i64>)> {
+        match self {
+            Rule::Zendesk => [value.to_vec(), value.trim_ascii().to_vec()]
+                .into_iter()
+                .map(|text| {
+                    let value = self.time_value(&text);
+                    (text, value)
+                })
+                .collect(),
+            _ => timestamp_candidates(value),
+        }
     }
 
     /// The tag lengths the rule's MACs have: 32 bytes (SHA-256); Twilio's HMAC-SHA1 20.
@@ -314,7 +367,7 @@ impl Rule {
         let parts: Vec<&[u8]> = match self {
             Rule::Twilio => unreachable!("above"),
             Rule::Stripe | Rule::Acme | Rule::Workos | Rule::Mux => vec![timestamp, b".", body],
-            Rule::Discord => vec![timestamp, body],
+            Rule::Discord | Rule::Zendesk => vec![timestamp, body],
             Rule::Paddle => vec![timestamp, b":", body],
             Rule::Github
             | Rule::Shopify
@@ -341,7 +394,9 @@ impl Rule {
             Rule::Pagerduty => format!("v1={}", hex::encode(tag)).into_bytes(),
             Rule::Discord | Rule::Linear => hex::encode(tag).into_bytes(),
             Rule::Slack | Rule::Zoom => format!("v0={}", hex::encode(tag)).into_bytes(),
-            Rule::Shopify | Rule::Square | Rule::Twilio => STANDARD.encode(tag).into_bytes(),
+            Rule::Shopify | Rule::Square | Rule::Twilio | Rule::Zendesk => {
+                STANDARD.encode(tag).into_bytes()
+            }
             // An Ed25519 signature is a `v1a` entry.
             Rule::Standard if tag.len() == ED25519_LEN => {
                 format!("v1a,{}", STANDARD.encode(tag)).into_bytes()
@@ -942,13 +997,14 @@ impl OracleSource {
             | Rule::Zoom
             | Rule::Square
             | Rule::Discord
-            | Rule::Linear => {
+            | Rule::Linear
+            | Rule::Zendesk => {
                 let signature = single(sig_name)?;
                 let tag = decode(signature.strip_prefix(prefix.as_bytes())?)?;
                 let (timestamp, value) = match self.rule.timestamp_header() {
                     Some(name) => {
                         let text = single(name)?;
-                        let value = canonical_decimal(&text)?;
+                        let value = self.rule.canonical_time(&text)?;
                         (text, Some(value))
                     }
                     None => (Vec::new(), None),
@@ -1074,7 +1130,7 @@ impl OracleSource {
             if self.rule.signs_timestamp() && !self.rule.times_the_body() {
                 timestamp_values
                     .iter()
-                    .flat_map(|value| timestamp_candidates(value))
+                    .flat_map(|value| self.rule.time_candidates(value))
                     .collect::<HashSet<_>>()
                     .into_iter()
                     .collect()
