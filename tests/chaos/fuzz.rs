@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-chaos_on_both_backends!(signature_fuzzer);
+chaos_on_both_backends!(signature_fuzzer, the_fuzzer_catches_a_broken_verifier);
 
 /// Concurrent senders.
 const WORKERS: u64 = 16;
@@ -1292,7 +1292,53 @@ fn check(case: &Case, judgement: &Judgement, answer: &Raw, tally: &mut Tally) {
 
 async fn signature_fuzzer(backend: Backend) {
     let cases = knob("INLET_CHAOS_FUZZ_CASES", 10_000);
-    let mut rng = seeded(&format!("signature fuzzer ({backend:?})"));
+    let failures = campaign(backend, cases, Verifier::Healthy).await;
+    crate::support::assert_none(&format!("signature fuzzer ({backend:?})"), &failures);
+}
+
+/// The instance the fuzzer runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verifier {
+    Healthy,
+    /// Broken on purpose (`inlet::faults`): any signed time accepted, however stale.
+    IgnoresTime,
+}
+
+/// The fuzzer's self-check: against an instance whose verifier skips the timestamp
+/// tolerance — a wrong verifier that still checks every MAC — a short campaign must
+/// report requests accepted without a matching signature (a stale one is no match), and
+/// nothing else. Against a healthy instance the same campaign reports none
+/// ([`signature_fuzzer`]). A fuzzer that could not tell these apart would prove nothing.
+async fn the_fuzzer_catches_a_broken_verifier(backend: Backend) {
+    let failures = campaign(backend, 400, Verifier::IgnoresTime).await;
+    let caught = failures
+        .iter()
+        .filter(|f| f.starts_with("accepted without a matching signature"))
+        .count();
+    crate::support::report(&format!(
+        "signature fuzzer self-check ({backend:?}): the verifier that ignores the time was \
+         caught {caught} times in 400 requests"
+    ));
+    assert!(
+        caught > 0,
+        "the fuzzer did not catch a verifier that ignores the signed time"
+    );
+    // Nothing the fault does not explain: a stale request accepted (for Standard Webhooks
+    // also stored under an id no matching signature covers, since none matches).
+    let explained = [
+        "accepted without a matching signature",
+        "stored under a webhook-id the matching signature does not cover",
+    ];
+    let unexplained: Vec<&String> = failures
+        .iter()
+        .filter(|f| !explained.iter().any(|e| f.starts_with(e)))
+        .collect();
+    assert!(unexplained.is_empty(), "{unexplained:#?}");
+}
+
+/// One fuzzing campaign of `cases` requests against a fresh instance; what it found wrong.
+async fn campaign(backend: Backend, cases: u64, verifier: Verifier) -> Vec<String> {
+    let mut rng = seeded(&format!("signature fuzzer ({backend:?}, {verifier:?})"));
     let began = Instant::now();
     let bus = FuzzBus::new(format!("inlet-fuzz-{}", crate::helpers::unique_name())).await;
     let options = TestOptions {
@@ -1301,6 +1347,9 @@ async fn signature_fuzzer(backend: Backend) {
         ..TestOptions::default()
     };
     let app = Arc::new(spawn_app_with(backend, options).await);
+    if verifier == Verifier::IgnoresTime {
+        app.faults.break_time_check(true);
+    }
     let port: u16 = app
         .address
         .rsplit(':')
@@ -1425,7 +1474,7 @@ async fn signature_fuzzer(backend: Backend) {
         *accepted_by_source.entry(source.as_str()).or_default() += 1;
     }
     crate::support::report(&format!(
-        "signature fuzzer ({backend:?}): {} requests in {:.1} s by {WORKERS} senders, \
+        "signature fuzzer ({backend:?}, {verifier:?}): {} requests in {:.1} s by {WORKERS} senders, \
          per source {:?}; {} accepted ({:?}), all with a matching signature; \
          {} Discord PINGs answered PONG; {} Twilio forms re-sent re-encoded, each answered \
          as the same event; {published} stripe facts published onto NATS, each on the \
@@ -1439,7 +1488,7 @@ async fn signature_fuzzer(backend: Backend) {
         tally.twilio_variants,
         failures.len(),
     ));
-    crate::support::assert_none(&format!("signature fuzzer ({backend:?})"), &failures);
+    failures
 }
 
 /// The oracle agrees with the published vectors and the providers' own SDKs, before it
