@@ -363,9 +363,9 @@ pub static PROFILES: [Profile; 18] = [
     ),
     // Linear signs the body, its time (`webhookTimestamp`) inside it, and re-sends a
     // failed delivery with a fresh time — another signed body. The event is what was
-    // signed (its digest), the fact the delivery (`Linear-Delivery`, the same on every
-    // attempt of one payload): a retry after a lost answer has no second effect instead
-    // of a 422. `webhookId` names the webhook, not the event: every event shares it.
+    // signed (its digest), the fact the delivery (`Linear-Delivery`, taken to be the
+    // same on every attempt of one payload): a retry after a lost answer has no second
+    // effect instead of a 422. `webhookId` names the webhook, not the event.
     plain(
         "linear",
         Signing::Fixed(&LINEAR),
