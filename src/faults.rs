@@ -3,7 +3,9 @@
 //! can make the ingest transaction crash at a named instruction or lose its COMMIT, make a
 //! dispatcher abandon a delivery between sending and settling it, hold a reload in its
 //! build step, read how many HTTP clients the dispatcher built, and make the audit trail's
-//! inserts fail, and make a bulk action's runner die mid-batch.
+//! inserts fail, make a bulk action's runner die mid-batch, and break signature
+//! verification on purpose (the timestamp tolerance skipped), for the signature fuzzer to
+//! show it catches a wrong verifier.
 
 #[cfg(feature = "fault-injection")]
 use std::collections::HashMap;
@@ -54,9 +56,34 @@ pub struct Faults {
     #[cfg(feature = "fault-injection")]
     /// Bulk batches until the one that crashes (0: none armed).
     bulk_crash_in: AtomicUsize,
+    #[cfg(feature = "fault-injection")]
+    /// Signature checks skip the timestamp tolerance while set.
+    time_check_broken: std::sync::atomic::AtomicBool,
 }
 
 impl Faults {
+    /// Checkpoint in signature verification: whether this instance's check is broken on
+    /// purpose, any signed time accepted however far from now (every other check kept).
+    #[inline]
+    pub(crate) fn time_check_broken(&self) -> bool {
+        #[cfg(feature = "fault-injection")]
+        {
+            self.time_check_broken.load(Ordering::SeqCst)
+        }
+        #[cfg(not(feature = "fault-injection"))]
+        {
+            false
+        }
+    }
+
+    /// Breaks (or, with `false`, mends) this instance's signature check: a request signed
+    /// at any time verifies, as a verifier that forgot its tolerance would. For showing
+    /// that the signature fuzzer catches a wrong verifier, never for anything else.
+    #[cfg(feature = "fault-injection")]
+    pub fn break_time_check(&self, broken: bool) {
+        self.time_check_broken.store(broken, Ordering::SeqCst);
+    }
+
     /// Checkpoint in a bulk action's batch, after its effect and before the cursor moves:
     /// whether the runner "dies" here (its batch rolls back; it holds the lease).
     #[inline]

@@ -18,7 +18,7 @@ use inlet::signature::{EventToSign, Keys, SignatureError, Unverified};
 use proptest::prelude::*;
 use std::path::PathBuf;
 
-const SCHEMES: [&str; 12] = [
+const SCHEMES: [&str; 14] = [
     "stripe",
     "github",
     "standard",
@@ -31,6 +31,8 @@ const SCHEMES: [&str; 12] = [
     "workos",
     "mux",
     "pagerduty",
+    "linear",
+    "zendesk",
 ];
 
 /// A source of `scheme` with these secrets, as an operator would configure it.
@@ -275,6 +277,8 @@ fn mac_location(scheme: &str) -> (&'static str, fn(&str) -> usize, bool) {
             false,
         ),
         "square" => ("x-square-hmacsha256-signature", |_| 0, true),
+        "linear" => ("Linear-Signature", |_| 0, false),
+        "zendesk" => ("X-Zendesk-Webhook-Signature", |_| 0, true),
         "pagerduty" => (
             "X-PagerDuty-Signature",
             |v| v.rfind('=').map_or(0, |i| i + 1),
@@ -323,9 +327,16 @@ fn flip_mac_bit(scheme: &str, headers: &mut [(String, String)], byte: usize, bit
 
 /// Moves the signed timestamp by `by` seconds (still inside the tolerance).
 fn shift_timestamp(scheme: &str, headers: &mut [(String, String)], ts: i64, by: i64) -> bool {
-    let shifted = (ts + by).to_string();
-    let original = ts.to_string();
+    let text = |t: i64| match scheme {
+        // An RFC 3339 date and time, as Zendesk writes it.
+        "zendesk" => DateTime::from_timestamp(t, 0)
+            .expect("a time")
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        _ => t.to_string(),
+    };
+    let (original, shifted) = (text(ts), text(ts + by));
     let name = match scheme {
+        "zendesk" => "X-Zendesk-Webhook-Signature-Timestamp",
         "stripe" => "Stripe-Signature",
         "standard" => "webhook-timestamp",
         "slack" => "X-Slack-Request-Timestamp",
@@ -343,6 +354,18 @@ fn shift_timestamp(scheme: &str, headers: &mut [(String, String)], ts: i64, by: 
         .expect("timestamp header");
     *value = value.replacen(&original, &shifted, 1);
     true
+}
+
+/// A body `scheme` can carry at `now`: the bytes as they are, or for Linear, which signs
+/// its time inside the body, a JSON body holding them (hex) and `webhookTimestamp`.
+fn timed_body(scheme: &str, bytes: &[u8], now: DateTime<Utc>) -> Vec<u8> {
+    match scheme {
+        "linear" => serde_json::json!({"webhookTimestamp": now.timestamp_millis(),
+            "data": hex::encode(bytes)})
+        .to_string()
+        .into_bytes(),
+        _ => bytes.to_vec(),
+    }
 }
 
 fn cases() -> u32 {
@@ -363,6 +386,7 @@ proptest! {
         flip in 1u8..=255,
     ) {
         let now = Utc::now();
+        let body = timed_body(scheme, &body, now);
         let (source, headers) = signed(scheme, &body, now);
         let map = header_map(&headers);
         prop_assert!(verify(&source, &map, &body, now).is_ok());
@@ -410,7 +434,8 @@ proptest! {
             "X-Slack-Request-Timestamp", "webhook-id", "webhook-timestamp", "webhook-signature",
             "svix-signature", "X-Acme-Signature", "X-Acme-Timestamp", "Paddle-Signature",
             "x-zm-signature", "x-zm-request-timestamp", "x-square-hmacsha256-signature",
-            "WorkOS-Signature", "Mux-Signature", "X-PagerDuty-Signature",
+            "WorkOS-Signature", "Mux-Signature", "X-PagerDuty-Signature", "Linear-Signature",
+            "X-Zendesk-Webhook-Signature", "X-Zendesk-Webhook-Signature-Timestamp",
         ];
         let mut map = HeaderMap::new();
         for (i, name) in names.iter().enumerate() {
@@ -669,7 +694,7 @@ fn zoom_url_validation_answers_the_documented_token() {
         .is_none());
 }
 
-/// The plain HMAC variants (WorkOS, Mux, PagerDuty …): every vector their own library made and judged is
+/// The plain HMAC variants (WorkOS, Mux, PagerDuty, Linear, Zendesk …): every vector their own library made and judged is
 /// judged by Inlet exactly as by that library, within the tolerance; outside it, in
 /// either direction, the accepted ones are refused for their time.
 #[test]
@@ -680,7 +705,7 @@ fn plain_hmac_vectors_verify_exactly_when_their_library_accepts_them() {
         .filter_map(|v| v["scheme"].as_str())
         .collect();
     schemes.dedup();
-    assert_eq!(schemes, ["workos", "mux", "pagerduty"]);
+    assert_eq!(schemes, ["workos", "mux", "pagerduty", "linear", "zendesk"]);
     for vector in &vectors {
         let result = check_vector(vector);
         assert_eq!(
@@ -722,7 +747,50 @@ fn our_signer_produces_the_plain_hmac_headers() {
         count += 1;
         assert_signs_like(vector);
     }
-    assert_eq!(count, 3);
+    assert_eq!(count, 5);
+}
+
+/// Zendesk writes its time in RFC 3339: the published example's, re-signed with another
+/// offset or fractions, verifies at that instant; the same instant in Unix seconds is
+/// refused as malformed, before any MAC.
+#[test]
+fn zendesk_times_are_rfc_3339() {
+    let secret = "HRkRd4BeOAoUkfZr-mhauJT64rvBASlJRoIyPsd3zeA=";
+    let source = source("zendesk", &[secret]);
+    let body = br#"{"say": "hello"}"#;
+    let now = DateTime::from_timestamp(1_627_207_200, 0).expect("a time");
+    let signed_at = |time: &str| {
+        let tag = BASE64.encode(independent_hmac(secret, &[time.as_bytes(), body].concat()));
+        header_map(&[
+            ("X-Zendesk-Webhook-Signature".to_owned(), tag),
+            (
+                "X-Zendesk-Webhook-Signature-Timestamp".to_owned(),
+                time.to_owned(),
+            ),
+        ])
+    };
+    for time in [
+        "2021-07-25T10:00:00Z",
+        "2021-07-25T12:00:00+02:00",
+        "2021-07-25T10:00:00.250Z",
+    ] {
+        assert!(
+            verify(&source, &signed_at(time), body, now).is_ok(),
+            "{time}"
+        );
+    }
+    assert!(matches!(
+        verify(&source, &signed_at("1627207200"), body, now),
+        Err(SignatureError::Malformed { .. })
+    ));
+}
+
+/// HMAC-SHA256, computed here with the `hmac` crate, not Inlet's code.
+fn independent_hmac(key: &str, content: &[u8]) -> Vec<u8> {
+    use hmac::{KeyInit, Mac};
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(key.as_bytes()).expect("any key");
+    mac.update(content);
+    mac.finalize().into_bytes().to_vec()
 }
 
 const PADDLE_NEW: &str = "pdl_ntfset_01hv8x2fvaqz3b1k9y7w6tq5rm_new_secret";

@@ -9,8 +9,8 @@ use super::handshake::{
 use crate::idempotency::Answer;
 use crate::secret::Secret;
 use crate::signature::{
-    Basic, Discord, PublicUrl, Scheme, Square, Standard, Twilio, Verified, GITHUB, MUX, PADDLE,
-    PAGERDUTY, SHOPIFY, SLACK, STRIPE, WORKOS, ZOOM,
+    Basic, Discord, PublicUrl, Scheme, Square, Standard, Twilio, Verified, GITHUB, LINEAR, MUX,
+    PADDLE, PAGERDUTY, SHOPIFY, SLACK, STRIPE, WORKOS, ZENDESK, ZOOM,
 };
 use std::time::Duration;
 
@@ -183,7 +183,7 @@ fn twilio(url: PublicUrl) -> Configured {
 }
 
 /// Every provider, in the order the documentation lists them.
-pub static PROFILES: [Profile; 16] = [
+pub static PROFILES: [Profile; 18] = [
     Profile {
         once_per_object: Some((&STRIPE_ONCE_PER_OBJECT_TYPES, "/data/object/id")),
         ..plain(
@@ -359,6 +359,38 @@ pub static PROFILES: [Profile; 16] = [
         (
             days(1),
             "PagerDuty retries a failed delivery 4 times within about 20 minutes, with margin",
+        ),
+    ),
+    // Linear signs the body, its time (`webhookTimestamp`) inside it, and re-sends a
+    // failed delivery with a fresh time — another signed body. The event is what was
+    // signed (its digest), the fact the delivery (`Linear-Delivery`, taken to be the
+    // same on every attempt of one payload): a retry after a lost answer has no second
+    // effect instead of a 422. `webhookId` names the webhook, not the event.
+    plain(
+        "linear",
+        Signing::Fixed(&LINEAR),
+        Places {
+            fact_key: Some(Place::Headers(&["Linear-Delivery"])),
+            ..at(Place::BodyDigest, Place::Json("/type"))
+        },
+        (
+            days(1),
+            "Linear retries a failed delivery 3 times, after 1 minute, 1 hour and 6 hours, \
+             with margin",
+        ),
+    ),
+    // Zendesk's body is the same on every retry (a trigger's is the account's own, without
+    // an id); its invocation id is unsigned, so the fact is the body's digest.
+    plain(
+        "zendesk",
+        Signing::Fixed(&ZENDESK),
+        at(
+            Place::Headers(&["X-Zendesk-Webhook-Invocation-Id"]),
+            Place::Json("/type"),
+        ),
+        (
+            days(1),
+            "Zendesk retries a failed request at most 3 times, within minutes, with margin",
         ),
     ),
     configured("hmac", Signing::Hmac),

@@ -185,6 +185,7 @@ async fn handle(
         retention: settings.retention.events.0,
         now: state.clock.now(),
         waker: state.dispatcher_waker.as_deref(),
+        faults: &state.faults,
     };
     let webhook = Webhook {
         headers: request.headers(),

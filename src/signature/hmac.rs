@@ -1,7 +1,8 @@
 //! The generic `hmac` scheme, for senders without a built-in scheme: HMAC-SHA256 keyed
 //! with the secret's bytes over a configurable signed content (`{body}`, optionally with a
 //! `{timestamp}` taken from a header), carried hex- or base64-encoded in a named header,
-//! optionally behind a prefix such as `sha256=`.
+//! optionally behind a prefix such as `sha256=`. The timestamp is Unix seconds; a built-in
+//! provider may write it as an RFC 3339 date and time instead (Zendesk).
 
 use super::{
     any_matches, check_tolerance, hmac_sha256, parse_timestamp, EventToSign, Keys, Scheme,
@@ -10,7 +11,7 @@ use super::{
 use crate::secret::Secret;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
 
 /// How the signature is written in its header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +44,37 @@ impl Encoding {
     }
 }
 
+/// How a timestamp header writes the signed time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeFormat {
+    /// A whole number of seconds since the Unix epoch (`1627207200`).
+    UnixSeconds,
+    /// An RFC 3339 date and time (`2021-07-25T10:00:00Z`; any offset, fractions taken).
+    Rfc3339,
+}
+
+impl TimeFormat {
+    /// The signed time in `value`, in Unix seconds.
+    fn parse(self, header: &str, value: &[u8]) -> Result<i64, SignatureError> {
+        match self {
+            Self::UnixSeconds => parse_timestamp(header, value),
+            Self::Rfc3339 => std::str::from_utf8(value)
+                .ok()
+                .and_then(|text| DateTime::parse_from_rfc3339(text.trim()).ok())
+                .map(|time| time.timestamp())
+                .ok_or_else(|| SignatureError::malformed(header, "not an RFC 3339 date and time")),
+        }
+    }
+
+    /// `now` as the provider writes it.
+    fn write(self, now: DateTime<Utc>) -> String {
+        match self {
+            Self::UnixSeconds => now.timestamp().to_string(),
+            Self::Rfc3339 => now.to_rfc3339_opts(SecondsFormat::Secs, true),
+        }
+    }
+}
+
 /// One piece of the signed content.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Part {
@@ -58,6 +90,7 @@ pub struct HmacScheme {
     prefix: String,
     encoding: Encoding,
     timestamp_header: Option<String>,
+    time_format: TimeFormat,
     signed_content: Vec<Part>,
 }
 
@@ -97,8 +130,17 @@ impl HmacScheme {
             prefix: prefix.unwrap_or_default(),
             encoding,
             timestamp_header,
+            time_format: TimeFormat::UnixSeconds,
             signed_content: parts,
         })
+    }
+
+    /// The same scheme, its timestamp header written in `format`.
+    pub(super) fn with_time_format(self, time_format: TimeFormat) -> Self {
+        Self {
+            time_format,
+            ..self
+        }
     }
 
     fn content<'a>(&'a self, timestamp: &'a [u8], body: &'a [u8]) -> Vec<&'a [u8]> {
@@ -171,7 +213,7 @@ impl Scheme for HmacScheme {
                 let value = request
                     .header(name)
                     .ok_or_else(|| SignatureError::Missing(name.clone()))?;
-                (value, Some(parse_timestamp(name, value)?))
+                (value, Some(self.time_format.parse(name, value)?))
             }
             None => (&b""[..], None),
         };
@@ -192,7 +234,7 @@ impl Scheme for HmacScheme {
         now: DateTime<Utc>,
         _event: &EventToSign,
     ) -> Vec<(String, String)> {
-        let timestamp = now.timestamp().to_string();
+        let timestamp = self.time_format.write(now);
         let tag = hmac_sha256(
             secret.expose().as_bytes(),
             &self.content(timestamp.as_bytes(), body),

@@ -1,4 +1,4 @@
-//! The plain HMAC variants (WorkOS, Mux, PagerDuty …), end to end over HTTP on both backends, one table
+//! The plain HMAC variants (WorkOS, Mux, PagerDuty, Linear, Zendesk …), end to end over HTTP on both backends, one table
 //! row each: a signed event is accepted and delivered to the application exactly once, its
 //! duplicate gets the stored answer byte for byte, and a tampered body, a removed secret
 //! or a stale timestamp gets a 401 problem.
@@ -8,6 +8,7 @@ use crate::helpers::{
 };
 use crate::on_both_backends;
 use crate::providers::headers_for;
+use chrono::{DateTime, Utc};
 
 on_both_backends!(every_plain_variant_is_accepted_once_and_refused_when_altered);
 
@@ -19,18 +20,21 @@ struct Variant {
     scheme: &'static str,
     /// The current secret and the one rotating out.
     secrets: [&'static str; 2],
-    /// An event's body with this event id (`None`: the body's digest is the event id).
-    body: fn(&str) -> Vec<u8>,
+    /// An event's body with this event id, sent at this time (`None`: the body's digest
+    /// is the event id).
+    body: fn(&str, DateTime<Utc>) -> Vec<u8>,
     /// The event id the answer names for the body made from `"e1"`.
     event_id: Option<&'static str>,
     event_type: &'static str,
     /// The header the signature is in, for a malformed one.
     signature_header: &'static str,
-    /// Whether a time is signed (and a stale one refused).
+    /// Whether a time is signed in a header (and a stale one refused).
     signs_time: bool,
+    /// The header carrying the event id, and its value, where the id is a header.
+    id_header: Option<(&'static str, &'static str)>,
 }
 
-fn workos_event(id: &str) -> Vec<u8> {
+fn workos_event(id: &str, _at: DateTime<Utc>) -> Vec<u8> {
     serde_json::json!({
         "object": "event",
         "id": format!("event_01{id}"),
@@ -42,7 +46,7 @@ fn workos_event(id: &str) -> Vec<u8> {
     .into_bytes()
 }
 
-fn pagerduty_event(id: &str) -> Vec<u8> {
+fn pagerduty_event(id: &str, _at: DateTime<Utc>) -> Vec<u8> {
     serde_json::json!({"event": {
         "id": format!("01DEN1HNLBC1VITFBTI3PZTD{id}"),
         "event_type": "incident.triggered",
@@ -54,7 +58,7 @@ fn pagerduty_event(id: &str) -> Vec<u8> {
     .into_bytes()
 }
 
-fn mux_event(id: &str) -> Vec<u8> {
+fn mux_event(id: &str, _at: DateTime<Utc>) -> Vec<u8> {
     serde_json::json!({
         "type": "video.asset.ready",
         "object": {"type": "asset", "id": "Fz01bJzYVlJ6LK00aPX02dZJvEpHmbyPZtj"},
@@ -66,7 +70,39 @@ fn mux_event(id: &str) -> Vec<u8> {
     .into_bytes()
 }
 
-const VARIANTS: [Variant; 3] = [
+/// Linear's time is in the signed body: `webhookTimestamp`, Unix milliseconds.
+fn linear_event(id: &str, at: DateTime<Utc>) -> Vec<u8> {
+    serde_json::json!({
+        "action": "create",
+        "type": "Issue",
+        "createdAt": "2026-11-30T20:00:00.000Z",
+        "data": {"id": format!("2174add1-f7c8-44e3-bbf3-2d60b5ea8b{id}"), "title": "A bump"},
+        "url": "https://linear.app/inlet/issue/ENG-1",
+        "organizationId": "1e0c1ec8-8f9c-4bd7-9a5b-5d4b6d1e2a3c",
+        "webhookId": "0d5a4f3e-8b3c-4d2a-9c1b-2a3b4c5d6e7f",
+        "webhookTimestamp": at.timestamp_millis(),
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// A Zendesk event subscription's request (a trigger's payload is the account's own).
+fn zendesk_event(id: &str, _at: DateTime<Utc>) -> Vec<u8> {
+    serde_json::json!({
+        "type": "zen:event-type:user.created",
+        "account_id": 123_456,
+        "id": format!("b2c3d4e5-0000-4000-8000-00000000{id}"),
+        "time": "2026-11-30T20:00:00Z",
+        "zendesk_event_version": "2022-11-06",
+        "subject": "zen:user:16512345678901",
+        "detail": {"id": "16512345678901", "role": "end-user"},
+        "event": {},
+    })
+    .to_string()
+    .into_bytes()
+}
+
+const VARIANTS: [Variant; 5] = [
     Variant {
         scheme: "workos",
         secrets: [
@@ -78,6 +114,7 @@ const VARIANTS: [Variant; 3] = [
         event_type: "dsync.user.created",
         signature_header: "WorkOS-Signature",
         signs_time: true,
+        id_header: None,
     },
     Variant {
         scheme: "mux",
@@ -91,6 +128,7 @@ const VARIANTS: [Variant; 3] = [
         event_type: "video.asset.ready",
         signature_header: "Mux-Signature",
         signs_time: true,
+        id_header: None,
     },
     Variant {
         scheme: "pagerduty",
@@ -103,6 +141,35 @@ const VARIANTS: [Variant; 3] = [
         event_type: "incident.triggered",
         signature_header: "X-PagerDuty-Signature",
         signs_time: false,
+        id_header: None,
+    },
+    Variant {
+        scheme: "linear",
+        secrets: [
+            "linear_signing_secret_current_0123",
+            "linear_signing_secret_rotating_out",
+        ],
+        body: linear_event,
+        // The event is the body's digest; `Linear-Delivery` is the fact.
+        event_id: None,
+        event_type: "Issue",
+        signature_header: "Linear-Signature",
+        // Its time is in the body: see linear_retries_are_one_fact_and_stale_bodies_refused.
+        signs_time: false,
+        id_header: None,
+    },
+    Variant {
+        scheme: "zendesk",
+        secrets: [
+            "HRkRd4BeOAoUkfZr-mhauJT64rvBASlJRoIyPsd3zeA=",
+            "zendesk_signing_secret_rotating_out",
+        ],
+        body: zendesk_event,
+        event_id: Some("8350205582"),
+        event_type: "zen:event-type:user.created",
+        signature_header: "X-Zendesk-Webhook-Signature",
+        signs_time: true,
+        id_header: Some(("X-Zendesk-Webhook-Invocation-Id", "8350205582")),
     },
 ];
 
@@ -128,7 +195,7 @@ async fn spawn_with_variants(backend: Backend, application: &str) -> TestApp {
 /// Mux's retry lists the failed attempt in the body: another signed body, the same `id`.
 /// It is another event (its digest) of the same fact: answered, never delivered again.
 async fn a_mux_retry_with_its_attempts_listed_is_the_same_fact(app: &TestApp) {
-    let body = mux_event("e1");
+    let body = mux_event("e1", app.now());
     let retried = String::from_utf8(body.clone())
         .expect("UTF-8")
         .replace(
@@ -137,13 +204,18 @@ async fn a_mux_retry_with_its_attempts_listed_is_the_same_fact(app: &TestApp) {
         )
         .into_bytes();
     assert_ne!(retried, body);
-    let reply = app
-        .post_webhook(
-            "mux",
-            &retried,
-            &headers_for(app, "mux", &retried, VARIANTS[1].secrets[0], 0),
-        )
-        .await;
+    let headers = headers_for(app, "mux", &retried, VARIANTS[1].secrets[0], 0);
+    answered_as_the_same_fact(app, "mux", &retried, &headers).await;
+}
+
+/// A retry in another signed body: answered `200 duplicate_fact`.
+async fn answered_as_the_same_fact(
+    app: &TestApp,
+    source: &str,
+    body: &[u8],
+    headers: &[(String, String)],
+) {
+    let reply = app.post_webhook(source, body, headers).await;
     reply.assert_status(200);
     assert_eq!(
         reply.json()["outcome"],
@@ -153,6 +225,49 @@ async fn a_mux_retry_with_its_attempts_listed_is_the_same_fact(app: &TestApp) {
     );
 }
 
+/// Linear's headers for `body` with its delivery id.
+fn linear_headers(app: &TestApp, body: &[u8], delivery: &str) -> Vec<(String, String)> {
+    let mut headers = headers_for(app, "linear", body, VARIANTS[3].secrets[0], 0);
+    for (name, value) in &mut headers {
+        if name == "Linear-Delivery" {
+            delivery.clone_into(value);
+        }
+    }
+    headers
+}
+
+/// Linear re-sends a failed delivery with a fresh `webhookTimestamp`: another signed body
+/// under the same `Linear-Delivery`, so another event of the same fact — answered, never
+/// delivered again. A body signed more than the tolerance ago, or ahead, is refused for
+/// its time, whatever its headers say.
+async fn linear_retries_are_one_fact_and_stale_bodies_refused(app: &TestApp) {
+    let delivery = "5a7f0a43-9d1e-4c35-8b61-2f6a3c0e9d10";
+    let body = linear_event("e2", app.now());
+    let first = app
+        .post_webhook("linear", &body, &linear_headers(app, &body, delivery))
+        .await;
+    first.assert_status(200);
+    assert_eq!(first.json()["outcome"], "accepted", "{}", first.text());
+    let retried = linear_event("e2", app.now() + chrono::Duration::milliseconds(61_000));
+    assert_ne!(retried, body);
+    let headers = linear_headers(app, &retried, delivery);
+    answered_as_the_same_fact(app, "linear", &retried, &headers).await;
+    for offset in [-310, 310] {
+        let stale = linear_event("e3", app.now() + chrono::Duration::seconds(offset));
+        app.post_webhook("linear", &stale, &linear_headers(app, &stale, "d-stale"))
+            .await
+            .assert_problem(401, "timestamp_out_of_tolerance");
+    }
+    let untimed = br#"{"type":"Issue","action":"create","data":{"id":"x"}}"#;
+    app.post_webhook(
+        "linear",
+        untimed,
+        &linear_headers(app, untimed, "d-untimed"),
+    )
+    .await
+    .assert_problem(400, "malformed_signature");
+}
+
 async fn every_plain_variant_is_accepted_once_and_refused_when_altered(backend: Backend) {
     let application = crate::helpers::application_answering(200).await;
     let app = spawn_with_variants(backend, &format!("{}/events", application.uri())).await;
@@ -160,8 +275,11 @@ async fn every_plain_variant_is_accepted_once_and_refused_when_altered(backend: 
         accepted_once_and_refused_when_altered(&app, variant).await;
     }
     a_mux_retry_with_its_attempts_listed_is_the_same_fact(&app).await;
+    linear_retries_are_one_fact_and_stale_bodies_refused(&app).await;
+    // Each variant's event, and Linear's second delivery.
+    let delivered = VARIANTS.len() + 1;
     eventually("every variant's event delivered", || async {
-        requests_per_key(&application).await.len() == VARIANTS.len()
+        requests_per_key(&application).await.len() == delivered
     })
     .await;
     // The dispatcher had time to deliver twice; it did not.
@@ -176,17 +294,35 @@ async fn every_plain_variant_is_accepted_once_and_refused_when_altered(backend: 
             "{per_key:?}"
         );
     }
-    // Each variant's event, and Mux's retry (an event of its own, of the same fact).
-    assert_eq!(app.count_events().await, VARIANTS.len() as i64 + 1);
-    assert_eq!(app.count_facts().await, VARIANTS.len() as i64);
+    // Each variant's event, Linear's second delivery, and the retries of Mux and Linear
+    // (events of their own, of the same facts).
+    assert_eq!(app.count_events().await, VARIANTS.len() as i64 + 3);
+    assert_eq!(app.count_facts().await, VARIANTS.len() as i64 + 1);
+}
+
+/// The variant's headers for `body`, signed with `secret` `offset_secs` from now, with its
+/// event id where that is a header.
+fn signed(
+    app: &TestApp,
+    variant: &Variant,
+    body: &[u8],
+    secret: &str,
+    offset_secs: i64,
+) -> Vec<(String, String)> {
+    let mut headers = headers_for(app, variant.scheme, body, secret, offset_secs);
+    if let Some((name, id)) = variant.id_header {
+        headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+        headers.push((name.to_owned(), id.to_owned()));
+    }
+    headers
 }
 
 async fn accepted_once_and_refused_when_altered(app: &TestApp, variant: &Variant) {
     let source = variant.scheme;
     let [current, old] = variant.secrets;
-    let body = (variant.body)("e1");
+    let body = (variant.body)("e1", app.now());
     let first = app
-        .post_webhook(source, &body, &headers_for(app, source, &body, current, 0))
+        .post_webhook(source, &body, &signed(app, variant, &body, current, 0))
         .await;
     first.assert_status(200);
     assert_eq!(first.json()["outcome"], "accepted", "{source}");
@@ -197,24 +333,24 @@ async fn accepted_once_and_refused_when_altered(app: &TestApp, variant: &Variant
 
     // The provider's retry, signed again later with the secret rotating out.
     let again = app
-        .post_webhook(source, &body, &headers_for(app, source, &body, old, 4))
+        .post_webhook(source, &body, &signed(app, variant, &body, old, 4))
         .await;
     assert!(again.replayed(), "{source}");
     assert_eq!(again.body, first.body, "{source}");
 
-    let signed = headers_for(app, source, &body, current, 0);
+    let headers = signed(app, variant, &body, current, 0);
     let mut tampered = body.clone();
     let at = tampered.len() - 3;
     tampered[at] ^= 0x01;
-    app.post_webhook(source, &tampered, &signed)
+    app.post_webhook(source, &tampered, &headers)
         .await
         .assert_problem(401, "bad_signature");
-    let removed = headers_for(app, source, &body, "removed_secret_0123456789", 0);
+    let removed = signed(app, variant, &body, "removed_secret_0123456789", 0);
     app.post_webhook(source, &body, &removed)
         .await
         .assert_problem(401, "bad_signature");
     for offset in [-310, 310].into_iter().filter(|_| variant.signs_time) {
-        let stale = headers_for(app, source, &body, current, offset);
+        let stale = signed(app, variant, &body, current, offset);
         app.post_webhook(source, &body, &stale)
             .await
             .assert_problem(401, "timestamp_out_of_tolerance");

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-chaos_on_both_backends!(signature_fuzzer);
+chaos_on_both_backends!(signature_fuzzer, the_fuzzer_catches_a_broken_verifier);
 
 /// Concurrent senders.
 const WORKERS: u64 = 16;
@@ -45,7 +45,7 @@ const TWILIO_URL: &str = "https://hooks.example.com/twilio/status?tenant=fuzz&re
 /// public keys, see [`configured`]). `standard-ed25519` mixes both kinds: a `whpk_` key
 /// (current) beside a `whsec_` secret (rotating out), so a `v1a` entry must verify under
 /// the one and a `v1` entry under the other, never across.
-const MORE_SOURCES: [(&str, [&str; 3]); 11] = [
+const MORE_SOURCES: [(&str, [&str; 3]); 13] = [
     (
         "paddle",
         [
@@ -116,6 +116,22 @@ const MORE_SOURCES: [(&str, [&str; 3]); 11] = [
             "pd_current_0123456789abcdefghij",
             "pd_rotating_out_0123456789abcdef",
             "pd_removed_0123456789abcdefghij",
+        ],
+    ),
+    (
+        "linear",
+        [
+            "lin_current_0123456789abcdefghij",
+            "lin_rotating_out_0123456789abcdef",
+            "lin_removed_0123456789abcdefghij",
+        ],
+    ),
+    (
+        "zendesk",
+        [
+            "zd_current_0123456789abcdefghij",
+            "zd_rotating_out_0123456789abcdef",
+            "zd_removed_0123456789abcdefghij",
         ],
     ),
     (
@@ -226,6 +242,8 @@ fn rule_of(source: &str) -> Rule {
         "workos" => Rule::Workos,
         "mux" => Rule::Mux,
         "pagerduty" => Rule::Pagerduty,
+        "linear" => Rule::Linear,
+        "zendesk" => Rule::Zendesk,
         other => panic!("no rule for {other}"),
     }
 }
@@ -260,8 +278,8 @@ fn secrets(source: &str) -> [&'static str; 3] {
 }
 
 /// A fresh event's body for `source`, carrying `id` where the source reads it from the
-/// body.
-fn body_for(source: &str, id: &str, rng: &mut fastrand::Rng) -> Vec<u8> {
+/// body, and for Linear the signing time `at`.
+fn body_for(source: &str, id: &str, at: DateTime<Utc>, rng: &mut fastrand::Rng) -> Vec<u8> {
     let nonce = rng.u64(..);
     let json = match source {
         "stripe" => {
@@ -294,6 +312,11 @@ fn body_for(source: &str, id: &str, rng: &mut fastrand::Rng) -> Vec<u8> {
             "object": {"type": "asset", "id": format!("asset_{nonce}")}, "attempts": []}),
         "workos" => serde_json::json!({"object": "event", "id": id, "event": "user.created",
             "data": {"id": format!("user_{id}"), "n": nonce}}),
+        "zendesk" => serde_json::json!({"type": "zen:event-type:user.created", "id": id,
+            "detail": {"id": format!("{nonce}"), "role": "end-user"}, "event": {}}),
+        "linear" => serde_json::json!({"action": "create", "type": "Issue",
+            "data": {"id": format!("issue_{id}"), "n": nonce},
+            "webhookTimestamp": at.timestamp_millis()}),
         _ => serde_json::json!({"action": "opened", "delivery": id, "nonce": nonce}),
     };
     json.to_string().into_bytes()
@@ -400,7 +423,6 @@ fn signed_case(
     rng: &mut fastrand::Rng,
     now: DateTime<Utc>,
 ) -> Case {
-    let body = body_for(source, id, rng);
     let [current, old, removed] = secrets(source);
     let (secret, which) = match rng.u32(0..10) {
         0..=6 => (current, "current"),
@@ -418,6 +440,7 @@ fn signed_case(
         event_type: "thing.happened".to_owned(),
     };
     let at = now + chrono::Duration::seconds(shift);
+    let body = body_for(source, id, at, rng);
     // The source's own secret, or for public-key schemes the private key: Inlet's signer
     // (`inlet sign --private-key`), not its verifier.
     let signer = inlet::secret::Secret::new(secret);
@@ -534,13 +557,16 @@ fn timestamp_slot(case: &Case) -> Option<(usize, Option<TimestampItem>)> {
         Rule::Acme => &["x-acme-timestamp"],
         Rule::Standard => &["webhook-timestamp", "svix-timestamp"],
         Rule::Discord => &[DISCORD_TIMESTAMP],
+        Rule::Zendesk => &["x-zendesk-webhook-signature-timestamp"],
         Rule::Github
         | Rule::Shopify
         | Rule::Square
         | Rule::Twilio
         | Rule::Basic
         | Rule::Token
-        | Rule::Pagerduty => return None,
+        | Rule::Pagerduty
+        // In the signed body: changing it is a body mutation.
+        | Rule::Linear => return None,
     };
     let item = rule
         .timestamped_items()
@@ -586,7 +612,7 @@ fn current_timestamp(case: &Case) -> Option<i64> {
     let (i, item) = timestamp_slot(case)?;
     let value = &case.headers[i].1;
     let (start, end) = timestamp_span(value, item)?;
-    std::str::from_utf8(&value[start..end]).ok()?.parse().ok()
+    rule_of(case.source).time_value(&value[start..end])
 }
 
 /// Sets the timestamp to `now + shift` (written as a provider would, or oddly), then
@@ -599,13 +625,16 @@ fn resign(case: &mut Case, now: i64, rng: &mut fastrand::Rng) -> String {
     let value = now
         .saturating_add(shift)
         .saturating_mul(rule.units_per_second());
+    let written = rule.time_text(value);
     let text = match rng.u32(0..8) {
-        0 => format!("0{value}"),
-        1 => format!("+{value}"),
-        2 => format!(" {value}"),
+        0 => format!("0{written}"),
+        1 => format!("+{written}"),
+        2 => format!(" {written}"),
         3 if rng.bool() => i64::MAX.to_string(),
         3 => i64::MIN.to_string(),
-        _ => value.to_string(),
+        // Another RFC 3339 spelling of the same instant.
+        4 if rule == Rule::Zendesk => written.replace('Z', "+00:00"),
+        _ => written,
     };
     if rule.signs_timestamp() && !set_timestamp(case, text.as_bytes()) {
         return "re-sign skipped (no timestamp)".to_owned();
@@ -790,7 +819,8 @@ fn mutate(case: &mut Case, now: i64, rng: &mut fastrand::Rng, others: &[Case]) -
                     [1, -1, TOLERANCE, -TOLERANCE, TOLERANCE + 1, 86_400, -86_400][rng.usize(..7)];
                 let units = rule_of(case.source).units_per_second();
                 let shifted = ts.saturating_add(delta.saturating_mul(units));
-                set_timestamp(case, shifted.to_string().as_bytes());
+                let text = rule_of(case.source).time_text(shifted);
+                set_timestamp(case, text.as_bytes());
                 format!("timestamp shifted by {delta:+}s, not re-signed")
             }
             None => "nothing".to_owned(),
@@ -1003,6 +1033,8 @@ fn signature_names(rule: Rule) -> &'static [&'static str] {
         Rule::Workos => &["workos-signature"],
         Rule::Mux => &["mux-signature"],
         Rule::Pagerduty => &["x-pagerduty-signature"],
+        Rule::Linear => &["linear-signature"],
+        Rule::Zendesk => &["x-zendesk-webhook-signature"],
     }
 }
 
@@ -1260,7 +1292,53 @@ fn check(case: &Case, judgement: &Judgement, answer: &Raw, tally: &mut Tally) {
 
 async fn signature_fuzzer(backend: Backend) {
     let cases = knob("INLET_CHAOS_FUZZ_CASES", 10_000);
-    let mut rng = seeded(&format!("signature fuzzer ({backend:?})"));
+    let failures = campaign(backend, cases, Verifier::Healthy).await;
+    crate::support::assert_none(&format!("signature fuzzer ({backend:?})"), &failures);
+}
+
+/// The instance the fuzzer runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verifier {
+    Healthy,
+    /// Broken on purpose (`inlet::faults`): any signed time accepted, however stale.
+    IgnoresTime,
+}
+
+/// The fuzzer's self-check: against an instance whose verifier skips the timestamp
+/// tolerance — a wrong verifier that still checks every MAC — a short campaign must
+/// report requests accepted without a matching signature (a stale one is no match), and
+/// nothing else. Against a healthy instance the same campaign reports none
+/// ([`signature_fuzzer`]). A fuzzer that could not tell these apart would prove nothing.
+async fn the_fuzzer_catches_a_broken_verifier(backend: Backend) {
+    let failures = campaign(backend, 400, Verifier::IgnoresTime).await;
+    let caught = failures
+        .iter()
+        .filter(|f| f.starts_with("accepted without a matching signature"))
+        .count();
+    crate::support::report(&format!(
+        "signature fuzzer self-check ({backend:?}): the verifier that ignores the time was \
+         caught {caught} times in 400 requests"
+    ));
+    assert!(
+        caught > 0,
+        "the fuzzer did not catch a verifier that ignores the signed time"
+    );
+    // Nothing the fault does not explain: a stale request accepted (for Standard Webhooks
+    // also stored under an id no matching signature covers, since none matches).
+    let explained = [
+        "accepted without a matching signature",
+        "stored under a webhook-id the matching signature does not cover",
+    ];
+    let unexplained: Vec<&String> = failures
+        .iter()
+        .filter(|f| !explained.iter().any(|e| f.starts_with(e)))
+        .collect();
+    assert!(unexplained.is_empty(), "{unexplained:#?}");
+}
+
+/// One fuzzing campaign of `cases` requests against a fresh instance; what it found wrong.
+async fn campaign(backend: Backend, cases: u64, verifier: Verifier) -> Vec<String> {
+    let mut rng = seeded(&format!("signature fuzzer ({backend:?}, {verifier:?})"));
     let began = Instant::now();
     let bus = FuzzBus::new(format!("inlet-fuzz-{}", crate::helpers::unique_name())).await;
     let options = TestOptions {
@@ -1269,6 +1347,9 @@ async fn signature_fuzzer(backend: Backend) {
         ..TestOptions::default()
     };
     let app = Arc::new(spawn_app_with(backend, options).await);
+    if verifier == Verifier::IgnoresTime {
+        app.faults.break_time_check(true);
+    }
     let port: u16 = app
         .address
         .rsplit(':')
@@ -1393,7 +1474,7 @@ async fn signature_fuzzer(backend: Backend) {
         *accepted_by_source.entry(source.as_str()).or_default() += 1;
     }
     crate::support::report(&format!(
-        "signature fuzzer ({backend:?}): {} requests in {:.1} s by {WORKERS} senders, \
+        "signature fuzzer ({backend:?}, {verifier:?}): {} requests in {:.1} s by {WORKERS} senders, \
          per source {:?}; {} accepted ({:?}), all with a matching signature; \
          {} Discord PINGs answered PONG; {} Twilio forms re-sent re-encoded, each answered \
          as the same event; {published} stripe facts published onto NATS, each on the \
@@ -1407,7 +1488,7 @@ async fn signature_fuzzer(backend: Backend) {
         tally.twilio_variants,
         failures.len(),
     ));
-    crate::support::assert_none(&format!("signature fuzzer ({backend:?})"), &failures);
+    failures
 }
 
 /// The oracle agrees with the published vectors and the providers' own SDKs, before it
@@ -1441,6 +1522,8 @@ fn the_oracle_agrees_with_the_published_vectors() {
                 "workos" => Rule::Workos,
                 "mux" => Rule::Mux,
                 "pagerduty" => Rule::Pagerduty,
+                "linear" => Rule::Linear,
+                "zendesk" => Rule::Zendesk,
                 other => panic!("{other}"),
             };
             // Discord's vectors name the application's public key; the others the secret

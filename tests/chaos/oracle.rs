@@ -96,6 +96,12 @@ pub enum Rule {
     Mux,
     /// `X-PagerDuty-Signature: v1=<hex>[,v1=…]` over the body; no timestamp.
     Pagerduty,
+    /// `Linear-Signature: <hex>` over the body; the time is the body's `webhookTimestamp`
+    /// (a JSON integer, Unix milliseconds).
+    Linear,
+    /// `X-Zendesk-Webhook-Signature: <base64>` over `"{ts}{body}"`,
+    /// `X-Zendesk-Webhook-Signature-Timestamp` an RFC 3339 date and time.
+    Zendesk,
 }
 
 /// The header of the test's `header_token` source.
@@ -212,6 +218,8 @@ impl Rule {
             Rule::Workos => ("workos-signature", "", true),
             Rule::Mux => ("mux-signature", "", true),
             Rule::Pagerduty => ("x-pagerduty-signature", "", true),
+            Rule::Linear => ("linear-signature", "", true),
+            Rule::Zendesk => ("x-zendesk-webhook-signature", "", false),
         }
     }
 
@@ -244,7 +252,7 @@ impl Rule {
     /// milliseconds).
     pub fn units_per_second(self) -> i64 {
         match self {
-            Rule::Workos => 1000,
+            Rule::Workos | Rule::Linear => 1000,
             _ => 1,
         }
     }
@@ -256,11 +264,13 @@ impl Rule {
             Rule::Standard => Some("webhook-timestamp"),
             Rule::Zoom => Some("x-zm-request-timestamp"),
             Rule::Discord => Some(DISCORD_TIMESTAMP),
+            Rule::Zendesk => Some("x-zendesk-webhook-signature-timestamp"),
             Rule::Stripe
             | Rule::Paddle
             | Rule::Workos
             | Rule::Mux
             | Rule::Pagerduty
+            | Rule::Linear
             | Rule::Github
             | Rule::Shopify
             | Rule::Square
@@ -268,6 +278,11 @@ impl Rule {
             | Rule::Basic
             | Rule::Token => None,
         }
+    }
+
+    /// Whether the signed time is in the body (Linear's `webhookTimestamp`), not a header.
+    pub fn times_the_body(self) -> bool {
+        self == Rule::Linear
     }
 
     pub fn signs_timestamp(self) -> bool {
@@ -282,7 +297,56 @@ impl Rule {
                 | Rule::Standard
                 | Rule::Acme
                 | Rule::Discord
+                | Rule::Linear
+                | Rule::Zendesk
         )
+    }
+
+    /// The signed time as the provider writes `value` (in the rule's units): a decimal, or
+    /// for Zendesk an RFC 3339 date and time in UTC (the decimal when out of its range).
+    pub fn time_text(self, value: i64) -> String {
+        match (self, chrono::DateTime::from_timestamp(value, 0)) {
+            (Rule::Zendesk, Some(time)) => time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            _ => value.to_string(),
+        }
+    }
+
+    /// The value of a signed time's text however leniently read (surrounding whitespace,
+    /// for Zendesk any RFC 3339 form); `None` when it is none.
+    pub fn time_value(self, text: &[u8]) -> Option<i64> {
+        let text = std::str::from_utf8(text).ok()?.trim();
+        match self {
+            Rule::Zendesk => chrono::DateTime::parse_from_rfc3339(text)
+                .ok()
+                .map(|time| time.timestamp()),
+            _ => text.parse().ok(),
+        }
+    }
+
+    /// The value of a signed time written exactly as the provider writes it.
+    fn canonical_time(self, text: &[u8]) -> Option<i64> {
+        match self {
+            Rule::Zendesk => {
+                let value = self.time_value(text)?;
+                (self.time_text(value).as_bytes() == text).then_some(value)
+            }
+            _ => canonical_decimal(text),
+        }
+    }
+
+    /// Every (text, value) a timestamp header's value could be signed as: for Zendesk the
+    /// text as sent or trimmed, read as any RFC 3339 form; else any number in it.
+    fn time_candidates(self, value: &[u8]) -> Vec<(Vec<u8>, Option<i64>)> {
+        match self {
+            Rule::Zendesk => [value.to_vec(), value.trim_ascii().to_vec()]
+                .into_iter()
+                .map(|text| {
+                    let value = self.time_value(&text);
+                    (text, value)
+                })
+                .collect(),
+            _ => timestamp_candidates(value),
+        }
     }
 
     /// The tag lengths the rule's MACs have: 32 bytes (SHA-256); Twilio's HMAC-SHA1 20.
@@ -303,11 +367,14 @@ impl Rule {
         let parts: Vec<&[u8]> = match self {
             Rule::Twilio => unreachable!("above"),
             Rule::Stripe | Rule::Acme | Rule::Workos | Rule::Mux => vec![timestamp, b".", body],
-            Rule::Discord => vec![timestamp, body],
+            Rule::Discord | Rule::Zendesk => vec![timestamp, body],
             Rule::Paddle => vec![timestamp, b":", body],
-            Rule::Github | Rule::Shopify | Rule::Basic | Rule::Token | Rule::Pagerduty => {
-                vec![body]
-            }
+            Rule::Github
+            | Rule::Shopify
+            | Rule::Basic
+            | Rule::Token
+            | Rule::Pagerduty
+            | Rule::Linear => vec![body],
             Rule::Slack | Rule::Zoom => vec![b"v0:", timestamp, b":", body],
             Rule::Standard => vec![id, b".", timestamp, b".", body],
             Rule::Square => vec![id, body],
@@ -325,9 +392,11 @@ impl Rule {
             Rule::Workos => [b"t=", timestamp, b", v1=", hex::encode(tag).as_bytes()].concat(),
             Rule::Github | Rule::Acme => format!("sha256={}", hex::encode(tag)).into_bytes(),
             Rule::Pagerduty => format!("v1={}", hex::encode(tag)).into_bytes(),
-            Rule::Discord => hex::encode(tag).into_bytes(),
+            Rule::Discord | Rule::Linear => hex::encode(tag).into_bytes(),
             Rule::Slack | Rule::Zoom => format!("v0={}", hex::encode(tag)).into_bytes(),
-            Rule::Shopify | Rule::Square | Rule::Twilio => STANDARD.encode(tag).into_bytes(),
+            Rule::Shopify | Rule::Square | Rule::Twilio | Rule::Zendesk => {
+                STANDARD.encode(tag).into_bytes()
+            }
             // An Ed25519 signature is a `v1a` entry.
             Rule::Standard if tag.len() == ED25519_LEN => {
                 format!("v1a,{}", STANDARD.encode(tag)).into_bytes()
@@ -836,7 +905,11 @@ impl OracleSource {
     /// widened by `slack` seconds; Ed25519 verified strictly or not.
     fn matches(&self, reading: &Reading, body: &[u8], now: i64, slack: i64, strict: bool) -> bool {
         if self.rule.signs_timestamp() {
-            let Some(value) = reading.value else {
+            let value = match self.rule.times_the_body() {
+                true => body_millis(body),
+                false => reading.value,
+            };
+            let Some(value) = value else {
                 return false;
             };
             let value = value.div_euclid(self.rule.units_per_second());
@@ -923,13 +996,15 @@ impl OracleSource {
             | Rule::Acme
             | Rule::Zoom
             | Rule::Square
-            | Rule::Discord => {
+            | Rule::Discord
+            | Rule::Linear
+            | Rule::Zendesk => {
                 let signature = single(sig_name)?;
                 let tag = decode(signature.strip_prefix(prefix.as_bytes())?)?;
                 let (timestamp, value) = match self.rule.timestamp_header() {
                     Some(name) => {
                         let text = single(name)?;
-                        let value = canonical_decimal(&text)?;
+                        let value = self.rule.canonical_time(&text)?;
                         (text, Some(value))
                     }
                     None => (Vec::new(), None),
@@ -1050,16 +1125,18 @@ impl OracleSource {
                 Vec::new(),
             ),
         };
-        let timestamps: Vec<(Vec<u8>, Option<i64>)> = if self.rule.signs_timestamp() {
-            timestamp_values
-                .iter()
-                .flat_map(|value| timestamp_candidates(value))
-                .collect::<HashSet<_>>()
-                .into_iter()
-                .collect()
-        } else {
-            vec![(Vec::new(), None)]
-        };
+        // Linear's time is read from the body, whatever the headers say.
+        let timestamps: Vec<(Vec<u8>, Option<i64>)> =
+            if self.rule.signs_timestamp() && !self.rule.times_the_body() {
+                timestamp_values
+                    .iter()
+                    .flat_map(|value| self.rule.time_candidates(value))
+                    .collect::<HashSet<_>>()
+                    .into_iter()
+                    .collect()
+            } else {
+                vec![(Vec::new(), None)]
+            };
         let mut matched = HashSet::new();
         for id in &ids {
             for (timestamp, value) in &timestamps {
@@ -1077,6 +1154,15 @@ impl OracleSource {
         }
         matched
     }
+}
+
+/// The body's `webhookTimestamp` (Linear): a JSON integer at the top level of a JSON
+/// object, the last one where the key is repeated (as JSON parsers read it).
+fn body_millis(body: &[u8]) -> Option<i64> {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .ok()?
+        .get("webhookTimestamp")?
+        .as_i64()
 }
 
 /// Twilio's settings header in its documented form — comma-separated `name=value`
