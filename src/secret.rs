@@ -60,6 +60,12 @@ pub struct MinLength {
 }
 
 impl MinLength {
+    /// Checks `secret` against a provider's `rule`, or, without one, the floor for a
+    /// secret the user chooses.
+    pub fn check_rule(rule: Option<&Self>, secret: &Secret) -> Result<(), String> {
+        rule.unwrap_or(&Self::CHOSEN).check(secret)
+    }
+
     /// The floor for a secret the user chooses.
     pub const CHOSEN: Self = Self {
         prefix: "",

@@ -239,10 +239,7 @@ impl Scheme for FixedHmac {
     }
 
     fn check_secret(&self, secret: &Secret) -> Result<(), String> {
-        self.secret
-            .as_ref()
-            .unwrap_or(&MinLength::CHOSEN)
-            .check(secret)
+        MinLength::check_rule(self.secret.as_ref(), secret)
     }
 }
 

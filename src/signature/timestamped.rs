@@ -230,9 +230,6 @@ impl Scheme for SignatureList {
     }
 
     fn check_secret(&self, secret: &Secret) -> Result<(), String> {
-        self.secret
-            .as_ref()
-            .unwrap_or(&MinLength::CHOSEN)
-            .check(secret)
+        MinLength::check_rule(self.secret.as_ref(), secret)
     }
 }

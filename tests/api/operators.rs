@@ -563,6 +563,16 @@ async fn with_admin_bind_the_webhook_port_serves_only_webhooks_and_health() {
     assert!(error.to_string().contains("console.bind"), "{error}");
 }
 
+/// A client whose requests come from 127.0.0.`last` (the limiter counts by address),
+/// following no redirect.
+fn from_address(last: u8) -> reqwest::Client {
+    reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from([127, 0, 0, last]))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("a client")
+}
+
 /// With `operator.lockout_after = 5`, five wrong tokens in a row are free at the API, the
 /// sixth makes the address wait and the next is refused for it; a console sign-in with no token is `401` and never
 /// counts, so after many of them a right token still signs in.
@@ -573,14 +583,7 @@ async fn lockout_after_sets_the_free_wrong_tokens_and_no_token_never_counts() {
         ..TestOptions::default()
     };
     let app = spawn_app_with(Backend::Sqlite, options).await;
-    let from = |last: u8| {
-        reqwest::Client::builder()
-            .local_address(std::net::IpAddr::from([127, 0, 0, last]))
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .expect("a client")
-    };
-    let (guesser, signer) = (from(3), from(4));
+    let (guesser, signer) = (from_address(3), from_address(4));
     let mut statuses = Vec::new();
     for _ in 0..8 {
         let response = guesser
@@ -643,13 +646,7 @@ fn lockout_after_is_one_to_a_thousand() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_tokens_slow_their_address_and_no_other() {
     let app = spawn_app_with(Backend::Sqlite, TestOptions::default()).await;
-    let from = |last: u8| {
-        reqwest::Client::builder()
-            .local_address(std::net::IpAddr::from([127, 0, 0, last]))
-            .build()
-            .expect("a client")
-    };
-    let (guesser, operator) = (from(1), from(2));
+    let (guesser, operator) = (from_address(1), from_address(2));
     let mut statuses = Vec::new();
     for _ in 0..10 {
         let response = guesser
