@@ -27,11 +27,19 @@ fn destination(name: &str, server: &MockServer) -> String {
     )
 }
 
-async fn dead_letters(app: &TestApp) -> usize {
+async fn deliveries(app: &TestApp, status: &str) -> usize {
     let reply = app
-        .admin("/admin/deliveries?status=dead&limit=500", None, None)
+        .admin(
+            &format!("/admin/deliveries?status={status}&limit=500"),
+            None,
+            None,
+        )
         .await;
     reply.json()["deliveries"].as_array().map_or(0, Vec::len)
+}
+
+async fn dead_letters(app: &TestApp) -> usize {
+    deliveries(app, "dead").await
 }
 
 async fn bulk_action(app: &TestApp, id: &Value) -> Value {
@@ -141,12 +149,13 @@ async fn a_bulk_replay_goes_to_the_one_destination_named(backend: Backend) {
     let app = Arc::new(spawn_app_with(backend, options).await);
     let types = ["invoice.paid", "charge.succeeded", "customer.updated"];
     post_events(&app, "evt_mixed", 30, &types).await;
+    // Settled, not only received: a replay plans no second delivery beside one in flight.
     eventually_within("60 first deliveries", Duration::from_secs(60), || async {
         let (a, b) = (
             requests_per_key(&app_server).await,
             requests_per_key(&audit_server).await,
         );
-        a.len() == 30 && b.len() == 30
+        a.len() == 30 && b.len() == 30 && deliveries(&app, "delivered").await == 60
     })
     .await;
 
@@ -299,7 +308,7 @@ async fn a_bulk_replay_killed_mid_way_resumes_and_delivers_each_fact_once_more(b
     let app = Arc::new(spawn_app_with(backend, options.clone()).await);
     post_events(&app, "evt_replayed", 250, &["invoice.paid"]).await;
     eventually_within("250 first deliveries", Duration::from_secs(60), || async {
-        requests_per_key(&server).await.len() == 250
+        requests_per_key(&server).await.len() == 250 && deliveries(&app, "delivered").await == 250
     })
     .await;
     // The runner dies in its second batch: the first 100 replays are committed, the
