@@ -58,6 +58,26 @@ pub fn signing_secret<'a>(
     }
 }
 
+/// `body` as `source`'s provider would send it: signed inside, for a scheme that signs
+/// there (Adyen's items), else as it is (the signature travels in headers).
+pub fn signed_body(
+    settings: &Settings,
+    source: &str,
+    body: Vec<u8>,
+    private_key: Option<&Secret>,
+) -> anyhow::Result<Vec<u8>> {
+    let source = settings
+        .source(source)
+        .ok_or_else(|| anyhow!("no source named '{source}' in the configuration"))?;
+    let signer = signing_secret(source, private_key)?;
+    match source.provider.scheme().sign_body(&body, signer) {
+        None => Ok(body),
+        Some(signed) => {
+            signed.map_err(|m| anyhow!("cannot sign the body for {}: {m}", source.name))
+        }
+    }
+}
+
 /// [`signed_headers`] for a source at hand, signed with its first secret.
 pub fn signed_headers_for(
     source: &SourceSettings,

@@ -953,10 +953,21 @@ fn sign(
     let body = read_body(body)?;
     let now = chrono::Utc::now();
     let sample = event.sample();
-    let headers =
-        inlet::cli::signed_headers(settings, source, &body, now, &sample, private_key.as_ref())?;
+    let signed = inlet::cli::signed_body(settings, source, body.clone(), private_key.as_ref())?;
+    let headers = inlet::cli::signed_headers(
+        settings,
+        source,
+        &signed,
+        now,
+        &sample,
+        private_key.as_ref(),
+    )?;
     for (name, value) in headers {
         println!("{name}: {value}");
+    }
+    // A scheme that signs inside the body (Adyen): the signed body is what to send.
+    if signed != body {
+        println!("{}", String::from_utf8_lossy(&signed));
     }
     Ok(())
 }
@@ -970,6 +981,7 @@ async fn send(
     private_key: Option<Secret>,
 ) -> anyhow::Result<()> {
     let body = read_body(body)?;
+    let body = inlet::cli::signed_body(settings, source, body, private_key.as_ref())?;
     let now = chrono::Utc::now();
     let sample = event.sample();
     let headers =

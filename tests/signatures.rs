@@ -46,6 +46,7 @@ fn strong_secret(scheme: &str) -> &'static str {
         "stripe" => "whsec_it-is-a-secret-to-everybody-0123456789",
         "standard" => "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD",
         "basic" => "inlet:it-is-a-secret-to-everybody",
+        "adyen" => "0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF",
         _ => "it's a secret to everybody, 0123456789",
     }
 }
@@ -1225,5 +1226,114 @@ fn header_tokens_refuse_reserved_headers() {
         let error = Settings::from_toml(&reserved).expect_err(header);
         assert_eq!(error.key, "sources[0].token_header", "{error}");
         assert!(error.message.contains("cannot carry a token"), "{error}");
+    }
+}
+
+/// Verifies an Adyen request with `key` and splits it: each item's digest, or the refusal.
+fn adyen_items(key: &str, body: &[u8]) -> Result<Vec<String>, SignatureError> {
+    let source = unchecked_source("adyen", &[key], None);
+    let headers = HeaderMap::new();
+    let keys = Keys {
+        secrets: &source.secrets,
+        tolerance: source.tolerance,
+    };
+    let scheme = source.provider.scheme();
+    let verified = scheme.verify(Unverified::new(&headers, body), keys, Utc::now())?;
+    let items = scheme
+        .items(&verified)
+        .expect("adyen splits its requests")?;
+    Ok(items.iter().map(|item| item.content_digest()).collect())
+}
+
+fn sha256_hex(text: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(text.as_bytes()))
+}
+
+/// Adyen's library's vectors: a request verifies exactly when the library accepts every
+/// item of it, and each item is the event of what the library signs for it (its reading).
+#[test]
+fn adyen_vectors_verify_exactly_when_every_item_does() {
+    let vectors = load_vectors("official-batches.json");
+    assert!(vectors.iter().all(|v| v["scheme"] == "adyen"));
+    assert_eq!(vectors.len(), 10);
+    for vector in &vectors {
+        let key = vector["secret"].as_str().expect("secret");
+        let body = vector["body"].as_str().expect("body").as_bytes();
+        let result = adyen_items(key, body);
+        assert_eq!(
+            result.is_ok(),
+            vector["valid"] == true,
+            "{}: {result:?}",
+            vector["case"]
+        );
+        let Ok(digests) = result else { continue };
+        let readings: Vec<String> = (vector["readings"].as_array().expect("readings").iter())
+            .map(|r| sha256_hex(r.as_str().expect("a reading")))
+            .collect();
+        assert_eq!(digests, readings, "{}", vector["case"]);
+    }
+}
+
+/// An Adyen request as `inlet send` signs it: the items of `fields`, each signed with `key`.
+fn adyen_signed(key: &str, items: &[serde_json::Value]) -> Vec<u8> {
+    let source = unchecked_source("adyen", &[key], None);
+    let body = serde_json::json!({ "live": "false", "notificationItems": items }).to_string();
+    (source
+        .provider
+        .scheme()
+        .sign_body(body.as_bytes(), &Secret::new(key)))
+    .expect("adyen signs in the body")
+    .expect("a signable request")
+}
+
+const ADYEN_KEY: &str = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056";
+
+fn adyen_item(fields: &[String; 6], value: i64) -> serde_json::Value {
+    serde_json::json!({"NotificationRequestItem": {
+        "pspReference": fields[0], "originalReference": fields[1],
+        "merchantAccountCode": fields[2], "merchantReference": fields[3],
+        "amount": {"value": value, "currency": fields[4]},
+        "eventCode": fields[5], "success": "true", "reason": "", "additionalData": {},
+    }})
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    /// Any change to a signed field of any item refuses the whole request; a change to an
+    /// unsigned field changes no item's event.
+    #[test]
+    fn adyen_refuses_a_batch_with_any_signed_field_changed(
+        items in prop::collection::vec((
+            prop::array::uniform6("[A-Za-z0-9 _.-]{0,12}"), any::<i64>(),
+        ), 1..5),
+        which in any::<prop::sample::Index>(),
+        field in 0usize..7,
+        reason in "[a-z ]{0,20}",
+    ) {
+        let items: Vec<serde_json::Value> =
+            items.iter().map(|(fields, value)| adyen_item(fields, *value)).collect();
+        let body = adyen_signed(ADYEN_KEY, &items);
+        let digests = adyen_items(ADYEN_KEY, &body).expect("signed");
+        prop_assert_eq!(digests.len(), items.len());
+        let mut document: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+        let n = which.index(items.len());
+        let target = &mut document["notificationItems"][n]["NotificationRequestItem"];
+        target["reason"] = reason.into();
+        let unsigned = serde_json::to_vec(&document).expect("JSON");
+        prop_assert_eq!(adyen_items(ADYEN_KEY, &unsigned).expect("still signed"), digests);
+        let target = &mut document["notificationItems"][n]["NotificationRequestItem"];
+        let names = ["pspReference", "originalReference", "merchantAccountCode",
+            "merchantReference", "eventCode", "success"];
+        if field == 6 {
+            let value = target["amount"]["value"].as_i64().unwrap_or_default();
+            target["amount"]["value"] = value.wrapping_add(1).into();
+        } else {
+            let text = target[names[field]].as_str().unwrap_or_default().to_owned();
+            target[names[field]] = format!("{text}x").into();
+        }
+        let changed = serde_json::to_vec(&document).expect("JSON");
+        prop_assert!(matches!(adyen_items(ADYEN_KEY, &changed), Err(SignatureError::Mismatch(_))));
     }
 }

@@ -172,6 +172,19 @@ impl Committer {
         }
     }
 
+    /// The events of one batch request (Adyen's items), in one transaction of their own
+    /// on a pooled connection: all of them are stored, or none. A verdict for each, in
+    /// order; an error when the transaction failed (nothing of the batch is stored, or,
+    /// when its COMMIT is in doubt, perhaps all of it: the provider's retry finds out).
+    pub async fn commit_batch(&self, claims: Vec<Claim>) -> Result<Vec<Ingested>, IngestError> {
+        let faults = self.faults.clone();
+        on_connection(&self.pool, move |conn| {
+            let claims: Vec<&Claim> = claims.iter().collect();
+            process_group(conn, &claims, &faults, None)
+        })
+        .await
+    }
+
     /// One webhook in a transaction of its own on a pooled connection, waiting up to
     /// `database.lock_timeout` on a concurrent claim of its key.
     async fn commit_alone(&self, claim: Claim) -> Ingested {

@@ -41,13 +41,14 @@ pub struct Webhook<'r> {
     pub body: &'r Bytes,
 }
 
-/// What a webhook was answered: its outcome, its event id (none for a handshake) and the
-/// answer itself.
+/// What a webhook was answered: its outcome, its event id (none for a handshake or a
+/// batch) and the answer itself; for a batch, each item's event id and outcome.
 #[derive(Debug)]
 pub struct Received {
     pub outcome: Outcome,
     pub event_id: Option<String>,
     pub answer: Answer,
+    pub items: Vec<(String, Outcome)>,
 }
 
 /// Why a webhook was refused.
@@ -93,10 +94,21 @@ impl Intake<'_> {
                 outcome: Outcome::Handshake,
                 event_id: None,
                 answer,
+                items: Vec::new(),
             });
         }
+        if let Some(items) = source.provider.scheme().items(&verified) {
+            let batch = Batch {
+                request: verified,
+                items: items?,
+            };
+            return self
+                .receive_batch(committer, batch, &webhook, incoming)
+                .await;
+        }
         let started = incoming.now();
-        let claimed = self.claim(&verified, &webhook, incoming.span().trace_parent());
+        let trace_parent = incoming.span().trace_parent();
+        let claimed = self.claim(&verified, &webhook, webhook.body.clone(), trace_parent);
         let refused = claimed.as_ref().err().map(|e| e as &dyn std::fmt::Display);
         self.step(incoming, "identify", started, refused);
         let (mut claim, mut routing) = claimed?;
@@ -117,7 +129,90 @@ impl Intake<'_> {
             outcome,
             event_id: Some(event_id),
             answer,
+            items: Vec::new(),
         })
+    }
+
+    /// A batch's items, each claimed as an event of its own (its bytes its payload), all
+    /// committed in one transaction: every item is stored or none is. The request gets the
+    /// provider's fixed answer once every item has its verdict, the same on every retry
+    /// (each item then answered from its stored copy); an item whose id was first received
+    /// with another body answers the request 422, as a lone webhook would be.
+    async fn receive_batch(
+        &self,
+        committer: &Committer,
+        batch: Batch<'_>,
+        webhook: &Webhook<'_>,
+        incoming: &mut Incoming,
+    ) -> Result<Received, Refusal> {
+        let seen = Instant::now();
+        let answer = self
+            .source
+            .provider
+            .event_answer(&batch.request)
+            .ok_or_else(|| {
+                IngestError::Internal("a batch provider has no fixed answer".to_owned())
+            })?;
+        let (claims, routings) = self.claim_items(&batch, webhook, incoming).await?;
+        let event_ids: Vec<String> = (claims.iter())
+            .map(|claim| claim.identity.event_id.to_string())
+            .collect();
+        let verdicts = committer.commit_batch(claims).await;
+        metrics::histogram!("inlet_ingest_duration_seconds", "source" => self.source.name.as_str().to_owned())
+            .record(seen.elapsed().as_secs_f64());
+        let mut items = Vec::new();
+        let mut refusal = None;
+        for ((event_id, routing), verdict) in event_ids.into_iter().zip(routings).zip(verdicts?) {
+            match verdict {
+                Ok((outcome, _)) => {
+                    if outcome == Outcome::Accepted {
+                        self.after_accepted(routing);
+                    }
+                    items.push((event_id, outcome));
+                }
+                Err(error) => refusal = refusal.or(Some(error)),
+            }
+        }
+        if let Some(error) = refusal {
+            return Err(error.into());
+        }
+        Ok(Received {
+            outcome: Outcome::of_batch(&items),
+            event_id: None,
+            answer,
+            items,
+        })
+    }
+
+    /// Each item of a batch as a claim of its own (its bytes its payload), filtered: all of
+    /// them, or the first item's refusal.
+    async fn claim_items(
+        &self,
+        batch: &Batch<'_>,
+        webhook: &Webhook<'_>,
+        incoming: &mut Incoming,
+    ) -> Result<(Vec<Claim>, Vec<Routing>), Refusal> {
+        let started = incoming.now();
+        let trace_parent = incoming.span().trace_parent();
+        let claimed: Result<Vec<_>, IdentityError> = (batch.items.iter())
+            .map(|item| {
+                let payload = part_of(webhook.body, item.body());
+                self.claim(item, webhook, payload, trace_parent.clone())
+            })
+            .collect();
+        let refused = claimed.as_ref().err().map(|e| e as &dyn std::fmt::Display);
+        self.step(incoming, "identify", started, refused);
+        let mut claims = Vec::new();
+        let mut routings = Vec::new();
+        for (mut claim, mut routing) in claimed? {
+            if !claim.destinations.is_empty() && filters::filtered(self.destinations, &claim.source)
+            {
+                self.filter(&mut claim, &mut routing).await;
+            }
+            claims.push(claim);
+            routings.push(routing);
+        }
+        Ok((claims, routings))
     }
 
     /// A finished step of the request, as a span under the request's (tracing on).
@@ -161,6 +256,7 @@ impl Intake<'_> {
         &self,
         verified: &Verified<'_>,
         webhook: &Webhook<'_>,
+        payload: Bytes,
         trace_parent: Option<String>,
     ) -> Result<(Claim, Routing), IdentityError> {
         let source = self.source;
@@ -201,7 +297,7 @@ impl Intake<'_> {
             expires_at: self.now + self.retention,
             destinations,
             answer: source.provider.event_answer(verified),
-            payload: webhook.body.clone(),
+            payload,
             trace_parent,
         };
         Ok((claim, routing))
@@ -233,6 +329,22 @@ impl Intake<'_> {
             metrics::counter!("inlet_unrouted_facts_total", "source" => self.source.name.as_str().to_owned())
                 .increment(1);
         }
+    }
+}
+
+/// A verified batch request and its items.
+struct Batch<'r> {
+    request: Verified<'r>,
+    items: Vec<Verified<'r>>,
+}
+
+/// `part` (a slice of `whole`'s bytes) as a view of the shared buffer, without a copy.
+fn part_of(whole: &Bytes, part: &[u8]) -> Bytes {
+    let start = (part.as_ptr() as usize).wrapping_sub(whole.as_ptr() as usize);
+    match start.checked_add(part.len()) {
+        Some(end) if start <= whole.len() && end <= whole.len() => whole.slice(start..end),
+        // Not a part of it after all: a copy of its own.
+        _ => Bytes::copy_from_slice(part),
     }
 }
 

@@ -143,6 +143,19 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// A batch request's outcome, from its items': `accepted` when any item was a new
+    /// fact, else `duplicate_fact` when any was a duplicate of one, else `replayed`.
+    pub fn of_batch(items: &[(String, Outcome)]) -> Outcome {
+        let any = |wanted: &[Outcome]| items.iter().any(|(_, o)| wanted.contains(o));
+        if any(&[Outcome::Accepted]) {
+            Outcome::Accepted
+        } else if any(&[Outcome::DuplicateFact, Outcome::DuplicateAfterExpiry]) {
+            Outcome::DuplicateFact
+        } else {
+            Outcome::StoredAnswer
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Accepted => "accepted",

@@ -57,6 +57,16 @@ pub fn discord_deferred_answer(request: &Verified<'_>) -> Option<Answer> {
     Some(json_answer(body.to_vec()))
 }
 
+/// Adyen acknowledges a request only when its answer's body is `[accepted]`; anything
+/// else is retried.
+pub fn adyen_accepted(_: &Verified<'_>) -> Option<Answer> {
+    Some(Answer {
+        status: 200,
+        content_type: "text/plain".to_owned(),
+        body: b"[accepted]".to_vec(),
+    })
+}
+
 /// Zoom's `endpoint.url_validation`: answer `{"plainToken": …, "encryptedToken": …}`,
 /// the token's HMAC-SHA256 (hex) under the secret token.
 pub fn zoom_url_validation(request: &Verified<'_>, secrets: &[Secret]) -> Option<Answer> {

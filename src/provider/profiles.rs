@@ -4,13 +4,14 @@
 //! its scheme in [`crate::signature`] when no existing one fits, its vectors and tests.
 
 use super::handshake::{
-    discord_deferred_answer, discord_ping, slack_url_verification, zoom_url_validation,
+    adyen_accepted, discord_deferred_answer, discord_ping, slack_url_verification,
+    zoom_url_validation,
 };
 use crate::idempotency::Answer;
 use crate::secret::Secret;
 use crate::signature::{
-    Basic, Discord, PublicUrl, Scheme, Square, Standard, Twilio, Verified, GITHUB, LINEAR, MUX,
-    PADDLE, PAGERDUTY, SHOPIFY, SLACK, STRIPE, WORKOS, ZENDESK, ZOOM,
+    Basic, Discord, PublicUrl, Scheme, Square, Standard, Twilio, Verified, ADYEN, GITHUB, LINEAR,
+    MUX, PADDLE, PAGERDUTY, SHOPIFY, SLACK, STRIPE, WORKOS, ZENDESK, ZOOM,
 };
 use std::time::Duration;
 
@@ -183,7 +184,7 @@ fn twilio(url: PublicUrl) -> Configured {
 }
 
 /// Every provider, in the order the documentation lists them.
-pub static PROFILES: [Profile; 18] = [
+pub static PROFILES: [Profile; 19] = [
     Profile {
         once_per_object: Some((&STRIPE_ONCE_PER_OBJECT_TYPES, "/data/object/id")),
         ..plain(
@@ -393,6 +394,26 @@ pub static PROFILES: [Profile; 18] = [
             "Zendesk retries a failed request at most 3 times, within minutes, with margin",
         ),
     ),
+    // A batch: each notificationItems entry is an event of its own, identified by what its
+    // signature covers (eight of its fields); the request is answered `[accepted]`.
+    Profile {
+        event_answer: Some(adyen_accepted),
+        // The eight signed fields run together with `:` inside them: the reading is
+        // recorded as a permanent fact too, so no re-split copy is ever a new fact.
+        signs_a_reading: true,
+        ..plain(
+            "adyen",
+            Signing::Fixed(&ADYEN),
+            at(
+                Place::BodyDigest,
+                Place::Json("/NotificationRequestItem/eventCode"),
+            ),
+            (
+                days(31),
+                "Adyen retries an unacknowledged webhook from its queue for 30 days",
+            ),
+        )
+    },
     configured("hmac", Signing::Hmac),
     // HTTP Basic credentials: authenticates the sender only.
     Profile {

@@ -67,7 +67,13 @@ pub async fn receive_webhook(
             let outcome = received.outcome.as_str();
             tracing::Span::current().record("event_id", event_id);
             count_webhook(&state, source, outcome);
-            tracing::info!(%source, %event_id, outcome, trace_id, "webhook processed");
+            for (item, item_outcome) in &received.items {
+                let item_outcome = item_outcome.as_str();
+                metrics::counter!("inlet_batch_items_total", "source" => source.to_owned(), "outcome" => item_outcome)
+                    .increment(1);
+                tracing::info!(%source, event_id = %item, outcome = item_outcome, trace_id, "batch item processed");
+            }
+            tracing::info!(%source, %event_id, outcome, items = received.items.len(), trace_id, "webhook processed");
             end_webhook_span(
                 span,
                 received.answer.status,

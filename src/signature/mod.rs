@@ -8,6 +8,7 @@
 //! schemes verify with public keys, which need no secrecy.
 //! Verification is a pure function of (headers, raw body, secrets, now).
 
+mod adyen;
 mod basic;
 mod discord;
 mod ed25519;
@@ -22,6 +23,7 @@ mod stripe;
 mod timestamped;
 mod twilio;
 
+pub use self::adyen::{ADYEN, MAX_ITEMS as MAX_BATCH_ITEMS};
 pub use self::basic::Basic;
 pub use self::discord::Discord;
 pub use self::fixed::{url_validation_token as zoom_url_validation_token, FixedHmac};
@@ -138,6 +140,13 @@ impl<'r> Verified<'r> {
         }
     }
 
+    /// One item of this verified request's batch, as a verified request of its own: its
+    /// bytes within the body, the same headers, and the digest of what its signature
+    /// covers.
+    fn item(&self, bytes: &'r [u8], digest: [u8; 32]) -> Verified<'r> {
+        Unverified::new(self.request.headers, bytes).into_verified_as(digest)
+    }
+
     /// A header's value as text, when present and valid UTF-8.
     pub fn header(&self, name: &str) -> Option<&'r str> {
         self.request
@@ -234,6 +243,22 @@ pub trait Scheme: Sync + std::fmt::Debug {
     /// verifies, and signing then needs the private key.
     fn signs_with(&self, _secret: &Secret) -> bool {
         true
+    }
+
+    /// For a scheme whose requests carry several events (Adyen's `notificationItems`):
+    /// each item of a request it verified, as a verified request of its own. `None`: a
+    /// request is one event.
+    fn items<'r>(
+        &self,
+        _request: &Verified<'r>,
+    ) -> Option<Result<Vec<Verified<'r>>, SignatureError>> {
+        None
+    }
+
+    /// For a scheme that signs inside the body (Adyen): `body` signed with `secret`.
+    /// `None`: the scheme signs in headers ([`Scheme::sign`]).
+    fn sign_body(&self, _body: &[u8], _secret: &Secret) -> Option<Result<Vec<u8>, String>> {
+        None
     }
 
     /// Refuses a private key given to `inlet sign` / `inlet send` that this scheme cannot

@@ -96,6 +96,24 @@ fn the_webhook_route_names_every_schemes_headers() {
         assert_eq!(names.len(), 1, "one scheme per alternative: {alternative}");
         named.extend(names);
     }
+    // A scheme that signs inside the body has no header to list: named apart, and it
+    // really signs no header and does sign the body.
+    let body_signed = document["paths"]["/webhooks/{source}"]["post"]["x-inlet-body-signed"]
+        .as_array()
+        .expect("x-inlet-body-signed");
+    for entry in body_signed {
+        let name = entry["x-inlet-scheme"].as_str().expect("a scheme name");
+        let profile = inlet::provider::PROFILES
+            .iter()
+            .find(|profile| profile.name == name)
+            .unwrap_or_else(|| panic!("{name}: no such scheme"));
+        assert_eq!(
+            signed_header_names(profile),
+            Some(BTreeSet::new()),
+            "{name}"
+        );
+        assert!(named.insert(name.to_owned()), "{name} listed twice");
+    }
     let profiles: BTreeSet<String> = (inlet::provider::PROFILES.iter())
         .map(|profile| profile.name.to_owned())
         .collect();
@@ -117,6 +135,7 @@ fn signed_header_names(profile: &inlet::provider::Profile) -> Option<BTreeSet<St
         Signing::Hmac | Signing::HeaderToken => return None,
     };
     let secret = match profile.name {
+        "adyen" => "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056",
         "discord" => "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60",
         "basic" => "inlet:a-basic-credential-0123456789",
         _ => "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
@@ -126,6 +145,14 @@ fn signed_header_names(profile: &inlet::provider::Profile) -> Option<BTreeSet<St
         event_type: "thing.happened".to_owned(),
     };
     let secret = inlet::secret::Secret::new(secret);
+    let body = b"{\"notificationItems\":[{\"NotificationRequestItem\":{\"amount\":{}}}]}";
+    if let Some(signed) = scheme.sign_body(body, &secret) {
+        assert!(
+            signed.is_ok_and(|signed| signed != body),
+            "{}",
+            profile.name
+        );
+    }
     let headers = scheme.sign(b"{\"id\":\"evt_1\"}", &secret, chrono::Utc::now(), &event);
     Some(
         headers

@@ -2,6 +2,7 @@
 //! HTTP like a provider sends it. Every test runs once per backend.
 
 mod availability;
+mod batches;
 mod bulk;
 mod bus;
 mod cli;

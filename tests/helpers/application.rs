@@ -10,15 +10,19 @@ pub async fn requests_per_key(
 ) -> std::collections::HashMap<String, usize> {
     let mut per_key = std::collections::HashMap::new();
     for request in server.received_requests().await.unwrap_or_default() {
-        let key = request
-            .headers
-            .get("idempotency-key")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
-        *per_key.entry(key).or_default() += 1;
+        *per_key.entry(idempotency_key(&request)).or_default() += 1;
     }
     per_key
+}
+
+/// The `Idempotency-Key` a delivery carried (empty without one).
+pub fn idempotency_key(request: &wiremock::Request) -> String {
+    request
+        .headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// The destination's gate as `GET /admin/destinations` shows it.

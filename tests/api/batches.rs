@@ -1,0 +1,225 @@
+//! Batches: one request that carries several events (Adyen's `notificationItems`), end to
+//! end over HTTP on both backends. Each item is an event of its own — its own id, fact,
+//! stored copy and deliveries — claimed in one transaction with its siblings; the request
+//! gets the provider's fixed answer, the same on every retry; one item that does not
+//! verify refuses the whole request and stores none of it.
+
+use crate::helpers::{
+    eventually, idempotency_key, requests_per_key, spawn_app_with, Backend, TestApp, TestOptions,
+};
+use crate::on_both_backends;
+use inlet::secret::Secret;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+on_both_backends!(
+    an_adyen_batch_is_one_event_per_item_and_answered_accepted,
+    a_batch_with_one_forged_item_stores_nothing,
+    concurrent_batches_that_share_items_deliver_each_fact_once,
+);
+
+/// The application's Standard Webhooks secret.
+const APP_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+/// Adyen HMAC keys (hex): the current one and the one rotating out.
+const KEY: &str = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056";
+const OLD_KEY: &str = "3F0F1E2D3C4B5A69788796A5B4C3D2E1F00F1E2D3C4B5A69788796A5B4C3D2E1";
+
+async fn spawn_adyen(backend: Backend, application: &wiremock::MockServer) -> TestApp {
+    let options = TestOptions {
+        extra_sources: format!(
+            "\n[[sources]]\nname = \"adyen\"\nscheme = \"adyen\"\n\
+             secrets = [\"{KEY}\", \"{OLD_KEY}\"]\n\
+             [[sources.destinations]]\nurl = \"{}/adyen\"\nsecret = \"{APP_SECRET}\"\n",
+            application.uri()
+        ),
+        ..Default::default()
+    };
+    spawn_app_with(backend, options).await
+}
+
+/// One `NotificationRequestItem`, unsigned.
+fn item(psp: &str, event_code: &str, reason: &str) -> serde_json::Value {
+    serde_json::json!({"NotificationRequestItem": {
+        "pspReference": psp,
+        "merchantAccountCode": "InletTestMerchant",
+        "merchantReference": format!("order:{psp}"),
+        "amount": {"value": 1130, "currency": "EUR"},
+        "eventCode": event_code,
+        "eventDate": "2026-12-04T10:00:00+01:00",
+        "success": "true",
+        "reason": reason,
+        "additionalData": {},
+    }})
+}
+
+/// The batch as Adyen sends it, every item signed with `key`.
+fn batch(items: &[serde_json::Value], key: &str) -> Vec<u8> {
+    let body = serde_json::json!({"live": "false", "notificationItems": items});
+    inlet::signature::ADYEN
+        .sign_items(body.to_string().as_bytes(), &Secret::new(key))
+        .expect("a signable batch")
+}
+
+async fn post(app: &TestApp, body: &[u8]) -> crate::helpers::Reply {
+    app.post_webhook("adyen", body, &[("Content-Type", "application/json")])
+        .await
+}
+
+/// The bodies the application received, by idempotency key.
+async fn delivered(application: &wiremock::MockServer) -> HashMap<String, serde_json::Value> {
+    let mut bodies = HashMap::new();
+    for request in application.received_requests().await.unwrap_or_default() {
+        let body = serde_json::from_slice(&request.body).expect("a JSON item");
+        bodies.insert(idempotency_key(&request), body);
+    }
+    bodies
+}
+
+async fn an_adyen_batch_is_one_event_per_item_and_answered_accepted(backend: Backend) {
+    let application = crate::helpers::application_answering(200).await;
+    let app = spawn_adyen(backend, &application).await;
+    let items = [
+        item("8816178914079738", "AUTHORISATION", ""),
+        item("8816178914079739", "CAPTURE", ""),
+        item("8816178914079738", "CHARGEBACK", "fraud"),
+    ];
+    let body = batch(&items, KEY);
+    let first = post(&app, &body).await;
+    first.assert_status(200);
+    assert_eq!(first.text(), "[accepted]");
+    assert_eq!(first.header("content-type"), Some("text/plain"));
+    assert!(!first.replayed());
+    assert_eq!(app.count_events().await, 3);
+    assert_eq!(
+        app.count_facts().await,
+        3 * 2,
+        "each item's fact and its signed reading"
+    );
+
+    // Adyen's retry of the whole request, signed with the key rotating out: the same
+    // answer, nothing new.
+    let again = post(&app, &batch(&items, OLD_KEY)).await;
+    again.assert_status(200);
+    assert_eq!(again.body, first.body);
+    assert!(again.replayed());
+    // A copy whose unsigned fields differ is the same signed items: the stored answer.
+    let mut altered = items.clone();
+    altered[2]["NotificationRequestItem"]["reason"] = "another reason".into();
+    assert!(post(&app, &batch(&altered, KEY)).await.replayed());
+
+    // A later batch that repeats one item beside a new one: only the new one is new.
+    let later = [items[1].clone(), item("8816178914079740", "REFUND", "")];
+    let reply = post(&app, &batch(&later, KEY)).await;
+    reply.assert_status(200);
+    assert_eq!(reply.text(), "[accepted]");
+    assert!(!reply.replayed());
+    assert_eq!(app.count_events().await, 4);
+
+    eventually("four items delivered", || async {
+        requests_per_key(&application).await.len() == 4
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let per_key = requests_per_key(&application).await;
+    assert!(per_key.values().all(|n| *n == 1), "{per_key:?}");
+    // Each delivery is its item, as received: the wrapper and its signed fields.
+    let mut codes: Vec<String> = (delivered(&application).await.values())
+        .map(|body| body["NotificationRequestItem"]["eventCode"].to_string())
+        .collect();
+    codes.sort();
+    assert_eq!(
+        codes,
+        [
+            "\"AUTHORISATION\"",
+            "\"CAPTURE\"",
+            "\"CHARGEBACK\"",
+            "\"REFUND\""
+        ]
+    );
+    let listed = app
+        .admin("/admin/events?source=adyen", None, None)
+        .await
+        .json();
+    let mut types: Vec<String> = (listed["events"].as_array().expect("events").iter())
+        .map(|event| event["event_type"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    types.sort();
+    assert_eq!(types, ["AUTHORISATION", "CAPTURE", "CHARGEBACK", "REFUND"]);
+}
+
+async fn a_batch_with_one_forged_item_stores_nothing(backend: Backend) {
+    let application = crate::helpers::application_answering(200).await;
+    let app = spawn_adyen(backend, &application).await;
+    let items = [
+        item("9916178914079701", "AUTHORISATION", ""),
+        item("9916178914079702", "AUTHORISATION", ""),
+    ];
+    let body = String::from_utf8(batch(&items, KEY)).expect("UTF-8");
+    // A signed field of the second item changed after signing.
+    let forged = body.replacen("\"9916178914079702\"", "\"9916178914079703\"", 1);
+    post(&app, forged.as_bytes())
+        .await
+        .assert_problem(401, "bad_signature");
+    // Signed with a key the source does not hold.
+    let stranger = batch(&items, &"ab".repeat(32));
+    post(&app, &stranger)
+        .await
+        .assert_problem(401, "bad_signature");
+    let unsigned = serde_json::json!({"live": "false", "notificationItems": items}).to_string();
+    post(&app, unsigned.as_bytes())
+        .await
+        .assert_problem(400, "missing_signature");
+    for malformed in [&b"[accepted]"[..], br#"{"notificationItems":[]}"#] {
+        post(&app, malformed)
+            .await
+            .assert_problem(400, "malformed_signature");
+    }
+    assert_eq!(
+        app.count_events().await,
+        0,
+        "no item of a refused batch is stored"
+    );
+    // Adyen's retry of the genuine request: both items, now.
+    let reply = post(&app, body.as_bytes()).await;
+    reply.assert_status(200);
+    assert_eq!(reply.text(), "[accepted]");
+    assert_eq!(app.count_events().await, 2);
+}
+
+/// 24 batches at once, batch `k` carrying items `k` and `k + 1` (mod 24), and each sent
+/// twice: every item is claimed by exactly one of the requests that carry it, and
+/// delivered once.
+async fn concurrent_batches_that_share_items_deliver_each_fact_once(backend: Backend) {
+    const N: usize = 24;
+    let application = crate::helpers::application_answering(200).await;
+    let app = Arc::new(spawn_adyen(backend, &application).await);
+    let psp = |k: usize| format!("77161789140{:05}", k % N);
+    let barrier = Arc::new(tokio::sync::Barrier::new(2 * N));
+    let mut tasks = tokio::task::JoinSet::new();
+    for k in 0..2 * N {
+        let items = [
+            item(&psp(k), "AUTHORISATION", ""),
+            item(&psp(k + 1), "AUTHORISATION", ""),
+        ];
+        let body = batch(&items, KEY);
+        let (app, barrier) = (app.clone(), barrier.clone());
+        tasks.spawn(async move {
+            barrier.wait().await;
+            post(&app, &body).await
+        });
+    }
+    while let Some(reply) = tasks.join_next().await {
+        let reply = reply.expect("the request task");
+        reply.assert_status(200);
+        assert_eq!(reply.text(), "[accepted]");
+    }
+    assert_eq!(app.count_events().await, N as i64);
+    eventually("every item delivered", || async {
+        requests_per_key(&application).await.len() == N
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let per_key = requests_per_key(&application).await;
+    assert_eq!(per_key.len(), N);
+    assert!(per_key.values().all(|n| *n == 1), "{per_key:?}");
+}
