@@ -45,7 +45,7 @@ const TWILIO_URL: &str = "https://hooks.example.com/twilio/status?tenant=fuzz&re
 /// public keys, see [`configured`]). `standard-ed25519` mixes both kinds: a `whpk_` key
 /// (current) beside a `whsec_` secret (rotating out), so a `v1a` entry must verify under
 /// the one and a `v1` entry under the other, never across.
-const MORE_SOURCES: [(&str, [&str; 3]); 13] = [
+const MORE_SOURCES: [(&str, [&str; 3]); 14] = [
     (
         "paddle",
         [
@@ -132,6 +132,14 @@ const MORE_SOURCES: [(&str, [&str; 3]); 13] = [
             "zd_current_0123456789abcdefghij",
             "zd_rotating_out_0123456789abcdef",
             "zd_removed_0123456789abcdefghij",
+        ],
+    ),
+    (
+        "adyen",
+        [
+            "A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1",
+            "B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2",
+            "C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3",
         ],
     ),
     (
@@ -244,6 +252,7 @@ fn rule_of(source: &str) -> Rule {
         "pagerduty" => Rule::Pagerduty,
         "linear" => Rule::Linear,
         "zendesk" => Rule::Zendesk,
+        "adyen" => Rule::Adyen,
         other => panic!("no rule for {other}"),
     }
 }
@@ -304,6 +313,7 @@ fn body_for(source: &str, id: &str, at: DateTime<Utc>, rng: &mut fastrand::Rng) 
         "square" => serde_json::json!({"event_id": id, "type": "payment.updated",
             "data": {"id": format!("pay_{id}"), "n": nonce}}),
         "twilio" => return twilio_body(id, nonce, rng),
+        "adyen" => return adyen_body(id, nonce, rng),
         "discord" => return discord_body(id, nonce, rng),
         "legacy" | "forms" => serde_json::json!({"id": id, "type": "thing.happened", "n": nonce}),
         "pagerduty" => serde_json::json!({"event": {"id": id, "event_type": "incident.triggered",
@@ -320,6 +330,37 @@ fn body_for(source: &str, id: &str, at: DateTime<Utc>, rng: &mut fastrand::Rng) 
         _ => serde_json::json!({"action": "opened", "delivery": id, "nonce": nonce}),
     };
     json.to_string().into_bytes()
+}
+
+/// An Adyen batch of one to three items, unsigned (the case signs it), now and then with
+/// a `:` inside a signed field or an item repeated.
+fn adyen_body(id: &str, nonce: u64, rng: &mut fastrand::Rng) -> Vec<u8> {
+    let codes = ["AUTHORISATION", "CAPTURE", "REFUND", "CHARGEBACK"];
+    let items: Vec<serde_json::Value> = (0..rng.usize(1..4))
+        .map(|n| {
+            let reference = match rng.u32(0..4) {
+                0 => format!("order:{nonce}:{n}"),
+                _ => format!("order-{nonce}-{n}"),
+            };
+            serde_json::json!({"NotificationRequestItem": {
+                "pspReference": format!("{id}{n}"),
+                "merchantAccountCode": "FuzzMerchant",
+                "merchantReference": reference,
+                "amount": {"value": nonce % 100_000, "currency": "EUR"},
+                "eventCode": codes[rng.usize(..codes.len())],
+                "success": if rng.u32(0..5) == 0 { "false" } else { "true" },
+                "reason": "",
+                "additionalData": {},
+            }})
+        })
+        .collect();
+    let mut items = items;
+    if rng.u32(0..8) == 0 {
+        items.push(items[0].clone());
+    }
+    serde_json::json!({"live": "false", "notificationItems": items})
+        .to_string()
+        .into_bytes()
 }
 
 /// A Twilio message status callback as a form (its parameters in Twilio's order or
@@ -444,6 +485,11 @@ fn signed_case(
     // The source's own secret, or for public-key schemes the private key: Inlet's signer
     // (`inlet sign --private-key`), not its verifier.
     let signer = inlet::secret::Secret::new(secret);
+    // Adyen signs inside the body (`inlet send`'s signer too).
+    let body = match settings.provider.scheme().sign_body(&body, &signer) {
+        Some(signed) => signed.expect("a signable Adyen batch"),
+        None => body,
+    };
     let headers = inlet::cli::signed_headers_with(settings, &signer, &body, at, &event)
         .into_iter()
         .map(|(n, v)| (n.into_bytes(), v.into_bytes()))
@@ -565,6 +611,7 @@ fn timestamp_slot(case: &Case) -> Option<(usize, Option<TimestampItem>)> {
         | Rule::Basic
         | Rule::Token
         | Rule::Pagerduty
+        | Rule::Adyen
         // In the signed body: changing it is a body mutation.
         | Rule::Linear => return None,
     };
@@ -646,6 +693,9 @@ fn resign(case: &mut Case, now: i64, rng: &mut fastrand::Rng) -> String {
         .unwrap_or_else(|| signed_url(case.source).to_vec());
     if rule == Rule::Twilio {
         return resign_twilio(case, secret, secret == removed, rng);
+    }
+    if rule == Rule::Adyen {
+        return resign_adyen(case, secret, secret == removed, rng);
     }
     let seed = ed25519_seed(case.source, secret);
     let tag = if rule.is_token() {
@@ -731,6 +781,9 @@ fn resign_twilio(case: &mut Case, secret: &str, removed: bool, rng: &mut fastran
 
 /// One random mutation; returns what it did.
 fn mutate(case: &mut Case, now: i64, rng: &mut fastrand::Rng, others: &[Case]) -> String {
+    if rule_of(case.source) == Rule::Adyen && rng.bool() {
+        return mutate_adyen(case, rng);
+    }
     match rng.u32(0..20) {
         0 => {
             flip_bit(&mut case.body, rng, false);
@@ -943,6 +996,112 @@ fn mutate(case: &mut Case, now: i64, rng: &mut fastrand::Rng, others: &[Case]) -
     }
 }
 
+/// The body of an Adyen case as JSON, changed by `change` (one item, chosen at random) and
+/// written back; "nothing" when the body is no longer an Adyen batch.
+fn change_adyen_item(
+    case: &mut Case,
+    rng: &mut fastrand::Rng,
+    change: impl FnOnce(&mut serde_json::Value, &mut fastrand::Rng) -> String,
+) -> String {
+    let Ok(mut document) = serde_json::from_slice::<serde_json::Value>(&case.body) else {
+        return "nothing".to_owned();
+    };
+    let Some(items) = document["notificationItems"].as_array_mut() else {
+        return "nothing".to_owned();
+    };
+    if items.is_empty() {
+        return "nothing".to_owned();
+    }
+    let n = rng.usize(..items.len());
+    let what = change(&mut items[n]["NotificationRequestItem"], rng);
+    case.body = document.to_string().into_bytes();
+    format!("item {n}: {what}")
+}
+
+/// Adyen's own mutations, on one item: a signed field changed (or re-split around a `:`,
+/// which signs the same), an unsigned one, the signature dropped, spaced, or another
+/// item's; an item repeated or dropped.
+fn mutate_adyen(case: &mut Case, rng: &mut fastrand::Rng) -> String {
+    let signed = ["pspReference", "merchantReference", "eventCode", "success"];
+    change_adyen_item(case, rng, |item, rng| match rng.u32(0..7) {
+        0 => {
+            let field = signed[rng.usize(..signed.len())];
+            let text = item[field].as_str().unwrap_or_default().to_owned();
+            item[field] = format!("{text}0").into();
+            format!("{field} changed")
+        }
+        1 => {
+            item["amount"]["value"] =
+                (item["amount"]["value"].as_f64().unwrap_or(0.0) + 0.5).into();
+            "amount.value written with a fraction".to_owned()
+        }
+        2 => {
+            item["reason"] = format!("fuzz {}", rng.u32(..)).into();
+            "an unsigned field changed".to_owned()
+        }
+        3 => {
+            item["additionalData"] = serde_json::json!({});
+            "the signature dropped".to_owned()
+        }
+        4 => {
+            let tag = item["additionalData"]["hmacSignature"]
+                .as_str()
+                .unwrap_or_default();
+            item["additionalData"]["hmacSignature"] = format!(" {tag} ").into();
+            "the signature spaced".to_owned()
+        }
+        5 => {
+            // "a:b" + "c" and "a" + "b:c" sign the same text.
+            let reference = item["merchantReference"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let value = item["amount"]["value"].to_string();
+            match reference.rsplit_once(':') {
+                Some((head, tail)) => {
+                    item["merchantReference"] = head.into();
+                    item["amount"]["value"] = format!("{tail}:{value}").into();
+                    "a colon moved from merchantReference into amount.value".to_owned()
+                }
+                None => "nothing".to_owned(),
+            }
+        }
+        _ => {
+            item["amount"]["currency"] = "USD".into();
+            "the currency changed".to_owned()
+        }
+    })
+}
+
+/// Re-signs every item of an Adyen case with `secret`, as the oracle reads it.
+fn resign_adyen(case: &mut Case, secret: &str, removed: bool, rng: &mut fastrand::Rng) -> String {
+    let key = Rule::Adyen.key(secret);
+    let Ok(mut document) = serde_json::from_slice::<serde_json::Value>(&case.body) else {
+        return "re-sign skipped (not JSON)".to_owned();
+    };
+    let Some(items) = document["notificationItems"].as_array_mut() else {
+        return "re-sign skipped (no items)".to_owned();
+    };
+    let only = rng.bool().then(|| rng.usize(..items.len().max(1)));
+    for (n, wrapper) in items.iter_mut().enumerate() {
+        let item = &mut wrapper["NotificationRequestItem"];
+        let Some((reading, _)) = crate::oracle::adyen_reading(item) else {
+            continue;
+        };
+        if only.is_some_and(|only| only != n) {
+            continue;
+        }
+        let tag = crate::oracle::hmac_sha256(&key, reading.as_bytes());
+        item["additionalData"]["hmacSignature"] = base64_encode(&tag).into();
+    }
+    case.body = document.to_string().into_bytes();
+    let which = if removed { "removed" } else { "active" };
+    match only {
+        Some(n) => format!("item {n} re-signed with an {which} key"),
+        None => format!("every item re-signed with an {which} key"),
+    }
+}
+
 /// Standard Webhooks across kinds: an entry's label swapped (`v1` ↔ `v1a`, the rest
 /// kept), or (for the source with both kinds) a `v1` entry keyed with the configured
 /// `whpk_` public key's bytes (which anyone has) or a `v1a` entry made with a seed
@@ -1035,6 +1194,8 @@ fn signature_names(rule: Rule) -> &'static [&'static str] {
         Rule::Pagerduty => &["x-pagerduty-signature"],
         Rule::Linear => &["linear-signature"],
         Rule::Zendesk => &["x-zendesk-webhook-signature"],
+        // In the body.
+        Rule::Adyen => &[],
     }
 }
 
@@ -1261,6 +1422,17 @@ fn check(case: &Case, judgement: &Judgement, answer: &Raw, tally: &mut Tally) {
             fail("a Discord PING not answered PONG");
         }
         tally.pongs += 1;
+        return;
+    }
+    if accepted && case.source == "adyen" {
+        // A batch: answered [accepted], each item stored under its signed reading's digest.
+        if answer.body != b"[accepted]" {
+            fail("an Adyen batch not answered [accepted]");
+        }
+        for id in &judgement.signed_ids {
+            let id = String::from_utf8_lossy(id).into_owned();
+            tally.accepted.insert((case.source.to_owned(), id));
+        }
         return;
     }
     if accepted {
@@ -1501,6 +1673,7 @@ fn the_oracle_agrees_with_the_published_vectors() {
         "official-providers.json",
         "official-ed25519.json",
         "official-plain-hmac.json",
+        "official-batches.json",
     ] {
         let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures")
@@ -1524,6 +1697,7 @@ fn the_oracle_agrees_with_the_published_vectors() {
                 "pagerduty" => Rule::Pagerduty,
                 "linear" => Rule::Linear,
                 "zendesk" => Rule::Zendesk,
+                "adyen" => Rule::Adyen,
                 other => panic!("{other}"),
             };
             // Discord's vectors name the application's public key; the others the secret
@@ -1534,9 +1708,11 @@ fn the_oracle_agrees_with_the_published_vectors() {
                 .expect("secret or public_key");
             let url = vector["public_url"].as_str().unwrap_or_default().as_bytes();
             let source = rule.source(&[secret], TOLERANCE, url);
+            // Adyen's vectors sign in the body: no headers.
+            let no_headers = serde_json::Map::new();
             let headers: Headers = vector["headers"]
                 .as_object()
-                .expect("headers")
+                .unwrap_or(&no_headers)
                 .iter()
                 .map(|(n, v)| {
                     (

@@ -102,6 +102,10 @@ pub enum Rule {
     /// `X-Zendesk-Webhook-Signature: <base64>` over `"{ts}{body}"`,
     /// `X-Zendesk-Webhook-Signature-Timestamp` an RFC 3339 date and time.
     Zendesk,
+    /// In the body: each `notificationItems[].NotificationRequestItem` carries
+    /// `additionalData.hmacSignature`, base64 HMAC-SHA256 (key = the hex-decoded secret)
+    /// of eight of its fields joined by `:` ([`adyen_reading`]); every item must match.
+    Adyen,
 }
 
 /// The header of the test's `header_token` source.
@@ -162,6 +166,7 @@ impl Rule {
     /// The HMAC key a secret string stands for.
     pub fn key(self, secret: &str) -> Vec<u8> {
         match self {
+            Rule::Adyen => hex::decode(secret).expect("an Adyen key is hex"),
             Rule::Standard => STANDARD
                 .decode(secret.strip_prefix("whsec_").unwrap_or(secret))
                 .expect("a Standard Webhooks secret is base64"),
@@ -220,6 +225,8 @@ impl Rule {
             Rule::Pagerduty => ("x-pagerduty-signature", "", true),
             Rule::Linear => ("linear-signature", "", true),
             Rule::Zendesk => ("x-zendesk-webhook-signature", "", false),
+            // No header: judged apart ([`OracleSource::judge_adyen`]).
+            Rule::Adyen => ("", "", false),
         }
     }
 
@@ -276,7 +283,8 @@ impl Rule {
             | Rule::Square
             | Rule::Twilio
             | Rule::Basic
-            | Rule::Token => None,
+            | Rule::Token
+            | Rule::Adyen => None,
         }
     }
 
@@ -374,7 +382,8 @@ impl Rule {
             | Rule::Basic
             | Rule::Token
             | Rule::Pagerduty
-            | Rule::Linear => vec![body],
+            | Rule::Linear
+            | Rule::Adyen => vec![body],
             Rule::Slack | Rule::Zoom => vec![b"v0:", timestamp, b":", body],
             Rule::Standard => vec![id, b".", timestamp, b".", body],
             Rule::Square => vec![id, body],
@@ -394,7 +403,7 @@ impl Rule {
             Rule::Pagerduty => format!("v1={}", hex::encode(tag)).into_bytes(),
             Rule::Discord | Rule::Linear => hex::encode(tag).into_bytes(),
             Rule::Slack | Rule::Zoom => format!("v0={}", hex::encode(tag)).into_bytes(),
-            Rule::Shopify | Rule::Square | Rule::Twilio | Rule::Zendesk => {
+            Rule::Shopify | Rule::Square | Rule::Twilio | Rule::Zendesk | Rule::Adyen => {
                 STANDARD.encode(tag).into_bytes()
             }
             // An Ed25519 signature is a `v1a` entry.
@@ -710,6 +719,9 @@ impl OracleSource {
         if self.rule == Rule::Twilio {
             return self.judge_twilio(headers, body);
         }
+        if self.rule == Rule::Adyen {
+            return self.judge_adyen(body);
+        }
         let lenient = self.lenient_matches(headers, body, now);
         if lenient.is_empty() {
             return Judgement {
@@ -755,6 +767,59 @@ impl OracleSource {
                 HashSet::new()
             },
         }
+    }
+
+    /// Adyen: `Valid` when the body is the documented envelope of 1 to 1,000 items, each
+    /// with its signature as 44 base64 characters matching its reading under an active
+    /// key, and every signed field text, a whole number, a boolean or absent; `Either`
+    /// when every item matches only leniently (a signature with whitespace around it, an
+    /// amount written as a fraction, over 1,000 items); `Invalid` otherwise. The headers
+    /// play no part. `signed_ids` are the items' events: the sha256 (hex) of each reading.
+    fn judge_adyen(&self, body: &[u8]) -> Judgement {
+        let invalid = Judgement {
+            verdict: Verdict::Invalid,
+            signed_ids: HashSet::new(),
+        };
+        let document: Option<serde_json::Value> = serde_json::from_slice(body).ok();
+        let items = document
+            .as_ref()
+            .and_then(|d| d.get("notificationItems")?.as_array());
+        let Some(items) = items.filter(|items| !items.is_empty()) else {
+            return invalid;
+        };
+        let mut canonical = items.len() <= 1000;
+        let mut signed_ids = HashSet::new();
+        for wrapper in items {
+            let Some((reading, plain, exact)) = self.adyen_match(wrapper) else {
+                return invalid;
+            };
+            canonical &= plain && exact;
+            signed_ids.insert(hex::encode(Sha256::digest(reading.as_bytes())).into_bytes());
+        }
+        Judgement {
+            verdict: if canonical {
+                Verdict::Valid
+            } else {
+                Verdict::Either
+            },
+            signed_ids,
+        }
+    }
+
+    /// An Adyen item whose signature matches under an active key: its reading, whether
+    /// every signed field is plain, and whether the signature is written exactly.
+    fn adyen_match(&self, wrapper: &serde_json::Value) -> Option<(String, bool, bool)> {
+        let item = wrapper.get("NotificationRequestItem")?;
+        let (reading, plain) = adyen_reading(item)?;
+        let text = item.pointer("/additionalData/hmacSignature")?.as_str()?;
+        let exact = STANDARD.decode(text).ok().filter(|tag| tag.len() == 32);
+        let tag = exact
+            .clone()
+            .or_else(|| STANDARD.decode(text.trim()).ok())
+            .filter(|tag| tag.len() == 32)?;
+        (self.active.iter())
+            .any(|key| hmac_sha256(key, reading.as_bytes()) == tag)
+            .then_some((reading, plain, exact.is_some()))
     }
 
     /// Twilio: `Valid` when the canonical reading (one signature, one settings header or
@@ -998,7 +1063,8 @@ impl OracleSource {
             | Rule::Square
             | Rule::Discord
             | Rule::Linear
-            | Rule::Zendesk => {
+            | Rule::Zendesk
+            | Rule::Adyen => {
                 let signature = single(sig_name)?;
                 let tag = decode(signature.strip_prefix(prefix.as_bytes())?)?;
                 let (timestamp, value) = match self.rule.timestamp_header() {
@@ -1464,4 +1530,40 @@ pub fn twilio_variants(body: &[u8]) -> Vec<(&'static str, Vec<u8>, CopyAnswer)> 
         .filter_map(|(what, copy)| copy.map(|(variant, answer)| (what, variant, answer)))
         .filter(|(_, variant, _)| twilio_params(variant) == signed)
         .collect()
+}
+
+/// What an Adyen item's signature covers, as Adyen's libraries build it: `pspReference`,
+/// `originalReference`, `merchantAccountCode`, `merchantReference`, `amount.value`,
+/// `amount.currency`, `eventCode` and `success` joined by `:` — text as it is, numbers and
+/// booleans as written, absent (or null) empty — and whether every field was plain (no
+/// fraction or exponent in a number). `None` when the item cannot be read: not an object,
+/// no `amount` object, a signed field that is an object or a list.
+pub fn adyen_reading(item: &serde_json::Value) -> Option<(String, bool)> {
+    use serde_json::Value;
+    let amount = item.get("amount")?.as_object()?;
+    let fields = [
+        item.get("pspReference"),
+        item.get("originalReference"),
+        item.get("merchantAccountCode"),
+        item.get("merchantReference"),
+        amount.get("value"),
+        amount.get("currency"),
+        item.get("eventCode"),
+        item.get("success"),
+    ];
+    let mut plain = true;
+    let mut parts = Vec::new();
+    for field in fields {
+        parts.push(match field {
+            None | Some(Value::Null) => String::new(),
+            Some(Value::String(text)) => text.clone(),
+            Some(Value::Bool(b)) => b.to_string(),
+            Some(Value::Number(n)) => {
+                plain &= n.is_i64() || n.is_u64();
+                n.to_string()
+            }
+            Some(_) => return None,
+        });
+    }
+    Some((parts.join(":"), plain))
 }
