@@ -47,6 +47,7 @@ fn strong_secret(scheme: &str) -> &'static str {
         "standard" => "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD",
         "basic" => "inlet:it-is-a-secret-to-everybody",
         "adyen" => "0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF",
+        "graph" => "graph-client-state-0123456789",
         _ => "it's a secret to everybody, 0123456789",
     }
 }
@@ -1229,9 +1230,15 @@ fn header_tokens_refuse_reserved_headers() {
     }
 }
 
-/// Verifies an Adyen request with `key` and splits it: each item's digest, or the refusal.
-fn adyen_items(key: &str, body: &[u8]) -> Result<Vec<String>, SignatureError> {
-    let source = unchecked_source("adyen", &[key], None);
+/// A batch scheme's split of `body` under `secrets`: each kept item's digest and stored
+/// bytes (when not as received), and how many were dropped; or the request's refusal.
+#[allow(clippy::type_complexity)]
+fn split_batch(
+    scheme: &str,
+    secrets: &[&str],
+    body: &[u8],
+) -> Result<(Vec<(String, Option<Vec<u8>>)>, usize), SignatureError> {
+    let source = unchecked_source(scheme, secrets, None);
     let headers = HeaderMap::new();
     let keys = Keys {
         secrets: &source.secrets,
@@ -1239,10 +1246,17 @@ fn adyen_items(key: &str, body: &[u8]) -> Result<Vec<String>, SignatureError> {
     };
     let scheme = source.provider.scheme();
     let verified = scheme.verify(Unverified::new(&headers, body), keys, Utc::now())?;
-    let items = scheme
-        .items(&verified)
-        .expect("adyen splits its requests")?;
-    Ok(items.iter().map(|item| item.content_digest()).collect())
+    let items = scheme.items(&verified, keys).expect("a batch scheme")?;
+    let kept = (items.verified.into_iter())
+        .map(|(item, stored)| (item.content_digest(), stored))
+        .collect();
+    Ok((kept, items.refused.len()))
+}
+
+/// Verifies an Adyen request with `key` and splits it: each item's digest, or the refusal.
+fn adyen_items(key: &str, body: &[u8]) -> Result<Vec<String>, SignatureError> {
+    let (kept, _) = split_batch("adyen", &[key], body)?;
+    Ok(kept.into_iter().map(|(digest, _)| digest).collect())
 }
 
 fn sha256_hex(text: &str) -> String {
@@ -1335,5 +1349,54 @@ proptest! {
         }
         let changed = serde_json::to_vec(&document).expect("JSON");
         prop_assert!(matches!(adyen_items(ADYEN_KEY, &changed), Err(SignatureError::Mismatch(_))));
+    }
+}
+
+/// Splits a Graph request with `secrets`: each kept notification as stored, and how many
+/// were dropped; or the request's refusal.
+fn graph_items(secrets: &[&str], body: &[u8]) -> Result<(Vec<Vec<u8>>, usize), SignatureError> {
+    let (kept, dropped) = split_batch("graph", secrets, body)?;
+    let stored = (kept.into_iter())
+        .map(|(_, stored)| stored.expect("stored redacted"))
+        .collect();
+    Ok((stored, dropped))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    /// Each notification is kept exactly when its clientState is one of the source's
+    /// secrets, and stored as it arrived but for the credential, which no stored byte
+    /// holds; a request none of whose notifications match is refused.
+    #[test]
+    fn graph_keeps_exactly_the_notifications_whose_state_matches_and_redacts_it(
+        states in prop::collection::vec((any::<bool>(), "[ -~]{16,40}", "[a-z/]{1,20}"), 1..6),
+        secret in "[A-Za-z0-9._-]{16,64}",
+    ) {
+        let items: Vec<serde_json::Value> = (states.iter())
+            .map(|(ours, other, resource)| {
+                let state = if *ours { secret.clone() } else { format!("{other}!") };
+                serde_json::json!({"changeType": "updated", "resource": resource, "clientState": state})
+            })
+            .collect();
+        let body = serde_json::json!({ "value": items }).to_string();
+        let kept = states.iter().filter(|(ours, _, _)| *ours).count();
+        match graph_items(&[&secret], body.as_bytes()) {
+            Ok((stored, dropped)) => {
+                prop_assert_eq!((stored.len(), dropped), (kept, states.len() - kept));
+                let ours = items.iter().filter(|item| item["clientState"] == secret.as_str());
+                for (stored, item) in stored.iter().zip(ours) {
+                    let text = String::from_utf8(stored.clone()).expect("UTF-8");
+                    prop_assert!(!text.contains(&secret));
+                    let mut expected = item.clone();
+                    expected["clientState"] = "[redacted]".into();
+                    prop_assert_eq!(text, expected.to_string());
+                }
+            }
+            Err(refusal) => {
+                prop_assert_eq!(kept, 0);
+                prop_assert!(matches!(refusal, SignatureError::Mismatch(_)));
+            }
+        }
     }
 }

@@ -13,7 +13,7 @@ use crate::idempotency::Answer;
 use crate::identity::{Identity, IdentityError};
 use crate::ledger::{FactIdentity, BODY_KIND};
 use crate::provider::SourceSettings;
-use crate::signature::{Headers, Keys, SignatureError, Unverified, Verified};
+use crate::signature::{Headers, Items, Keys, SignatureError, Unverified, Verified};
 use crate::traces::{Attribute, Incoming};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
@@ -49,6 +49,21 @@ pub struct Received {
     pub event_id: Option<String>,
     pub answer: Answer,
     pub items: Vec<(String, Outcome)>,
+    /// How many of a batch's items were dropped: they did not authenticate (Graph).
+    pub dropped: usize,
+}
+
+impl Received {
+    /// A provider's setup request, answered and never stored.
+    pub fn handshake(answer: Answer) -> Self {
+        Self {
+            outcome: Outcome::Handshake,
+            event_id: None,
+            answer,
+            items: Vec::new(),
+            dropped: 0,
+        }
+    }
 }
 
 /// Why a webhook was refused.
@@ -90,14 +105,9 @@ impl Intake<'_> {
         self.step(incoming, "verify", started, refused);
         let verified = verified?;
         if let Some(answer) = source.provider.handshake(&verified, &source.secrets) {
-            return Ok(Received {
-                outcome: Outcome::Handshake,
-                event_id: None,
-                answer,
-                items: Vec::new(),
-            });
+            return Ok(Received::handshake(answer));
         }
-        if let Some(items) = source.provider.scheme().items(&verified) {
+        if let Some(items) = source.provider.scheme().items(&verified, self.keys()) {
             let batch = Batch {
                 request: verified,
                 items: items?,
@@ -130,6 +140,7 @@ impl Intake<'_> {
             event_id: Some(event_id),
             answer,
             items: Vec::new(),
+            dropped: 0,
         })
     }
 
@@ -153,6 +164,7 @@ impl Intake<'_> {
             .ok_or_else(|| {
                 IngestError::Internal("a batch provider has no fixed answer".to_owned())
             })?;
+        let dropped = batch.items.refused.len();
         let (claims, routings) = self.claim_items(&batch, webhook, incoming).await?;
         let event_ids: Vec<String> = (claims.iter())
             .map(|claim| claim.identity.event_id.to_string())
@@ -181,6 +193,7 @@ impl Intake<'_> {
             event_id: None,
             answer,
             items,
+            dropped,
         })
     }
 
@@ -194,9 +207,15 @@ impl Intake<'_> {
     ) -> Result<(Vec<Claim>, Vec<Routing>), Refusal> {
         let started = incoming.now();
         let trace_parent = incoming.span().trace_parent();
-        let claimed: Result<Vec<_>, IdentityError> = (batch.items.iter())
-            .map(|item| {
-                let payload = part_of(webhook.body, item.body());
+        for refusal in &batch.items.refused {
+            tracing::warn!(source = %self.source.name.as_str(), %refusal, "a batch item dropped: it does not authenticate");
+        }
+        let claimed: Result<Vec<_>, IdentityError> = (batch.items.verified.iter())
+            .map(|(item, stored)| {
+                let payload = match stored {
+                    Some(bytes) => Bytes::copy_from_slice(bytes),
+                    None => part_of(webhook.body, item.body()),
+                };
                 self.claim(item, webhook, payload, trace_parent.clone())
             })
             .collect();
@@ -232,6 +251,14 @@ impl Intake<'_> {
         });
     }
 
+    /// The source's secrets and tolerance.
+    fn keys(&self) -> Keys<'_> {
+        Keys {
+            secrets: &self.source.secrets,
+            tolerance: self.source.tolerance,
+        }
+    }
+
     /// The signature over the raw bytes, against every secret of the source.
     fn verify<'r>(&self, webhook: &Webhook<'r>) -> Result<Verified<'r>, SignatureError> {
         let tolerance = match self.faults.time_check_broken() {
@@ -239,8 +266,8 @@ impl Intake<'_> {
             false => self.source.tolerance,
         };
         let keys = Keys {
-            secrets: &self.source.secrets,
             tolerance,
+            ..self.keys()
         };
         let unverified = Unverified::new(webhook.headers, webhook.body);
         self.source
@@ -335,7 +362,7 @@ impl Intake<'_> {
 /// A verified batch request and its items.
 struct Batch<'r> {
     request: Verified<'r>,
-    items: Vec<Verified<'r>>,
+    items: Items<'r>,
 }
 
 /// `part` (a slice of `whole`'s bytes) as a view of the shared buffer, without a copy.

@@ -67,6 +67,52 @@ pub fn adyen_accepted(_: &Verified<'_>) -> Option<Answer> {
     })
 }
 
+/// Microsoft Graph takes a notification as delivered when it is answered `202 Accepted`
+/// (any 2xx), with no body.
+pub fn graph_accepted(_: &Verified<'_>) -> Option<Answer> {
+    Some(Answer {
+        status: 202,
+        content_type: "text/plain".to_owned(),
+        body: Vec::new(),
+    })
+}
+
+/// The longest validation token echoed back. Graph's are sentences of a few dozen
+/// characters; the bound keeps an unauthenticated request from making Inlet echo much.
+pub const MAX_VALIDATION_TOKEN_CHARS: usize = 1024;
+
+/// Microsoft Graph validates a subscription's URL with `POST <url>?validationToken=…` and
+/// no notification: answered `200` with the token, decoded, as a `text/plain` body (the edge
+/// adds `X-Content-Type-Options: nosniff`). Unauthenticated, and the token is whoever sends
+/// it's choice: only a lone `validationToken` of 1 to [`MAX_VALIDATION_TOKEN_CHARS`]
+/// printable ASCII characters (spaces allowed) is echoed, anything else refused with the
+/// reason in words. `None` when the query names no `validationToken` (a notification).
+pub fn graph_validation(query: &str) -> Option<Result<Answer, String>> {
+    let mut tokens = form_urlencoded::parse(query.as_bytes())
+        .filter(|(name, _)| name == "validationToken")
+        .map(|(_, value)| value);
+    let token = tokens.next()?;
+    if tokens.next().is_some() {
+        return Some(Err("validationToken is given more than once".to_owned()));
+    }
+    let length = token.chars().count();
+    if length == 0 || length > MAX_VALIDATION_TOKEN_CHARS {
+        return Some(Err(format!(
+            "validationToken must have 1 to {MAX_VALIDATION_TOKEN_CHARS} characters, not {length}"
+        )));
+    }
+    if !token.bytes().all(|b| b == b' ' || b.is_ascii_graphic()) {
+        return Some(Err(
+            "validationToken must be printable ASCII, without control characters".to_owned(),
+        ));
+    }
+    Some(Ok(Answer {
+        status: 200,
+        content_type: "text/plain".to_owned(),
+        body: token.into_owned().into_bytes(),
+    }))
+}
+
 /// Zoom's `endpoint.url_validation`: answer `{"plainToken": …, "encryptedToken": …}`,
 /// the token's HMAC-SHA256 (hex) under the secret token.
 pub fn zoom_url_validation(request: &Verified<'_>, secrets: &[Secret]) -> Option<Answer> {
@@ -84,4 +130,36 @@ pub fn zoom_url_validation(request: &Verified<'_>, secrets: &[Secret]) -> Option
         .to_string()
         .into_bytes(),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn graph_validation_tokens_are_echoed_decoded_when_printable() {
+        let echoed = |query: &str| graph_validation(query).map(|a| a.map(|a| a.body));
+        assert_eq!(echoed("x=1"), None);
+        assert_eq!(
+            echoed("validationToken=Validation%3A%20Testing%20client"),
+            Some(Ok(b"Validation: Testing client".to_vec()))
+        );
+        let longest = "t".repeat(MAX_VALIDATION_TOKEN_CHARS);
+        assert!(matches!(
+            echoed(&format!("validationToken={longest}")),
+            Some(Ok(_))
+        ));
+        let too_long = format!("validationToken={longest}t");
+        for query in [
+            "validationToken=",
+            "validationToken=a&validationToken=b",
+            too_long.as_str(),
+            "validationToken=a%0Ab",
+            "validationToken=a%00",
+            "validationToken=%C3%A9",
+            "validationToken=%FF",
+        ] {
+            assert!(matches!(echoed(query), Some(Err(_))), "{query}");
+        }
+    }
 }

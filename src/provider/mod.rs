@@ -178,6 +178,13 @@ impl Provider {
         self.profile.handshake?(request, secrets)
     }
 
+    /// The answer to an unauthenticated request that validates the endpoint (Graph's
+    /// `?validationToken=`), from the URL's query string, before any verification (`Err`:
+    /// why it is refused); `None` when the request is no such thing.
+    pub fn validation(&self, query: &str) -> Option<Result<Answer, String>> {
+        self.profile.validation?(query)
+    }
+
     /// The answer the provider needs for an event in place of Inlet's receipt, stored and
     /// replayed like it (a Discord interaction's deferred response). `None`: the receipt.
     pub fn event_answer(&self, request: &Verified<'_>) -> Option<Answer> {

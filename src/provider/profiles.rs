@@ -4,14 +4,14 @@
 //! its scheme in [`crate::signature`] when no existing one fits, its vectors and tests.
 
 use super::handshake::{
-    adyen_accepted, discord_deferred_answer, discord_ping, slack_url_verification,
-    zoom_url_validation,
+    adyen_accepted, discord_deferred_answer, discord_ping, graph_accepted, graph_validation,
+    slack_url_verification, zoom_url_validation,
 };
 use crate::idempotency::Answer;
 use crate::secret::Secret;
 use crate::signature::{
-    Basic, Discord, PublicUrl, Scheme, Square, Standard, Twilio, Verified, ADYEN, GITHUB, LINEAR,
-    MUX, PADDLE, PAGERDUTY, SHOPIFY, SLACK, STRIPE, WORKOS, ZENDESK, ZOOM,
+    Basic, Discord, PublicUrl, Scheme, Square, Standard, Twilio, Verified, ADYEN, GITHUB, GRAPH,
+    LINEAR, MUX, PADDLE, PAGERDUTY, SHOPIFY, SLACK, STRIPE, WORKOS, ZENDESK, ZOOM,
 };
 use std::time::Duration;
 
@@ -75,6 +75,11 @@ impl Configured {
 /// A verified request that is part of the provider's setup protocol: its answer.
 pub type Handshake = fn(&Verified<'_>, &[Secret]) -> Option<Answer>;
 
+/// An unauthenticated request that validates the endpoint, recognised by the URL's query
+/// string (Graph's `?validationToken=`): its answer, or why it is refused; `None` when the
+/// query does not make the request one.
+pub type Validation = fn(&str) -> Option<Result<Answer, String>>;
+
 /// One provider, as data.
 pub struct Profile {
     /// As written in `sources[].scheme`.
@@ -88,6 +93,8 @@ pub struct Profile {
     /// Event types that happen once per real-world object, and the JSON pointer to it.
     pub once_per_object: Option<(&'static [&'static str], &'static str)>,
     pub handshake: Option<Handshake>,
+    /// Answered before any verification, when the query string makes a request one.
+    pub validation: Option<Validation>,
     /// The answer an event needs in place of Inlet's receipt, stored and replayed like it.
     pub event_answer: Option<fn(&Verified<'_>) -> Option<Answer>>,
     /// For schemes that authenticate the sender only (nothing is signed), what that means.
@@ -168,6 +175,7 @@ const fn configured(name: &'static str, signing: Signing) -> Profile {
         horizon: None,
         once_per_object: None,
         handshake: None,
+        validation: None,
         event_answer: None,
         sender_only: None,
         credential_header: None,
@@ -184,7 +192,7 @@ fn twilio(url: PublicUrl) -> Configured {
 }
 
 /// Every provider, in the order the documentation lists them.
-pub static PROFILES: [Profile; 19] = [
+pub static PROFILES: [Profile; 20] = [
     Profile {
         once_per_object: Some((&STRIPE_ONCE_PER_OBJECT_TYPES, "/data/object/id")),
         ..plain(
@@ -411,6 +419,26 @@ pub static PROFILES: [Profile; 19] = [
             (
                 days(31),
                 "Adyen retries an unacknowledged webhook from its queue for 30 days",
+            ),
+        )
+    },
+    // A batch of change notifications, each authenticated by its subscription's clientState
+    // (nothing is signed) and stored with it redacted; the event is what is stored.
+    Profile {
+        event_answer: Some(graph_accepted),
+        validation: Some(graph_validation),
+        sender_only: Some(
+            "proves that the sender knows a subscription's clientState, not that a \
+             notification is unaltered or fresh: nothing is signed. A notification only says \
+             which resource changed; read the resource from Graph before acting on it",
+        ),
+        ..plain(
+            "graph",
+            Signing::Fixed(&GRAPH),
+            at(Place::BodyDigest, Place::Json("/changeType")),
+            (
+                days(1),
+                "Graph retries an undelivered notification for up to 4 hours, then drops it",
             ),
         )
     },

@@ -67,6 +67,10 @@ pub async fn receive_webhook(
             let outcome = received.outcome.as_str();
             tracing::Span::current().record("event_id", event_id);
             count_webhook(&state, source, outcome);
+            if received.dropped > 0 {
+                metrics::counter!("inlet_batch_items_total", "source" => source.to_owned(), "outcome" => "bad_signature")
+                    .increment(received.dropped as u64);
+            }
             for (item, item_outcome) in &received.items {
                 let item_outcome = item_outcome.as_str();
                 metrics::counter!("inlet_batch_items_total", "source" => source.to_owned(), "outcome" => item_outcome)
@@ -185,6 +189,11 @@ async fn handle(
         )
     })?;
     let body = read_body(request, payload, &settings.server).await?;
+    // A provider's unauthenticated validation of the endpoint (Graph's ?validationToken=).
+    if let Some(validated) = source.provider.validation(request.query_string()) {
+        let answer = validated.map_err(|detail| Problem::new(Reason::InvalidChallenge, detail))?;
+        return Ok(Received::handshake(answer));
+    }
     let intake = Intake {
         source,
         destinations: &settings.destinations,
@@ -284,6 +293,12 @@ fn answer_response(received: Received) -> HttpResponse {
     }
     if received.outcome == Outcome::StoredAnswer {
         response.insert_header((REPLAYED_HEADER, "true"));
+    }
+    if received.outcome == Outcome::Handshake {
+        // A handshake may echo what the request sent: never sniffed, never cached.
+        response
+            .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+            .insert_header((header::CACHE_CONTROL, "no-store"));
     }
     response.body(answer.body)
 }

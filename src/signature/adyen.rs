@@ -18,7 +18,8 @@
 //! stored copy; accepting part would acknowledge an item no one authenticated.
 
 use super::{
-    any_matches, hmac_sha256, EventToSign, Keys, Scheme, SignatureError, Unverified, Verified,
+    any_matches, hmac_sha256, EventToSign, Items, Keys, Scheme, SignatureError, Unverified,
+    Verified,
 };
 use crate::secret::Secret;
 use base64::Engine;
@@ -267,11 +268,16 @@ impl Scheme for Adyen {
         Some(self.sign_items(body, secret))
     }
 
+    /// Every item: [`Scheme::verify`] refused the request unless each verified.
     fn items<'r>(
         &self,
         request: &Verified<'r>,
-    ) -> Option<Result<Vec<Verified<'r>>, SignatureError>> {
-        Some(self.split(request))
+        _keys: Keys<'_>,
+    ) -> Option<Result<Items<'r>, SignatureError>> {
+        Some(self.split(request).map(|verified| Items {
+            verified: verified.into_iter().map(|item| (item, None)).collect(),
+            refused: Vec::new(),
+        }))
     }
 }
 

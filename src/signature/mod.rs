@@ -13,6 +13,7 @@ mod basic;
 mod discord;
 mod ed25519;
 mod fixed;
+mod graph;
 mod header_token;
 mod hmac;
 mod paddle;
@@ -28,6 +29,7 @@ pub use self::basic::Basic;
 pub use self::discord::Discord;
 pub use self::fixed::{url_validation_token as zoom_url_validation_token, FixedHmac};
 pub use self::fixed::{GITHUB, LINEAR, SHOPIFY, SLACK, ZENDESK, ZOOM};
+pub use self::graph::{GRAPH, REDACTED as GRAPH_REDACTED};
 pub use self::header_token::HeaderToken;
 pub use self::hmac::{Encoding, HmacScheme, TimeFormat};
 pub use self::paddle::PADDLE;
@@ -170,6 +172,18 @@ impl RequestParts for Verified<'_> {
     }
 }
 
+/// The items of a verified batch request.
+#[derive(Debug, Default)]
+pub struct Items<'r> {
+    /// Each item that verified, as a request of its own (its bytes, the request's headers,
+    /// the digest of what identifies it), and the bytes to store and deliver for it when
+    /// they are not its bytes as received (Graph's: its credential redacted).
+    pub verified: Vec<(Verified<'r>, Option<Vec<u8>>)>,
+    /// Why each other item was dropped, for a provider whose rule drops an item it cannot
+    /// authenticate rather than refuse the request (Graph); always empty for the others.
+    pub refused: Vec<SignatureError>,
+}
+
 /// Why a signature was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SignatureError {
@@ -245,13 +259,14 @@ pub trait Scheme: Sync + std::fmt::Debug {
         true
     }
 
-    /// For a scheme whose requests carry several events (Adyen's `notificationItems`):
-    /// each item of a request it verified, as a verified request of its own. `None`: a
-    /// request is one event.
+    /// For a scheme whose requests carry several events (Adyen's `notificationItems`,
+    /// Microsoft Graph's `value`): the items of a request it verified. `None`: a request
+    /// is one event.
     fn items<'r>(
         &self,
         _request: &Verified<'r>,
-    ) -> Option<Result<Vec<Verified<'r>>, SignatureError>> {
+        _keys: Keys<'_>,
+    ) -> Option<Result<Items<'r>, SignatureError>> {
         None
     }
 

@@ -16,6 +16,7 @@ on_both_backends!(
     an_adyen_batch_is_one_event_per_item_and_answered_accepted,
     a_batch_with_one_forged_item_stores_nothing,
     concurrent_batches_that_share_items_deliver_each_fact_once,
+    graph_notifications_are_kept_per_client_state_and_stored_redacted,
 );
 
 /// The application's Standard Webhooks secret.
@@ -222,4 +223,150 @@ async fn concurrent_batches_that_share_items_deliver_each_fact_once(backend: Bac
     let per_key = requests_per_key(&application).await;
     assert_eq!(per_key.len(), N);
     assert!(per_key.values().all(|n| *n == 1), "{per_key:?}");
+}
+
+/// The clientStates of two Graph subscriptions that notify one URL.
+const MAIL_STATE: &str = "mail-subscription-state-0123456789";
+const FILES_STATE: &str = "files-subscription-state-0123456789";
+
+async fn spawn_graph(backend: Backend, application: &wiremock::MockServer) -> TestApp {
+    let options = TestOptions {
+        extra_sources: format!(
+            "\n[[sources]]\nname = \"graph\"\nscheme = \"graph\"\n\
+             secrets = [\"{MAIL_STATE}\", \"{FILES_STATE}\"]\n\
+             [[sources.destinations]]\nurl = \"{}/graph\"\nsecret = \"{APP_SECRET}\"\n",
+            application.uri()
+        ),
+        ..Default::default()
+    };
+    spawn_app_with(backend, options).await
+}
+
+fn notification(state: &str, change: &str, resource: &str) -> serde_json::Value {
+    serde_json::json!({
+        "subscriptionId": "7f105c7d-2dc5-4530-97cd-4e7ae6534c07",
+        "subscriptionExpirationDateTime": "2026-12-05T18:23:45.9356913Z",
+        "changeType": change,
+        "resource": resource,
+        "resourceData": {"@odata.type": "#Microsoft.Graph.Message", "id": resource},
+        "clientState": state,
+        "tenantId": "84bd8158-6d4d-4958-8b9f-9d6445542f95",
+    })
+}
+
+fn graph_body(notifications: &[serde_json::Value]) -> Vec<u8> {
+    serde_json::json!({ "value": notifications })
+        .to_string()
+        .into_bytes()
+}
+
+async fn post_graph(app: &TestApp, body: &[u8]) -> crate::helpers::Reply {
+    app.post_webhook("graph", body, &[("Content-Type", "application/json")])
+        .await
+}
+
+/// A Graph request may carry notifications of several subscriptions: each is kept when
+/// its clientState is a secret of the source, dropped otherwise (Microsoft's rule), and
+/// stored and delivered with the credential redacted. A request none of whose
+/// notifications authenticate is refused and stores nothing.
+async fn graph_notifications_are_kept_per_client_state_and_stored_redacted(backend: Backend) {
+    let application = crate::helpers::application_answering(200).await;
+    let app = spawn_graph(backend, &application).await;
+    subscription_validation_is_echoed_and_stores_nothing(&app).await;
+    let notifications = [
+        notification(MAIL_STATE, "created", "Users/u1/Messages/m1"),
+        notification(FILES_STATE, "updated", "Drives/d1/Items/i1"),
+        notification(
+            "a-rogue-actors-state-0123456789",
+            "deleted",
+            "Users/u1/Messages/m2",
+        ),
+    ];
+    let body = graph_body(&notifications);
+    let first = post_graph(&app, &body).await;
+    first.assert_status(202);
+    assert!(first.body.is_empty());
+    assert_eq!(
+        app.count_events().await,
+        2,
+        "the rogue notification is dropped"
+    );
+    let again = post_graph(&app, &body).await;
+    again.assert_status(202);
+    assert!(again.replayed());
+    assert_eq!(app.count_events().await, 2);
+
+    let rogue = graph_body(&notifications[2..]);
+    post_graph(&app, &rogue)
+        .await
+        .assert_problem(401, "bad_signature");
+    let unsigned = graph_body(&[serde_json::json!({"changeType": "created", "resource": "x"})]);
+    post_graph(&app, &unsigned)
+        .await
+        .assert_problem(400, "missing_signature");
+    assert_eq!(app.count_events().await, 2);
+
+    eventually("two notifications delivered", || async {
+        requests_per_key(&application).await.len() == 2
+    })
+    .await;
+    let delivered = delivered(&application).await;
+    for body in delivered.values() {
+        assert_eq!(body["clientState"], "[redacted]", "{body}");
+    }
+    let text = app
+        .admin("/admin/events?source=graph", None, None)
+        .await
+        .text();
+    for state in [MAIL_STATE, FILES_STATE] {
+        assert!(!text.contains(state), "a clientState shown: {text}");
+    }
+    let mut changes: Vec<String> = (delivered.values())
+        .map(|body| body["changeType"].to_string())
+        .collect();
+    changes.sort();
+    assert_eq!(changes, ["\"created\"", "\"updated\""]);
+}
+
+/// Graph's validation of a new subscription's URL: `POST ?validationToken=…` with no
+/// notification, answered with the token decoded, as text that is never sniffed; a token
+/// that could harm is refused; nothing is stored.
+async fn subscription_validation_is_echoed_and_stores_nothing(app: &TestApp) {
+    let url = |query: &str| format!("{}/webhooks/graph?{query}", app.address);
+    let token =
+        "Validation: Testing client application reachability for subscription Request-Id: 25b3d7b3";
+    let encoded: String = form_urlencoded::byte_serialize(token.as_bytes()).collect();
+    let reply = reqwest::Client::new()
+        .post(url(&format!("validationToken={encoded}")))
+        .header("Content-Type", "text/plain; charset=utf-8")
+        .send()
+        .await
+        .expect("Inlet answers");
+    assert_eq!(reply.status(), 200);
+    let header = |name: &str| {
+        reply
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    assert_eq!(header("content-type").as_deref(), Some("text/plain"));
+    assert_eq!(header("x-content-type-options").as_deref(), Some("nosniff"));
+    assert_eq!(reply.text().await.expect("a body"), token);
+    for query in [
+        "validationToken=",
+        "validationToken=%3Cb%3E%0A",
+        "validationToken=a&validationToken=b",
+    ] {
+        let refused = reqwest::Client::new()
+            .post(url(query))
+            .send()
+            .await
+            .expect("Inlet answers");
+        assert_eq!(refused.status(), 400, "{query}");
+        let body = refused.bytes().await.expect("a body");
+        let problem: serde_json::Value = serde_json::from_slice(&body).expect("a problem");
+        assert_eq!(problem["reason"], "invalid_challenge", "{query}");
+    }
+    assert_eq!(app.count_events().await, 0);
 }

@@ -145,7 +145,9 @@ fn signed_header_names(profile: &inlet::provider::Profile) -> Option<BTreeSet<St
         event_type: "thing.happened".to_owned(),
     };
     let secret = inlet::secret::Secret::new(secret);
-    let body = b"{\"notificationItems\":[{\"NotificationRequestItem\":{\"amount\":{}}}]}";
+    // Either body-signing scheme's envelope: Adyen's items, Graph's notifications.
+    let body =
+        b"{\"notificationItems\":[{\"NotificationRequestItem\":{\"amount\":{}}}],\"value\":[{}]}";
     if let Some(signed) = scheme.sign_body(body, &secret) {
         assert!(
             signed.is_ok_and(|signed| signed != body),

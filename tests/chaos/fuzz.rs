@@ -45,7 +45,7 @@ const TWILIO_URL: &str = "https://hooks.example.com/twilio/status?tenant=fuzz&re
 /// public keys, see [`configured`]). `standard-ed25519` mixes both kinds: a `whpk_` key
 /// (current) beside a `whsec_` secret (rotating out), so a `v1a` entry must verify under
 /// the one and a `v1` entry under the other, never across.
-const MORE_SOURCES: [(&str, [&str; 3]); 14] = [
+const MORE_SOURCES: [(&str, [&str; 3]); 15] = [
     (
         "paddle",
         [
@@ -140,6 +140,14 @@ const MORE_SOURCES: [(&str, [&str; 3]); 14] = [
             "A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1A1",
             "B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2",
             "C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3",
+        ],
+    ),
+    (
+        "graph",
+        [
+            "graph-current-state-0123456789",
+            "graph-rotating-out-state-0123456789",
+            "graph-removed-state-0123456789",
         ],
     ),
     (
@@ -253,6 +261,7 @@ fn rule_of(source: &str) -> Rule {
         "linear" => Rule::Linear,
         "zendesk" => Rule::Zendesk,
         "adyen" => Rule::Adyen,
+        "graph" => Rule::Graph,
         other => panic!("no rule for {other}"),
     }
 }
@@ -314,6 +323,18 @@ fn body_for(source: &str, id: &str, at: DateTime<Utc>, rng: &mut fastrand::Rng) 
             "data": {"id": format!("pay_{id}"), "n": nonce}}),
         "twilio" => return twilio_body(id, nonce, rng),
         "adyen" => return adyen_body(id, nonce, rng),
+        "graph" => {
+            let notifications: Vec<serde_json::Value> = (0..rng.usize(1..4))
+                .map(|n| (n, ["created", "updated", "deleted"][n % 3]))
+                .map(|(n, change)| {
+                    serde_json::json!({"subscriptionId": format!("sub-{}", n % 2),
+                    "changeType": change,
+                    "resource": format!("Users/u/Messages/{id}-{n}"),
+                    "resourceData": {"id": format!("{id}-{n}"), "n": nonce}})
+                })
+                .collect();
+            serde_json::json!({ "value": notifications })
+        }
         "discord" => return discord_body(id, nonce, rng),
         "legacy" | "forms" => serde_json::json!({"id": id, "type": "thing.happened", "n": nonce}),
         "pagerduty" => serde_json::json!({"event": {"id": id, "event_type": "incident.triggered",
@@ -612,6 +633,7 @@ fn timestamp_slot(case: &Case) -> Option<(usize, Option<TimestampItem>)> {
         | Rule::Token
         | Rule::Pagerduty
         | Rule::Adyen
+        | Rule::Graph
         // In the signed body: changing it is a body mutation.
         | Rule::Linear => return None,
     };
@@ -696,6 +718,9 @@ fn resign(case: &mut Case, now: i64, rng: &mut fastrand::Rng) -> String {
     }
     if rule == Rule::Adyen {
         return resign_adyen(case, secret, secret == removed, rng);
+    }
+    if rule == Rule::Graph {
+        return change_graph_state(case, rng, secret);
     }
     let seed = ed25519_seed(case.source, secret);
     let tag = if rule.is_token() {
@@ -783,6 +808,11 @@ fn resign_twilio(case: &mut Case, secret: &str, removed: bool, rng: &mut fastran
 fn mutate(case: &mut Case, now: i64, rng: &mut fastrand::Rng, others: &[Case]) -> String {
     if rule_of(case.source) == Rule::Adyen && rng.bool() {
         return mutate_adyen(case, rng);
+    }
+    if rule_of(case.source) == Rule::Graph && rng.bool() {
+        let [current, old, removed] = secrets(case.source);
+        let state = [current, old, removed, "graph-rogue-state-0123456789"][rng.usize(..4)];
+        return change_graph_state(case, rng, state);
     }
     match rng.u32(0..20) {
         0 => {
@@ -1073,6 +1103,74 @@ fn mutate_adyen(case: &mut Case, rng: &mut fastrand::Rng) -> String {
     })
 }
 
+/// Every stored Graph event: a notification whose `clientState` is `"[redacted]"` and
+/// that holds no secret of the source, stored under the sha256 of its bytes; as many
+/// events as the accepted requests need (at least one each).
+fn check_graph_events(rows: &[(String, String, Vec<u8>)], accepted: u64) -> Vec<String> {
+    use sha2::Digest;
+    let mut failures = Vec::new();
+    if (rows.len() as u64) < accepted.min(1) {
+        failures.push(format!(
+            "{accepted} Graph requests accepted, {} events stored",
+            rows.len()
+        ));
+    }
+    for (_, event_id, payload) in rows {
+        let text = String::from_utf8_lossy(payload);
+        let notification: serde_json::Value = serde_json::from_slice(payload).unwrap_or_default();
+        if notification["clientState"] != "[redacted]" {
+            failures.push(format!(
+                "a Graph event stored without its clientState redacted: {text}"
+            ));
+        }
+        if secrets("graph").iter().any(|secret| text.contains(secret)) {
+            failures.push(format!("a Graph event stored with a secret: {text}"));
+        }
+        if *event_id != hex::encode(sha2::Sha256::digest(payload)) {
+            failures.push(format!(
+                "a Graph event not stored under its digest: {event_id}"
+            ));
+        }
+    }
+    failures
+}
+
+/// One Graph notification's `clientState` set to `state`, removed, or a rogue
+/// notification with it added.
+fn change_graph_state(case: &mut Case, rng: &mut fastrand::Rng, state: &str) -> String {
+    let Ok(mut document) = serde_json::from_slice::<serde_json::Value>(&case.body) else {
+        return "nothing".to_owned();
+    };
+    let Some(items) = document["value"]
+        .as_array_mut()
+        .filter(|items| !items.is_empty())
+    else {
+        return "nothing".to_owned();
+    };
+    let n = rng.usize(..items.len());
+    let what = match rng.u32(0..4) {
+        0 => {
+            if let Some(item) = items[n].as_object_mut() {
+                item.remove("clientState");
+            }
+            format!("notification {n}: its clientState removed")
+        }
+        1 => {
+            items.push(
+                serde_json::json!({"changeType": "deleted", "resource": "Users/rogue",
+                "clientState": state}),
+            );
+            format!("a notification added with clientState {state:?}")
+        }
+        _ => {
+            items[n]["clientState"] = state.into();
+            format!("notification {n}: clientState {state:?}")
+        }
+    };
+    case.body = document.to_string().into_bytes();
+    what
+}
+
 /// Re-signs every item of an Adyen case with `secret`, as the oracle reads it.
 fn resign_adyen(case: &mut Case, secret: &str, removed: bool, rng: &mut fastrand::Rng) -> String {
     let key = Rule::Adyen.key(secret);
@@ -1195,7 +1293,7 @@ fn signature_names(rule: Rule) -> &'static [&'static str] {
         Rule::Linear => &["linear-signature"],
         Rule::Zendesk => &["x-zendesk-webhook-signature"],
         // In the body.
-        Rule::Adyen => &[],
+        Rule::Adyen | Rule::Graph => &[],
     }
 }
 
@@ -1290,6 +1388,8 @@ struct Tally {
     pongs: u64,
     /// Accepted Twilio forms re-sent re-encoded, answered as one event.
     twilio_variants: u64,
+    /// Accepted Graph requests (their events are checked from the table).
+    graph_accepted: u64,
     failures: Vec<String>,
 }
 
@@ -1422,6 +1522,15 @@ fn check(case: &Case, judgement: &Judgement, answer: &Raw, tally: &mut Tally) {
             fail("a Discord PING not answered PONG");
         }
         tally.pongs += 1;
+        return;
+    }
+    if accepted && case.source == "graph" {
+        // A batch: answered 202 with no body; what is stored is checked after the campaign
+        // (`check_graph_events`): the oracle does not redact.
+        if answer.status != 202 || !answer.body.is_empty() {
+            fail("a Graph batch not answered 202 with no body");
+        }
+        tally.graph_accepted += 1;
         return;
     }
     if accepted && case.source == "adyen" {
@@ -1588,22 +1697,24 @@ async fn campaign(backend: Backend, cases: u64, verifier: Verifier) -> Vec<Strin
     }
 
     // Rejected requests wrote nothing: the events table holds the accepted events only.
-    let stored: HashSet<(String, String)> = {
+    let rows: Vec<(String, String, Vec<u8>)> = {
         let pool = app.pool.clone();
         tokio::task::spawn_blocking(move || {
             use diesel::prelude::*;
             events::table
-                .select((events::source, events::event_id))
-                .load::<(String, String)>(&mut pool.get().expect("a connection"))
+                .select((events::source, events::event_id, events::payload))
+                .load::<(String, String, Vec<u8>)>(&mut pool.get().expect("a connection"))
                 .expect("read events")
         })
         .await
         .expect("query")
-        .into_iter()
-        .collect()
     };
     let tally = std::mem::take(&mut *tally.lock().expect("tally"));
     let mut failures = tally.failures.clone();
+    // Graph's events: checked from what is stored (the oracle does not redact).
+    let (graph, rows): (Vec<_>, Vec<_>) = rows.into_iter().partition(|(s, _, _)| s == "graph");
+    failures.extend(check_graph_events(&graph, tally.graph_accepted));
+    let stored: HashSet<(String, String)> = rows.into_iter().map(|(s, id, _)| (s, id)).collect();
     if stored != tally.accepted {
         failures.push(format!(
             "events table ({} rows) differs from the accepted events ({}): stored only {:?}",
@@ -1618,7 +1729,8 @@ async fn campaign(backend: Backend, cases: u64, verifier: Verifier) -> Vec<Strin
     // Every source's canonical requests got through: a source the fuzzer could never get
     // accepted would make its "nothing accepted without a signature" vacuous.
     for source in &sources {
-        let accepted = tally.accepted.iter().filter(|(s, _)| s == source).count();
+        let accepted = tally.accepted.iter().filter(|(s, _)| s == source).count()
+            + usize::from(*source == "graph" && tally.graph_accepted > 0);
         if accepted == 0 && tally.cases >= 50 * sources.len() as u64 {
             failures.push(format!("no request of source {source} was accepted"));
         }
@@ -1648,7 +1760,7 @@ async fn campaign(backend: Backend, cases: u64, verifier: Verifier) -> Vec<Strin
     crate::support::report(&format!(
         "signature fuzzer ({backend:?}, {verifier:?}): {} requests in {:.1} s by {WORKERS} senders, \
          per source {:?}; {} accepted ({:?}), all with a matching signature; \
-         {} Discord PINGs answered PONG; {} Twilio forms re-sent re-encoded, each answered \
+         {} Graph batches accepted, their stored notifications redacted and keyed on their digest; {} Discord PINGs answered PONG; {} Twilio forms re-sent re-encoded, each answered \
          as the same event; {published} stripe facts published onto NATS, each on the \
          subject the bus encoding gives; {} failures{summary}",
         tally.cases,
@@ -1656,6 +1768,7 @@ async fn campaign(backend: Backend, cases: u64, verifier: Verifier) -> Vec<Strin
         tally.by_source,
         tally.accepted.len(),
         accepted_by_source,
+        tally.graph_accepted,
         tally.pongs,
         tally.twilio_variants,
         failures.len(),

@@ -106,6 +106,9 @@ pub enum Rule {
     /// `additionalData.hmacSignature`, base64 HMAC-SHA256 (key = the hex-decoded secret)
     /// of eight of its fields joined by `:` ([`adyen_reading`]); every item must match.
     Adyen,
+    /// In the body: each `value[]` notification's `clientState` equal to a secret (no
+    /// signature); a request is taken when one notification matches, the others dropped.
+    Graph,
 }
 
 /// The header of the test's `header_token` source.
@@ -226,7 +229,7 @@ impl Rule {
             Rule::Linear => ("linear-signature", "", true),
             Rule::Zendesk => ("x-zendesk-webhook-signature", "", false),
             // No header: judged apart ([`OracleSource::judge_adyen`]).
-            Rule::Adyen => ("", "", false),
+            Rule::Adyen | Rule::Graph => ("", "", false),
         }
     }
 
@@ -284,7 +287,8 @@ impl Rule {
             | Rule::Twilio
             | Rule::Basic
             | Rule::Token
-            | Rule::Adyen => None,
+            | Rule::Adyen
+            | Rule::Graph => None,
         }
     }
 
@@ -383,7 +387,8 @@ impl Rule {
             | Rule::Token
             | Rule::Pagerduty
             | Rule::Linear
-            | Rule::Adyen => vec![body],
+            | Rule::Adyen
+            | Rule::Graph => vec![body],
             Rule::Slack | Rule::Zoom => vec![b"v0:", timestamp, b":", body],
             Rule::Standard => vec![id, b".", timestamp, b".", body],
             Rule::Square => vec![id, body],
@@ -403,9 +408,12 @@ impl Rule {
             Rule::Pagerduty => format!("v1={}", hex::encode(tag)).into_bytes(),
             Rule::Discord | Rule::Linear => hex::encode(tag).into_bytes(),
             Rule::Slack | Rule::Zoom => format!("v0={}", hex::encode(tag)).into_bytes(),
-            Rule::Shopify | Rule::Square | Rule::Twilio | Rule::Zendesk | Rule::Adyen => {
-                STANDARD.encode(tag).into_bytes()
-            }
+            Rule::Shopify
+            | Rule::Square
+            | Rule::Twilio
+            | Rule::Zendesk
+            | Rule::Adyen
+            | Rule::Graph => STANDARD.encode(tag).into_bytes(),
             // An Ed25519 signature is a `v1a` entry.
             Rule::Standard if tag.len() == ED25519_LEN => {
                 format!("v1a,{}", STANDARD.encode(tag)).into_bytes()
@@ -722,6 +730,9 @@ impl OracleSource {
         if self.rule == Rule::Adyen {
             return self.judge_adyen(body);
         }
+        if self.rule == Rule::Graph {
+            return self.judge_graph(body);
+        }
         let lenient = self.lenient_matches(headers, body, now);
         if lenient.is_empty() {
             return Judgement {
@@ -803,6 +814,29 @@ impl OracleSource {
                 Verdict::Either
             },
             signed_ids,
+        }
+    }
+
+    /// Graph: `Valid` when the body is the documented envelope of 1 to 1,000
+    /// notifications and one of them has a `clientState` equal to an active secret (the
+    /// request is taken, the others dropped); `Either` when that holds only with over
+    /// 1,000; `Invalid` when no notification's `clientState` is an active secret.
+    fn judge_graph(&self, body: &[u8]) -> Judgement {
+        let document: Option<serde_json::Value> = serde_json::from_slice(body).ok();
+        let items = document.as_ref().and_then(|d| d.get("value")?.as_array());
+        let items = items.map(Vec::as_slice).unwrap_or_default();
+        let matches = items.iter().any(|item| {
+            let state = item.get("clientState").and_then(serde_json::Value::as_str);
+            state.is_some_and(|state| self.active.iter().any(|key| key == state.as_bytes()))
+        });
+        let verdict = match (matches, items.len() <= 1000) {
+            (false, _) => Verdict::Invalid,
+            (true, true) => Verdict::Valid,
+            (true, false) => Verdict::Either,
+        };
+        Judgement {
+            verdict,
+            signed_ids: HashSet::new(),
         }
     }
 
@@ -1064,7 +1098,8 @@ impl OracleSource {
             | Rule::Discord
             | Rule::Linear
             | Rule::Zendesk
-            | Rule::Adyen => {
+            | Rule::Adyen
+            | Rule::Graph => {
                 let signature = single(sig_name)?;
                 let tag = decode(signature.strip_prefix(prefix.as_bytes())?)?;
                 let (timestamp, value) = match self.rule.timestamp_header() {
