@@ -47,10 +47,11 @@ pub enum Reason {
     IdempotencyKeyReused,
     Expired,
     UnknownEvent,
+    InvalidChallenge,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 27] = [
+    pub const ALL: [Reason; 28] = [
         Reason::NotFound,
         Reason::MethodNotAllowed,
         Reason::UnknownSource,
@@ -78,6 +79,7 @@ impl Reason {
         Reason::IdempotencyKeyReused,
         Reason::Expired,
         Reason::UnknownEvent,
+        Reason::InvalidChallenge,
     ];
 
     /// The stable reason code, used in the body, in metrics and in logs.
@@ -110,6 +112,7 @@ impl Reason {
             Reason::IdempotencyKeyReused => "idempotency_key_reused",
             Reason::Expired => "expired",
             Reason::UnknownEvent => "unknown_event",
+            Reason::InvalidChallenge => "invalid_challenge",
         }
     }
 
@@ -123,6 +126,7 @@ impl Reason {
             Reason::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Reason::MissingSignature
             | Reason::InvalidRequest
+            | Reason::InvalidChallenge
             | Reason::IdempotencyKeyMissing
             | Reason::MalformedSignature
             | Reason::InvalidBody
@@ -175,6 +179,7 @@ impl Reason {
             Reason::IdempotencyKeyReused => "Idempotency-Key reused with a different request",
             Reason::Expired => "Swept after the retention window",
             Reason::UnknownEvent => "No such event",
+            Reason::InvalidChallenge => "Verification challenge missing or invalid",
         }
     }
 

@@ -106,6 +106,8 @@ pub enum Rule {
     /// `additionalData.hmacSignature`, base64 HMAC-SHA256 (key = the hex-decoded secret)
     /// of eight of its fields joined by `:` ([`adyen_reading`]); every item must match.
     Adyen,
+    /// `X-Dropbox-Signature: <hex>` over the body; no timestamp.
+    Dropbox,
 }
 
 /// The header of the test's `header_token` source.
@@ -227,6 +229,7 @@ impl Rule {
             Rule::Zendesk => ("x-zendesk-webhook-signature", "", false),
             // No header: judged apart ([`OracleSource::judge_adyen`]).
             Rule::Adyen => ("", "", false),
+            Rule::Dropbox => ("x-dropbox-signature", "", true),
         }
     }
 
@@ -278,6 +281,7 @@ impl Rule {
             | Rule::Mux
             | Rule::Pagerduty
             | Rule::Linear
+            | Rule::Dropbox
             | Rule::Github
             | Rule::Shopify
             | Rule::Square
@@ -383,6 +387,7 @@ impl Rule {
             | Rule::Token
             | Rule::Pagerduty
             | Rule::Linear
+            | Rule::Dropbox
             | Rule::Adyen => vec![body],
             Rule::Slack | Rule::Zoom => vec![b"v0:", timestamp, b":", body],
             Rule::Standard => vec![id, b".", timestamp, b".", body],
@@ -401,7 +406,7 @@ impl Rule {
             Rule::Workos => [b"t=", timestamp, b", v1=", hex::encode(tag).as_bytes()].concat(),
             Rule::Github | Rule::Acme => format!("sha256={}", hex::encode(tag)).into_bytes(),
             Rule::Pagerduty => format!("v1={}", hex::encode(tag)).into_bytes(),
-            Rule::Discord | Rule::Linear => hex::encode(tag).into_bytes(),
+            Rule::Discord | Rule::Linear | Rule::Dropbox => hex::encode(tag).into_bytes(),
             Rule::Slack | Rule::Zoom => format!("v0={}", hex::encode(tag)).into_bytes(),
             Rule::Shopify | Rule::Square | Rule::Twilio | Rule::Zendesk | Rule::Adyen => {
                 STANDARD.encode(tag).into_bytes()
@@ -1063,6 +1068,7 @@ impl OracleSource {
             | Rule::Square
             | Rule::Discord
             | Rule::Linear
+            | Rule::Dropbox
             | Rule::Zendesk
             | Rule::Adyen => {
                 let signature = single(sig_name)?;
