@@ -18,7 +18,7 @@ use inlet::signature::{EventToSign, Keys, SignatureError, Unverified};
 use proptest::prelude::*;
 use std::path::PathBuf;
 
-const SCHEMES: [&str; 14] = [
+const SCHEMES: [&str; 15] = [
     "stripe",
     "github",
     "standard",
@@ -33,6 +33,7 @@ const SCHEMES: [&str; 14] = [
     "pagerduty",
     "linear",
     "zendesk",
+    "dropbox",
 ];
 
 /// A source of `scheme` with these secrets, as an operator would configure it.
@@ -280,6 +281,7 @@ fn mac_location(scheme: &str) -> (&'static str, fn(&str) -> usize, bool) {
         ),
         "square" => ("x-square-hmacsha256-signature", |_| 0, true),
         "linear" => ("Linear-Signature", |_| 0, false),
+        "dropbox" => ("X-Dropbox-Signature", |_| 0, false),
         "zendesk" => ("X-Zendesk-Webhook-Signature", |_| 0, true),
         "pagerduty" => (
             "X-PagerDuty-Signature",
@@ -438,6 +440,7 @@ proptest! {
             "x-zm-signature", "x-zm-request-timestamp", "x-square-hmacsha256-signature",
             "WorkOS-Signature", "Mux-Signature", "X-PagerDuty-Signature", "Linear-Signature",
             "X-Zendesk-Webhook-Signature", "X-Zendesk-Webhook-Signature-Timestamp",
+            "X-Dropbox-Signature",
         ];
         let mut map = HeaderMap::new();
         for (i, name) in names.iter().enumerate() {
@@ -750,6 +753,32 @@ fn our_signer_produces_the_plain_hmac_headers() {
         assert_signs_like(vector);
     }
     assert_eq!(count, 5);
+}
+
+/// Dropbox's notifications, made with the construction Dropbox documents (no official SDK
+/// verifies them): each is judged by Inlet exactly as by that construction, and `inlet
+/// sign` writes the accepted one's header byte for byte. No time is signed.
+#[test]
+fn dropbox_vectors_verify_exactly_when_the_documented_construction_accepts_them() {
+    let vectors = load_vectors("official-dropbox.json");
+    assert_eq!(vectors.len(), 4);
+    for vector in &vectors {
+        assert_eq!(vector["scheme"], "dropbox");
+        let result = check_vector(vector);
+        assert_eq!(
+            result.is_ok(),
+            vector["valid"] == true,
+            "{}: {result:?}",
+            vector["case"]
+        );
+    }
+    assert_signs_like(&vectors[0]);
+    // A real app secret (15 characters) is taken; one character fewer is refused.
+    let secret = vectors[0]["secret"].as_str().expect("secret");
+    assert_eq!(secret.len(), 15);
+    let toml = |secret: &str| source_toml("dropbox", &[secret], None);
+    assert!(Settings::from_toml(&toml(secret)).is_ok());
+    assert!(Settings::from_toml(&toml(&secret[1..])).is_err());
 }
 
 /// Zendesk writes its time in RFC 3339: the published example's, re-signed with another

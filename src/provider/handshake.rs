@@ -1,7 +1,8 @@
 //! What some providers expect besides events: a setup handshake answered directly and
 //! never stored (Slack's `url_verification`, Zoom's `endpoint.url_validation`, Discord's
-//! PING), and the answer an event needs in place of Inlet's receipt (a Discord
-//! interaction's deferred response). A profile names the ones its provider uses.
+//! PING, Dropbox's unsigned `GET ?challenge=`), and the answer an event needs in place of
+//! Inlet's receipt (a Discord interaction's deferred response). A profile names the ones
+//! its provider uses.
 
 use crate::idempotency::Answer;
 use crate::secret::Secret;
@@ -132,6 +133,49 @@ pub fn zoom_url_validation(request: &Verified<'_>, secrets: &[Secret]) -> Option
     ))
 }
 
+/// The longest challenge echoed back. Dropbox's are short random strings (its example is
+/// `abc123`); the bound keeps an unsigned request from making Inlet echo anything large.
+pub const MAX_CHALLENGE_CHARS: usize = 256;
+
+/// Dropbox's verification request, `GET <url>?challenge=<value>`: answered `200` with the
+/// value as a `text/plain` body (Dropbox's webhook docs; the edge adds
+/// `X-Content-Type-Options: nosniff`, as they ask, against reflected XSS). The request is
+/// unsigned and the value chosen by whoever sends it, so only a lone `challenge` of 1 to
+/// [`MAX_CHALLENGE_CHARS`] printable ASCII characters (no space, no control character) is
+/// echoed; anything else is refused with the reason in words. `query` is the URL's query
+/// string, percent-encoded as sent.
+pub fn dropbox_challenge(query: &str) -> Result<Answer, String> {
+    let mut challenges = form_urlencoded::parse(query.as_bytes())
+        .filter(|(name, _)| name == "challenge")
+        .map(|(_, value)| value);
+    let challenge = challenges.next().ok_or(
+        "a GET is Dropbox's verification request: it needs ?challenge=<value> \
+         (notifications are POSTed)",
+    )?;
+    if challenges.next().is_some() {
+        return Err("challenge is given more than once".to_owned());
+    }
+    // Percent-decoding replaces bytes that are not UTF-8 with U+FFFD: refused below too.
+    let length = challenge.chars().count();
+    if length == 0 || length > MAX_CHALLENGE_CHARS {
+        return Err(format!(
+            "challenge must have 1 to {MAX_CHALLENGE_CHARS} characters, not {length}"
+        ));
+    }
+    if !challenge.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(
+            "challenge must be printable ASCII, without spaces or control \
+                    characters"
+                .to_owned(),
+        );
+    }
+    Ok(Answer {
+        status: 200,
+        content_type: "text/plain".to_owned(),
+        body: challenge.into_owned().into_bytes(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,6 +204,40 @@ mod tests {
             "validationToken=%FF",
         ] {
             assert!(matches!(echoed(query), Some(Err(_))), "{query}");
+        }
+    }
+
+    #[test]
+    fn dropbox_challenges_are_echoed_when_short_and_printable() {
+        let answer = dropbox_challenge("challenge=abc123").expect("echoed");
+        assert_eq!(
+            (answer.status, answer.content_type.as_str(), answer.body),
+            (200, "text/plain", b"abc123".to_vec())
+        );
+        // Percent-encoded as sent; other parameters are ignored.
+        let answer = dropbox_challenge("x=1&challenge=a%2Bb%3D").expect("echoed");
+        assert_eq!(answer.body, b"a+b=");
+        let longest = "c".repeat(MAX_CHALLENGE_CHARS);
+        assert!(dropbox_challenge(&format!("challenge={longest}")).is_ok());
+    }
+
+    #[test]
+    fn dropbox_challenges_that_could_harm_are_refused() {
+        let too_long = format!("challenge={}", "c".repeat(MAX_CHALLENGE_CHARS + 1));
+        for query in [
+            "",
+            "other=1",
+            "challenge=",
+            "challenge=a&challenge=b",
+            too_long.as_str(),
+            "challenge=a%0Ab",
+            "challenge=a%00",
+            "challenge=a+b",
+            "challenge=%3Cscript%3E%C3%A9",
+            "challenge=%FF",
+            "challenge=%7F",
+        ] {
+            assert!(dropbox_challenge(query).is_err(), "{query:?}");
         }
     }
 }

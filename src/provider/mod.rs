@@ -11,7 +11,7 @@ mod profiles;
 mod source;
 
 pub use profiles::{
-    Configured, Place, Places, Profile, Signing, PADDLE_ONCE_PER_OBJECT_TYPES, PROFILES,
+    Challenge, Configured, Place, Places, Profile, Signing, PADDLE_ONCE_PER_OBJECT_TYPES, PROFILES,
     SQUARE_ONCE_PER_OBJECT_TYPES, STRIPE_ONCE_PER_OBJECT_TYPES,
 };
 pub use source::{FactRuleFile, HmacFile, SourceFile, SourceName, SourceSettings};
@@ -183,6 +183,18 @@ impl Provider {
     /// why it is refused); `None` when the request is no such thing.
     pub fn validation(&self, query: &str) -> Option<Result<Answer, String>> {
         self.profile.validation?(query)
+    }
+
+    /// The answer to the provider's unsigned `GET` verification of the endpoint, from the
+    /// URL's query string (`Err`: why it is refused); `None` when the provider sends none,
+    /// and its sources answer no `GET`.
+    pub fn challenge(&self, query: &str) -> Option<Result<Answer, String>> {
+        Some(self.profile.challenge?(query))
+    }
+
+    /// Whether the provider verifies the endpoint with a `GET` (its sources answer one).
+    pub fn answers_get(&self) -> bool {
+        self.profile.challenge.is_some()
     }
 
     /// The answer the provider needs for an event in place of Inlet's receipt, stored and

@@ -4,14 +4,14 @@
 //! its scheme in [`crate::signature`] when no existing one fits, its vectors and tests.
 
 use super::handshake::{
-    adyen_accepted, discord_deferred_answer, discord_ping, graph_accepted, graph_validation,
-    slack_url_verification, zoom_url_validation,
+    adyen_accepted, discord_deferred_answer, discord_ping, dropbox_challenge, graph_accepted,
+    graph_validation, slack_url_verification, zoom_url_validation,
 };
 use crate::idempotency::Answer;
 use crate::secret::Secret;
 use crate::signature::{
-    Basic, Discord, PublicUrl, Scheme, Square, Standard, Twilio, Verified, ADYEN, GITHUB, GRAPH,
-    LINEAR, MUX, PADDLE, PAGERDUTY, SHOPIFY, SLACK, STRIPE, WORKOS, ZENDESK, ZOOM,
+    Basic, Discord, PublicUrl, Scheme, Square, Standard, Twilio, Verified, ADYEN, DROPBOX, GITHUB,
+    GRAPH, LINEAR, MUX, PADDLE, PAGERDUTY, SHOPIFY, SLACK, STRIPE, WORKOS, ZENDESK, ZOOM,
 };
 use std::time::Duration;
 
@@ -79,6 +79,9 @@ pub type Handshake = fn(&Verified<'_>, &[Secret]) -> Option<Answer>;
 /// string (Graph's `?validationToken=`): its answer, or why it is refused; `None` when the
 /// query does not make the request one.
 pub type Validation = fn(&str) -> Option<Result<Answer, String>>;
+/// An unsigned `GET` that verifies the endpoint, from its query string: the answer, or
+/// why the request is refused.
+pub type Challenge = fn(&str) -> Result<Answer, String>;
 
 /// One provider, as data.
 pub struct Profile {
@@ -95,6 +98,9 @@ pub struct Profile {
     pub handshake: Option<Handshake>,
     /// Answered before any verification, when the query string makes a request one.
     pub validation: Option<Validation>,
+    /// The provider verifies the endpoint with a `GET` (Dropbox): the only sources whose
+    /// webhook URL answers one.
+    pub challenge: Option<Challenge>,
     /// The answer an event needs in place of Inlet's receipt, stored and replayed like it.
     pub event_answer: Option<fn(&Verified<'_>) -> Option<Answer>>,
     /// For schemes that authenticate the sender only (nothing is signed), what that means.
@@ -176,6 +182,7 @@ const fn configured(name: &'static str, signing: Signing) -> Profile {
         once_per_object: None,
         handshake: None,
         validation: None,
+        challenge: None,
         event_answer: None,
         sender_only: None,
         credential_header: None,
@@ -192,7 +199,7 @@ fn twilio(url: PublicUrl) -> Configured {
 }
 
 /// Every provider, in the order the documentation lists them.
-pub static PROFILES: [Profile; 20] = [
+pub static PROFILES: [Profile; 21] = [
     Profile {
         once_per_object: Some((&STRIPE_ONCE_PER_OBJECT_TYPES, "/data/object/id")),
         ..plain(
@@ -439,6 +446,28 @@ pub static PROFILES: [Profile; 20] = [
             (
                 days(1),
                 "Graph retries an undelivered notification for up to 4 hours, then drops it",
+            ),
+        )
+    },
+    // Dropbox's notification names only the accounts that changed ("go and look"): no id,
+    // no time, the same bytes on every retry. The event is the body's digest and, being
+    // the event's, so is the fact: the same accounts named again within the horizon ask
+    // for the same look. Setup is an unsigned GET ?challenge=, echoed.
+    Profile {
+        challenge: Some(dropbox_challenge),
+        ..plain(
+            "dropbox",
+            Signing::Fixed(&DROPBOX),
+            Places {
+                event_id: Place::BodyDigest,
+                event_type: None,
+                fact_key: None,
+                form_requires_fact: false,
+            },
+            (
+                days(1),
+                "Dropbox retries a failed notification with exponential backoff for about ten \
+                 minutes, with margin",
             ),
         )
     },

@@ -38,6 +38,7 @@ pub mod webhooks;
 routes! {
     ROUTES, register_routes;
     post WEBHOOK_ROUTE => webhooks::receive_webhook;
+    get WEBHOOK_ROUTE => webhooks::answer_challenge;
     get "/healthz" => health::healthz;
     get "/readyz" => health::readyz;
     get "/metrics" => health::metrics;
@@ -111,23 +112,15 @@ pub async fn no_route(request: HttpRequest, state: web::Data<AppState>) -> HttpR
         )
         .error_response();
     };
+    if pattern == WEBHOOK_ROUTE {
+        // Which methods a webhook source serves depends on its provider.
+        return webhooks::method_not_allowed(&request, &state);
+    }
     let allow = allowed_methods(ROUTES, "", &pattern);
     let problem = Problem::new(
         Reason::MethodNotAllowed,
         format!("{} {pattern} is not served: use {allow}", request.method()),
     );
-    if pattern == WEBHOOK_ROUTE {
-        // No route matched, so the path was not captured: the pattern matched, so the
-        // name is the one segment after the prefix. As in the webhook handler, a name that
-        // is not configured is never a label as sent.
-        let settings = state.settings.current();
-        let source = request
-            .path()
-            .strip_prefix("/webhooks/")
-            .and_then(|name| settings.source(name))
-            .map_or("unknown", |source| source.name.as_str());
-        webhooks::reject_webhook(&state, source, &problem, Some(request.method()));
-    }
     let mut response = problem.error_response();
     if let Ok(value) = HeaderValue::from_str(&allow) {
         response.headers_mut().insert(header::ALLOW, value);

@@ -1,7 +1,9 @@
 //! `POST /webhooks/{source}` over HTTP: the source looked up, the body read within its
 //! size limit and time, then [`Intake::receive`] does the rest (verification, the claim,
-//! the group commit); this file turns its result into the answer. Every outcome and every
-//! rejection of a webhook is logged and counted here, in [`count_webhook`].
+//! the group commit); this file turns its result into the answer. `GET` answers a
+//! provider's endpoint verification (Dropbox's `?challenge=`) for its sources only. Every
+//! outcome and every rejection of a webhook is logged and counted here, in
+//! [`count_webhook`].
 
 use super::{Problem, Reason, RequestId};
 use crate::config::{ServerSettings, Settings};
@@ -90,13 +92,87 @@ pub async fn receive_webhook(
             reject_webhook(&state, source, &problem, None);
             let status = problem.reason.status().as_u16();
             end_webhook_span(span, status, problem.reason.code(), None);
-            let request_id = request
-                .extensions()
-                .get::<RequestId>()
-                .map_or_else(|| "-".to_owned(), |id| id.0.clone());
-            problem.for_outsiders(&request_id).error_response()
+            problem
+                .for_outsiders(&request_id(&request))
+                .error_response()
         }
     }
+}
+
+fn request_id(request: &HttpRequest) -> String {
+    request
+        .extensions()
+        .get::<RequestId>()
+        .map_or_else(|| "-".to_owned(), |id| id.0.clone())
+}
+
+/// `GET /webhooks/{source}`: the provider's endpoint verification, for a source whose
+/// provider sends one (Dropbox: the `challenge` echoed as `text/plain`, with `nosniff`
+/// against reflected XSS, never cached, nothing stored); for every other source, the
+/// `405` a method no route serves gets. Unsigned: the provider decides what it echoes.
+pub async fn answer_challenge(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+    let settings = state.settings.current();
+    let name = request.match_info().get("source").unwrap_or_default();
+    let Some((source, answered)) = settings.source(name).and_then(|source| {
+        let answered = source.provider.challenge(request.query_string())?;
+        Some((source.name.as_str(), answered))
+    }) else {
+        return method_not_allowed(&request, &state);
+    };
+    tracing::Span::current().record("source", source);
+    match answered {
+        Ok(answer) => {
+            count_webhook(&state, source, Outcome::Handshake.as_str());
+            tracing::info!(%source, outcome = "handshake", "verification challenge answered");
+            let mut response = HttpResponse::Ok();
+            if let Ok(content_type) = HeaderValue::from_str(&answer.content_type) {
+                response.insert_header((header::CONTENT_TYPE, content_type));
+            }
+            response
+                .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+                .insert_header((header::CACHE_CONTROL, "no-store"))
+                .body(answer.body)
+        }
+        Err(detail) => {
+            let problem = Problem::new(Reason::InvalidChallenge, detail);
+            reject_webhook(&state, source, &problem, None);
+            problem
+                .for_outsiders(&request_id(&request))
+                .error_response()
+        }
+    }
+}
+
+/// A method `/webhooks/{source}` does not serve for its source: `405` with `Allow` naming
+/// the ones it does (`POST`, and `GET` where the provider verifies with one), counted and
+/// logged as a refused webhook.
+pub fn method_not_allowed(request: &HttpRequest, state: &AppState) -> HttpResponse {
+    // No route took the request, so the path may not be captured; the route's pattern
+    // matched, so the name is the one segment after the prefix. As in the webhook
+    // handler, a name that is not configured is never a label as sent.
+    let settings = state.settings.current();
+    let source = request
+        .path()
+        .strip_prefix("/webhooks/")
+        .and_then(|name| settings.source(name));
+    let allow = match source {
+        Some(source) if source.provider.answers_get() => "POST, GET",
+        _ => "POST",
+    };
+    let problem = Problem::new(
+        Reason::MethodNotAllowed,
+        format!(
+            "{} /webhooks/{{source}} is not served: use {allow}",
+            request.method()
+        ),
+    );
+    let label = source.map_or("unknown", |source| source.name.as_str());
+    reject_webhook(state, label, &problem, Some(request.method()));
+    let mut response = problem.error_response();
+    response
+        .headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static(allow));
+    response
 }
 
 /// The span of one webhook (tracing on): it continues the sender's `traceparent` once the

@@ -28,6 +28,10 @@
 //!   `X-Zendesk-Webhook-Signature-Timestamp` as an RFC 3339 date and time. Event id:
 //!   `X-Zendesk-Webhook-Invocation-Id` (unsigned, so the fact is the body's digest); type:
 //!   the body's `type` (event subscriptions; a trigger's payload is the account's own).
+//! - Dropbox: `X-Dropbox-Signature: <hex of HMAC-SHA256(body)>`, keyed with the app
+//!   secret. No timestamp is signed and the body names only the accounts that changed:
+//!   the event is the body's digest. The endpoint's `GET ?challenge=` verification is
+//!   answered by the provider profile's handshakes, unsigned.
 
 use super::{
     check_tolerance, hmac_sha256, Encoding, EventToSign, HmacScheme, Keys, Scheme, SignatureError,
@@ -165,6 +169,23 @@ pub static ZENDESK: FixedHmac = FixedHmac {
     forms: false,
     body_time: None,
     secret: None,
+    scheme: OnceLock::new(),
+};
+
+pub static DROPBOX: FixedHmac = FixedHmac {
+    header: "X-Dropbox-Signature",
+    prefix: None,
+    encoding: Encoding::Hex,
+    timestamp: None,
+    time_format: TimeFormat::UnixSeconds,
+    sends: &[],
+    forms: false,
+    body_time: None,
+    // Dropbox issues 15-character app secrets: below the floor for a chosen secret.
+    secret: Some(MinLength::issued(
+        15,
+        "a Dropbox app secret is 15 characters, as Dropbox issues it",
+    )),
     scheme: OnceLock::new(),
 };
 

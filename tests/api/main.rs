@@ -10,6 +10,7 @@ mod console;
 mod contract;
 mod delivery;
 mod docs_reference;
+mod dropbox;
 mod ed25519;
 mod filters;
 mod gates;

@@ -45,7 +45,7 @@ const TWILIO_URL: &str = "https://hooks.example.com/twilio/status?tenant=fuzz&re
 /// public keys, see [`configured`]). `standard-ed25519` mixes both kinds: a `whpk_` key
 /// (current) beside a `whsec_` secret (rotating out), so a `v1a` entry must verify under
 /// the one and a `v1` entry under the other, never across.
-const MORE_SOURCES: [(&str, [&str; 3]); 15] = [
+const MORE_SOURCES: [(&str, [&str; 3]); 16] = [
     (
         "paddle",
         [
@@ -133,6 +133,11 @@ const MORE_SOURCES: [(&str, [&str; 3]); 15] = [
             "zd_rotating_out_0123456789abcdef",
             "zd_removed_0123456789abcdefghij",
         ],
+    ),
+    // Dropbox app secrets are 15 characters.
+    (
+        "dropbox",
+        ["dbxcurrent01234", "dbxrotating0123", "dbxremoved01234"],
     ),
     (
         "adyen",
@@ -262,6 +267,7 @@ fn rule_of(source: &str) -> Rule {
         "zendesk" => Rule::Zendesk,
         "adyen" => Rule::Adyen,
         "graph" => Rule::Graph,
+        "dropbox" => Rule::Dropbox,
         other => panic!("no rule for {other}"),
     }
 }
@@ -345,6 +351,8 @@ fn body_for(source: &str, id: &str, at: DateTime<Utc>, rng: &mut fastrand::Rng) 
             "data": {"id": format!("user_{id}"), "n": nonce}}),
         "zendesk" => serde_json::json!({"type": "zen:event-type:user.created", "id": id,
             "detail": {"id": format!("{nonce}"), "role": "end-user"}, "event": {}}),
+        "dropbox" => serde_json::json!({"list_folder": {"accounts": [format!("dbid:{id}")]},
+            "delta": {"users": [nonce]}}),
         "linear" => serde_json::json!({"action": "create", "type": "Issue",
             "data": {"id": format!("issue_{id}"), "n": nonce},
             "webhookTimestamp": at.timestamp_millis()}),
@@ -634,6 +642,7 @@ fn timestamp_slot(case: &Case) -> Option<(usize, Option<TimestampItem>)> {
         | Rule::Pagerduty
         | Rule::Adyen
         | Rule::Graph
+        | Rule::Dropbox
         // In the signed body: changing it is a body mutation.
         | Rule::Linear => return None,
     };
@@ -1294,6 +1303,7 @@ fn signature_names(rule: Rule) -> &'static [&'static str] {
         Rule::Zendesk => &["x-zendesk-webhook-signature"],
         // In the body.
         Rule::Adyen | Rule::Graph => &[],
+        Rule::Dropbox => &["x-dropbox-signature"],
     }
 }
 
@@ -1787,6 +1797,7 @@ fn the_oracle_agrees_with_the_published_vectors() {
         "official-ed25519.json",
         "official-plain-hmac.json",
         "official-batches.json",
+        "official-dropbox.json",
     ] {
         let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures")
@@ -1811,6 +1822,7 @@ fn the_oracle_agrees_with_the_published_vectors() {
                 "linear" => Rule::Linear,
                 "zendesk" => Rule::Zendesk,
                 "adyen" => Rule::Adyen,
+                "dropbox" => Rule::Dropbox,
                 other => panic!("{other}"),
             };
             // Discord's vectors name the application's public key; the others the secret

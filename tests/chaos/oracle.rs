@@ -109,6 +109,8 @@ pub enum Rule {
     /// In the body: each `value[]` notification's `clientState` equal to a secret (no
     /// signature); a request is taken when one notification matches, the others dropped.
     Graph,
+    /// `X-Dropbox-Signature: <hex>` over the body; no timestamp.
+    Dropbox,
 }
 
 /// The header of the test's `header_token` source.
@@ -230,6 +232,7 @@ impl Rule {
             Rule::Zendesk => ("x-zendesk-webhook-signature", "", false),
             // No header: judged apart ([`OracleSource::judge_adyen`]).
             Rule::Adyen | Rule::Graph => ("", "", false),
+            Rule::Dropbox => ("x-dropbox-signature", "", true),
         }
     }
 
@@ -281,6 +284,7 @@ impl Rule {
             | Rule::Mux
             | Rule::Pagerduty
             | Rule::Linear
+            | Rule::Dropbox
             | Rule::Github
             | Rule::Shopify
             | Rule::Square
@@ -387,6 +391,7 @@ impl Rule {
             | Rule::Token
             | Rule::Pagerduty
             | Rule::Linear
+            | Rule::Dropbox
             | Rule::Adyen
             | Rule::Graph => vec![body],
             Rule::Slack | Rule::Zoom => vec![b"v0:", timestamp, b":", body],
@@ -406,7 +411,7 @@ impl Rule {
             Rule::Workos => [b"t=", timestamp, b", v1=", hex::encode(tag).as_bytes()].concat(),
             Rule::Github | Rule::Acme => format!("sha256={}", hex::encode(tag)).into_bytes(),
             Rule::Pagerduty => format!("v1={}", hex::encode(tag)).into_bytes(),
-            Rule::Discord | Rule::Linear => hex::encode(tag).into_bytes(),
+            Rule::Discord | Rule::Linear | Rule::Dropbox => hex::encode(tag).into_bytes(),
             Rule::Slack | Rule::Zoom => format!("v0={}", hex::encode(tag)).into_bytes(),
             Rule::Shopify
             | Rule::Square
@@ -1097,6 +1102,7 @@ impl OracleSource {
             | Rule::Square
             | Rule::Discord
             | Rule::Linear
+            | Rule::Dropbox
             | Rule::Zendesk
             | Rule::Adyen
             | Rule::Graph => {
