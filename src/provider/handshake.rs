@@ -67,6 +67,15 @@ pub fn adyen_accepted(_: &Verified<'_>) -> Option<Answer> {
     })
 }
 
+/// SendGrid needs only a 2xx for its batch: a fixed, empty 200, the same on every retry.
+pub fn sendgrid_ok(_: &Verified<'_>) -> Option<Answer> {
+    Some(Answer {
+        status: 200,
+        content_type: "text/plain".to_owned(),
+        body: Vec::new(),
+    })
+}
+
 /// Zoom's `endpoint.url_validation`: answer `{"plainToken": …, "encryptedToken": …}`,
 /// the token's HMAC-SHA256 (hex) under the secret token.
 pub fn zoom_url_validation(request: &Verified<'_>, secrets: &[Secret]) -> Option<Answer> {

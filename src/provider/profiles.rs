@@ -4,14 +4,14 @@
 //! its scheme in [`crate::signature`] when no existing one fits, its vectors and tests.
 
 use super::handshake::{
-    adyen_accepted, discord_deferred_answer, discord_ping, slack_url_verification,
+    adyen_accepted, discord_deferred_answer, discord_ping, sendgrid_ok, slack_url_verification,
     zoom_url_validation,
 };
 use crate::idempotency::Answer;
 use crate::secret::Secret;
 use crate::signature::{
     Basic, Discord, PublicUrl, Scheme, Square, Standard, Twilio, Verified, ADYEN, GITHUB, LINEAR,
-    MUX, PADDLE, PAGERDUTY, SHOPIFY, SLACK, STRIPE, WORKOS, ZENDESK, ZOOM,
+    MUX, PADDLE, PAGERDUTY, SENDGRID, SHOPIFY, SLACK, STRIPE, WORKOS, ZENDESK, ZOOM,
 };
 use std::time::Duration;
 
@@ -184,7 +184,7 @@ fn twilio(url: PublicUrl) -> Configured {
 }
 
 /// Every provider, in the order the documentation lists them.
-pub static PROFILES: [Profile; 19] = [
+pub static PROFILES: [Profile; 20] = [
     Profile {
         once_per_object: Some((&STRIPE_ONCE_PER_OBJECT_TYPES, "/data/object/id")),
         ..plain(
@@ -411,6 +411,23 @@ pub static PROFILES: [Profile; 19] = [
             (
                 days(31),
                 "Adyen retries an unacknowledged webhook from its queue for 30 days",
+            ),
+        )
+    },
+    // A batch signed as a whole (ECDSA P-256; the secrets are verification keys): each
+    // element of the array is an event of its own, identified by its sg_event_id ("unique
+    // for every event", SendGrid's advice for deduplicating its duplicates); each event
+    // its own fact (two opens are two opens). The request is answered with an empty 200.
+    Profile {
+        event_answer: Some(sendgrid_ok),
+        ..plain(
+            "sendgrid",
+            Signing::Fixed(&SENDGRID),
+            at(Place::Json("/sg_event_id"), Place::Json("/event")),
+            (
+                days(2),
+                "SendGrid retries a batch at increasing intervals for up to 24 hours after \
+                 the event, with margin",
             ),
         )
     },

@@ -34,6 +34,7 @@ mod replay;
 mod retention;
 mod routing;
 mod schemes;
+mod sendgrid;
 mod surface;
 mod traces;
 mod twilio;
