@@ -199,13 +199,14 @@ enum Command {
     },
 }
 
-/// For sources that verify with public keys (discord, standard with a whpk_ key): the
-/// private key that signs. Never printed.
+/// For sources that verify with public keys (discord, sendgrid, standard with a whpk_
+/// key): the private key that signs. Never printed.
 #[derive(clap::Args)]
 struct PrivateKeyArg {
     /// The private key to sign with: the value, env:NAME or file:PATH (prefer the last
     /// two: a value on the command line is visible to other users of the machine).
-    /// Discord: the hex seed; Standard Webhooks: whsk_<base64>.
+    /// Discord: the hex seed; SendGrid: base64 (or PEM) of the PKCS#8 DER; Standard
+    /// Webhooks: whsk_<base64>.
     #[arg(
         long = "private-key",
         env = "INLET_SIGNING_KEY",

@@ -49,6 +49,7 @@ fn strong_secret(scheme: &str) -> &'static str {
         "basic" => "inlet:it-is-a-secret-to-everybody",
         "adyen" => "0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF",
         "graph" => "graph-client-state-0123456789",
+        "sendgrid" => SENDGRID_PUBLIC,
         _ => "it's a secret to everybody, 0123456789",
     }
 }
@@ -1259,33 +1260,49 @@ fn header_tokens_refuse_reserved_headers() {
     }
 }
 
-/// A batch scheme's split of `body` under `secrets`: each kept item's digest and stored
-/// bytes (when not as received), and how many were dropped; or the request's refusal.
+/// A batch scheme's split of `body` under `secrets` at `now`: each kept item's digest and
+/// the bytes stored for it, and how many were dropped; or the request's refusal.
 #[allow(clippy::type_complexity)]
 fn split_batch(
     scheme: &str,
     secrets: &[&str],
+    headers: &HeaderMap,
     body: &[u8],
-) -> Result<(Vec<(String, Option<Vec<u8>>)>, usize), SignatureError> {
+    now: DateTime<Utc>,
+) -> Result<(Vec<(String, Vec<u8>)>, usize), SignatureError> {
     let source = unchecked_source(scheme, secrets, None);
-    let headers = HeaderMap::new();
     let keys = Keys {
         secrets: &source.secrets,
         tolerance: source.tolerance,
     };
     let scheme = source.provider.scheme();
-    let verified = scheme.verify(Unverified::new(&headers, body), keys, Utc::now())?;
+    let verified = scheme.verify(Unverified::new(headers, body), keys, now)?;
     let items = scheme.items(&verified, keys).expect("a batch scheme")?;
     let kept = (items.verified.into_iter())
-        .map(|(item, stored)| (item.content_digest(), stored))
+        .map(|(item, stored)| {
+            let bytes = stored.unwrap_or_else(|| item.body().to_vec());
+            (item.content_digest(), bytes)
+        })
         .collect();
     Ok((kept, items.refused.len()))
 }
 
 /// Verifies an Adyen request with `key` and splits it: each item's digest, or the refusal.
 fn adyen_items(key: &str, body: &[u8]) -> Result<Vec<String>, SignatureError> {
-    let (kept, _) = split_batch("adyen", &[key], body)?;
+    let (kept, _) = split_batch("adyen", &[key], &HeaderMap::new(), body, Utc::now())?;
     Ok(kept.into_iter().map(|(digest, _)| digest).collect())
+}
+
+/// Verifies a request of a batch `scheme` with `key` at `now` and splits it: each item's
+/// digest and bytes, or the refusal.
+fn batch_items(
+    scheme: &str,
+    key: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+    now: DateTime<Utc>,
+) -> Result<Vec<(String, Vec<u8>)>, SignatureError> {
+    split_batch(scheme, &[key], headers, body, now).map(|(kept, _)| kept)
 }
 
 fn sha256_hex(text: &str) -> String {
@@ -1298,9 +1315,9 @@ fn sha256_hex(text: &str) -> String {
 #[test]
 fn adyen_vectors_verify_exactly_when_every_item_does() {
     let vectors = load_vectors("official-batches.json");
-    assert!(vectors.iter().all(|v| v["scheme"] == "adyen"));
+    let vectors: Vec<_> = vectors.iter().filter(|v| v["scheme"] == "adyen").collect();
     assert_eq!(vectors.len(), 10);
-    for vector in &vectors {
+    for vector in vectors {
         let key = vector["secret"].as_str().expect("secret");
         let body = vector["body"].as_str().expect("body").as_bytes();
         let result = adyen_items(key, body);
@@ -1384,10 +1401,8 @@ proptest! {
 /// Splits a Graph request with `secrets`: each kept notification as stored, and how many
 /// were dropped; or the request's refusal.
 fn graph_items(secrets: &[&str], body: &[u8]) -> Result<(Vec<Vec<u8>>, usize), SignatureError> {
-    let (kept, dropped) = split_batch("graph", secrets, body)?;
-    let stored = (kept.into_iter())
-        .map(|(_, stored)| stored.expect("stored redacted"))
-        .collect();
+    let (kept, dropped) = split_batch("graph", secrets, &HeaderMap::new(), body, Utc::now())?;
+    let stored = (kept.into_iter()).map(|(_, stored)| stored).collect();
     Ok((stored, dropped))
 }
 
@@ -1427,5 +1442,104 @@ proptest! {
                 prop_assert!(matches!(refusal, SignatureError::Mismatch(_)));
             }
         }
+    }
+}
+
+/// SendGrid's library's vectors (two of them signed by SendGrid): a request verifies
+/// exactly when the library accepts it and its timestamp is within the tolerance (the
+/// library checks no time); each item is the event of its own bytes, its sg_event_id the
+/// vector's.
+#[test]
+fn sendgrid_vectors_verify_as_the_library_and_split_into_their_events() {
+    let vectors = load_vectors("official-batches.json");
+    let vectors: Vec<_> = vectors
+        .iter()
+        .filter(|v| v["scheme"] == "sendgrid")
+        .collect();
+    assert_eq!(vectors.len(), 9);
+    for vector in vectors {
+        let key = vector["secret"].as_str().expect("secret");
+        let body = vector["body"].as_str().expect("body").as_bytes();
+        let pairs: Vec<(String, String)> = (vector["headers"].as_object().expect("headers"))
+            .iter()
+            .map(|(name, value)| (name.clone(), value.as_str().expect("text").to_owned()))
+            .collect();
+        let headers = header_map(&pairs);
+        let now = vector["now"].as_i64().expect("now");
+        let signed_at: i64 = (vector["headers"]["X-Twilio-Email-Event-Webhook-Timestamp"])
+            .as_str()
+            .and_then(|t| t.parse().ok())
+            .expect("a timestamp");
+        let result = batch_items(
+            "sendgrid",
+            key,
+            &headers,
+            body,
+            DateTime::from_timestamp(now, 0).expect("a time"),
+        );
+        let fresh = (now - signed_at).abs() <= 300;
+        assert_eq!(
+            result.is_ok(),
+            vector["valid"] == true && fresh,
+            "{}: {result:?}",
+            vector["case"]
+        );
+        if !fresh {
+            assert!(matches!(result, Err(SignatureError::OutOfTolerance { .. })));
+        }
+        let Ok(items) = result else { continue };
+        let mut ids = Vec::new();
+        for (digest, bytes) in &items {
+            let event: serde_json::Value = serde_json::from_slice(bytes).expect("an event");
+            ids.push(event["sg_event_id"].clone());
+            use sha2::Digest;
+            assert_eq!(digest, &hex::encode(sha2::Sha256::digest(bytes)));
+        }
+        assert_eq!(
+            &serde_json::Value::from(ids),
+            &vector["events"],
+            "{}",
+            vector["case"]
+        );
+    }
+}
+
+/// A P-256 key pair made with Node's crypto: PKCS#8 and SubjectPublicKeyInfo DER, base64.
+const SENDGRID_PRIVATE: &str = "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgtWjUWtHPcNxl/6OPNFvkHCOv8RXQz90eUeMlX6nq02ShRANCAATE6OCXmEpKa7jSlBApptpM7pizdOs0oG45I4z50BAg6Rpi5K4m+24XhJxG2wJWPdIbNx1z3X+yFBfMztgV60vI";
+const SENDGRID_PUBLIC: &str = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAExOjgl5hKSmu40pQQKabaTO6Ys3TrNKBuOSOM+dAQIOkaYuSuJvtuF4ScRtsCVj3SGzcdc91/shQXzM7YFetLyA==";
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    /// A batch `inlet send` signs verifies and splits into its events, each its bytes;
+    /// any one byte of the body or the timestamp changed refuses it whole.
+    #[test]
+    fn sendgrid_refuses_a_batch_with_any_byte_changed(
+        events in prop::collection::vec(("[A-Za-z0-9_-]{1,24}", "[a-z_]{1,12}", "[ -~]{0,30}"), 1..6),
+        position in any::<prop::sample::Index>(),
+        flip in 1u8..=255,
+    ) {
+        let list: Vec<serde_json::Value> = (events.iter())
+            .map(|(id, event, email)| serde_json::json!({"sg_event_id": id, "event": event, "email": email}))
+            .collect();
+        let body = serde_json::to_vec(&list).expect("JSON");
+        let now = Utc::now();
+        let source = unchecked_source("sendgrid", &[SENDGRID_PUBLIC], None);
+        let event = EventToSign { id: String::new(), event_type: String::new() };
+        let pairs = source.provider.scheme().sign(&body, &Secret::new(SENDGRID_PRIVATE), now, &event);
+        let headers = header_map(&pairs);
+        let items = batch_items("sendgrid", SENDGRID_PUBLIC, &headers, &body, now).expect("signed");
+        let expected: Vec<Vec<u8>> = (list.iter()).map(|e| serde_json::to_vec(e).expect("JSON")).collect();
+        let bytes: Vec<Vec<u8>> = items.into_iter().map(|(_, bytes)| bytes).collect();
+        prop_assert_eq!(bytes, expected);
+        let mut changed = body.clone();
+        let at = position.index(changed.len());
+        changed[at] ^= flip;
+        prop_assert!(matches!(
+            batch_items("sendgrid", SENDGRID_PUBLIC, &headers, &changed, now),
+            Err(SignatureError::Mismatch(_))
+        ));
+        let stranger = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAErKRVN2OWjwSIcxGb9RYqVW/ONQqw7dgmYxB5gerg2gqaF/Bbu2uAEiMGV+FFQdLrwVGedOPtMVIDiOgKMcx7QA==";
+        prop_assert!(batch_items("sendgrid", stranger, &headers, &body, now).is_err());
     }
 }

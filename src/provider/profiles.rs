@@ -5,13 +5,13 @@
 
 use super::handshake::{
     adyen_accepted, discord_deferred_answer, discord_ping, dropbox_challenge, graph_accepted,
-    graph_validation, slack_url_verification, zoom_url_validation,
+    graph_validation, sendgrid_ok, slack_url_verification, zoom_url_validation,
 };
 use crate::idempotency::Answer;
 use crate::secret::Secret;
 use crate::signature::{
     Basic, Discord, PublicUrl, Scheme, Square, Standard, Twilio, Verified, ADYEN, DROPBOX, GITHUB,
-    GRAPH, LINEAR, MUX, PADDLE, PAGERDUTY, SHOPIFY, SLACK, STRIPE, WORKOS, ZENDESK, ZOOM,
+    GRAPH, LINEAR, MUX, PADDLE, PAGERDUTY, SENDGRID, SHOPIFY, SLACK, STRIPE, WORKOS, ZENDESK, ZOOM,
 };
 use std::time::Duration;
 
@@ -199,7 +199,7 @@ fn twilio(url: PublicUrl) -> Configured {
 }
 
 /// Every provider, in the order the documentation lists them.
-pub static PROFILES: [Profile; 21] = [
+pub static PROFILES: [Profile; 22] = [
     Profile {
         once_per_object: Some((&STRIPE_ONCE_PER_OBJECT_TYPES, "/data/object/id")),
         ..plain(
@@ -468,6 +468,23 @@ pub static PROFILES: [Profile; 21] = [
                 days(1),
                 "Dropbox retries a failed notification with exponential backoff for about ten \
                  minutes, with margin",
+            ),
+        )
+    },
+    // A batch signed as a whole (ECDSA P-256; the secrets are verification keys): each
+    // element of the array is an event of its own, identified by its sg_event_id ("unique
+    // for every event", SendGrid's advice for deduplicating its duplicates); each event
+    // its own fact (two opens are two opens). The request is answered with an empty 200.
+    Profile {
+        event_answer: Some(sendgrid_ok),
+        ..plain(
+            "sendgrid",
+            Signing::Fixed(&SENDGRID),
+            at(Place::Json("/sg_event_id"), Place::Json("/event")),
+            (
+                days(2),
+                "SendGrid retries a batch at increasing intervals for up to 24 hours after \
+                 the event, with margin",
             ),
         )
     },

@@ -6,8 +6,8 @@
 //! source's tolerance in both directions.
 
 use super::ed25519::{self, SIGNATURE_LENGTH};
-use super::{check_tolerance, parse_timestamp, EventToSign, Keys, Scheme, SignatureError};
-use super::{Unverified, Verified};
+use super::{check_tolerance, signature_and_timestamp, timestamp_signed_headers};
+use super::{EventToSign, Keys, Scheme, SignatureError, Unverified, Verified};
 use crate::secret::Secret;
 use chrono::{DateTime, Utc};
 use ed25519_dalek::VerifyingKey;
@@ -58,13 +58,8 @@ impl Scheme for Discord {
         keys: Keys<'_>,
         now: DateTime<Utc>,
     ) -> Result<Verified<'r>, SignatureError> {
-        let signed = request
-            .header(SIGNATURE)
-            .ok_or_else(|| SignatureError::Missing(SIGNATURE.to_owned()))?;
-        let timestamp = request
-            .header(TIMESTAMP)
-            .ok_or_else(|| SignatureError::Missing(TIMESTAMP.to_owned()))?;
-        let signed_at = parse_timestamp(TIMESTAMP, timestamp)?;
+        let (signed, timestamp, signed_at) =
+            signature_and_timestamp(&request, SIGNATURE, TIMESTAMP)?;
         let signature = signature(signed)?;
         // A key that does not parse was refused at startup; skipping it keeps this total.
         let public_keys: Vec<VerifyingKey> = keys
@@ -89,19 +84,10 @@ impl Scheme for Discord {
         now: DateTime<Utc>,
         _event: &EventToSign,
     ) -> Vec<(String, String)> {
-        let timestamp = now.timestamp().to_string();
-        let mut headers = vec![
-            (TIMESTAMP.to_owned(), timestamp.clone()),
-            ("Content-Type".to_owned(), "application/json".to_owned()),
-        ];
-        if let Ok(key) = signing_key(secret) {
-            let message = [timestamp.as_bytes(), body].concat();
-            headers.push((
-                SIGNATURE.to_owned(),
-                hex::encode(ed25519::sign(&key, &message)),
-            ));
-        }
-        headers
+        timestamp_signed_headers((SIGNATURE, TIMESTAMP), body, now, |message| {
+            let key = signing_key(secret).ok()?;
+            Some(hex::encode(ed25519::sign(&key, message)))
+        })
     }
 
     fn signs_timestamp(&self) -> bool {

@@ -18,6 +18,7 @@ mod header_token;
 mod hmac;
 mod paddle;
 mod public_url;
+mod sendgrid;
 mod square;
 mod standard;
 mod stripe;
@@ -34,6 +35,7 @@ pub use self::header_token::HeaderToken;
 pub use self::hmac::{Encoding, HmacScheme, TimeFormat};
 pub use self::paddle::PADDLE;
 pub use self::public_url::PublicUrl;
+pub use self::sendgrid::{MAX_ITEMS as SENDGRID_MAX_ITEMS, SENDGRID};
 pub use self::square::Square;
 pub use self::standard::{check_signing_secret as check_standard_secret, Standard};
 pub use self::stripe::STRIPE;
@@ -147,6 +149,13 @@ impl<'r> Verified<'r> {
     /// covers.
     fn item(&self, bytes: &'r [u8], digest: [u8; 32]) -> Verified<'r> {
         Unverified::new(self.request.headers, bytes).into_verified_as(digest)
+    }
+
+    /// One item of a batch signed as a whole (SendGrid's array), as a verified request of
+    /// its own: its bytes within the body, the same headers, and as its digest that of its
+    /// bytes — what the request's signature vouches for it.
+    fn item_as_sent(&self, bytes: &'r [u8]) -> Verified<'r> {
+        Unverified::new(self.request.headers, bytes).into_verified()
     }
 
     /// A header's value as text, when present and valid UTF-8.
@@ -352,6 +361,43 @@ fn base64_tag(
         .ok()
         .filter(|tag| tag.len() == len)
         .ok_or_else(|| SignatureError::malformed(header, format!("not a base64 {what}")))
+}
+
+/// For a scheme that signs `"{timestamp}{body}"` with a private key (Discord, SendGrid):
+/// the signature header's raw value, the timestamp header's, and the time it says.
+fn signature_and_timestamp<'r>(
+    request: &Unverified<'r>,
+    signature: &str,
+    timestamp: &str,
+) -> Result<(&'r [u8], &'r [u8], i64), SignatureError> {
+    let signed = request
+        .header(signature)
+        .ok_or_else(|| SignatureError::Missing(signature.to_owned()))?;
+    let value = request
+        .header(timestamp)
+        .ok_or_else(|| SignatureError::Missing(timestamp.to_owned()))?;
+    Ok((signed, value, parse_timestamp(timestamp, value)?))
+}
+
+/// The headers of a scheme that signs `"{timestamp}{body}"` with a private key (Discord,
+/// SendGrid), at `now`: the timestamp, the content type, and the signature `sign` makes of
+/// the message (none when the key it holds does not parse).
+fn timestamp_signed_headers(
+    (signature, timestamp): (&str, &str),
+    body: &[u8],
+    now: DateTime<Utc>,
+    sign: impl FnOnce(&[u8]) -> Option<String>,
+) -> Vec<(String, String)> {
+    let at = now.timestamp().to_string();
+    let message = [at.as_bytes(), body].concat();
+    let mut headers = vec![
+        (timestamp.to_owned(), at),
+        ("Content-Type".to_owned(), "application/json".to_owned()),
+    ];
+    if let Some(signed) = sign(&message) {
+        headers.push((signature.to_owned(), signed));
+    }
+    headers
 }
 
 /// Parses a signed Unix timestamp header value.

@@ -26,11 +26,22 @@ const KEY: &str = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA
 const OLD_KEY: &str = "3F0F1E2D3C4B5A69788796A5B4C3D2E1F00F1E2D3C4B5A69788796A5B4C3D2E1";
 
 async fn spawn_adyen(backend: Backend, application: &wiremock::MockServer) -> TestApp {
+    spawn_batch_source(backend, application, "adyen", [KEY, OLD_KEY]).await
+}
+
+/// Inlet with a source of `scheme` (named after it) holding `secrets`, delivering to the
+/// fake application.
+pub(crate) async fn spawn_batch_source(
+    backend: Backend,
+    application: &wiremock::MockServer,
+    scheme: &str,
+    [current, old]: [&str; 2],
+) -> TestApp {
     let options = TestOptions {
         extra_sources: format!(
-            "\n[[sources]]\nname = \"adyen\"\nscheme = \"adyen\"\n\
-             secrets = [\"{KEY}\", \"{OLD_KEY}\"]\n\
-             [[sources.destinations]]\nurl = \"{}/adyen\"\nsecret = \"{APP_SECRET}\"\n",
+            "\n[[sources]]\nname = \"{scheme}\"\nscheme = \"{scheme}\"\n\
+             secrets = [\"{current}\", \"{old}\"]\n\
+             [[sources.destinations]]\nurl = \"{}/{scheme}\"\nsecret = \"{APP_SECRET}\"\n",
             application.uri()
         ),
         ..Default::default()
@@ -67,7 +78,9 @@ async fn post(app: &TestApp, body: &[u8]) -> crate::helpers::Reply {
 }
 
 /// The bodies the application received, by idempotency key.
-async fn delivered(application: &wiremock::MockServer) -> HashMap<String, serde_json::Value> {
+pub(crate) async fn delivered(
+    application: &wiremock::MockServer,
+) -> HashMap<String, serde_json::Value> {
     let mut bodies = HashMap::new();
     for request in application.received_requests().await.unwrap_or_default() {
         let body = serde_json::from_slice(&request.body).expect("a JSON item");
@@ -137,15 +150,21 @@ async fn an_adyen_batch_is_one_event_per_item_and_answered_accepted(backend: Bac
             "\"REFUND\""
         ]
     );
-    let listed = app
-        .admin("/admin/events?source=adyen", None, None)
-        .await
-        .json();
+    assert_eq!(
+        listed_types(&app, "adyen").await,
+        ["AUTHORISATION", "CAPTURE", "CHARGEBACK", "REFUND"]
+    );
+}
+
+/// The type of each event of `source` the operator API lists, sorted.
+pub(crate) async fn listed_types(app: &TestApp, source: &str) -> Vec<String> {
+    let path = format!("/admin/events?source={source}");
+    let listed = app.admin(&path, None, None).await.json();
     let mut types: Vec<String> = (listed["events"].as_array().expect("events").iter())
         .map(|event| event["event_type"].as_str().unwrap_or_default().to_owned())
         .collect();
     types.sort();
-    assert_eq!(types, ["AUTHORISATION", "CAPTURE", "CHARGEBACK", "REFUND"]);
+    types
 }
 
 async fn a_batch_with_one_forged_item_stores_nothing(backend: Backend) {
@@ -209,19 +228,32 @@ async fn concurrent_batches_that_share_items_deliver_each_fact_once(backend: Bac
             post(&app, &body).await
         });
     }
+    every_batch_answered_and_each_item_delivered_once(&app, &application, tasks, "[accepted]", N)
+        .await;
+}
+
+/// Every concurrent batch request answered 200 with `answer`, `n` events stored, and each
+/// delivered once.
+pub(crate) async fn every_batch_answered_and_each_item_delivered_once(
+    app: &TestApp,
+    application: &wiremock::MockServer,
+    mut tasks: tokio::task::JoinSet<crate::helpers::Reply>,
+    answer: &str,
+    n: usize,
+) {
     while let Some(reply) = tasks.join_next().await {
         let reply = reply.expect("the request task");
         reply.assert_status(200);
-        assert_eq!(reply.text(), "[accepted]");
+        assert_eq!(reply.text(), answer);
     }
-    assert_eq!(app.count_events().await, N as i64);
+    assert_eq!(app.count_events().await, n as i64);
     eventually("every item delivered", || async {
-        requests_per_key(&application).await.len() == N
+        requests_per_key(application).await.len() == n
     })
     .await;
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let per_key = requests_per_key(&application).await;
-    assert_eq!(per_key.len(), N);
+    let per_key = requests_per_key(application).await;
+    assert_eq!(per_key.len(), n);
     assert!(per_key.values().all(|n| *n == 1), "{per_key:?}");
 }
 

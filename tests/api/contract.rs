@@ -137,6 +137,7 @@ fn signed_header_names(profile: &inlet::provider::Profile) -> Option<BTreeSet<St
     let secret = match profile.name {
         "adyen" => "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056",
         "discord" => "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60",
+        "sendgrid" => "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgtWjUWtHPcNxl/6OPNFvkHCOv8RXQz90eUeMlX6nq02ShRANCAATE6OCXmEpKa7jSlBApptpM7pizdOs0oG45I4z50BAg6Rpi5K4m+24XhJxG2wJWPdIbNx1z3X+yFBfMztgV60vI",
         "basic" => "inlet:a-basic-credential-0123456789",
         _ => "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
     };

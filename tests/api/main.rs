@@ -35,6 +35,7 @@ mod replay;
 mod retention;
 mod routing;
 mod schemes;
+mod sendgrid;
 mod surface;
 mod traces;
 mod twilio;

@@ -15,7 +15,8 @@ use crate::helpers::{spawn_app_with, Backend, TestApp, TestOptions, SOURCES};
 use crate::onto_bus::FuzzBus;
 use crate::oracle::{
     values, CopyAnswer, Headers, Judgement, OracleSource, Rule, TwilioMac, Verdict,
-    DISCORD_SIGNATURE, DISCORD_TIMESTAMP, ED25519_LEN, FORM_TYPE, TOKEN_HEADER, TWILIO_SETTINGS,
+    DISCORD_SIGNATURE, DISCORD_TIMESTAMP, ED25519_LEN, FORM_TYPE, SENDGRID_SIGNATURE,
+    SENDGRID_TIMESTAMP, TOKEN_HEADER, TWILIO_SETTINGS,
 };
 use crate::support::{knob, seeded};
 use chrono::{DateTime, Utc};
@@ -45,7 +46,7 @@ const TWILIO_URL: &str = "https://hooks.example.com/twilio/status?tenant=fuzz&re
 /// public keys, see [`configured`]). `standard-ed25519` mixes both kinds: a `whpk_` key
 /// (current) beside a `whsec_` secret (rotating out), so a `v1a` entry must verify under
 /// the one and a `v1` entry under the other, never across.
-const MORE_SOURCES: [(&str, [&str; 3]); 16] = [
+const MORE_SOURCES: [(&str, [&str; 3]); 17] = [
     (
         "paddle",
         [
@@ -147,6 +148,16 @@ const MORE_SOURCES: [(&str, [&str; 3]); 16] = [
             "C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3C3",
         ],
     ),
+    // Private keys (PKCS#8, base64), made with Node's crypto; their public keys in
+    // [`SENDGRID_KEYS`] are what the source holds.
+    (
+        "sendgrid",
+        [
+            "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQghBtrRYyIGc6EFJq2+w+bBtRRTNz/07O80Y9XN+bYDHChRANCAATQ4D0ULCH44yNyfHCc0k6q+TGy/W6pAILQ9C5UUujnP5tijysGOn6orG/BPRCWfBzXDZdiuppnEstMWD94otxi",
+            "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgRYRYfvEowRt0wjOkjeajTBprXlBVKynjU57+m7dovwihRANCAATDFkT/Nb31iYBwg5JM++6Lsk8RVushgaQ1JbVpepdL654Tvp7rJ0p9u/3DRbHxf7ZNgwgtqYdZHzdYmNYm6OvH",
+            "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgjyUFNS5vvPmxbqkSYg9m3e3+E0DnWqsEtnVE6LXp9mGhRANCAAShqp8/sS9/Glt7VeWKYMPq7Uh2oq/niELqGAj+l3p6JN2A9oA5Jpxk4yP5kCeum0T6vtAvyRNC+OklU0ummbEe",
+        ],
+    ),
     (
         "graph",
         [
@@ -172,6 +183,29 @@ const MORE_SOURCES: [(&str, [&str; 3]); 16] = [
         ],
     ),
 ];
+
+/// SendGrid's test key pairs: a private key (PKCS#8) and its public key (SPKI), base64.
+const SENDGRID_KEYS: [(&str, &str); 3] = [
+    ("MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQghBtrRYyIGc6EFJq2+w+bBtRRTNz/07O80Y9XN+bYDHChRANCAATQ4D0ULCH44yNyfHCc0k6q+TGy/W6pAILQ9C5UUujnP5tijysGOn6orG/BPRCWfBzXDZdiuppnEstMWD94otxi", "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE0OA9FCwh+OMjcnxwnNJOqvkxsv1uqQCC0PQuVFLo5z+bYo8rBjp+qKxvwT0Qlnwc1w2XYrqaZxLLTFg/eKLcYg=="),
+    ("MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgRYRYfvEowRt0wjOkjeajTBprXlBVKynjU57+m7dovwihRANCAATDFkT/Nb31iYBwg5JM++6Lsk8RVushgaQ1JbVpepdL654Tvp7rJ0p9u/3DRbHxf7ZNgwgtqYdZHzdYmNYm6OvH", "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEwxZE/zW99YmAcIOSTPvui7JPEVbrIYGkNSW1aXqXS+ueE76e6ydKfbv9w0Wx8X+2TYMILamHWR83WJjWJujrxw=="),
+    ("MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgjyUFNS5vvPmxbqkSYg9m3e3+E0DnWqsEtnVE6LXp9mGhRANCAAShqp8/sS9/Glt7VeWKYMPq7Uh2oq/niELqGAj+l3p6JN2A9oA5Jpxk4yP5kCeum0T6vtAvyRNC+OklU0ummbEe", "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEoaqfP7Evfxpbe1XlimDD6u1IdqKv54hC6hgI/pd6eiTdgPaAOSacZOMj+ZAnrptE+r7QL8kTQvjpJVNLppmxHg=="),
+];
+
+/// A SendGrid signature (base64 DER ECDSA P-256/SHA-256), made here with `ring`.
+fn p256_sign(private: &str, message: &[u8]) -> Vec<u8> {
+    use base64::Engine;
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(private)
+        .expect("a base64 PKCS#8 key");
+    let rng = ring::rand::SystemRandom::new();
+    let key = ring::signature::EcdsaKeyPair::from_pkcs8(
+        &ring::signature::ECDSA_P256_SHA256_ASN1_SIGNING,
+        &der,
+        &rng,
+    )
+    .expect("a P-256 key");
+    key.sign(&rng, message).expect("signed").as_ref().to_vec()
+}
 
 /// The Ed25519 private key (seed) a test secret is, if it is one: Discord's hex seed,
 /// Standard's base64 after `whsk_`.
@@ -207,6 +241,9 @@ fn ed25519_public(seed: &[u8; 32]) -> [u8; 32] {
 /// (Discord: hex; Standard: `whpk_` and base64), any other secret as it is.
 fn configured(source: &str, secret: &str) -> String {
     use base64::Engine;
+    if let Some((_, public)) = SENDGRID_KEYS.iter().find(|(private, _)| *private == secret) {
+        return (*public).to_owned();
+    }
     match ed25519_seed(source, secret) {
         Some(seed) if rule_of(source) == Rule::Discord => hex::encode(ed25519_public(&seed)),
         Some(seed) => format!(
@@ -268,6 +305,7 @@ fn rule_of(source: &str) -> Rule {
         "adyen" => Rule::Adyen,
         "graph" => Rule::Graph,
         "dropbox" => Rule::Dropbox,
+        "sendgrid" => Rule::Sendgrid,
         other => panic!("no rule for {other}"),
     }
 }
@@ -341,6 +379,7 @@ fn body_for(source: &str, id: &str, at: DateTime<Utc>, rng: &mut fastrand::Rng) 
                 .collect();
             serde_json::json!({ "value": notifications })
         }
+        "sendgrid" => return sendgrid_body(id, rng),
         "discord" => return discord_body(id, nonce, rng),
         "legacy" | "forms" => serde_json::json!({"id": id, "type": "thing.happened", "n": nonce}),
         "pagerduty" => serde_json::json!({"event": {"id": id, "event_type": "incident.triggered",
@@ -390,6 +429,30 @@ fn adyen_body(id: &str, nonce: u64, rng: &mut fastrand::Rng) -> Vec<u8> {
     serde_json::json!({"live": "false", "notificationItems": items})
         .to_string()
         .into_bytes()
+}
+
+/// One SendGrid event, the same bytes whenever it is made for `id`.
+fn sendgrid_event(id: &str) -> serde_json::Value {
+    let kinds = ["processed", "delivered", "open", "click", "bounce"];
+    let n = id.bytes().map(usize::from).sum::<usize>();
+    serde_json::json!({"email": format!("user{n}@example.com"), "event": kinds[n % kinds.len()],
+        "sg_event_id": id, "sg_message_id": format!("msg{n}.filter"), "timestamp": 1_796_374_800 + n})
+}
+
+/// A SendGrid batch of one to three events (CRLF after each, as SendGrid writes them), now
+/// and then one of a few events every batch may share, or an event repeated.
+fn sendgrid_body(id: &str, rng: &mut fastrand::Rng) -> Vec<u8> {
+    let mut events: Vec<serde_json::Value> = (0..rng.usize(1..4))
+        .map(|n| sendgrid_event(&format!("{id}-{n}")))
+        .collect();
+    if rng.u32(0..4) == 0 {
+        events.push(sendgrid_event(&format!("shared-{}", rng.u32(0..6))));
+    }
+    if rng.u32(0..8) == 0 {
+        events.push(events[0].clone());
+    }
+    let lines: Vec<String> = events.iter().map(|e| e.to_string()).collect();
+    format!("[{}]\r\n", lines.join(",\r\n")).into_bytes()
 }
 
 /// A Twilio message status callback as a form (its parameters in Twilio's order or
@@ -633,6 +696,7 @@ fn timestamp_slot(case: &Case) -> Option<(usize, Option<TimestampItem>)> {
         Rule::Standard => &["webhook-timestamp", "svix-timestamp"],
         Rule::Discord => &[DISCORD_TIMESTAMP],
         Rule::Zendesk => &["x-zendesk-webhook-signature-timestamp"],
+        Rule::Sendgrid => &[SENDGRID_TIMESTAMP],
         Rule::Github
         | Rule::Shopify
         | Rule::Square
@@ -734,6 +798,8 @@ fn resign(case: &mut Case, now: i64, rng: &mut fastrand::Rng) -> String {
     let seed = ed25519_seed(case.source, secret);
     let tag = if rule.is_token() {
         rule.key(secret)
+    } else if rule == Rule::Sendgrid {
+        p256_sign(secret, &rule.content(text.as_bytes(), &id, &case.body))
     } else if let Some(seed) = seed {
         ed25519_sign(&seed, &rule.content(text.as_bytes(), &id, &case.body))
     } else {
@@ -822,6 +888,9 @@ fn mutate(case: &mut Case, now: i64, rng: &mut fastrand::Rng, others: &[Case]) -
         let [current, old, removed] = secrets(case.source);
         let state = [current, old, removed, "graph-rogue-state-0123456789"][rng.usize(..4)];
         return change_graph_state(case, rng, state);
+    }
+    if rule_of(case.source) == Rule::Sendgrid && rng.u32(0..3) == 0 {
+        return mutate_sendgrid(case, rng);
     }
     match rng.u32(0..20) {
         0 => {
@@ -1052,7 +1121,17 @@ fn change_adyen_item(
         return "nothing".to_owned();
     }
     let n = rng.usize(..items.len());
-    let what = change(&mut items[n]["NotificationRequestItem"], rng);
+    let item = &mut items[n];
+    // Only an item whose fields can be written (a fuzzed one may hold other shapes).
+    let writable = |v: Option<&serde_json::Value>| v.is_none_or(serde_json::Value::is_object);
+    let fields = item.get("NotificationRequestItem");
+    if !fields.is_some_and(serde_json::Value::is_object)
+        || !writable(fields.and_then(|f| f.get("amount")))
+        || !writable(fields.and_then(|f| f.get("additionalData")))
+    {
+        return "nothing".to_owned();
+    }
+    let what = change(&mut item["NotificationRequestItem"], rng);
     case.body = document.to_string().into_bytes();
     format!("item {n}: {what}")
 }
@@ -1171,12 +1250,56 @@ fn change_graph_state(case: &mut Case, rng: &mut fastrand::Rng, state: &str) -> 
             );
             format!("a notification added with clientState {state:?}")
         }
-        _ => {
+        _ if items[n].is_object() => {
             items[n]["clientState"] = state.into();
             format!("notification {n}: clientState {state:?}")
         }
+        _ => return "nothing".to_owned(),
     };
     case.body = document.to_string().into_bytes();
+    what
+}
+
+/// SendGrid's own body mutations (a re-sign may follow, so most reach the events): an
+/// event's field changed (its id kept: another body for a stored id), an event dropped,
+/// repeated or borrowed from the shared ones, the list emptied, or an event that is not an
+/// object; the whitespace between events changed.
+fn mutate_sendgrid(case: &mut Case, rng: &mut fastrand::Rng) -> String {
+    let Ok(mut events) = serde_json::from_slice::<Vec<serde_json::Value>>(&case.body) else {
+        return "nothing".to_owned();
+    };
+    let n = rng.usize(..events.len().max(1));
+    let what = match rng.u32(0..7) {
+        0 if events.get(n).is_some_and(serde_json::Value::is_object) => {
+            events[n]["event"] = "spamreport".into();
+            format!("event {n}'s type changed, its id kept")
+        }
+        1 if events.len() > 1 => {
+            events.remove(n);
+            format!("event {n} dropped")
+        }
+        2 if !events.is_empty() => {
+            events.push(events[n].clone());
+            format!("event {n} repeated")
+        }
+        3 => {
+            events.push(sendgrid_event(&format!("shared-{}", rng.u32(0..6))));
+            "a shared event added".to_owned()
+        }
+        4 => {
+            events.clear();
+            "the list emptied".to_owned()
+        }
+        5 => {
+            events.push(serde_json::json!(["not", "an", "event"]));
+            "an event that is not an object".to_owned()
+        }
+        _ => {
+            case.body = serde_json::to_vec_pretty(&events).expect("JSON");
+            return "the events re-spaced".to_owned();
+        }
+    };
+    case.body = serde_json::to_vec(&events).expect("JSON");
     what
 }
 
@@ -1196,6 +1319,9 @@ fn resign_adyen(case: &mut Case, secret: &str, removed: bool, rng: &mut fastrand
             continue;
         };
         if only.is_some_and(|only| only != n) {
+            continue;
+        }
+        if !item["additionalData"].is_object() && !item["additionalData"].is_null() {
             continue;
         }
         let tag = crate::oracle::hmac_sha256(&key, reading.as_bytes());
@@ -1304,6 +1430,7 @@ fn signature_names(rule: Rule) -> &'static [&'static str] {
         // In the body.
         Rule::Adyen | Rule::Graph => &[],
         Rule::Dropbox => &["x-dropbox-signature"],
+        Rule::Sendgrid => &[SENDGRID_SIGNATURE],
     }
 }
 
@@ -1541,6 +1668,19 @@ fn check(case: &Case, judgement: &Judgement, answer: &Raw, tally: &mut Tally) {
             fail("a Graph batch not answered 202 with no body");
         }
         tally.graph_accepted += 1;
+        return;
+    }
+    if case.source == "sendgrid" && (accepted || reason.as_deref() == Some("fingerprint_mismatch"))
+    {
+        // A batch: answered an empty 200, each event stored under its sg_event_id. An
+        // event whose id came first with other bytes answers 422, its siblings stored.
+        if accepted && !answer.body.is_empty() {
+            fail("a SendGrid batch not answered an empty 200");
+        }
+        for id in &judgement.signed_ids {
+            let id = String::from_utf8_lossy(id).into_owned();
+            tally.accepted.insert((case.source.to_owned(), id));
+        }
         return;
     }
     if accepted && case.source == "adyen" {
@@ -1823,6 +1963,7 @@ fn the_oracle_agrees_with_the_published_vectors() {
                 "zendesk" => Rule::Zendesk,
                 "adyen" => Rule::Adyen,
                 "dropbox" => Rule::Dropbox,
+                "sendgrid" => Rule::Sendgrid,
                 other => panic!("{other}"),
             };
             // Discord's vectors name the application's public key; the others the secret
@@ -1846,7 +1987,9 @@ fn the_oracle_agrees_with_the_published_vectors() {
                     )
                 })
                 .collect();
-            let now = vector["timestamp"].as_i64().unwrap_or(0);
+            let now = (vector["timestamp"].as_i64())
+                .or(vector["now"].as_i64())
+                .unwrap_or(0);
             let body = vector["body"].as_str().expect("body").as_bytes();
             let expected = match vector["valid"].as_bool().unwrap_or(true) {
                 // Twilio with a repeated parameter name: the canonical reading has none,
@@ -1854,6 +1997,8 @@ fn the_oracle_agrees_with_the_published_vectors() {
                 true if rule == Rule::Twilio && crate::oracle::repeats_a_param(body) => {
                     Verdict::Either
                 }
+                // SendGrid's library checks no time: stale to Inlet, never valid.
+                true if rule == Rule::Sendgrid && sendgrid_stale(&headers, now) => Verdict::Invalid,
                 true => Verdict::Valid,
                 false => Verdict::Invalid,
             };
@@ -1936,4 +2081,12 @@ fn the_oracle_expects_a_status_that_absorbs_a_control_character_refused() {
         absorbing(b"MessageSid=SM1&MessageStatus=queued&SmsSid=SM1"),
         Some(CopyAnswer::Stored)
     );
+}
+
+/// Whether a SendGrid vector's timestamp is further than the tolerance from `now`.
+fn sendgrid_stale(headers: &Headers, now: i64) -> bool {
+    let signed = values(headers, SENDGRID_TIMESTAMP)
+        .first()
+        .and_then(|t| std::str::from_utf8(t).ok()?.parse::<i64>().ok());
+    signed.is_some_and(|signed| (now - signed).abs() > TOLERANCE)
 }

@@ -111,6 +111,11 @@ pub enum Rule {
     Graph,
     /// `X-Dropbox-Signature: <hex>` over the body; no timestamp.
     Dropbox,
+    /// `X-Twilio-Email-Event-Webhook-Signature: <base64>`, an ASN.1 DER ECDSA P-256/SHA-256
+    /// signature over `"{ts}{body}"` checked with the source's public keys (base64 of a
+    /// P-256 SubjectPublicKeyInfo), `X-Twilio-Email-Event-Webhook-Timestamp`; the body a
+    /// JSON array of events, each stored under its `sg_event_id` ([`OracleSource::judge_sendgrid`]).
+    Sendgrid,
 }
 
 /// The header of the test's `header_token` source.
@@ -126,6 +131,13 @@ pub const DISCORD_TIMESTAMP: &str = "x-signature-timestamp";
 
 /// An Ed25519 signature's length in bytes.
 pub const ED25519_LEN: usize = 64;
+
+/// SendGrid's headers.
+pub const SENDGRID_SIGNATURE: &str = "x-twilio-email-event-webhook-signature";
+pub const SENDGRID_TIMESTAMP: &str = "x-twilio-email-event-webhook-timestamp";
+
+/// The DER of a P-256 SubjectPublicKeyInfo before its 65-byte point (RFC 5480).
+const P256_SPKI_PREFIX: &str = "3059301306072a8648ce3d020106082a8648ce3d030107034200";
 
 /// Whether `signature` (64 bytes) is `key`'s (32 bytes) over `message`: strictly (small
 /// order keys and signature points refused, as RFC 8032 verifiers may) or permissively.
@@ -184,6 +196,15 @@ impl Rule {
     pub fn public_key(self, secret: &str) -> Option<Vec<u8>> {
         match self {
             Rule::Discord => Some(hex::decode(secret).expect("a Discord public key is hex")),
+            Rule::Sendgrid => {
+                let der = STANDARD.decode(secret).expect("a SendGrid key is base64");
+                let prefix = hex::decode(P256_SPKI_PREFIX).expect("hex");
+                Some(
+                    der.strip_prefix(&prefix[..])
+                        .expect("a P-256 SPKI")
+                        .to_vec(),
+                )
+            }
             Rule::Standard => secret
                 .strip_prefix("whpk_")
                 .map(|encoded| STANDARD.decode(encoded).expect("a whpk_ key is base64")),
@@ -233,6 +254,7 @@ impl Rule {
             // No header: judged apart ([`OracleSource::judge_adyen`]).
             Rule::Adyen | Rule::Graph => ("", "", false),
             Rule::Dropbox => ("x-dropbox-signature", "", true),
+            Rule::Sendgrid => (SENDGRID_SIGNATURE, "", false),
         }
     }
 
@@ -278,6 +300,7 @@ impl Rule {
             Rule::Zoom => Some("x-zm-request-timestamp"),
             Rule::Discord => Some(DISCORD_TIMESTAMP),
             Rule::Zendesk => Some("x-zendesk-webhook-signature-timestamp"),
+            Rule::Sendgrid => Some(SENDGRID_TIMESTAMP),
             Rule::Stripe
             | Rule::Paddle
             | Rule::Workos
@@ -315,6 +338,7 @@ impl Rule {
                 | Rule::Discord
                 | Rule::Linear
                 | Rule::Zendesk
+                | Rule::Sendgrid
         )
     }
 
@@ -383,7 +407,7 @@ impl Rule {
         let parts: Vec<&[u8]> = match self {
             Rule::Twilio => unreachable!("above"),
             Rule::Stripe | Rule::Acme | Rule::Workos | Rule::Mux => vec![timestamp, b".", body],
-            Rule::Discord | Rule::Zendesk => vec![timestamp, body],
+            Rule::Discord | Rule::Zendesk | Rule::Sendgrid => vec![timestamp, body],
             Rule::Paddle => vec![timestamp, b":", body],
             Rule::Github
             | Rule::Shopify
@@ -418,7 +442,8 @@ impl Rule {
             | Rule::Twilio
             | Rule::Zendesk
             | Rule::Adyen
-            | Rule::Graph => STANDARD.encode(tag).into_bytes(),
+            | Rule::Graph
+            | Rule::Sendgrid => STANDARD.encode(tag).into_bytes(),
             // An Ed25519 signature is a `v1a` entry.
             Rule::Standard if tag.len() == ED25519_LEN => {
                 format!("v1a,{}", STANDARD.encode(tag)).into_bytes()
@@ -738,6 +763,9 @@ impl OracleSource {
         if self.rule == Rule::Graph {
             return self.judge_graph(body);
         }
+        if self.rule == Rule::Sendgrid {
+            return self.judge_sendgrid(headers, body, now);
+        }
         let lenient = self.lenient_matches(headers, body, now);
         if lenient.is_empty() {
             return Judgement {
@@ -842,6 +870,70 @@ impl OracleSource {
         Judgement {
             verdict,
             signed_ids: HashSet::new(),
+        }
+    }
+
+    /// SendGrid: `Valid` when the request has one signature header, canonical base64 of a
+    /// signature that verifies over the one timestamp header (a canonical decimal within
+    /// the tolerance, less the edge) followed by the body under a configured public key,
+    /// and the body is a JSON array of 1 to 10,000 objects; `Either` when some signature
+    /// and timestamp value, however read, verify and the time is within the tolerance plus
+    /// the edge; `Invalid` otherwise. `signed_ids`: each event's `sg_event_id`.
+    fn judge_sendgrid(&self, headers: &Headers, body: &[u8], now: i64) -> Judgement {
+        let signatures = values(headers, SENDGRID_SIGNATURE);
+        let timestamps = values(headers, SENDGRID_TIMESTAMP);
+        let verifies = |signature: &[u8], timestamp: &[u8]| {
+            let message = [timestamp, body].concat();
+            self.public_keys.iter().any(|point| {
+                ring::signature::UnparsedPublicKey::new(
+                    &ring::signature::ECDSA_P256_SHA256_ASN1,
+                    point,
+                )
+                .verify(&message, signature)
+                .is_ok()
+            })
+        };
+        let fresh =
+            |value: i64, margin: i64| now.abs_diff(value) <= (self.tolerance + margin) as u64;
+        let lenient = signatures.iter().any(|signature| {
+            let Ok(signature) = STANDARD.decode(signature.trim_ascii()) else {
+                return false;
+            };
+            timestamps.iter().any(|timestamp| {
+                (timestamp_candidates(timestamp).iter())
+                    .any(|(_, value)| value.is_some_and(|value| fresh(value, EDGE)))
+                    && verifies(&signature, timestamp)
+            })
+        });
+        let events = sendgrid_events(body);
+        let signed_ids: HashSet<Vec<u8>> = (events.iter().flatten())
+            .filter_map(|event| Some(event.get("sg_event_id")?.as_str()?.as_bytes().to_vec()))
+            .collect();
+        if !lenient {
+            return Judgement {
+                verdict: Verdict::Invalid,
+                signed_ids: HashSet::new(),
+            };
+        }
+        let canonical = match (&signatures[..], &timestamps[..]) {
+            ([signature], [timestamp]) => {
+                let decoded = STANDARD.decode(signature).ok();
+                decoded.is_some_and(|decoded| {
+                    STANDARD.encode(&decoded).as_bytes() == *signature
+                        && canonical_decimal(timestamp).is_some_and(|value| fresh(value, -EDGE))
+                        && verifies(&decoded, timestamp)
+                })
+            }
+            _ => false,
+        };
+        let shaped = events.is_some_and(|events| (1..=10_000).contains(&events.len()));
+        Judgement {
+            verdict: if canonical && shaped {
+                Verdict::Valid
+            } else {
+                Verdict::Either
+            },
+            signed_ids,
         }
     }
 
@@ -1129,7 +1221,8 @@ impl OracleSource {
                     signatures,
                 })
             }
-            Rule::Basic | Rule::Token | Rule::Twilio => None,
+            // Judged apart.
+            Rule::Basic | Rule::Token | Rule::Twilio | Rule::Sendgrid => None,
             Rule::Standard => {
                 // One family of names, each header once.
                 let family = ["webhook-", "svix-"]
@@ -1607,4 +1700,15 @@ pub fn adyen_reading(item: &serde_json::Value) -> Option<(String, bool)> {
         });
     }
     Some((parts.join(":"), plain))
+}
+
+/// A SendGrid body's events: a JSON array whose every element is an object.
+fn sendgrid_events(body: &[u8]) -> Option<Vec<serde_json::Map<String, serde_json::Value>>> {
+    let list: Vec<serde_json::Value> = serde_json::from_slice(body).ok()?;
+    (list.into_iter())
+        .map(|event| match event {
+            serde_json::Value::Object(fields) => Some(fields),
+            _ => None,
+        })
+        .collect()
 }
