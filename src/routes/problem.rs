@@ -47,10 +47,11 @@ pub enum Reason {
     IdempotencyKeyReused,
     Expired,
     UnknownEvent,
+    HookSecretHeld,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 27] = [
+    pub const ALL: [Reason; 28] = [
         Reason::NotFound,
         Reason::MethodNotAllowed,
         Reason::UnknownSource,
@@ -78,6 +79,7 @@ impl Reason {
         Reason::IdempotencyKeyReused,
         Reason::Expired,
         Reason::UnknownEvent,
+        Reason::HookSecretHeld,
     ];
 
     /// The stable reason code, used in the body, in metrics and in logs.
@@ -110,6 +112,7 @@ impl Reason {
             Reason::IdempotencyKeyReused => "idempotency_key_reused",
             Reason::Expired => "expired",
             Reason::UnknownEvent => "unknown_event",
+            Reason::HookSecretHeld => "hook_secret_held",
         }
     }
 
@@ -140,7 +143,7 @@ impl Reason {
             Reason::Expired => StatusCode::GONE,
             Reason::Forbidden => StatusCode::FORBIDDEN,
             Reason::TooManyAttempts => StatusCode::TOO_MANY_REQUESTS,
-            Reason::ClaimInProgress => StatusCode::CONFLICT,
+            Reason::ClaimInProgress | Reason::HookSecretHeld => StatusCode::CONFLICT,
             Reason::DatabaseUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             Reason::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -175,6 +178,7 @@ impl Reason {
             Reason::IdempotencyKeyReused => "Idempotency-Key reused with a different request",
             Reason::Expired => "Swept after the retention window",
             Reason::UnknownEvent => "No such event",
+            Reason::HookSecretHeld => "The source already holds a secret",
         }
     }
 

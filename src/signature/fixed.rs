@@ -28,6 +28,10 @@
 //!   `X-Zendesk-Webhook-Signature-Timestamp` as an RFC 3339 date and time. Event id:
 //!   `X-Zendesk-Webhook-Invocation-Id` (unsigned, so the fact is the body's digest); type:
 //!   the body's `type` (event subscriptions; a trigger's payload is the account's own).
+//! - Asana: `X-Hook-Signature: <hex of HMAC-SHA256(body)>`, keyed with the secret Asana
+//!   sent in `X-Hook-Secret` when the webhook was created (which the handshake stored).
+//!   No timestamp is signed, and no event id is sent: the event is
+//!   the body's digest.
 
 use super::{
     check_tolerance, hmac_sha256, Encoding, EventToSign, HmacScheme, Keys, Scheme, SignatureError,
@@ -164,6 +168,21 @@ pub static ZENDESK: FixedHmac = FixedHmac {
     sends: &[("X-Zendesk-Webhook-Invocation-Id", Sent::EventId)],
     forms: false,
     body_time: None,
+    secret: None,
+    scheme: OnceLock::new(),
+};
+
+pub static ASANA: FixedHmac = FixedHmac {
+    header: "X-Hook-Signature",
+    prefix: None,
+    encoding: Encoding::Hex,
+    timestamp: None,
+    time_format: TimeFormat::UnixSeconds,
+    sends: &[],
+    forms: false,
+    body_time: None,
+    // The secret is the one Asana's handshake sent (64 hex characters in its example),
+    // or one an operator moved over: the floor for a secret applies to both.
     secret: None,
     scheme: OnceLock::new(),
 };

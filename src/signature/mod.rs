@@ -25,7 +25,7 @@ mod twilio;
 pub use self::basic::Basic;
 pub use self::discord::Discord;
 pub use self::fixed::{url_validation_token as zoom_url_validation_token, FixedHmac};
-pub use self::fixed::{GITHUB, LINEAR, SHOPIFY, SLACK, ZENDESK, ZOOM};
+pub use self::fixed::{ASANA, GITHUB, LINEAR, SHOPIFY, SLACK, ZENDESK, ZOOM};
 pub use self::header_token::HeaderToken;
 pub use self::hmac::{Encoding, HmacScheme, TimeFormat};
 pub use self::paddle::PADDLE;
