@@ -45,7 +45,7 @@ const TWILIO_URL: &str = "https://hooks.example.com/twilio/status?tenant=fuzz&re
 /// public keys, see [`configured`]). `standard-ed25519` mixes both kinds: a `whpk_` key
 /// (current) beside a `whsec_` secret (rotating out), so a `v1a` entry must verify under
 /// the one and a `v1` entry under the other, never across.
-const MORE_SOURCES: [(&str, [&str; 3]); 13] = [
+const MORE_SOURCES: [(&str, [&str; 3]); 14] = [
     (
         "paddle",
         [
@@ -132,6 +132,16 @@ const MORE_SOURCES: [(&str, [&str; 3]); 13] = [
             "zd_current_0123456789abcdefghij",
             "zd_rotating_out_0123456789abcdef",
             "zd_removed_0123456789abcdefghij",
+        ],
+    ),
+    // Configured secrets (an operator moving a webhook): what verifies them is what
+    // verifies a handshake's stored secret (tests/api/asana.rs has the handshake).
+    (
+        "asana",
+        [
+            "asana_current_0123456789abcdefghij",
+            "asana_rotating_out_0123456789abcdef",
+            "asana_removed_0123456789abcdefghij",
         ],
     ),
     (
@@ -244,6 +254,7 @@ fn rule_of(source: &str) -> Rule {
         "pagerduty" => Rule::Pagerduty,
         "linear" => Rule::Linear,
         "zendesk" => Rule::Zendesk,
+        "asana" => Rule::Asana,
         other => panic!("no rule for {other}"),
     }
 }
@@ -314,6 +325,8 @@ fn body_for(source: &str, id: &str, at: DateTime<Utc>, rng: &mut fastrand::Rng) 
             "data": {"id": format!("user_{id}"), "n": nonce}}),
         "zendesk" => serde_json::json!({"type": "zen:event-type:user.created", "id": id,
             "detail": {"id": format!("{nonce}"), "role": "end-user"}, "event": {}}),
+        "asana" => serde_json::json!({"events": [{"action": "changed",
+            "resource": {"gid": id, "resource_type": "task"}, "created_at": format!("{nonce}")}]}),
         "linear" => serde_json::json!({"action": "create", "type": "Issue",
             "data": {"id": format!("issue_{id}"), "n": nonce},
             "webhookTimestamp": at.timestamp_millis()}),
@@ -565,6 +578,7 @@ fn timestamp_slot(case: &Case) -> Option<(usize, Option<TimestampItem>)> {
         | Rule::Basic
         | Rule::Token
         | Rule::Pagerduty
+        | Rule::Asana
         // In the signed body: changing it is a body mutation.
         | Rule::Linear => return None,
     };
@@ -1035,6 +1049,7 @@ fn signature_names(rule: Rule) -> &'static [&'static str] {
         Rule::Pagerduty => &["x-pagerduty-signature"],
         Rule::Linear => &["linear-signature"],
         Rule::Zendesk => &["x-zendesk-webhook-signature"],
+        Rule::Asana => &["x-hook-signature"],
     }
 }
 
@@ -1501,6 +1516,7 @@ fn the_oracle_agrees_with_the_published_vectors() {
         "official-providers.json",
         "official-ed25519.json",
         "official-plain-hmac.json",
+        "official-asana.json",
     ] {
         let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures")
@@ -1524,6 +1540,7 @@ fn the_oracle_agrees_with_the_published_vectors() {
                 "pagerduty" => Rule::Pagerduty,
                 "linear" => Rule::Linear,
                 "zendesk" => Rule::Zendesk,
+                "asana" => Rule::Asana,
                 other => panic!("{other}"),
             };
             // Discord's vectors name the application's public key; the others the secret

@@ -102,6 +102,9 @@ pub enum Rule {
     /// `X-Zendesk-Webhook-Signature: <base64>` over `"{ts}{body}"`,
     /// `X-Zendesk-Webhook-Signature-Timestamp` an RFC 3339 date and time.
     Zendesk,
+    /// `X-Hook-Signature: <hex>` over the body, keyed with the secret of the webhook's
+    /// handshake (or a configured one); no timestamp.
+    Asana,
 }
 
 /// The header of the test's `header_token` source.
@@ -220,6 +223,7 @@ impl Rule {
             Rule::Pagerduty => ("x-pagerduty-signature", "", true),
             Rule::Linear => ("linear-signature", "", true),
             Rule::Zendesk => ("x-zendesk-webhook-signature", "", false),
+            Rule::Asana => ("x-hook-signature", "", true),
         }
     }
 
@@ -271,6 +275,7 @@ impl Rule {
             | Rule::Mux
             | Rule::Pagerduty
             | Rule::Linear
+            | Rule::Asana
             | Rule::Github
             | Rule::Shopify
             | Rule::Square
@@ -374,7 +379,8 @@ impl Rule {
             | Rule::Basic
             | Rule::Token
             | Rule::Pagerduty
-            | Rule::Linear => vec![body],
+            | Rule::Linear
+            | Rule::Asana => vec![body],
             Rule::Slack | Rule::Zoom => vec![b"v0:", timestamp, b":", body],
             Rule::Standard => vec![id, b".", timestamp, b".", body],
             Rule::Square => vec![id, body],
@@ -392,7 +398,7 @@ impl Rule {
             Rule::Workos => [b"t=", timestamp, b", v1=", hex::encode(tag).as_bytes()].concat(),
             Rule::Github | Rule::Acme => format!("sha256={}", hex::encode(tag)).into_bytes(),
             Rule::Pagerduty => format!("v1={}", hex::encode(tag)).into_bytes(),
-            Rule::Discord | Rule::Linear => hex::encode(tag).into_bytes(),
+            Rule::Discord | Rule::Linear | Rule::Asana => hex::encode(tag).into_bytes(),
             Rule::Slack | Rule::Zoom => format!("v0={}", hex::encode(tag)).into_bytes(),
             Rule::Shopify | Rule::Square | Rule::Twilio | Rule::Zendesk => {
                 STANDARD.encode(tag).into_bytes()
@@ -998,6 +1004,7 @@ impl OracleSource {
             | Rule::Square
             | Rule::Discord
             | Rule::Linear
+            | Rule::Asana
             | Rule::Zendesk => {
                 let signature = single(sig_name)?;
                 let tag = decode(signature.strip_prefix(prefix.as_bytes())?)?;
