@@ -16,6 +16,7 @@ use std::sync::Arc;
 on_both_backends!(
     the_handshake_stores_the_secret_that_verifies_every_later_request,
     of_concurrent_handshakes_on_two_instances_exactly_one_is_stored,
+    the_command_line_sends_with_the_stored_secret_lists_and_clears_it,
 );
 
 /// The application's Standard Webhooks secret.
@@ -293,4 +294,66 @@ async fn of_concurrent_handshakes_on_two_instances_exactly_one_is_stored(backend
             }
         }
     }
+}
+
+/// `inlet send` signs for an asana source without configured secrets with the secret
+/// given in INLET_SIGNING_KEY (and says so without it); `inlet hook-secrets list` shows
+/// when the secret was established, never the secret; `inlet hook-secrets clear` clears it.
+async fn the_command_line_sends_with_the_stored_secret_lists_and_clears_it(backend: Backend) {
+    let app = spawn_app_with(backend, options(None)).await;
+    handshake(&app, FIRST).await.assert_status(200);
+    let tag = format!("{backend:?}");
+    let dir = std::env::temp_dir().join(format!("inlet-asana-{}-{tag}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let config = dir.join("inlet.toml");
+    let body_file = dir.join("events.json");
+    std::fs::write(
+        &config,
+        format!(
+            "[database]\nurl = \"sqlite://{}\"\n[[sources]]\nname = \"asana\"\nscheme = \"asana\"\n",
+            dir.join("unused.db").display()
+        ),
+    )
+    .expect("config");
+    std::fs::write(&body_file, events(4)).expect("body");
+    let url = format!("{}/webhooks/asana", app.address);
+    let run = move |with_key: bool| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_inlet"));
+        command
+            .arg("--config")
+            .arg(&config)
+            .args(["send", "--source", "asana", "--url", &url, "--body"])
+            .arg(&body_file)
+            .env_remove("INLET_SIGNING_KEY");
+        if with_key {
+            command.env("INLET_SIGNING_KEY", FIRST);
+        }
+        command.output().expect("run inlet")
+    };
+    let (without, with) = tokio::task::spawn_blocking(move || (run(false), run(true)))
+        .await
+        .expect("task");
+    let stderr = String::from_utf8_lossy(&without.stderr);
+    assert!(!without.status.success());
+    assert!(stderr.contains("--private-key"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&with.stdout);
+    assert!(
+        with.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&with.stderr)
+    );
+    assert!(stdout.contains("\"outcome\":\"accepted\""), "{stdout}");
+    assert!(!stdout.contains(FIRST), "{stdout}");
+
+    let (code, listed, _) = app.run_cli(&["hook-secrets", "list"]).await;
+    assert_eq!(code, Some(0), "{listed}");
+    assert!(listed.contains("\"established_at\": \"20"), "{listed}");
+    assert!(!listed.contains(FIRST), "{listed}");
+    let (code, cleared, _) = app
+        .run_cli(&["hook-secrets", "clear", "--source", "asana"])
+        .await;
+    assert_eq!(code, Some(0), "{cleared}");
+    assert!(cleared.contains("\"cleared\": true"), "{cleared}");
+    handshake(&app, SECOND).await.assert_status(200);
+    let _ = std::fs::remove_dir_all(&dir);
 }
