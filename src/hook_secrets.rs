@@ -12,7 +12,9 @@
 //! at once. The value is never logged, shown or returned outside this module's callers.
 
 use crate::db::schema::hook_secrets;
-use crate::db::{on_connection, write_transaction, DbConnection, DbPool, StoreError};
+use crate::db::{
+    on_connection, read_committed, write_transaction, DbConnection, DbPool, StoreError,
+};
 use crate::secret::{secrets_equal, Secret};
 use chrono::{DateTime, NaiveDateTime, Utc};
 use diesel::prelude::*;
@@ -52,6 +54,10 @@ fn take_on(
     offered: &Secret,
     now: NaiveDateTime,
 ) -> Result<Taken, StoreError> {
+    // The loser of a race waits on the winner's row, then reads it: at READ COMMITTED
+    // whatever the server's default isolation (at REPEATABLE READ the insert would fail
+    // to serialize, and the read not see the row).
+    read_committed(conn)?;
     let row = (
         hook_secrets::source.eq(source),
         hook_secrets::secret.eq(offered.expose()),
