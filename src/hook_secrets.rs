@@ -27,8 +27,8 @@ pub enum Taken {
     /// The source already holds this very secret (a handshake sent again after its answer
     /// was lost): nothing changed.
     Same,
-    /// The source holds another secret: nothing changed.
-    Held,
+    /// The source holds another secret, established then: nothing changed.
+    Held(DateTime<Utc>),
 }
 
 /// Stores `offered` as `source`'s secret unless it holds one already (then compares, in
@@ -70,12 +70,18 @@ fn take_on(
     if inserted == 1 {
         return Ok(Taken::Established);
     }
-    let held = stored_on(conn, source)?;
+    let held: Option<(String, NaiveDateTime)> = hook_secrets::table
+        .filter(hook_secrets::source.eq(source))
+        .select((hook_secrets::secret, hook_secrets::established_at))
+        .first(conn)
+        .optional()?;
     Ok(match held {
-        Some(held) if secrets_equal(offered.expose().as_bytes(), held.expose().as_bytes()) => {
+        Some((held, _)) if secrets_equal(offered.expose().as_bytes(), held.as_bytes()) => {
             Taken::Same
         }
-        _ => Taken::Held,
+        Some((_, at)) => Taken::Held(at.and_utc()),
+        // Cleared between the insert and the read: not this handshake's to take.
+        None => Taken::Held(now.and_utc()),
     })
 }
 

@@ -9,6 +9,7 @@ use super::{Problem, Reason};
 use crate::hook_secrets::{self, Taken};
 use crate::idempotency::Answer;
 use crate::ingest::{Outcome, Received};
+use crate::notices::Notice;
 use crate::provider::SourceSettings;
 use crate::secret::Secret;
 use crate::state::AppState;
@@ -66,16 +67,19 @@ pub async fn handshake(
     }
     let secret = offered(source, header, value)?;
     let echoed = secret.expose().to_owned();
-    match hook_secrets::take(&state.pool, name, secret, state.clock.now()).await? {
+    let now = state.clock.now();
+    match hook_secrets::take(&state.pool, name, secret, now).await? {
         Taken::Established => {
             metrics::counter!("inlet_hook_secrets_established_total", "source" => name.to_owned())
                 .increment(1);
             tracing::info!(source = %name, "hook secret established by a handshake");
+            tell(state, Notice::hook_secret_established(name, now)).await;
         }
         Taken::Same => {
             tracing::info!(source = %name, "handshake repeated with the secret already held");
         }
-        Taken::Held => {
+        Taken::Held(since) => {
+            tell(state, Notice::hook_secret_refused(name, since, now)).await;
             return Err(Problem::new(
                 Reason::HookSecretHeld,
                 format!(
@@ -83,7 +87,7 @@ pub async fn handshake(
                      changed. To create a new webhook, an operator first clears it \
                      (POST /admin/hook-secrets/clear)"
                 ),
-            ))
+            ));
         }
     }
     let body = serde_json::json!({ "outcome": "handshake", "source": name }).to_string();
@@ -99,6 +103,13 @@ pub async fn handshake(
         },
         header: (header, echoed),
     })
+}
+
+/// Writes `notice` (with `[notices]` configured), once per its id.
+async fn tell(state: &AppState, notice: Notice) {
+    if let Some(notices) = &state.notices {
+        notices.send_from(&state.pool, vec![notice]).await;
+    }
 }
 
 /// `source` with the secret its handshake stored beside the configured ones; `401
