@@ -37,6 +37,10 @@ pub fn signing_secret<'a>(
     private_key: Option<&'a Secret>,
 ) -> anyhow::Result<&'a Secret> {
     let scheme = source.provider.scheme();
+    if let Some(key) = private_key.filter(|_| handshake_without_secrets(source)) {
+        // The secret the source's handshake stored (Asana): the configuration has none.
+        return Ok(key);
+    }
     if let Some(key) = private_key {
         scheme.check_private_key(key).map_err(|m| {
             anyhow!(
@@ -52,6 +56,11 @@ pub fn signing_secret<'a>(
         Some(_) => Err(anyhow!(
             "source {} verifies with a public key, which cannot sign: give the private key \
              with --private-key or INLET_SIGNING_KEY (a value, env:NAME or file:PATH)",
+            source.name
+        )),
+        None if handshake_without_secrets(source) => Err(anyhow!(
+            "source {} takes its secret from a handshake and its configuration gives none: \
+             give the secret the handshake stored with --private-key or INLET_SIGNING_KEY",
             source.name
         )),
         None => Err(anyhow!("source {} has no secret", source.name)),
@@ -76,6 +85,11 @@ pub fn signed_body(
             signed.map_err(|m| anyhow!("cannot sign the body for {}: {m}", source.name))
         }
     }
+}
+
+/// A source whose secret its provider's handshake establishes, none configured.
+fn handshake_without_secrets(source: &SourceSettings) -> bool {
+    source.provider.secret_by_handshake().is_some() && source.secrets.is_empty()
 }
 
 /// [`signed_headers`] for a source at hand, signed with its first secret.

@@ -16,6 +16,7 @@ pub mod delivery;
 pub mod duration;
 pub mod error;
 pub mod faults;
+pub mod hook_secrets;
 pub mod idempotency;
 pub mod identity;
 pub mod ingest;

@@ -124,6 +124,14 @@ enum Command {
         #[command(flatten)]
         admin: AdminArgs,
     },
+    /// List or clear the secrets sources' handshakes established (Asana's X-Hook-Secret)
+    /// through the operator API: when each was established, never the secret.
+    HookSecrets {
+        #[command(subcommand)]
+        action: HookSecretsAction,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
     /// Load Inlet with signed webhooks (or, with --ceiling, the database alone) and report
     /// throughput and latency.
     Bench(BenchArgs),
@@ -200,13 +208,15 @@ enum Command {
 }
 
 /// For sources that verify with public keys (discord, sendgrid, standard with a whpk_
-/// key): the private key that signs. Never printed.
+/// key): the private key that signs; for an asana source without configured secrets, the
+/// secret its handshake stored. Never printed.
 #[derive(clap::Args)]
 struct PrivateKeyArg {
     /// The private key to sign with: the value, env:NAME or file:PATH (prefer the last
     /// two: a value on the command line is visible to other users of the machine).
     /// Discord: the hex seed; SendGrid: base64 (or PEM) of the PKCS#8 DER; Standard
-    /// Webhooks: whsk_<base64>.
+    /// Webhooks: whsk_<base64>; an asana source without configured secrets: the secret its
+    /// handshake stored.
     #[arg(
         long = "private-key",
         env = "INLET_SIGNING_KEY",
@@ -336,6 +346,19 @@ enum DeadlettersAction {
     Discard {
         #[command(flatten)]
         selection: DeadLetterSelection,
+    },
+}
+
+#[derive(Subcommand)]
+enum HookSecretsAction {
+    /// Each source whose secret a handshake establishes, and when it was established.
+    List,
+    /// Forget a source's established secret (POST /admin/hook-secrets/clear), so that its
+    /// next handshake — a new webhook's — is taken; until then its requests are refused.
+    Clear {
+        /// The source whose secret goes.
+        #[arg(long)]
+        source: String,
     },
 }
 
@@ -604,6 +627,9 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Deadletters { action, admin } => deadletters(action, admin.client(&config)?).await,
+        Command::HookSecrets { action, admin } => {
+            hook_secrets(action, admin.client(&config)?).await
+        }
         Command::Bulk { action, admin } => bulk(action, admin.client(&config)?).await,
         Command::Audit { query, admin } => audit(query, admin.client(&config)?).await,
         Command::Filter { action, admin } => filter(action, admin.client(&config)?).await,
@@ -707,6 +733,7 @@ async fn run_locally(command: Command, config: &std::path::Path) -> anyhow::Resu
         Command::Events { .. }
         | Command::Replay { .. }
         | Command::Deadletters { .. }
+        | Command::HookSecrets { .. }
         | Command::Bulk { .. }
         | Command::Reload { .. }
         | Command::Audit { .. }
@@ -1023,6 +1050,18 @@ async fn events(action: EventsAction, client: AdminClient) -> anyhow::Result<()>
 async fn audit(query: AuditArgs, client: AdminClient) -> anyhow::Result<()> {
     let path = format!("/admin/audit{}", query.query());
     print_answer(client.get(&path).await?);
+    Ok(())
+}
+
+async fn hook_secrets(action: HookSecretsAction, client: AdminClient) -> anyhow::Result<()> {
+    let answer = match action {
+        HookSecretsAction::List => client.get("/admin/hook-secrets").await?,
+        HookSecretsAction::Clear { source } => {
+            let body = serde_json::json!({ "source": source });
+            client.post("/admin/hook-secrets/clear", &body).await?
+        }
+    };
+    print_answer(answer);
     Ok(())
 }
 

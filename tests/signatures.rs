@@ -18,7 +18,7 @@ use inlet::signature::{EventToSign, Keys, SignatureError, Unverified};
 use proptest::prelude::*;
 use std::path::PathBuf;
 
-const SCHEMES: [&str; 15] = [
+const SCHEMES: [&str; 16] = [
     "stripe",
     "github",
     "standard",
@@ -34,6 +34,7 @@ const SCHEMES: [&str; 15] = [
     "linear",
     "zendesk",
     "dropbox",
+    "asana",
 ];
 
 /// A source of `scheme` with these secrets, as an operator would configure it.
@@ -284,6 +285,7 @@ fn mac_location(scheme: &str) -> (&'static str, fn(&str) -> usize, bool) {
         "linear" => ("Linear-Signature", |_| 0, false),
         "dropbox" => ("X-Dropbox-Signature", |_| 0, false),
         "zendesk" => ("X-Zendesk-Webhook-Signature", |_| 0, true),
+        "asana" => ("X-Hook-Signature", |_| 0, false),
         "pagerduty" => (
             "X-PagerDuty-Signature",
             |v| v.rfind('=').map_or(0, |i| i + 1),
@@ -780,6 +782,32 @@ fn dropbox_vectors_verify_exactly_when_the_documented_construction_accepts_them(
     let toml = |secret: &str| source_toml("dropbox", &[secret], None);
     assert!(Settings::from_toml(&toml(secret)).is_ok());
     assert!(Settings::from_toml(&toml(&secret[1..])).is_err());
+}
+
+/// Asana (tests/fixtures/official/generate_asana.mjs: the documented construction, judged
+/// as Asana's example server judges): Inlet accepts exactly the vectors it accepts, with
+/// any clock (no time is signed), and signs the first one's header byte for byte.
+#[test]
+fn asana_vectors_verify_exactly_as_the_documented_construction() {
+    let vectors = load_vectors("official-asana.json");
+    assert_eq!(vectors.len(), 6);
+    for vector in &vectors {
+        assert_eq!(vector["scheme"], "asana");
+        let result = check_vector(vector);
+        assert_eq!(
+            result.is_ok(),
+            vector["valid"] == true,
+            "{}: {result:?}",
+            vector["case"]
+        );
+        for years in [-3, 3] {
+            let mut later = vector.clone();
+            later["timestamp"] = (Utc::now().timestamp() + years * 365 * 86_400).into();
+            assert_eq!(check_vector(&later).is_ok(), vector["valid"] == true);
+        }
+    }
+    let first = vectors.iter().find(|v| v["case"] == "one signature");
+    assert_signs_like(first.expect("the first vector"));
 }
 
 /// Zendesk writes its time in RFC 3339: the published example's, re-signed with another

@@ -143,6 +143,16 @@ diesel::table! {
 }
 
 diesel::table! {
+    /// Secrets established by a provider's handshake (Asana's `X-Hook-Secret`), one per
+    /// source, shared by every instance; removed only by an operator. Never shown.
+    hook_secrets (source) {
+        source -> Text,
+        secret -> Text,
+        established_at -> Timestamp,
+    }
+}
+
+diesel::table! {
     /// Bulk operator actions by filter, worked through in batches (see `operator::bulk`).
     bulk_actions (id) {
         id -> BigInt,
@@ -175,5 +185,6 @@ diesel::allow_tables_to_appear_in_same_query!(
     console_sessions,
     audit,
     server_secrets,
+    hook_secrets,
     bulk_actions
 );

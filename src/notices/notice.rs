@@ -174,6 +174,39 @@ impl Notice {
         }
     }
 
+    /// `source` took a secret from a handshake at `established` (an Asana webhook's
+    /// creation): told once per secret, so that a secret nobody expected is seen.
+    pub fn hook_secret_established(source: &str, established: DateTime<Utc>) -> Self {
+        Self {
+            kind: NoticeType::HookSecretEstablished,
+            id: format!("hook_secret.established:{source}:{}", time(established)),
+            at: established,
+            summary: format!(
+                "Source {source} now holds a secret established by a handshake (a webhook \
+                 was created for it). If nobody just created one, clear it and look at what \
+                 the source received."
+            ),
+            fields: object(json!({ "source": source, "established_at": time(established) })),
+        }
+    }
+
+    /// A handshake offering another secret to `source`, which holds one since `held_since`,
+    /// was refused at `at`: told once per held secret, however many handshakes follow.
+    pub fn hook_secret_refused(source: &str, held_since: DateTime<Utc>, at: DateTime<Utc>) -> Self {
+        Self {
+            kind: NoticeType::HookSecretRefused,
+            id: format!("hook_secret.refused:{source}:{}", time(held_since)),
+            at,
+            summary: format!(
+                "A handshake offering another secret to source {source}, which holds one \
+                 since {}, was refused (409): a new webhook's creation failed, or someone \
+                 tried to plant a secret. To create a new webhook, clear the secret first.",
+                time(held_since)
+            ),
+            fields: object(json!({ "source": source, "held_since": time(held_since) })),
+        }
+    }
+
     /// This instance's sweeper has not succeeded since `since` (more than three sweep
     /// intervals before `at`).
     pub fn sweeper_stalled(since: DateTime<Utc>, at: DateTime<Utc>) -> Self {

@@ -35,10 +35,12 @@ pub enum NoticeType {
     ReloadRefused,
     FingerprintMismatch,
     SweeperStalled,
+    HookSecretEstablished,
+    HookSecretRefused,
 }
 
 impl NoticeType {
-    pub const ALL: [NoticeType; 7] = [
+    pub const ALL: [NoticeType; 9] = [
         Self::BreakerOpened,
         Self::BreakerClosed,
         Self::DeliveryDeadLettered,
@@ -46,6 +48,8 @@ impl NoticeType {
         Self::ReloadRefused,
         Self::FingerprintMismatch,
         Self::SweeperStalled,
+        Self::HookSecretEstablished,
+        Self::HookSecretRefused,
     ];
 
     /// The event type of the notice (`breaker.opened`), as `types` names it.
@@ -58,6 +62,8 @@ impl NoticeType {
             Self::ReloadRefused => "config.reload_refused",
             Self::FingerprintMismatch => "event.fingerprint_mismatch",
             Self::SweeperStalled => "sweeper.stalled",
+            Self::HookSecretEstablished => "hook_secret.established",
+            Self::HookSecretRefused => "hook_secret.refused",
         }
     }
 

@@ -12,6 +12,7 @@ mod calls;
 mod dead_letters;
 mod error;
 mod evaluate;
+mod hook_secrets;
 mod listing;
 mod replay;
 pub mod roles;
@@ -33,6 +34,9 @@ pub use dead_letters::{DeadLetterAction, DeadLetterReport, DeadLetterRequest, De
 pub use error::OperatorError;
 pub use evaluate::{
     DestinationEvaluation, EvaluateRequest, Evaluation, Outcome as EvaluationOutcome,
+};
+pub use hook_secrets::{
+    ClearHookSecretRequest, HookSecretCleared, HookSecretView, CLEAR_HOOK_SECRET_ROUTE,
 };
 pub use listing::{Listing, DEFAULT_PAGE, MAX_PAGE};
 pub use replay::{EventRef, Replay, ReplayReport, ReplayRequest, REPLAY_ROUTE};

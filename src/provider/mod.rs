@@ -203,6 +203,12 @@ impl Provider {
         self.profile.event_answer?(request)
     }
 
+    /// The header in which the provider sends, once, the secret it will sign with (Asana's
+    /// `X-Hook-Secret`); `None` for providers whose secret is configured.
+    pub fn secret_by_handshake(&self) -> Option<&'static str> {
+        self.profile.secret_by_handshake
+    }
+
     /// Whether the signature covers a reading of the body rather than its bytes — one
     /// that other field values can produce too (Twilio runs the sorted parameters
     /// together: `MessageStatus=deliveredSmsSidSM1` reads as `MessageStatus=delivered`

@@ -10,8 +10,9 @@ use super::handshake::{
 use crate::idempotency::Answer;
 use crate::secret::Secret;
 use crate::signature::{
-    Basic, Discord, PublicUrl, Scheme, Square, Standard, Twilio, Verified, ADYEN, DROPBOX, GITHUB,
-    GRAPH, LINEAR, MUX, PADDLE, PAGERDUTY, SENDGRID, SHOPIFY, SLACK, STRIPE, WORKOS, ZENDESK, ZOOM,
+    Basic, Discord, PublicUrl, Scheme, Square, Standard, Twilio, Verified, ADYEN, ASANA, DROPBOX,
+    GITHUB, GRAPH, LINEAR, MUX, PADDLE, PAGERDUTY, SENDGRID, SHOPIFY, SLACK, STRIPE, WORKOS,
+    ZENDESK, ZOOM,
 };
 use std::time::Duration;
 
@@ -110,6 +111,10 @@ pub struct Profile {
     /// The signature covers a reading of the body that other field values can produce
     /// too (Twilio's sorted parameters run together).
     pub signs_a_reading: bool,
+    /// The header in which the provider sends the secret it will sign with, once, when
+    /// a webhook is created (Asana's `X-Hook-Secret`): the source's secret is the one that
+    /// handshake stored (the `hook_secrets` table), so `secrets` may be left out.
+    pub secret_by_handshake: Option<&'static str>,
 }
 
 impl std::fmt::Debug for Profile {
@@ -187,6 +192,7 @@ const fn configured(name: &'static str, signing: Signing) -> Profile {
         sender_only: None,
         credential_header: None,
         signs_a_reading: false,
+        secret_by_handshake: None,
     }
 }
 
@@ -199,7 +205,7 @@ fn twilio(url: PublicUrl) -> Configured {
 }
 
 /// Every provider, in the order the documentation lists them.
-pub static PROFILES: [Profile; 22] = [
+pub static PROFILES: [Profile; 23] = [
     Profile {
         once_per_object: Some((&STRIPE_ONCE_PER_OBJECT_TYPES, "/data/object/id")),
         ..plain(
@@ -485,6 +491,27 @@ pub static PROFILES: [Profile; 22] = [
                 days(2),
                 "SendGrid retries a batch at increasing intervals for up to 24 hours after \
                  the event, with margin",
+            ),
+        )
+    },
+    // Asana sends its secret once, in the webhook's creation handshake, and signs every
+    // later request with it. Its body (`{"events": […]}`, an empty list for a heartbeat)
+    // carries no request id, and no event in it has an id: the event is what was signed
+    // (its digest), and so is the fact.
+    Profile {
+        secret_by_handshake: Some("X-Hook-Secret"),
+        ..plain(
+            "asana",
+            Signing::Fixed(&ASANA),
+            Places {
+                event_id: Place::BodyDigest,
+                event_type: None,
+                fact_key: None,
+                form_requires_fact: false,
+            },
+            (
+                days(2),
+                "Asana resends an unanswered webhook for up to 24 hours, with margin",
             ),
         )
     },

@@ -181,7 +181,7 @@ impl SourceFile {
         scheme: &Provider,
         key: &dyn Fn(&str) -> String,
     ) -> Result<Vec<Secret>, ConfigError> {
-        if self.secrets.is_empty() {
+        if self.secrets.is_empty() && scheme.secret_by_handshake().is_none() {
             return Err(ConfigError::new(
                 key("secrets"),
                 "at least one secret is required (unsigned webhooks are never accepted)",

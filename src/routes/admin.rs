@@ -15,9 +15,9 @@ use crate::operator::actions::{self, DeliveryFilter, EventFilter};
 use crate::operator::whole;
 use crate::operator::{
     json_answer, roles, Account, AuditFilter, Bulk, BulkCreated, BulkRequest, BulkRow, Called,
-    Caller, Calls, DeadLetterAction, DeadLetterReport, DeadLetterRequest, DeadLetters,
-    EvaluateRequest, IdempotencyKey, Keyed, OperatorError, Replay, ReplayReport, ReplayRequest,
-    Role,
+    Caller, Calls, ClearHookSecretRequest, DeadLetterAction, DeadLetterReport, DeadLetterRequest,
+    DeadLetters, EvaluateRequest, HookSecretCleared, IdempotencyKey, Keyed, OperatorError, Replay,
+    ReplayReport, ReplayRequest, Role,
 };
 use crate::reload::AUDIT_KEY;
 use crate::state::AppState;
@@ -300,6 +300,86 @@ pub async fn destinations(
         StatusCode::OK,
         &json!({ "destinations": views }),
     ))
+}
+
+/// `GET /admin/hook-secrets`: each source whose secret a handshake establishes, and
+/// when it was established (`null`: none yet, or cleared) — never the secret.
+pub async fn hook_secrets(
+    Authorized(_, settings): Authorized,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, Problem> {
+    let held = calls(&state, &settings).hook_secrets().await?;
+    let mut rows: Vec<Value> = settings
+        .sources
+        .iter()
+        .filter(|source| source.provider.secret_by_handshake().is_some())
+        .map(|source| {
+            let name = source.name.as_str();
+            let at = held
+                .iter()
+                .find(|h| h.source == name)
+                .map(|h| h.established_at);
+            json!({
+                "source": name,
+                "configured_secrets": source.secrets.len(),
+                "established_at": at,
+            })
+        })
+        .collect();
+    // A secret kept for a source no longer configured (it can still be cleared).
+    for view in held.iter().filter(|h| settings.source(&h.source).is_none()) {
+        rows.push(json!({
+            "source": view.source,
+            "configured_secrets": Value::Null,
+            "established_at": view.established_at,
+        }));
+    }
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({ "hook_secrets": rows }),
+    ))
+}
+
+/// A clear's answer: what it did.
+pub fn hook_secret_answer(
+    cleared: &HookSecretCleared,
+    _: &Settings,
+) -> Result<Answer, OperatorError> {
+    Ok(json_answer(200, to_json(&json!(cleared))?))
+}
+
+/// `POST /admin/hook-secrets/clear` (the `operator` role): forgets the secret a source's
+/// handshake stored, so that the source's next handshake (a new webhook's) is taken; until
+/// then its requests are refused `401`. Once per Idempotency-Key, audited.
+pub async fn clear_hook_secret(
+    operator: Authorized,
+    request: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, Problem> {
+    let needs = ("clear_hook_secret", Role::Operator);
+    let (caller, settings) = operator.permit(&state, &request, needs).await?;
+    let key = IdempotencyKey::required(idempotency_key(&request)?)?;
+    let body = read_body(&request, payload, &settings.server).await?;
+    let parsed: ClearHookSecretRequest = body_of(&body, "request")?;
+    let takes_handshake = settings
+        .source(&parsed.source)
+        .is_none_or(|source| source.provider.secret_by_handshake().is_some());
+    if !takes_handshake {
+        return Err(invalid(format!(
+            "source {} does not take its secret from a handshake: its secrets are configured",
+            parsed.source
+        )));
+    }
+    let keyed = Keyed {
+        caller,
+        key,
+        request: &body,
+    };
+    let called = calls(&state, &settings)
+        .clear_hook_secret(keyed, parsed.source, hook_secret_answer)
+        .await?;
+    Ok(called_response(called))
 }
 
 /// `POST /admin/evaluate`: a destination's filter and transform (or expressions given in

@@ -31,6 +31,7 @@ macro_rules! routes {
 pub mod admin;
 pub mod console;
 pub mod health;
+mod hook_secret;
 mod middleware;
 mod problem;
 pub mod webhooks;
@@ -55,6 +56,8 @@ routes! {
     get "/admin/bulk/{id}" => admin::bulk_action;
     get "/admin/retention" => admin::retention;
     get "/admin/destinations" => admin::destinations;
+    get "/admin/hook-secrets" => admin::hook_secrets;
+    post "/admin/hook-secrets/clear" => admin::clear_hook_secret;
     post "/admin/reload" => admin::reload;
     get "/admin/audit" => admin::audit;
 }

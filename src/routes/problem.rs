@@ -48,10 +48,11 @@ pub enum Reason {
     Expired,
     UnknownEvent,
     InvalidChallenge,
+    HookSecretHeld,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 28] = [
+    pub const ALL: [Reason; 29] = [
         Reason::NotFound,
         Reason::MethodNotAllowed,
         Reason::UnknownSource,
@@ -80,6 +81,7 @@ impl Reason {
         Reason::Expired,
         Reason::UnknownEvent,
         Reason::InvalidChallenge,
+        Reason::HookSecretHeld,
     ];
 
     /// The stable reason code, used in the body, in metrics and in logs.
@@ -113,6 +115,7 @@ impl Reason {
             Reason::Expired => "expired",
             Reason::UnknownEvent => "unknown_event",
             Reason::InvalidChallenge => "invalid_challenge",
+            Reason::HookSecretHeld => "hook_secret_held",
         }
     }
 
@@ -144,7 +147,7 @@ impl Reason {
             Reason::Expired => StatusCode::GONE,
             Reason::Forbidden => StatusCode::FORBIDDEN,
             Reason::TooManyAttempts => StatusCode::TOO_MANY_REQUESTS,
-            Reason::ClaimInProgress => StatusCode::CONFLICT,
+            Reason::ClaimInProgress | Reason::HookSecretHeld => StatusCode::CONFLICT,
             Reason::DatabaseUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             Reason::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -180,6 +183,7 @@ impl Reason {
             Reason::Expired => "Swept after the retention window",
             Reason::UnknownEvent => "No such event",
             Reason::InvalidChallenge => "Verification challenge missing or invalid",
+            Reason::HookSecretHeld => "The source already holds a secret",
         }
     }
 

@@ -5,6 +5,7 @@
 //! outcome and every rejection of a webhook is logged and counted here, in
 //! [`count_webhook`].
 
+use super::hook_secret::{self, Echo};
 use super::{Problem, Reason, RequestId};
 use crate::config::{ServerSettings, Settings};
 use crate::idempotency::REPLAYED_HEADER;
@@ -64,7 +65,7 @@ pub async fn receive_webhook(
         tracing::Span::current().record("trace_id", trace_id.as_str());
     }
     match handled {
-        Ok(received) => {
+        Ok((received, echo)) => {
             let event_id = received.event_id.as_deref().unwrap_or("-");
             let outcome = received.outcome.as_str();
             tracing::Span::current().record("event_id", event_id);
@@ -86,7 +87,7 @@ pub async fn receive_webhook(
                 outcome,
                 received.event_id.as_deref(),
             );
-            answer_response(received)
+            answer_response(received, echo)
         }
         Err(problem) => {
             reject_webhook(&state, source, &problem, None);
@@ -249,7 +250,11 @@ pub(super) fn reject_webhook(
     }
 }
 
-/// The webhook's source, its body, and the intake under the request's `settings`.
+/// A header an answer echoes (a handshake's secret).
+type Echoed = Option<(&'static str, String)>;
+
+/// The webhook's source, its body, and the intake under the request's `settings`; for a
+/// source whose secret a handshake establishes, the handshake or the stored secret.
 async fn handle(
     request: &HttpRequest,
     name: &str,
@@ -257,7 +262,7 @@ async fn handle(
     state: &AppState,
     settings: &Settings,
     incoming: &mut Incoming,
-) -> Result<Received, Problem> {
+) -> Result<(Received, Echoed), Problem> {
     let source = settings.source(name).ok_or_else(|| {
         Problem::new(
             Reason::UnknownSource,
@@ -268,8 +273,21 @@ async fn handle(
     // A provider's unauthenticated validation of the endpoint (Graph's ?validationToken=).
     if let Some(validated) = source.provider.validation(request.query_string()) {
         let answer = validated.map_err(|detail| Problem::new(Reason::InvalidChallenge, detail))?;
-        return Ok(Received::handshake(answer));
+        return Ok((Received::handshake(answer), None));
     }
+    let with_stored_secret;
+    let source = match source.provider.secret_by_handshake() {
+        None => source,
+        Some(header) => {
+            if let Some(value) = request.headers().get(header) {
+                let Echo { received, header } =
+                    hook_secret::handshake(state, source, header, value.as_bytes()).await?;
+                return Ok((received, Some(header)));
+            }
+            with_stored_secret = hook_secret::with_stored_secret(state, source).await?;
+            &with_stored_secret
+        }
+    };
     let intake = Intake {
         source,
         destinations: &settings.destinations,
@@ -287,7 +305,7 @@ async fn handle(
             tell_mismatch(state, source.name.as_str(), &mismatch).await;
             Err(IngestError::FingerprintMismatch(mismatch).into())
         }
-        received => Ok(received?),
+        received => Ok((received?, None)),
     }
 }
 
@@ -360,10 +378,13 @@ fn body_deadline(length: usize, per_mib: std::time::Duration) -> std::time::Dura
     per_mib.saturating_mul(mibs)
 }
 
-fn answer_response(received: Received) -> HttpResponse {
+fn answer_response(received: Received, echo: Echoed) -> HttpResponse {
     let answer = received.answer;
     let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
     let mut response = HttpResponse::build(status);
+    if let Some((name, value)) = echo {
+        response.insert_header((name, value));
+    }
     if let Ok(content_type) = HeaderValue::from_str(&answer.content_type) {
         response.insert_header((header::CONTENT_TYPE, content_type));
     }

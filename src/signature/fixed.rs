@@ -32,6 +32,10 @@
 //!   secret. No timestamp is signed and the body names only the accounts that changed:
 //!   the event is the body's digest. The endpoint's `GET ?challenge=` verification is
 //!   answered by the provider profile's handshakes, unsigned.
+//! - Asana: `X-Hook-Signature: <hex of HMAC-SHA256(body)>`, keyed with the secret Asana
+//!   sent in `X-Hook-Secret` when the webhook was created (which the handshake stored).
+//!   No timestamp is signed, and no event id is sent: the event is
+//!   the body's digest.
 
 use super::{
     check_tolerance, hmac_sha256, Encoding, EventToSign, HmacScheme, Keys, Scheme, SignatureError,
@@ -186,6 +190,21 @@ pub static DROPBOX: FixedHmac = FixedHmac {
         15,
         "a Dropbox app secret is 15 characters, as Dropbox issues it",
     )),
+    scheme: OnceLock::new(),
+};
+
+pub static ASANA: FixedHmac = FixedHmac {
+    header: "X-Hook-Signature",
+    prefix: None,
+    encoding: Encoding::Hex,
+    timestamp: None,
+    time_format: TimeFormat::UnixSeconds,
+    sends: &[],
+    forms: false,
+    body_time: None,
+    // The secret is the one Asana's handshake sent (64 hex characters in its example),
+    // or one an operator moved over: the floor for a secret applies to both.
+    secret: None,
     scheme: OnceLock::new(),
 };
 

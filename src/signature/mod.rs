@@ -29,7 +29,7 @@ pub use self::adyen::{ADYEN, MAX_ITEMS as MAX_BATCH_ITEMS};
 pub use self::basic::Basic;
 pub use self::discord::Discord;
 pub use self::fixed::{url_validation_token as zoom_url_validation_token, FixedHmac};
-pub use self::fixed::{DROPBOX, GITHUB, LINEAR, SHOPIFY, SLACK, ZENDESK, ZOOM};
+pub use self::fixed::{ASANA, DROPBOX, GITHUB, LINEAR, SHOPIFY, SLACK, ZENDESK, ZOOM};
 pub use self::graph::{GRAPH, REDACTED as GRAPH_REDACTED};
 pub use self::header_token::HeaderToken;
 pub use self::hmac::{Encoding, HmacScheme, TimeFormat};

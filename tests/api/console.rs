@@ -23,6 +23,7 @@ crate::on_both_backends!(
     the_event_page_shows_filters_and_tries_an_expression,
     on_call_finds_an_event_by_its_payload_and_sees_why_it_failed,
     a_bulk_requeue_of_500_is_previewed_confirmed_once_and_survives_a_restart,
+    the_sources_page_says_when_a_handshake_secret_was_established_never_what,
 );
 
 /// With tracing on, the event page shows the webhook's trace id: what to paste into the
@@ -1294,5 +1295,33 @@ async fn a_bulk_requeue_of_500_is_previewed_confirmed_once_and_survives_a_restar
         Some(1),
         "one action: {listed}"
     );
+    browser.close().await;
+}
+
+/// An asana source's page: no secret yet, then when its handshake established one — never
+/// the secret.
+async fn the_sources_page_says_when_a_handshake_secret_was_established_never_what(
+    backend: Backend,
+) {
+    let secret = "b537207f20cbfa02357cf448134da559e8bd39d61597dcd5631b8012eae53e81";
+    let options = TestOptions {
+        extra_sources: "\n[[sources]]\nname = \"asana\"\nscheme = \"asana\"\n".to_owned(),
+        ..Default::default()
+    };
+    let app = spawn_app_with(backend, options).await;
+    let browser = Browser::open(&app).await;
+    browser.visit("/console/login?next=%2Fconsole").await;
+    browser.sign_in(OPERATOR_TOKEN).await;
+    browser.visit("/console/sources").await;
+    let before = browser.text("main").await;
+    assert!(before.contains("none yet"), "{before}");
+    app.post_webhook("asana", b"", &[("X-Hook-Secret", secret)])
+        .await
+        .assert_status(200);
+    browser.visit("/console/sources").await;
+    let after = browser.text("main").await;
+    assert!(after.contains("Handshake secret"), "{after}");
+    assert!(after.contains("established"), "{after}");
+    assert!(!after.contains(secret), "{after}");
     browser.close().await;
 }

@@ -1,6 +1,7 @@
 //! Black-box tests: a real Inlet on port 0, a real database (SQLite file and PostgreSQL),
 //! HTTP like a provider sends it. Every test runs once per backend.
 
+mod asana;
 mod availability;
 mod batches;
 mod bulk;

@@ -1,5 +1,6 @@
 //! Operational notices: Inlet's own events (a breaker opened or closed, a dead letter,
-//! dead letters over a threshold, a fingerprint mismatch, a refused reload) delivered to
+//! dead letters over a threshold, a fingerprint mismatch, a refused reload, a handshake's
+//! secret established or refused) delivered to
 //! the `[notices]` destination like any event — signed, once each — in the standard or
 //! the Slack form, only the types turned on, and never about the notices destination
 //! itself.
@@ -25,6 +26,7 @@ on_both_backends!(
     a_fingerprint_mismatch_is_told_once_per_event_id,
     a_refused_reload_is_told,
     a_stalled_sweeper_is_told_once,
+    a_handshake_secret_is_told_and_a_refused_handshake_once,
 );
 
 const APP_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -397,5 +399,42 @@ async fn a_stalled_sweeper_is_told_once(backend: Backend) {
         told["id"],
         format!("sweeper.stalled:{}", last.timestamp()),
         "keyed on the last success"
+    );
+}
+
+/// An asana source's handshake: the secret established is told (never the secret), and
+/// handshakes refused while it is held are told once, however many come.
+async fn a_handshake_secret_is_told_and_a_refused_handshake_once(backend: Backend) {
+    let app_server = answering(200).await;
+    let notices = answering(200).await;
+    let options = TestOptions {
+        extra_sources: "\n[[sources]]\nname = \"asana\"\nscheme = \"asana\"\n".to_owned(),
+        ..Default::default()
+    };
+    let app = app_with_notices_and(backend, (&app_server, ""), (&notices, ""), options).await;
+    let secret = "b537207f20cbfa02357cf448134da559e8bd39d61597dcd5631b8012eae53e81";
+    let handshake = |offered: &'static str| {
+        let app = &app;
+        async move {
+            app.post_webhook("asana", b"", &[("X-Hook-Secret", offered)])
+                .await
+        }
+    };
+    handshake(secret).await.assert_status(200);
+    let told = told_once(&notices, "hook_secret.established").await;
+    assert_eq!(told["source"], "asana");
+    let established = told["established_at"].as_str().expect("a time").to_owned();
+    for other in [
+        "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0",
+        "1f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0",
+    ] {
+        handshake(other).await.assert_status(409);
+    }
+    let refused = told_once(&notices, "hook_secret.refused").await;
+    assert_eq!(refused["held_since"], established.as_str());
+    let all = received(&notices).await;
+    assert!(
+        all.iter().all(|n| !n.to_string().contains(secret)),
+        "{all:?}"
     );
 }

@@ -46,7 +46,7 @@ const TWILIO_URL: &str = "https://hooks.example.com/twilio/status?tenant=fuzz&re
 /// public keys, see [`configured`]). `standard-ed25519` mixes both kinds: a `whpk_` key
 /// (current) beside a `whsec_` secret (rotating out), so a `v1a` entry must verify under
 /// the one and a `v1` entry under the other, never across.
-const MORE_SOURCES: [(&str, [&str; 3]); 17] = [
+const MORE_SOURCES: [(&str, [&str; 3]); 18] = [
     (
         "paddle",
         [
@@ -164,6 +164,16 @@ const MORE_SOURCES: [(&str, [&str; 3]); 17] = [
             "graph-current-state-0123456789",
             "graph-rotating-out-state-0123456789",
             "graph-removed-state-0123456789",
+        ],
+    ),
+    // Configured secrets (an operator moving a webhook): what verifies them is what
+    // verifies a handshake's stored secret (tests/api/asana.rs has the handshake).
+    (
+        "asana",
+        [
+            "asana_current_0123456789abcdefghij",
+            "asana_rotating_out_0123456789abcdef",
+            "asana_removed_0123456789abcdefghij",
         ],
     ),
     (
@@ -306,6 +316,7 @@ fn rule_of(source: &str) -> Rule {
         "graph" => Rule::Graph,
         "dropbox" => Rule::Dropbox,
         "sendgrid" => Rule::Sendgrid,
+        "asana" => Rule::Asana,
         other => panic!("no rule for {other}"),
     }
 }
@@ -392,6 +403,8 @@ fn body_for(source: &str, id: &str, at: DateTime<Utc>, rng: &mut fastrand::Rng) 
             "detail": {"id": format!("{nonce}"), "role": "end-user"}, "event": {}}),
         "dropbox" => serde_json::json!({"list_folder": {"accounts": [format!("dbid:{id}")]},
             "delta": {"users": [nonce]}}),
+        "asana" => serde_json::json!({"events": [{"action": "changed",
+            "resource": {"gid": id, "resource_type": "task"}, "created_at": format!("{nonce}")}]}),
         "linear" => serde_json::json!({"action": "create", "type": "Issue",
             "data": {"id": format!("issue_{id}"), "n": nonce},
             "webhookTimestamp": at.timestamp_millis()}),
@@ -707,6 +720,7 @@ fn timestamp_slot(case: &Case) -> Option<(usize, Option<TimestampItem>)> {
         | Rule::Adyen
         | Rule::Graph
         | Rule::Dropbox
+        | Rule::Asana
         // In the signed body: changing it is a body mutation.
         | Rule::Linear => return None,
     };
@@ -1431,6 +1445,7 @@ fn signature_names(rule: Rule) -> &'static [&'static str] {
         Rule::Adyen | Rule::Graph => &[],
         Rule::Dropbox => &["x-dropbox-signature"],
         Rule::Sendgrid => &[SENDGRID_SIGNATURE],
+        Rule::Asana => &["x-hook-signature"],
     }
 }
 
@@ -1938,6 +1953,7 @@ fn the_oracle_agrees_with_the_published_vectors() {
         "official-plain-hmac.json",
         "official-batches.json",
         "official-dropbox.json",
+        "official-asana.json",
     ] {
         let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures")
@@ -1964,6 +1980,7 @@ fn the_oracle_agrees_with_the_published_vectors() {
                 "adyen" => Rule::Adyen,
                 "dropbox" => Rule::Dropbox,
                 "sendgrid" => Rule::Sendgrid,
+                "asana" => Rule::Asana,
                 other => panic!("{other}"),
             };
             // Discord's vectors name the application's public key; the others the secret

@@ -57,7 +57,13 @@ fn audit_filters(q: &HashMap<String, String>, settings: &Settings) -> Markup {
         .map(|a| a.name.as_str())
         .collect();
     let actions = [
-        "replay", "requeue", "discard", "reload", "sign_in", "sign_out",
+        "replay",
+        "requeue",
+        "discard",
+        "reload",
+        "sign_in",
+        "sign_out",
+        "clear_hook_secret",
     ];
     html! {
         form.filters method="get" action={ (PATH) "/audit" } {

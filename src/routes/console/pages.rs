@@ -905,7 +905,26 @@ fn delivery_filters(q: &HashMap<String, String>, state: &AppState) -> Markup {
     }
 }
 
+/// For a source whose secret a handshake establishes (Asana): when it was, never what.
+fn handshake_secret(
+    source: &crate::provider::SourceSettings,
+    held: &[(String, NaiveDateTime)],
+) -> Markup {
+    let Some(header) = source.provider.secret_by_handshake() else {
+        return html! {};
+    };
+    let at = held.iter().find(|(name, _)| name == source.name.as_str());
+    html! {
+        dt { "Handshake secret" }
+        dd { @match at {
+            Some((_, at)) => { "established " (time(*at)) " (" code { (header) } ")" },
+            None => { "none yet: the webhook's handshake (" code { (header) } ") is taken" },
+        } }
+    }
+}
+
 /// `GET /console/sources`: each source's scheme, active secrets (a count, never a value),
+/// when a handshake established its secret (Asana: never the secret),
 /// resend horizon, fact rules and destinations with the event types they receive, their
 /// circuit breaker and limits, and their recent record.
 pub async fn sources(
@@ -921,7 +940,7 @@ pub async fn sources(
     let gated = settings.destinations.gated();
     let now = state.clock.now();
     let hour_ago = (now - chrono::Duration::hours(1)).naive_utc();
-    let (records, gates) = read(&state, move |c| {
+    let (records, gates, held) = read(&state, move |c| {
         let records = pairs
             .into_iter()
             .map(|(source, name)| {
@@ -930,7 +949,8 @@ pub async fn sources(
                 Ok(((source, name), (record, hour)))
             })
             .collect::<diesel::QueryResult<Records>>()?;
-        Ok((records, by_destination(gate_views(c, &gated, now)?)))
+        let gates = by_destination(gate_views(c, &gated, now)?);
+        Ok((records, gates, crate::hook_secrets::established(c)?))
     })
     .await?;
     let body = html! {
@@ -941,6 +961,7 @@ pub async fn sources(
                 dl.facts {
                     dt { "Scheme" } dd { (source.provider.name()) }
                     dt { "Active secrets" } dd { (source.secrets.len()) }
+                    (handshake_secret(source, &held))
                     dt { "Resend horizon" } dd { (source.resend_horizon.0) " — " (source.resend_horizon.1) }
                     @if source.provider.scheme().signs_timestamp() {
                         dt { "Timestamp tolerance" } dd { (source.tolerance.as_secs()) " s" }
