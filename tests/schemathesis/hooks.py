@@ -11,7 +11,8 @@ negative case a hook made valid is judged as valid).
   key (the header is optional in the document, so no check relies on its absence).
 - Names must be configured ones (configuration is not in the document): a bulk filter's
   and an evaluation's `source` and `destination`, when they are valid text, become the
-  configured `stripe` and `app` or null; half of the evaluations name a stored event
+  configured `stripe` and `app` or null, a hook-secret clear's `source` the configured
+  `asana` (a source of another scheme is 400, as documented); half of the evaluations name a stored event
   (scripts/check-api stores evt_check_1 to 3). Choices follow the case's own text, so a
   seed replays them.
 - Webhooks are sent as generated: none carries a valid signature, so the run checks the
@@ -70,6 +71,11 @@ def before_call(ctx, case, **kwargs):
     path = case.operation.path
     if path == "/admin/evaluate" and isinstance(case.body, dict):
         case.body = _name_a_stored_event(_configured_names(case.body))
+    elif path == "/admin/hook-secrets/clear" and isinstance(case.body, dict):
+        # The document says the source is one whose secret a handshake establishes.
+        source = case.body.get("source")
+        if isinstance(source, str) and TEXT.fullmatch(source):
+            case.body = {**case.body, "source": "asana"}
     elif path == "/admin/bulk" and isinstance(case.body, dict):
         if isinstance(case.body.get("filter"), dict):
             case.body = {**case.body, "filter": _configured_names(case.body["filter"])}
