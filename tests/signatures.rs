@@ -18,7 +18,7 @@ use inlet::signature::{EventToSign, Keys, SignatureError, Unverified};
 use proptest::prelude::*;
 use std::path::PathBuf;
 
-const SCHEMES: [&str; 16] = [
+const SCHEMES: [&str; 17] = [
     "stripe",
     "github",
     "standard",
@@ -35,6 +35,7 @@ const SCHEMES: [&str; 16] = [
     "zendesk",
     "dropbox",
     "asana",
+    "hubspot",
 ];
 
 /// A source of `scheme` with these secrets, as an operator would configure it.
@@ -71,6 +72,7 @@ fn default_public_url(scheme: &str) -> Option<&'static str> {
     match scheme {
         "square" => Some("https://example.com/webhooks/square"),
         "twilio" => Some("https://example.com/webhooks/twilio"),
+        "hubspot" => Some("https://hooks.example.com/webhooks/hubspot"),
         _ => None,
     }
 }
@@ -286,6 +288,7 @@ fn mac_location(scheme: &str) -> (&'static str, fn(&str) -> usize, bool) {
         "dropbox" => ("X-Dropbox-Signature", |_| 0, false),
         "zendesk" => ("X-Zendesk-Webhook-Signature", |_| 0, true),
         "asana" => ("X-Hook-Signature", |_| 0, false),
+        "hubspot" => ("X-HubSpot-Signature-v3", |_| 0, true),
         "pagerduty" => (
             "X-PagerDuty-Signature",
             |v| v.rfind('=').map_or(0, |i| i + 1),
@@ -352,6 +355,7 @@ fn shift_timestamp(scheme: &str, headers: &mut [(String, String)], ts: i64, by: 
         "zoom" => "x-zm-request-timestamp",
         // Milliseconds: the seconds are their first digits.
         "workos" => "WorkOS-Signature",
+        "hubspot" => "X-HubSpot-Request-Timestamp",
         "mux" => "Mux-Signature",
         _ => return false,
     };
@@ -363,10 +367,14 @@ fn shift_timestamp(scheme: &str, headers: &mut [(String, String)], ts: i64, by: 
     true
 }
 
-/// A body `scheme` can carry at `now`: the bytes as they are, or for Linear, which signs
-/// its time inside the body, a JSON body holding them (hex) and `webhookTimestamp`.
+/// A body `scheme` can carry at `now`: the bytes as they are; for Linear, which signs
+/// its time inside the body, a JSON body holding them (hex) and `webhookTimestamp`; for
+/// HubSpot, whose request is a batch, an array of one event holding them (hex).
 fn timed_body(scheme: &str, bytes: &[u8], now: DateTime<Utc>) -> Vec<u8> {
     match scheme {
+        "hubspot" => serde_json::json!([{"data": hex::encode(bytes)}])
+            .to_string()
+            .into_bytes(),
         "linear" => serde_json::json!({"webhookTimestamp": now.timestamp_millis(),
             "data": hex::encode(bytes)})
         .to_string()
@@ -443,7 +451,7 @@ proptest! {
             "x-zm-signature", "x-zm-request-timestamp", "x-square-hmacsha256-signature",
             "WorkOS-Signature", "Mux-Signature", "X-PagerDuty-Signature", "Linear-Signature",
             "X-Zendesk-Webhook-Signature", "X-Zendesk-Webhook-Signature-Timestamp",
-            "X-Dropbox-Signature",
+            "X-Dropbox-Signature", "X-HubSpot-Signature-v3", "X-HubSpot-Request-Timestamp",
         ];
         let mut map = HeaderMap::new();
         for (i, name) in names.iter().enumerate() {
@@ -788,6 +796,34 @@ fn dropbox_vectors_verify_exactly_when_the_documented_construction_accepts_them(
     let toml = |secret: &str| source_toml("dropbox", &[secret], None);
     assert!(Settings::from_toml(&toml(secret)).is_ok());
     assert!(Settings::from_toml(&toml(&secret[1..])).is_err());
+}
+
+/// HubSpot (tests/fixtures/official/generate_hubspot.py: made and judged by
+/// hubspot-api-client at the vector's time): Inlet accepts exactly what the library
+/// accepts, signs the first vector's headers byte for byte, and splits a request into its
+/// events, a retried event (another `attemptNumber`) being the same event as its first.
+#[test]
+fn hubspot_vectors_verify_as_the_library_and_a_retry_is_the_same_event() {
+    let vectors = judged_vectors("official-hubspot.json", "hubspot", 11);
+    assert_signs_like(&vectors[0]);
+    let items = |n: usize| {
+        let vector = &vectors[n];
+        let now = DateTime::from_timestamp(vector["timestamp"].as_i64().expect("time"), 0);
+        let body = vector["body"].as_str().expect("body").as_bytes();
+        let secret = vector["secret"].as_str().expect("secret");
+        let headers = vector_headers(vector);
+        let items = batch_items("hubspot", secret, &headers, body, now.expect("a time"));
+        let items = items.unwrap_or_else(|e| panic!("{}: {e}", vector["case"]));
+        items
+            .into_iter()
+            .map(|(digest, _)| digest)
+            .collect::<Vec<_>>()
+    };
+    let (one, batch, retry) = (items(0), items(1), items(2));
+    assert_eq!(batch.len(), 3);
+    assert_eq!(batch[0], one[0]);
+    assert_ne!(batch[1], batch[2]);
+    assert_eq!(retry, one, "another attempt of an event is the same event");
 }
 
 /// Asana (tests/fixtures/official/generate_asana.mjs: the documented construction, judged

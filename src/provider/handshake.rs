@@ -78,8 +78,9 @@ pub fn graph_accepted(_: &Verified<'_>) -> Option<Answer> {
     })
 }
 
-/// SendGrid needs only a 2xx for its batch: a fixed, empty 200, the same on every retry.
-pub fn sendgrid_ok(_: &Verified<'_>) -> Option<Answer> {
+/// SendGrid and HubSpot need only a 2xx for a batch: a fixed, empty 200, the same on every
+/// retry.
+pub fn batch_ok(_: &Verified<'_>) -> Option<Answer> {
     Some(Answer {
         status: 200,
         content_type: "text/plain".to_owned(),

@@ -63,7 +63,7 @@ fn names_of(signing: fn(&Signing) -> bool) -> String {
 
 impl Provider {
     /// The provider named `name`, with the parameters its scheme needs (`hmac` its
-    /// table, `header_token` its header, `square` and `twilio` the URL they call) and no
+    /// table, `header_token` its header, `square`, `twilio` and `hubspot` the URL they sign) and no
     /// others.
     pub fn named(name: &str, params: SchemeParams) -> Result<Self, String> {
         let profile = profiles::profile(name).ok_or_else(|| {

@@ -4,15 +4,15 @@
 //! its scheme in [`crate::signature`] when no existing one fits, its vectors and tests.
 
 use super::handshake::{
-    adyen_accepted, discord_deferred_answer, discord_ping, dropbox_challenge, graph_accepted,
-    graph_validation, sendgrid_ok, slack_url_verification, zoom_url_validation,
+    adyen_accepted, batch_ok, discord_deferred_answer, discord_ping, dropbox_challenge,
+    graph_accepted, graph_validation, slack_url_verification, zoom_url_validation,
 };
 use crate::idempotency::Answer;
 use crate::secret::Secret;
 use crate::signature::{
-    Basic, Discord, PublicUrl, Scheme, Square, Standard, Twilio, Verified, ADYEN, ASANA, DROPBOX,
-    GITHUB, GRAPH, LINEAR, MUX, PADDLE, PAGERDUTY, SENDGRID, SHOPIFY, SLACK, STRIPE, WORKOS,
-    ZENDESK, ZOOM,
+    Basic, Discord, HubSpot, PublicUrl, Scheme, Square, Standard, Twilio, Verified, ADYEN, ASANA,
+    DROPBOX, GITHUB, GRAPH, LINEAR, MUX, PADDLE, PAGERDUTY, SENDGRID, SHOPIFY, SLACK, STRIPE,
+    WORKOS, ZENDESK, ZOOM,
 };
 use std::time::Duration;
 
@@ -58,6 +58,7 @@ pub enum Signing {
 pub enum Configured {
     Square(Square),
     Twilio(Twilio),
+    HubSpot(HubSpot),
     Hmac(crate::signature::HmacScheme),
     HeaderToken(crate::signature::HeaderToken),
 }
@@ -67,6 +68,7 @@ impl Configured {
         match self {
             Self::Square(scheme) => scheme,
             Self::Twilio(scheme) => scheme,
+            Self::HubSpot(scheme) => scheme,
             Self::Hmac(scheme) => scheme,
             Self::HeaderToken(scheme) => scheme,
         }
@@ -204,8 +206,12 @@ fn twilio(url: PublicUrl) -> Configured {
     Configured::Twilio(Twilio::new(url))
 }
 
+fn hubspot(url: PublicUrl) -> Configured {
+    Configured::HubSpot(HubSpot::new(url))
+}
+
 /// Every provider, in the order the documentation lists them.
-pub static PROFILES: [Profile; 23] = [
+pub static PROFILES: [Profile; 24] = [
     Profile {
         once_per_object: Some((&STRIPE_ONCE_PER_OBJECT_TYPES, "/data/object/id")),
         ..plain(
@@ -482,7 +488,7 @@ pub static PROFILES: [Profile; 23] = [
     // for every event", SendGrid's advice for deduplicating its duplicates); each event
     // its own fact (two opens are two opens). The request is answered with an empty 200.
     Profile {
-        event_answer: Some(sendgrid_ok),
+        event_answer: Some(batch_ok),
         ..plain(
             "sendgrid",
             Signing::Fixed(&SENDGRID),
@@ -512,6 +518,23 @@ pub static PROFILES: [Profile; 23] = [
             (
                 days(2),
                 "Asana resends an unanswered webhook for up to 24 hours, with margin",
+            ),
+        )
+    },
+    // A batch signed as a whole with the URL HubSpot calls: each element of the array is
+    // an event of its own. Its `eventId` is not unique and its `attemptNumber` grows with
+    // each retry (in a new request, signed anew), so the event is the digest of its every
+    // other field, and the event its own fact. The request is answered with an empty 200.
+    Profile {
+        event_answer: Some(batch_ok),
+        ..plain(
+            "hubspot",
+            Signing::PublicUrl(hubspot),
+            at(Place::BodyDigest, Place::Json("/subscriptionType")),
+            (
+                days(2),
+                "HubSpot retries a failed notification up to 10 times over 24 hours, with \
+                 margin",
             ),
         )
     },

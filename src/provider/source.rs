@@ -103,7 +103,7 @@ pub struct SourceFile {
     pub hmac: Option<HmacFile>,
     /// `header_token` sources: the header that carries the token.
     pub token_header: Option<String>,
-    /// `square` and `twilio` sources: the URL registered with the provider (it is signed).
+    /// `square`, `twilio` and `hubspot` sources: the URL registered with the provider (it is signed).
     pub public_url: Option<String>,
 }
 

@@ -16,6 +16,7 @@ mod fixed;
 mod graph;
 mod header_token;
 mod hmac;
+mod hubspot;
 mod paddle;
 mod public_url;
 mod sendgrid;
@@ -33,6 +34,7 @@ pub use self::fixed::{ASANA, DROPBOX, GITHUB, LINEAR, SHOPIFY, SLACK, ZENDESK, Z
 pub use self::graph::{GRAPH, REDACTED as GRAPH_REDACTED};
 pub use self::header_token::HeaderToken;
 pub use self::hmac::{Encoding, HmacScheme, TimeFormat};
+pub use self::hubspot::HubSpot;
 pub use self::paddle::PADDLE;
 pub use self::public_url::PublicUrl;
 pub use self::sendgrid::{MAX_ITEMS as SENDGRID_MAX_ITEMS, SENDGRID};
@@ -361,6 +363,37 @@ fn base64_tag(
         .ok()
         .filter(|tag| tag.len() == len)
         .ok_or_else(|| SignatureError::malformed(header, format!("not a base64 {what}")))
+}
+
+/// The events of a batch sent as a JSON array (SendGrid's, HubSpot's): one or more
+/// objects, at most `max`, each as its bytes within the body; `provider` names them in a
+/// refusal.
+fn json_objects<'b>(
+    body: &'b [u8],
+    provider: &str,
+    max: usize,
+) -> Result<Vec<&'b [u8]>, SignatureError> {
+    use serde_json::value::RawValue;
+    let malformed = |detail: String| SignatureError::malformed("body", detail);
+    let list: Vec<&RawValue> = serde_json::from_slice(body)
+        .map_err(|e| malformed(format!("not a JSON array of {provider} events: {e}")))?;
+    if list.is_empty() {
+        return Err(malformed(
+            "an empty array: a batch carries one event or more".into(),
+        ));
+    }
+    if list.len() > max {
+        return Err(malformed(format!(
+            "{} events, over the {max} one request may carry",
+            list.len()
+        )));
+    }
+    (list.into_iter().enumerate())
+        .map(|(n, raw)| match raw.get().trim_start().starts_with('{') {
+            true => Ok(raw.get().as_bytes()),
+            false => Err(malformed(format!("event {n} is not an object"))),
+        })
+        .collect()
 }
 
 /// For a scheme that signs `"{timestamp}{body}"` with a private key (Discord, SendGrid):

@@ -14,14 +14,13 @@
 //! payload, and since the request is signed as a whole, what the signature vouches for an
 //! item is those bytes — its digest is theirs.
 
-use super::{check_tolerance, signature_and_timestamp, timestamp_signed_headers};
+use super::{check_tolerance, json_objects, signature_and_timestamp, timestamp_signed_headers};
 use super::{EventToSign, Items, Keys, Scheme, SignatureError, Unverified, Verified};
 use crate::secret::Secret;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 use chrono::{DateTime, Utc};
 use ring::signature::{EcdsaKeyPair, UnparsedPublicKey, ECDSA_P256_SHA256_ASN1};
-use serde_json::value::RawValue;
 
 const SIGNATURE: &str = "X-Twilio-Email-Event-Webhook-Signature";
 const TIMESTAMP: &str = "X-Twilio-Email-Event-Webhook-Timestamp";
@@ -82,26 +81,7 @@ fn signing_key(secret: &Secret) -> Result<EcdsaKeyPair, String> {
 
 /// The events of a body: a non-empty JSON array of objects, each as its bytes within it.
 pub fn events(body: &[u8]) -> Result<Vec<&[u8]>, SignatureError> {
-    let malformed = |detail: String| SignatureError::malformed("body", detail);
-    let list: Vec<&RawValue> = serde_json::from_slice(body)
-        .map_err(|e| malformed(format!("not a JSON array of SendGrid events: {e}")))?;
-    if list.is_empty() {
-        return Err(malformed(
-            "an empty array: a batch carries one event or more".into(),
-        ));
-    }
-    if list.len() > MAX_ITEMS {
-        return Err(malformed(format!(
-            "{} events, over the {MAX_ITEMS} one request may carry",
-            list.len()
-        )));
-    }
-    (list.into_iter().enumerate())
-        .map(|(n, raw)| match raw.get().trim_start().starts_with('{') {
-            true => Ok(raw.get().as_bytes()),
-            false => Err(malformed(format!("event {n} is not an object"))),
-        })
-        .collect()
+    json_objects(body, "SendGrid", MAX_ITEMS)
 }
 
 impl Scheme for SendGrid {

@@ -35,12 +35,39 @@ pub(crate) async fn spawn_batch_source(
     backend: Backend,
     application: &wiremock::MockServer,
     scheme: &str,
+    secrets: [&str; 2],
+) -> TestApp {
+    spawn_batch_source_with(backend, application, scheme, secrets, "").await
+}
+
+/// The headers `scheme` signs `body` with under `key`, `ago` seconds ago (a batch
+/// scheme's: no event id or type is signed).
+pub(crate) fn signed_ago(
+    scheme: &dyn inlet::signature::Scheme,
+    body: &[u8],
+    key: &str,
+    ago: i64,
+) -> Vec<(String, String)> {
+    let at = chrono::Utc::now() - chrono::Duration::seconds(ago);
+    let event = inlet::signature::EventToSign {
+        id: String::new(),
+        event_type: String::new(),
+    };
+    scheme.sign(body, &inlet::secret::Secret::new(key), at, &event)
+}
+
+/// [`spawn_batch_source`], with `settings` (TOML lines) added to the source's table.
+pub(crate) async fn spawn_batch_source_with(
+    backend: Backend,
+    application: &wiremock::MockServer,
+    scheme: &str,
     [current, old]: [&str; 2],
+    settings: &str,
 ) -> TestApp {
     let options = TestOptions {
         extra_sources: format!(
             "\n[[sources]]\nname = \"{scheme}\"\nscheme = \"{scheme}\"\n\
-             secrets = [\"{current}\", \"{old}\"]\n\
+             secrets = [\"{current}\", \"{old}\"]\n{settings}\
              [[sources.destinations]]\nurl = \"{}/{scheme}\"\nsecret = \"{APP_SECRET}\"\n",
             application.uri()
         ),

@@ -19,6 +19,7 @@ mod groups;
 #[path = "../helpers/mod.rs"]
 mod helpers;
 mod hostile;
+mod hubspot;
 mod in_doubt;
 mod ingest;
 mod lifecycle;

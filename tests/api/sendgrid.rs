@@ -5,11 +5,10 @@
 //! signature fails stores none of it.
 
 use crate::batches::{delivered, every_batch_answered_and_each_item_delivered_once};
-use crate::batches::{listed_types, spawn_batch_source};
+use crate::batches::{listed_types, signed_ago, spawn_batch_source};
 use crate::helpers::{eventually, requests_per_key, Backend, TestApp};
 use crate::on_both_backends;
-use inlet::secret::Secret;
-use inlet::signature::{EventToSign, Scheme, SENDGRID};
+use inlet::signature::SENDGRID;
 use std::sync::Arc;
 
 on_both_backends!(
@@ -47,12 +46,7 @@ fn batch(events: &[serde_json::Value]) -> Vec<u8> {
 
 /// The headers SendGrid sends with `body`, signed with `key` `ago` seconds ago.
 fn signed(body: &[u8], key: &str, ago: i64) -> Vec<(String, String)> {
-    let at = chrono::Utc::now() - chrono::Duration::seconds(ago);
-    let event = EventToSign {
-        id: String::new(),
-        event_type: String::new(),
-    };
-    SENDGRID.sign(body, &Secret::new(key), at, &event)
+    signed_ago(&SENDGRID, body, key, ago)
 }
 
 async fn post(app: &TestApp, body: &[u8], headers: &[(String, String)]) -> crate::helpers::Reply {

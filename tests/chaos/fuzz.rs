@@ -15,8 +15,8 @@ use crate::helpers::{spawn_app_with, Backend, TestApp, TestOptions, SOURCES};
 use crate::onto_bus::FuzzBus;
 use crate::oracle::{
     values, CopyAnswer, Headers, Judgement, OracleSource, Rule, TwilioMac, Verdict,
-    DISCORD_SIGNATURE, DISCORD_TIMESTAMP, ED25519_LEN, FORM_TYPE, SENDGRID_SIGNATURE,
-    SENDGRID_TIMESTAMP, TOKEN_HEADER, TWILIO_SETTINGS,
+    DISCORD_SIGNATURE, DISCORD_TIMESTAMP, ED25519_LEN, FORM_TYPE, HUBSPOT_SIGNATURE,
+    HUBSPOT_TIMESTAMP, SENDGRID_SIGNATURE, SENDGRID_TIMESTAMP, TOKEN_HEADER, TWILIO_SETTINGS,
 };
 use crate::support::{knob, seeded};
 use chrono::{DateTime, Utc};
@@ -36,6 +36,9 @@ const TOLERANCE: i64 = 300;
 /// The notification URL the fuzzer's square source is registered under.
 const SQUARE_URL: &str = "https://hooks.example.com/square?fuzz=1";
 
+/// The target URL the fuzzer's hubspot source is registered under.
+const HUBSPOT_URL: &str = "https://hooks.example.com/hubspot/events?portal=fuzz";
+
 /// The status callback URL the fuzzer's twilio source is registered under: a query string,
 /// so a JSON body's `bodySHA256` joins it with `&`.
 const TWILIO_URL: &str = "https://hooks.example.com/twilio/status?tenant=fuzz&region=eu";
@@ -46,7 +49,7 @@ const TWILIO_URL: &str = "https://hooks.example.com/twilio/status?tenant=fuzz&re
 /// public keys, see [`configured`]). `standard-ed25519` mixes both kinds: a `whpk_` key
 /// (current) beside a `whsec_` secret (rotating out), so a `v1a` entry must verify under
 /// the one and a `v1` entry under the other, never across.
-const MORE_SOURCES: [(&str, [&str; 3]); 18] = [
+const MORE_SOURCES: [(&str, [&str; 3]); 19] = [
     (
         "paddle",
         [
@@ -169,6 +172,14 @@ const MORE_SOURCES: [(&str, [&str; 3]); 18] = [
     // Configured secrets (an operator moving a webhook): what verifies them is what
     // verifies a handshake's stored secret (tests/api/asana.rs has the handshake).
     (
+        "hubspot",
+        [
+            "hubspot-current-0123456789abcdef",
+            "hubspot-rotating-out-0123456789ab",
+            "hubspot-removed-0123456789abcdef",
+        ],
+    ),
+    (
         "asana",
         [
             "asana_current_0123456789abcdefghij",
@@ -282,6 +293,7 @@ fn more_sources_toml() -> String {
         match name {
             "square" => toml.push_str(&format!("public_url = \"{SQUARE_URL}\"\n")),
             "twilio" => toml.push_str(&format!("public_url = \"{TWILIO_URL}\"\n")),
+            "hubspot" => toml.push_str(&format!("public_url = \"{HUBSPOT_URL}\"\n")),
             "forms" => toml.push_str(&format!(
                 "token_header = \"{TOKEN_HEADER}\"\nevent_id = \"json:/id\"\nevent_type = \"json:/type\"\n"
             )),
@@ -317,15 +329,17 @@ fn rule_of(source: &str) -> Rule {
         "dropbox" => Rule::Dropbox,
         "sendgrid" => Rule::Sendgrid,
         "asana" => Rule::Asana,
+        "hubspot" => Rule::Hubspot,
         other => panic!("no rule for {other}"),
     }
 }
 
-/// What a source signs before the body besides the body: Square's and Twilio's URL.
+/// What a source signs besides the body: Square's, Twilio's and HubSpot's URL.
 fn signed_url(source: &str) -> &'static [u8] {
     match source {
         "square" => SQUARE_URL.as_bytes(),
         "twilio" => TWILIO_URL.as_bytes(),
+        "hubspot" => HUBSPOT_URL.as_bytes(),
         _ => b"",
     }
 }
@@ -391,6 +405,7 @@ fn body_for(source: &str, id: &str, at: DateTime<Utc>, rng: &mut fastrand::Rng) 
             serde_json::json!({ "value": notifications })
         }
         "sendgrid" => return sendgrid_body(id, rng),
+        "hubspot" => return hubspot_body(id, rng),
         "discord" => return discord_body(id, nonce, rng),
         "legacy" | "forms" => serde_json::json!({"id": id, "type": "thing.happened", "n": nonce}),
         "pagerduty" => serde_json::json!({"event": {"id": id, "event_type": "incident.triggered",
@@ -442,6 +457,24 @@ fn adyen_body(id: &str, nonce: u64, rng: &mut fastrand::Rng) -> Vec<u8> {
     serde_json::json!({"live": "false", "notificationItems": items})
         .to_string()
         .into_bytes()
+}
+
+/// A HubSpot batch of one to three events, now and then one of a few events every batch
+/// may share, at another attempt (the same event: its attemptNumber is not part of it).
+fn hubspot_body(id: &str, rng: &mut fastrand::Rng) -> Vec<u8> {
+    let event = |name: &str, attempt: u32| {
+        let n = name.bytes().map(u64::from).sum::<u64>();
+        serde_json::json!({"eventId": n, "subscriptionId": 2801237, "portalId": 62515,
+            "occurredAt": 1_796_374_800_000u64 + n, "subscriptionType": "contact.creation",
+            "attemptNumber": attempt, "objectId": name, "changeSource": "CRM"})
+    };
+    let mut events: Vec<serde_json::Value> = (0..rng.usize(1..4))
+        .map(|n| event(&format!("{id}-{n}"), 0))
+        .collect();
+    if rng.u32(0..4) == 0 {
+        events.push(event(&format!("shared-{}", rng.u32(0..6)), rng.u32(0..10)));
+    }
+    serde_json::Value::from(events).to_string().into_bytes()
 }
 
 /// One SendGrid event, the same bytes whenever it is made for `id`.
@@ -710,6 +743,7 @@ fn timestamp_slot(case: &Case) -> Option<(usize, Option<TimestampItem>)> {
         Rule::Discord => &[DISCORD_TIMESTAMP],
         Rule::Zendesk => &["x-zendesk-webhook-signature-timestamp"],
         Rule::Sendgrid => &[SENDGRID_TIMESTAMP],
+        Rule::Hubspot => &[HUBSPOT_TIMESTAMP],
         Rule::Github
         | Rule::Shopify
         | Rule::Square
@@ -1446,6 +1480,7 @@ fn signature_names(rule: Rule) -> &'static [&'static str] {
         Rule::Dropbox => &["x-dropbox-signature"],
         Rule::Sendgrid => &[SENDGRID_SIGNATURE],
         Rule::Asana => &["x-hook-signature"],
+        Rule::Hubspot => &[HUBSPOT_SIGNATURE],
     }
 }
 
@@ -1685,12 +1720,13 @@ fn check(case: &Case, judgement: &Judgement, answer: &Raw, tally: &mut Tally) {
         tally.graph_accepted += 1;
         return;
     }
-    if case.source == "sendgrid" && (accepted || reason.as_deref() == Some("fingerprint_mismatch"))
-    {
-        // A batch: answered an empty 200, each event stored under its sg_event_id. An
-        // event whose id came first with other bytes answers 422, its siblings stored.
+    let empty_batch = matches!(case.source, "sendgrid" | "hubspot");
+    if empty_batch && (accepted || reason.as_deref() == Some("fingerprint_mismatch")) {
+        // A batch: answered an empty 200, each event stored under its id (SendGrid's
+        // sg_event_id, HubSpot's digest). An event whose id came first with other bytes
+        // answers 422, its siblings stored.
         if accepted && !answer.body.is_empty() {
-            fail("a SendGrid batch not answered an empty 200");
+            fail("a SendGrid or HubSpot batch not answered an empty 200");
         }
         for id in &judgement.signed_ids {
             let id = String::from_utf8_lossy(id).into_owned();
@@ -1954,6 +1990,7 @@ fn the_oracle_agrees_with_the_published_vectors() {
         "official-batches.json",
         "official-dropbox.json",
         "official-asana.json",
+        "official-hubspot.json",
     ] {
         let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures")
@@ -1981,6 +2018,7 @@ fn the_oracle_agrees_with_the_published_vectors() {
                 "dropbox" => Rule::Dropbox,
                 "sendgrid" => Rule::Sendgrid,
                 "asana" => Rule::Asana,
+                "hubspot" => Rule::Hubspot,
                 other => panic!("{other}"),
             };
             // Discord's vectors name the application's public key; the others the secret

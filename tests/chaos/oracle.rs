@@ -119,6 +119,11 @@ pub enum Rule {
     /// `X-Hook-Signature: <hex>` over the body, keyed with the secret of the webhook's
     /// handshake (or a configured one); no timestamp.
     Asana,
+    /// `X-HubSpot-Signature-v3: <base64>` over `"POST{public_url}{body}{ts}"`,
+    /// `X-HubSpot-Request-Timestamp` in Unix milliseconds; the body a JSON array of
+    /// events, each stored under the digest of its fields but `attemptNumber`
+    /// ([`hubspot_event_ids`]).
+    Hubspot,
 }
 
 /// The header of the test's `header_token` source.
@@ -134,6 +139,10 @@ pub const DISCORD_TIMESTAMP: &str = "x-signature-timestamp";
 
 /// An Ed25519 signature's length in bytes.
 pub const ED25519_LEN: usize = 64;
+
+/// HubSpot's headers.
+pub const HUBSPOT_SIGNATURE: &str = "x-hubspot-signature-v3";
+pub const HUBSPOT_TIMESTAMP: &str = "x-hubspot-request-timestamp";
 
 /// SendGrid's headers.
 pub const SENDGRID_SIGNATURE: &str = "x-twilio-email-event-webhook-signature";
@@ -224,12 +233,16 @@ impl Rule {
                 None => active.push(self.key(secret)),
             }
         }
+        let url = match self {
+            Rule::Hubspot => hubspot_url(url),
+            _ => url.to_vec(),
+        };
         OracleSource {
             rule: self,
             active,
             tolerance,
             public_keys,
-            url: url.to_vec(),
+            url,
         }
     }
 
@@ -259,6 +272,7 @@ impl Rule {
             Rule::Dropbox => ("x-dropbox-signature", "", true),
             Rule::Sendgrid => (SENDGRID_SIGNATURE, "", false),
             Rule::Asana => ("x-hook-signature", "", true),
+            Rule::Hubspot => (HUBSPOT_SIGNATURE, "", false),
         }
     }
 
@@ -291,7 +305,7 @@ impl Rule {
     /// milliseconds).
     pub fn units_per_second(self) -> i64 {
         match self {
-            Rule::Workos | Rule::Linear => 1000,
+            Rule::Workos | Rule::Linear | Rule::Hubspot => 1000,
             _ => 1,
         }
     }
@@ -305,6 +319,7 @@ impl Rule {
             Rule::Discord => Some(DISCORD_TIMESTAMP),
             Rule::Zendesk => Some("x-zendesk-webhook-signature-timestamp"),
             Rule::Sendgrid => Some(SENDGRID_TIMESTAMP),
+            Rule::Hubspot => Some(HUBSPOT_TIMESTAMP),
             Rule::Stripe
             | Rule::Paddle
             | Rule::Workos
@@ -344,6 +359,7 @@ impl Rule {
                 | Rule::Linear
                 | Rule::Zendesk
                 | Rule::Sendgrid
+                | Rule::Hubspot
         )
     }
 
@@ -427,6 +443,7 @@ impl Rule {
             Rule::Slack | Rule::Zoom => vec![b"v0:", timestamp, b":", body],
             Rule::Standard => vec![id, b".", timestamp, b".", body],
             Rule::Square => vec![id, body],
+            Rule::Hubspot => vec![b"POST", id, body, timestamp],
         };
         parts.concat()
     }
@@ -451,7 +468,8 @@ impl Rule {
             | Rule::Zendesk
             | Rule::Adyen
             | Rule::Graph
-            | Rule::Sendgrid => STANDARD.encode(tag).into_bytes(),
+            | Rule::Sendgrid
+            | Rule::Hubspot => STANDARD.encode(tag).into_bytes(),
             // An Ed25519 signature is a `v1a` entry.
             Rule::Standard if tag.len() == ED25519_LEN => {
                 format!("v1a,{}", STANDARD.encode(tag)).into_bytes()
@@ -774,6 +792,15 @@ impl OracleSource {
         if self.rule == Rule::Sendgrid {
             return self.judge_sendgrid(headers, body, now);
         }
+        if self.rule == Rule::Hubspot {
+            return self.judge_hubspot(headers, body, now);
+        }
+        self.judge_signed(headers, body, now)
+    }
+
+    /// A request signed in its headers: `Valid` when the canonical reading of them
+    /// matches, `Either` when only a lenient one does, `Invalid` when none does.
+    fn judge_signed(&self, headers: &Headers, body: &[u8], now: i64) -> Judgement {
         let lenient = self.lenient_matches(headers, body, now);
         if lenient.is_empty() {
             return Judgement {
@@ -788,6 +815,23 @@ impl OracleSource {
         Judgement {
             verdict,
             signed_ids: lenient,
+        }
+    }
+
+    /// HubSpot: the request judged as signed in its headers, then its body: a JSON array of
+    /// 1 to 1,000 objects, or `Invalid` (refused however signed). `signed_ids`: each
+    /// event's id ([`hubspot_event_ids`]), even when the signature fails — a broken
+    /// verifier (the fuzzer's self-check) that accepts the request stores them.
+    fn judge_hubspot(&self, headers: &Headers, body: &[u8], now: i64) -> Judgement {
+        match hubspot_event_ids(body) {
+            Some(signed_ids) => Judgement {
+                verdict: self.judge_signed(headers, body, now).verdict,
+                signed_ids,
+            },
+            None => Judgement {
+                verdict: Verdict::Invalid,
+                signed_ids: HashSet::new(),
+            },
         }
     }
 
@@ -1208,7 +1252,8 @@ impl OracleSource {
             | Rule::Asana
             | Rule::Zendesk
             | Rule::Adyen
-            | Rule::Graph => {
+            | Rule::Graph
+            | Rule::Hubspot => {
                 let signature = single(sig_name)?;
                 let tag = decode(signature.strip_prefix(prefix.as_bytes())?)?;
                 let (timestamp, value) = match self.rule.timestamp_header() {
@@ -1722,4 +1767,55 @@ fn sendgrid_events(body: &[u8]) -> Option<Vec<serde_json::Map<String, serde_json
             _ => None,
         })
         .collect()
+}
+
+/// The ids HubSpot's events are stored under, when `body` is a JSON array of 1 to 1,000
+/// objects: for each, the hex sha256 of its members but `attemptNumber` in key order
+/// (the last of a repeated key), each key and each value's bytes as sent preceded by
+/// their length (8 bytes, big-endian).
+pub fn hubspot_event_ids(body: &[u8]) -> Option<HashSet<Vec<u8>>> {
+    use serde_json::value::RawValue;
+    let list: Vec<&RawValue> = serde_json::from_slice(body).ok()?;
+    if !(1..=1000).contains(&list.len()) {
+        return None;
+    }
+    let mut ids = HashSet::new();
+    for item in list {
+        let members: std::collections::BTreeMap<String, &RawValue> =
+            serde_json::from_str(item.get()).ok()?;
+        let mut hash = Sha256::new();
+        for (key, value) in members.iter().filter(|(key, _)| *key != "attemptNumber") {
+            for part in [key.as_bytes(), value.get().as_bytes()] {
+                hash.update((part.len() as u64).to_be_bytes());
+                hash.update(part);
+            }
+        }
+        ids.insert(hex::encode(hash.finalize()).into_bytes());
+    }
+    Some(ids)
+}
+
+/// The URL as HubSpot signs it: an escape `%XX` of one of `:/?@!$'()*,;` decoded, every
+/// other byte as written.
+fn hubspot_url(url: &[u8]) -> Vec<u8> {
+    let mut signed = Vec::with_capacity(url.len());
+    let mut i = 0;
+    while i < url.len() {
+        let escaped = (url[i] == b'%')
+            .then(|| std::str::from_utf8(url.get(i + 1..i + 3)?).ok())
+            .flatten()
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok())
+            .filter(|byte| b":/?@!$'()*,;".contains(byte));
+        match escaped {
+            Some(byte) => {
+                signed.push(byte);
+                i += 3;
+            }
+            None => {
+                signed.push(url[i]);
+                i += 1;
+            }
+        }
+    }
+    signed
 }
