@@ -254,7 +254,7 @@ mod tests {
 
     #[test]
     fn scheme_names_round_trip() {
-        let configured = ["hmac", "header_token", "square", "twilio"];
+        let configured = ["hmac", "header_token", "square", "twilio", "hubspot"];
         for name in scheme_names().filter(|n| !configured.contains(n)) {
             assert_eq!(named(name).unwrap().name(), name);
         }
@@ -283,7 +283,7 @@ mod tests {
                 },
             )
         };
-        for name in ["square", "twilio"] {
+        for name in ["square", "twilio", "hubspot"] {
             assert_eq!(with_url(name).unwrap().name(), name);
         }
         assert!(with_url("stripe").is_err());
