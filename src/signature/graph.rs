@@ -43,9 +43,37 @@ struct Envelope<'a> {
     value: Vec<&'a RawValue>,
 }
 
-/// One notification's fields, each as the bytes it arrived as.
-#[derive(Deserialize)]
-struct Fields<'a>(#[serde(borrow)] HashMap<String, &'a RawValue>);
+/// One notification's fields, each as the bytes it arrived as. A name given twice (however
+/// escaped) refuses the notification: only one `clientState` could be redacted, and the
+/// other would be stored.
+struct Fields<'a>(HashMap<String, &'a RawValue>);
+
+impl<'de> Deserialize<'de> for Fields<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Members;
+        impl<'de> serde::de::Visitor<'de> for Members {
+            type Value = Fields<'de>;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object, each member named once")
+            }
+
+            fn visit_map<M: serde::de::MapAccess<'de>>(
+                self,
+                mut map: M,
+            ) -> Result<Self::Value, M::Error> {
+                let mut fields = HashMap::new();
+                while let Some((name, value)) = map.next_entry::<String, &'de RawValue>()? {
+                    if fields.insert(name, value).is_some() {
+                        return Err(serde::de::Error::custom("a member named twice"));
+                    }
+                }
+                Ok(Fields(fields))
+            }
+        }
+        deserializer.deserialize_map(Members)
+    }
+}
 
 fn malformed(detail: impl Into<String>) -> SignatureError {
     SignatureError::malformed("value", detail)
@@ -70,8 +98,11 @@ fn notifications(body: &[u8]) -> Result<Vec<&RawValue>, SignatureError> {
 /// redacted; why not otherwise.
 fn authenticated(n: usize, item: &RawValue, secrets: &[Secret]) -> Result<Vec<u8>, SignatureError> {
     let text = item.get();
-    let Fields(fields) = serde_json::from_str(text)
-        .map_err(|_| malformed(format!("notification {n} is not an object")))?;
+    let Fields(fields) = serde_json::from_str(text).map_err(|_| {
+        malformed(format!(
+            "notification {n} is not an object, each member named once"
+        ))
+    })?;
     let raw = fields
         .get(FIELD)
         .ok_or_else(|| SignatureError::Missing(format!("notification {n}'s {FIELD}")))?;
@@ -243,6 +274,8 @@ mod tests {
             r#"{"value":[1]}"#,
             r#"{"value":[{"clientState":7}]}"#,
             r#"{"value":[{"resource":"no state"}]}"#,
+            // Only one of two clientStates could be redacted: the other would be stored.
+            r#"{"value":[{"clientState":"graph-client-state-0123456789","client\u0053tate":"graph-client-state-0123456789"}]}"#,
         ] {
             assert!(split(body, STATE).is_err(), "{body}");
         }

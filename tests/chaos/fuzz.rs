@@ -1259,7 +1259,10 @@ fn check_graph_events(rows: &[(String, String, Vec<u8>)], accepted: u64) -> Vec<
                 "a Graph event stored without its clientState redacted: {text}"
             ));
         }
-        if secrets("graph").iter().any(|secret| text.contains(secret)) {
+        if secrets("graph")
+            .iter()
+            .any(|secret| holds_as_client_state(&text, secret))
+        {
             failures.push(format!("a Graph event stored with a secret: {text}"));
         }
         if *event_id != hex::encode(sha2::Sha256::digest(payload)) {
@@ -1269,6 +1272,32 @@ fn check_graph_events(rows: &[(String, String, Vec<u8>)], accepted: u64) -> Vec<
         }
     }
     failures
+}
+
+/// Whether `secret` is, anywhere in `text`, the value of a member named `clientState`
+/// (however its name is escaped, a repeated one too): the credential Inlet must redact.
+/// The same characters under another name are the sender's content (a fuzzed notification
+/// may carry a `clien4State`), not a credential.
+fn holds_as_client_state(text: &str, secret: &str) -> bool {
+    let quoted = format!("\"{secret}\"");
+    text.match_indices(&quoted).any(|(at, _)| {
+        let before = text[..at].trim_end();
+        let Some(before) = before.strip_suffix(':').map(str::trim_end) else {
+            return false;
+        };
+        let Some(name_end) = before.strip_suffix('"') else {
+            return false;
+        };
+        // The key's opening quote: the last one not escaped by a backslash.
+        let bytes = name_end.as_bytes();
+        let start = (0..bytes.len()).rev().find(|&i| {
+            bytes[i] == b'"'
+                && bytes[..i].iter().rev().take_while(|b| **b == b'\\').count() % 2 == 0
+        });
+        start.is_some_and(|start| {
+            serde_json::from_str::<String>(&before[start..]).is_ok_and(|name| name == "clientState")
+        })
+    })
 }
 
 /// One Graph notification's `clientState` set to `state`, removed, or a rogue
@@ -2144,4 +2173,27 @@ fn sendgrid_stale(headers: &Headers, now: i64) -> bool {
         .first()
         .and_then(|t| std::str::from_utf8(t).ok()?.parse::<i64>().ok());
     signed.is_some_and(|signed| (now - signed).abs() > TOLERANCE)
+}
+
+/// The stored-Graph-event check finds a secret as a `clientState` value however the name
+/// is written or repeated, and only there.
+#[test]
+fn a_secret_counts_as_a_credential_only_under_client_state() {
+    let s = "graph-current-state-0123456789";
+    for held in [
+        format!(r#"{{"clientState":"{s}"}}"#),
+        format!(r#"{{"a":1, "clientState" : "{s}"}}"#),
+        format!(r#"{{"client\u0053tate":"{s}"}}"#),
+        format!(r#"{{"clientState":"[redacted]","clientState":"{s}"}}"#),
+    ] {
+        assert!(holds_as_client_state(&held, s), "{held}");
+    }
+    for content in [
+        format!(r#"{{"clien4State":"{s}","clientState":"[redacted]"}}"#),
+        format!(r#"{{"note":"{s}"}}"#),
+        format!(r#"{{"clientState":"x{s}"}}"#),
+        format!(r#"["{s}"]"#),
+    ] {
+        assert!(!holds_as_client_state(&content, s), "{content}");
+    }
 }
