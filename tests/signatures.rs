@@ -48,6 +48,7 @@ fn strong_secret(scheme: &str) -> &'static str {
         "stripe" => "whsec_it-is-a-secret-to-everybody-0123456789",
         "standard" => "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD",
         "basic" => "inlet:it-is-a-secret-to-everybody",
+        "braintree" => "inletpublickey01:it-is-a-secret-to-everybody",
         "adyen" => "0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF",
         "graph" => "graph-client-state-0123456789",
         "sendgrid" => SENDGRID_PUBLIC,
@@ -805,6 +806,42 @@ fn asana_vectors_verify_exactly_as_the_documented_construction() {
     }
     let first = vectors.iter().find(|v| v["case"] == "one signature");
     assert_signs_like(first.expect("the first vector"));
+}
+
+/// Braintree (tests/fixtures/official/generate_braintree.py: made and judged by braintree
+/// 4.48.0's own SDK): Inlet accepts exactly the forms its `parse` accepts — several kinds,
+/// a second key pair, `&`-joined pairs, a signature over the payload and a line break —
+/// and refuses what it refuses (tampering, another key, uppercase hex, a character outside
+/// base64, a right pair behind a wrong one of the same key). `inlet send`'s form verifies,
+/// and a rotation's two pairs are each tried with their own public key.
+#[test]
+fn braintree_vectors_verify_exactly_as_the_sdk_judges_them() {
+    let vectors = judged_vectors("official-braintree.json", "braintree", 15);
+    let secret_a = vectors[0]["secret"].as_str().expect("secret");
+    let secret_b = vectors[2]["secret"].as_str().expect("secret");
+    let rotating = source("braintree", &[secret_a, secret_b]);
+    for vector in vectors.iter().take(3) {
+        let body = vector["body"].as_str().expect("body").as_bytes();
+        assert!(verify(&rotating, &vector_headers(vector), body, Utc::now()).is_ok());
+    }
+    let signer = inlet::secret::Secret::new(secret_b);
+    let xml = b"<notification><kind>check</kind></notification>";
+    let form = rotating
+        .provider
+        .scheme()
+        .sign_body(xml, &signer)
+        .expect("signs in the body")
+        .expect("signed");
+    assert!(verify(&rotating, &HeaderMap::new(), &form, Utc::now()).is_ok());
+    assert_eq!(
+        inlet::signature::braintree_kind(&form).as_deref(),
+        Some("check")
+    );
+    let only_a = source("braintree", &[secret_a]);
+    assert!(verify(&only_a, &HeaderMap::new(), &form, Utc::now()).is_err());
+    // A secret that is not a key pair is refused by configuration.
+    let toml = source_toml("braintree", &["4f0c2b7e9a1d83c56e0b9f7a2d4c8e15"], None);
+    assert!(Settings::from_toml(&toml).is_err());
 }
 
 /// Zendesk writes its time in RFC 3339: the published example's, re-signed with another

@@ -10,9 +10,9 @@ use super::handshake::{
 use crate::idempotency::Answer;
 use crate::secret::Secret;
 use crate::signature::{
-    Basic, Discord, PublicUrl, Scheme, Square, Standard, Twilio, Verified, ADYEN, ASANA, DROPBOX,
-    GITHUB, GRAPH, LINEAR, MUX, PADDLE, PAGERDUTY, SENDGRID, SHOPIFY, SLACK, STRIPE, WORKOS,
-    ZENDESK, ZOOM,
+    Basic, Discord, PublicUrl, Scheme, Square, Standard, Twilio, Verified, ADYEN, ASANA, BRAINTREE,
+    DROPBOX, GITHUB, GRAPH, LINEAR, MUX, PADDLE, PAGERDUTY, SENDGRID, SHOPIFY, SLACK, STRIPE,
+    WORKOS, ZENDESK, ZOOM,
 };
 use std::time::Duration;
 
@@ -205,7 +205,7 @@ fn twilio(url: PublicUrl) -> Configured {
 }
 
 /// Every provider, in the order the documentation lists them.
-pub static PROFILES: [Profile; 23] = [
+pub static PROFILES: [Profile; 24] = [
     Profile {
         once_per_object: Some((&STRIPE_ONCE_PER_OBJECT_TYPES, "/data/object/id")),
         ..plain(
@@ -515,6 +515,24 @@ pub static PROFILES: [Profile; 23] = [
             ),
         )
     },
+    // Braintree posts a form whose bt_payload (base64 XML) is signed; a notification has
+    // no id (its subject's id is not documented as stable across retries, and one subject
+    // has many notifications of one kind), and a retry re-sends the same payload: the event
+    // is what was signed (the payload's digest), and the event its own fact.
+    plain(
+        "braintree",
+        Signing::Fixed(&BRAINTREE),
+        Places {
+            event_id: Place::BodyDigest,
+            event_type: None,
+            fact_key: None,
+            form_requires_fact: false,
+        },
+        (
+            days(2),
+            "Braintree retries a failing webhook every hour for up to 24 hours, with margin",
+        ),
+    ),
     configured("hmac", Signing::Hmac),
     // HTTP Basic credentials: authenticates the sender only.
     Profile {

@@ -10,6 +10,7 @@
 
 mod adyen;
 mod basic;
+mod braintree;
 mod discord;
 mod ed25519;
 mod fixed;
@@ -27,6 +28,7 @@ mod twilio;
 
 pub use self::adyen::{ADYEN, MAX_ITEMS as MAX_BATCH_ITEMS};
 pub use self::basic::Basic;
+pub use self::braintree::{kind as braintree_kind, BRAINTREE};
 pub use self::discord::Discord;
 pub use self::fixed::{url_validation_token as zoom_url_validation_token, FixedHmac};
 pub use self::fixed::{ASANA, DROPBOX, GITHUB, LINEAR, SHOPIFY, SLACK, ZENDESK, ZOOM};
