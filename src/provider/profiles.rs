@@ -28,6 +28,8 @@ pub enum Place {
     Form(&'static str),
     /// What was signed: the sha256 of the body, or of the scheme's canonical reading.
     BodyDigest,
+    /// The type the scheme reads from the content it verified (Braintree's `<kind>`).
+    SignedType,
 }
 
 /// Where a provider's event id, type and fact key live.
@@ -524,7 +526,7 @@ pub static PROFILES: [Profile; 24] = [
         Signing::Fixed(&BRAINTREE),
         Places {
             event_id: Place::BodyDigest,
-            event_type: None,
+            event_type: Some(Place::SignedType),
             fact_key: None,
             form_requires_fact: false,
         },

@@ -179,7 +179,7 @@ impl Scheme for Braintree {
         if !verified {
             return Err(SignatureError::Mismatch(SIGNATURE_FIELD.to_owned()));
         }
-        Ok(request.into_verified_as(Sha256::digest(payload).into()))
+        Ok(request.into_verified_reading(Sha256::digest(payload).into(), kind))
     }
 
     fn sign(
