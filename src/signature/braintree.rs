@@ -29,7 +29,6 @@ use sha2::{Digest, Sha256};
 pub const SIGNATURE_FIELD: &str = "bt_signature";
 /// The form field holding the base64 notification.
 pub const PAYLOAD_FIELD: &str = "bt_payload";
-const FORM: &str = "application/x-www-form-urlencoded";
 /// The longest `<kind>` read from a notification: Braintree's are short snake_case words.
 const MAX_KIND: usize = 128;
 /// The line length of `inlet sign`'s payload: Python's `encodebytes`, which the SDK's
@@ -189,7 +188,8 @@ impl Scheme for Braintree {
         _now: DateTime<Utc>,
         _event: &EventToSign,
     ) -> Vec<(String, String)> {
-        vec![("Content-Type".to_owned(), FORM.to_owned())]
+        // Everything is in the body (sign_body); no header is signed.
+        Vec::new()
     }
 
     fn signs_timestamp(&self) -> bool {
