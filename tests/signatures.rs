@@ -1605,3 +1605,59 @@ proptest! {
         prop_assert!(batch_items("sendgrid", stranger, &headers, &body, now).is_err());
     }
 }
+
+/// A Braintree form signed by `inlet sign` for `xml`, with its `bt_signature` and
+/// `bt_payload` as sent.
+fn braintree_form(xml: &[u8], pair: &str) -> (String, String) {
+    let source = source("braintree", &[pair]);
+    let form = (source.provider.scheme().sign_body(xml, &Secret::new(pair)))
+        .expect("signs in the body")
+        .expect("signed");
+    let field = |name: &str| {
+        form_urlencoded::parse(&form)
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.into_owned())
+            .expect("a field")
+    };
+    (field("bt_signature"), field("bt_payload"))
+}
+
+fn braintree_body(signature: &str, payload: &str) -> Vec<u8> {
+    form_urlencoded::Serializer::new(String::new())
+        .append_pair("bt_signature", signature)
+        .append_pair("bt_payload", payload)
+        .finish()
+        .into_bytes()
+}
+
+proptest! {
+    /// Braintree's body-signed forms (outside SCHEMES, whose properties sign headers): a
+    /// signed form verifies, and any change to one character of its payload or of its
+    /// signature's hex is refused — whatever the form's encoding of the same fields.
+    #[test]
+    fn any_change_to_a_braintree_payload_or_signature_fails(
+        xml in prop::collection::vec(any::<u8>(), 1..512),
+        index in any::<prop::sample::Index>(),
+        replacement in prop::sample::select(b"AZaz09+/=\n".to_vec()),
+        in_signature in any::<bool>(),
+    ) {
+        let pair = strong_secret("braintree");
+        let source = source("braintree", &[pair]);
+        let (signature, payload) = braintree_form(&xml, pair);
+        let now = Utc::now();
+        prop_assert!(verify(&source, &HeaderMap::new(), &braintree_body(&signature, &payload), now).is_ok());
+        let (mut signature, mut payload) = (signature.into_bytes(), payload.into_bytes());
+        let (target, from) = if in_signature {
+            let start = signature.iter().position(|b| *b == b'|').expect("a pair") + 1;
+            (&mut signature, start)
+        } else {
+            (&mut payload, 0)
+        };
+        let at = from + index.index(target.len() - from);
+        let swapped = if in_signature { if target[at] == b'0' { b'1' } else { b'0' } } else { replacement };
+        prop_assume!(target[at] != swapped);
+        target[at] = swapped;
+        let (signature, payload) = (String::from_utf8(signature).expect("ASCII"), String::from_utf8(payload).expect("ASCII"));
+        prop_assert!(verify(&source, &HeaderMap::new(), &braintree_body(&signature, &payload), now).is_err());
+    }
+}
