@@ -210,6 +210,9 @@ pub enum Locator {
     /// whose event id the signature does not cover, so a signed body re-sent under a
     /// fresh id is the same fact.
     BodyDigest,
+    /// A value the scheme reads from the content it verified (Braintree's `<kind>`, inside
+    /// the base64 XML it signs); only a provider profile names it.
+    SignedType,
 }
 
 impl Locator {
@@ -246,6 +249,7 @@ impl fmt::Display for Locator {
             Self::Json(pointer) => write!(f, "{} in the JSON body", pointer.as_str()),
             Self::Form(field) => write!(f, "the form field {field}"),
             Self::BodyDigest => f.write_str("the sha256 of the body"),
+            Self::SignedType => f.write_str("the type in the signed content"),
         }
     }
 }
@@ -283,6 +287,11 @@ pub trait RequestParts {
     /// reading of it.
     fn content_digest(&self) -> String {
         hex::encode(Sha256::digest(self.body()))
+    }
+    /// The event type the scheme reads from what it verified, for a scheme that encodes
+    /// it (Braintree's `<kind>`).
+    fn signed_type(&self) -> Option<String> {
+        None
     }
 }
 
@@ -351,6 +360,7 @@ impl<'r> Body<'r> {
                 Err(detail) => Err(IdentityError::InvalidBody(detail.clone())),
             },
             Locator::BodyDigest => Ok(Some(self.request.content_digest())),
+            Locator::SignedType => Ok(self.request.signed_type()),
             Locator::Form(field) => {
                 let body = self.request.body();
                 let pairs = self.form.get_or_insert_with(|| {

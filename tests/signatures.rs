@@ -49,6 +49,7 @@ fn strong_secret(scheme: &str) -> &'static str {
         "stripe" => "whsec_it-is-a-secret-to-everybody-0123456789",
         "standard" => "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD",
         "basic" => "inlet:it-is-a-secret-to-everybody",
+        "braintree" => "inletpublickey01:it-is-a-secret-to-everybody",
         "adyen" => "0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF",
         "graph" => "graph-client-state-0123456789",
         "sendgrid" => SENDGRID_PUBLIC,
@@ -843,6 +844,42 @@ fn asana_vectors_verify_exactly_as_the_documented_construction() {
     assert_signs_like(first.expect("the first vector"));
 }
 
+/// Braintree (tests/fixtures/official/generate_braintree.py: made and judged by braintree
+/// 4.48.0's own SDK): Inlet accepts exactly the forms its `parse` accepts — several kinds,
+/// a second key pair, `&`-joined pairs, a signature over the payload and a line break —
+/// and refuses what it refuses (tampering, another key, uppercase hex, a character outside
+/// base64, a right pair behind a wrong one of the same key). `inlet send`'s form verifies,
+/// and a rotation's two pairs are each tried with their own public key.
+#[test]
+fn braintree_vectors_verify_exactly_as_the_sdk_judges_them() {
+    let vectors = judged_vectors("official-braintree.json", "braintree", 15);
+    let secret_a = vectors[0]["secret"].as_str().expect("secret");
+    let secret_b = vectors[2]["secret"].as_str().expect("secret");
+    let rotating = source("braintree", &[secret_a, secret_b]);
+    for vector in vectors.iter().take(3) {
+        let body = vector["body"].as_str().expect("body").as_bytes();
+        assert!(verify(&rotating, &vector_headers(vector), body, Utc::now()).is_ok());
+    }
+    let signer = inlet::secret::Secret::new(secret_b);
+    let xml = b"<notification><kind>check</kind></notification>";
+    let form = rotating
+        .provider
+        .scheme()
+        .sign_body(xml, &signer)
+        .expect("signs in the body")
+        .expect("signed");
+    assert!(verify(&rotating, &HeaderMap::new(), &form, Utc::now()).is_ok());
+    assert_eq!(
+        inlet::signature::braintree_kind(&form).as_deref(),
+        Some("check")
+    );
+    let only_a = source("braintree", &[secret_a]);
+    assert!(verify(&only_a, &HeaderMap::new(), &form, Utc::now()).is_err());
+    // A secret that is not a key pair is refused by configuration.
+    let toml = source_toml("braintree", &["4f0c2b7e9a1d83c56e0b9f7a2d4c8e15"], None);
+    assert!(Settings::from_toml(&toml).is_err());
+}
+
 /// Zendesk writes its time in RFC 3339: the published example's, re-signed with another
 /// offset or fractions, verifies at that instant; the same instant in Unix seconds is
 /// refused as malformed, before any MAC.
@@ -1602,5 +1639,61 @@ proptest! {
         ));
         let stranger = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAErKRVN2OWjwSIcxGb9RYqVW/ONQqw7dgmYxB5gerg2gqaF/Bbu2uAEiMGV+FFQdLrwVGedOPtMVIDiOgKMcx7QA==";
         prop_assert!(batch_items("sendgrid", stranger, &headers, &body, now).is_err());
+    }
+}
+
+/// A Braintree form signed by `inlet sign` for `xml`, with its `bt_signature` and
+/// `bt_payload` as sent.
+fn braintree_form(xml: &[u8], pair: &str) -> (String, String) {
+    let source = source("braintree", &[pair]);
+    let form = (source.provider.scheme().sign_body(xml, &Secret::new(pair)))
+        .expect("signs in the body")
+        .expect("signed");
+    let field = |name: &str| {
+        form_urlencoded::parse(&form)
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.into_owned())
+            .expect("a field")
+    };
+    (field("bt_signature"), field("bt_payload"))
+}
+
+fn braintree_body(signature: &str, payload: &str) -> Vec<u8> {
+    form_urlencoded::Serializer::new(String::new())
+        .append_pair("bt_signature", signature)
+        .append_pair("bt_payload", payload)
+        .finish()
+        .into_bytes()
+}
+
+proptest! {
+    /// Braintree's body-signed forms (outside SCHEMES, whose properties sign headers): a
+    /// signed form verifies, and any change to one character of its payload or of its
+    /// signature's hex is refused — whatever the form's encoding of the same fields.
+    #[test]
+    fn any_change_to_a_braintree_payload_or_signature_fails(
+        xml in prop::collection::vec(any::<u8>(), 1..512),
+        index in any::<prop::sample::Index>(),
+        replacement in prop::sample::select(b"AZaz09+/=\n".to_vec()),
+        in_signature in any::<bool>(),
+    ) {
+        let pair = strong_secret("braintree");
+        let source = source("braintree", &[pair]);
+        let (signature, payload) = braintree_form(&xml, pair);
+        let now = Utc::now();
+        prop_assert!(verify(&source, &HeaderMap::new(), &braintree_body(&signature, &payload), now).is_ok());
+        let (mut signature, mut payload) = (signature.into_bytes(), payload.into_bytes());
+        let (target, from) = if in_signature {
+            let start = signature.iter().position(|b| *b == b'|').expect("a pair") + 1;
+            (&mut signature, start)
+        } else {
+            (&mut payload, 0)
+        };
+        let at = from + index.index(target.len() - from);
+        let swapped = if in_signature { if target[at] == b'0' { b'1' } else { b'0' } } else { replacement };
+        prop_assume!(target[at] != swapped);
+        target[at] = swapped;
+        let (signature, payload) = (String::from_utf8(signature).expect("ASCII"), String::from_utf8(payload).expect("ASCII"));
+        prop_assert!(verify(&source, &HeaderMap::new(), &braintree_body(&signature, &payload), now).is_err());
     }
 }

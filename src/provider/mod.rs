@@ -229,7 +229,7 @@ impl Provider {
                     .iter()
                     .any(|signed| signed.eq_ignore_ascii_case(name))
             }),
-            Locator::Json(_) | Locator::Form(_) | Locator::BodyDigest => true,
+            Locator::Json(_) | Locator::Form(_) | Locator::BodyDigest | Locator::SignedType => true,
         }
     }
 }
@@ -241,6 +241,7 @@ fn locator(place: Place) -> Locator {
         Place::Headers(names) => Locator::Header(names.iter().map(|n| (*n).to_owned()).collect()),
         Place::Form(field) => Locator::Form(field.to_owned()),
         Place::BodyDigest => Locator::BodyDigest,
+        Place::SignedType => Locator::SignedType,
     }
 }
 

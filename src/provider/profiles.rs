@@ -11,8 +11,8 @@ use crate::idempotency::Answer;
 use crate::secret::Secret;
 use crate::signature::{
     Basic, Discord, HubSpot, PublicUrl, Scheme, Square, Standard, Twilio, Verified, ADYEN, ASANA,
-    DROPBOX, GITHUB, GRAPH, LINEAR, MUX, PADDLE, PAGERDUTY, SENDGRID, SHOPIFY, SLACK, STRIPE,
-    WORKOS, ZENDESK, ZOOM,
+    BRAINTREE, DROPBOX, GITHUB, GRAPH, LINEAR, MUX, PADDLE, PAGERDUTY, SENDGRID, SHOPIFY, SLACK,
+    STRIPE, WORKOS, ZENDESK, ZOOM,
 };
 use std::time::Duration;
 
@@ -28,6 +28,8 @@ pub enum Place {
     Form(&'static str),
     /// What was signed: the sha256 of the body, or of the scheme's canonical reading.
     BodyDigest,
+    /// The type the scheme reads from the content it verified (Braintree's `<kind>`).
+    SignedType,
 }
 
 /// Where a provider's event id, type and fact key live.
@@ -211,7 +213,7 @@ fn hubspot(url: PublicUrl) -> Configured {
 }
 
 /// Every provider, in the order the documentation lists them.
-pub static PROFILES: [Profile; 24] = [
+pub static PROFILES: [Profile; 25] = [
     Profile {
         once_per_object: Some((&STRIPE_ONCE_PER_OBJECT_TYPES, "/data/object/id")),
         ..plain(
@@ -521,6 +523,24 @@ pub static PROFILES: [Profile; 24] = [
             ),
         )
     },
+    // Braintree posts a form whose bt_payload (base64 XML) is signed; a notification has
+    // no id (its subject's id is not documented as stable across retries, and one subject
+    // has many notifications of one kind), and a retry re-sends the same payload: the event
+    // is what was signed (the payload's digest), and the event its own fact.
+    plain(
+        "braintree",
+        Signing::Fixed(&BRAINTREE),
+        Places {
+            event_id: Place::BodyDigest,
+            event_type: Some(Place::SignedType),
+            fact_key: None,
+            form_requires_fact: false,
+        },
+        (
+            days(2),
+            "Braintree retries a failing webhook every hour for up to 24 hours, with margin",
+        ),
+    ),
     // A batch signed as a whole with the URL HubSpot calls: each element of the array is
     // an event of its own. Its `eventId` is not unique and its `attemptNumber` grows with
     // each retry (in a new request, signed anew), so the event is the digest of its every

@@ -10,6 +10,7 @@
 
 mod adyen;
 mod basic;
+mod braintree;
 mod discord;
 mod ed25519;
 mod fixed;
@@ -28,6 +29,7 @@ mod twilio;
 
 pub use self::adyen::{ADYEN, MAX_ITEMS as MAX_BATCH_ITEMS};
 pub use self::basic::Basic;
+pub use self::braintree::{kind as braintree_kind, BRAINTREE};
 pub use self::discord::Discord;
 pub use self::fixed::{url_validation_token as zoom_url_validation_token, FixedHmac};
 pub use self::fixed::{ASANA, DROPBOX, GITHUB, LINEAR, SHOPIFY, SLACK, ZENDESK, ZOOM};
@@ -109,6 +111,7 @@ impl<'r> Unverified<'r> {
         Verified {
             request: self,
             signed_digest: None,
+            type_reader: None,
         }
     }
 
@@ -118,6 +121,16 @@ impl<'r> Unverified<'r> {
         Verified {
             request: self,
             signed_digest: Some(digest),
+            type_reader: None,
+        }
+    }
+
+    /// [`Unverified::into_verified_as`], for a scheme that encodes the event's type inside
+    /// what it signs: `reader` finds it in the body.
+    fn into_verified_reading(self, digest: [u8; 32], reader: TypeReader) -> Verified<'r> {
+        Verified {
+            type_reader: Some(reader),
+            ..self.into_verified_as(digest)
         }
     }
 }
@@ -129,7 +142,12 @@ pub struct Verified<'r> {
     /// The sha256 of the canonical content the signature covers, for schemes that sign a
     /// reading of the body (Twilio's sorted form parameters) instead of its bytes.
     signed_digest: Option<[u8; 32]>,
+    /// How the scheme reads the event's type from the body it verified, when it encodes it.
+    type_reader: Option<TypeReader>,
 }
+
+/// Reads an event's type from a verified body (Braintree's `<kind>`).
+type TypeReader = fn(&[u8]) -> Option<String>;
 
 impl<'r> Verified<'r> {
     pub fn body(&self) -> &'r [u8] {
@@ -180,6 +198,10 @@ impl RequestParts for Verified<'_> {
 
     fn content_digest(&self) -> String {
         Verified::content_digest(self)
+    }
+
+    fn signed_type(&self) -> Option<String> {
+        self.type_reader.and_then(|read| read(self.request.body))
     }
 }
 

@@ -139,6 +139,7 @@ fn signed_header_names(profile: &inlet::provider::Profile) -> Option<BTreeSet<St
         "discord" => "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60",
         "sendgrid" => "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgtWjUWtHPcNxl/6OPNFvkHCOv8RXQz90eUeMlX6nq02ShRANCAATE6OCXmEpKa7jSlBApptpM7pizdOs0oG45I4z50BAg6Rpi5K4m+24XhJxG2wJWPdIbNx1z3X+yFBfMztgV60vI",
         "basic" => "inlet:a-basic-credential-0123456789",
+        "braintree" => "dgq6r8pwk3s7xv2m:4f0c2b7e9a1d83c56e0b9f7a2d4c8e15",
         _ => "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
     };
     let event = inlet::signature::EventToSign {

@@ -4,6 +4,7 @@
 mod asana;
 mod availability;
 mod batches;
+mod braintree;
 mod bulk;
 mod bus;
 mod cli;
