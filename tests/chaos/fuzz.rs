@@ -49,7 +49,7 @@ const TWILIO_URL: &str = "https://hooks.example.com/twilio/status?tenant=fuzz&re
 /// public keys, see [`configured`]). `standard-ed25519` mixes both kinds: a `whpk_` key
 /// (current) beside a `whsec_` secret (rotating out), so a `v1a` entry must verify under
 /// the one and a `v1` entry under the other, never across.
-const MORE_SOURCES: [(&str, [&str; 3]); 19] = [
+const MORE_SOURCES: [(&str, [&str; 3]); 20] = [
     (
         "paddle",
         [
@@ -171,6 +171,15 @@ const MORE_SOURCES: [(&str, [&str; 3]); 19] = [
     ),
     // Configured secrets (an operator moving a webhook): what verifies them is what
     // verifies a handshake's stored secret (tests/api/asana.rs has the handshake).
+    // API key pairs, public_key:private_key.
+    (
+        "braintree",
+        [
+            "btcurrent01:bt-private-current-0123456789",
+            "btrotating01:bt-private-rotating-0123456789",
+            "btremoved01:bt-private-removed-0123456789",
+        ],
+    ),
     (
         "hubspot",
         [
@@ -330,6 +339,7 @@ fn rule_of(source: &str) -> Rule {
         "sendgrid" => Rule::Sendgrid,
         "asana" => Rule::Asana,
         "hubspot" => Rule::Hubspot,
+        "braintree" => Rule::Braintree,
         other => panic!("no rule for {other}"),
     }
 }
@@ -406,6 +416,20 @@ fn body_for(source: &str, id: &str, at: DateTime<Utc>, rng: &mut fastrand::Rng) 
         }
         "sendgrid" => return sendgrid_body(id, rng),
         "hubspot" => return hubspot_body(id, rng),
+        // The notification's XML: the case signs it into a form (`inlet send`'s signer).
+        "braintree" => {
+            let kinds = [
+                "subscription_charged_successfully",
+                "dispute_opened",
+                "check",
+            ];
+            return format!(
+                "<notification><kind>{}</kind><timestamp type=\"datetime\">2026-12-04T10:00:00Z\
+                 </timestamp><subject><id>{id}</id><n>{nonce}</n></subject></notification>",
+                kinds[rng.usize(..kinds.len())]
+            )
+            .into_bytes();
+        }
         "discord" => return discord_body(id, nonce, rng),
         "legacy" | "forms" => serde_json::json!({"id": id, "type": "thing.happened", "n": nonce}),
         "pagerduty" => serde_json::json!({"event": {"id": id, "event_type": "incident.triggered",
@@ -744,6 +768,7 @@ fn timestamp_slot(case: &Case) -> Option<(usize, Option<TimestampItem>)> {
         Rule::Zendesk => &["x-zendesk-webhook-signature-timestamp"],
         Rule::Sendgrid => &[SENDGRID_TIMESTAMP],
         Rule::Hubspot => &[HUBSPOT_TIMESTAMP],
+        Rule::Braintree => return None,
         Rule::Github
         | Rule::Shopify
         | Rule::Square
@@ -842,6 +867,9 @@ fn resign(case: &mut Case, now: i64, rng: &mut fastrand::Rng) -> String {
     }
     if rule == Rule::Graph {
         return change_graph_state(case, rng, secret);
+    }
+    if rule == Rule::Braintree {
+        return resign_braintree(case, secret, rng);
     }
     let seed = ed25519_seed(case.source, secret);
     let tag = if rule.is_token() {
@@ -1381,6 +1409,34 @@ fn mutate_sendgrid(case: &mut Case, rng: &mut fastrand::Rng) -> String {
 }
 
 /// Re-signs every item of an Adyen case with `secret`, as the oracle reads it.
+/// Signs a Braintree form's payload again with `secret`'s key pair (the oracle's own
+/// HMAC-SHA1), now and then over the payload and a line break, or behind a wrong pair of
+/// the same public key (which must not count: only the first pair naming it is compared).
+fn resign_braintree(case: &mut Case, secret: &str, rng: &mut fastrand::Rng) -> String {
+    use sha1::Digest;
+    let payload = form_urlencoded::parse(&case.body)
+        .find(|(name, _)| name == "bt_payload")
+        .map(|(_, value)| value.into_owned());
+    let (Some(payload), Some((public, private))) = (payload, secret.split_once(':')) else {
+        return "re-sign skipped (no payload)".to_owned();
+    };
+    let key = sha1::Sha1::digest(private.as_bytes());
+    let newline = rng.bool();
+    let signed = [payload.as_bytes(), if newline { b"\n" } else { b"" }].concat();
+    let tag = hex::encode(crate::oracle::hmac_sha1(&key, &signed));
+    let decoy = rng.u32(0..4) == 0;
+    let pairs = match decoy {
+        true => format!("{public}|{}&{public}|{tag}", "0".repeat(40)),
+        false => format!("{public}|{tag}"),
+    };
+    case.body = form_urlencoded::Serializer::new(String::new())
+        .append_pair("bt_signature", &pairs)
+        .append_pair("bt_payload", &payload)
+        .finish()
+        .into_bytes();
+    format!("re-signed with {public} (over a line break too: {newline}, behind a decoy: {decoy})")
+}
+
 fn resign_adyen(case: &mut Case, secret: &str, removed: bool, rng: &mut fastrand::Rng) -> String {
     let key = Rule::Adyen.key(secret);
     let Ok(mut document) = serde_json::from_slice::<serde_json::Value>(&case.body) else {
@@ -1510,6 +1566,8 @@ fn signature_names(rule: Rule) -> &'static [&'static str] {
         Rule::Sendgrid => &[SENDGRID_SIGNATURE],
         Rule::Asana => &["x-hook-signature"],
         Rule::Hubspot => &[HUBSPOT_SIGNATURE],
+        // In the body.
+        Rule::Braintree => &[],
     }
 }
 
@@ -2020,6 +2078,7 @@ fn the_oracle_agrees_with_the_published_vectors() {
         "official-dropbox.json",
         "official-asana.json",
         "official-hubspot.json",
+        "official-braintree.json",
     ] {
         let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures")
@@ -2048,6 +2107,7 @@ fn the_oracle_agrees_with_the_published_vectors() {
                 "sendgrid" => Rule::Sendgrid,
                 "asana" => Rule::Asana,
                 "hubspot" => Rule::Hubspot,
+                "braintree" => Rule::Braintree,
                 other => panic!("{other}"),
             };
             // Discord's vectors name the application's public key; the others the secret

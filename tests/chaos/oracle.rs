@@ -124,6 +124,11 @@ pub enum Rule {
     /// events, each stored under the digest of its fields but `attemptNumber`
     /// ([`hubspot_event_ids`]).
     Hubspot,
+    /// In the form body: `bt_signature` = `public_key|<hex>` pairs joined by `&`, the first
+    /// pair naming the secret's public key compared: HMAC-SHA1 (key = SHA-1 of the private
+    /// key) of `bt_payload` or of it and a line break; the payload only base64 and line
+    /// breaks; the event the payload's sha256 ([`OracleSource::judge_braintree`]).
+    Braintree,
 }
 
 /// The header of the test's `header_token` source.
@@ -273,6 +278,8 @@ impl Rule {
             Rule::Sendgrid => (SENDGRID_SIGNATURE, "", false),
             Rule::Asana => ("x-hook-signature", "", true),
             Rule::Hubspot => (HUBSPOT_SIGNATURE, "", false),
+            // No header: judged apart.
+            Rule::Braintree => ("", "", false),
         }
     }
 
@@ -335,7 +342,8 @@ impl Rule {
             | Rule::Basic
             | Rule::Token
             | Rule::Adyen
-            | Rule::Graph => None,
+            | Rule::Graph
+            | Rule::Braintree => None,
         }
     }
 
@@ -439,6 +447,7 @@ impl Rule {
             | Rule::Dropbox
             | Rule::Adyen
             | Rule::Graph
+            | Rule::Braintree
             | Rule::Asana => vec![body],
             Rule::Slack | Rule::Zoom => vec![b"v0:", timestamp, b":", body],
             Rule::Standard => vec![id, b".", timestamp, b".", body],
@@ -458,7 +467,7 @@ impl Rule {
             Rule::Workos => [b"t=", timestamp, b", v1=", hex::encode(tag).as_bytes()].concat(),
             Rule::Github | Rule::Acme => format!("sha256={}", hex::encode(tag)).into_bytes(),
             Rule::Pagerduty => format!("v1={}", hex::encode(tag)).into_bytes(),
-            Rule::Discord | Rule::Linear | Rule::Dropbox | Rule::Asana => {
+            Rule::Discord | Rule::Linear | Rule::Dropbox | Rule::Asana | Rule::Braintree => {
                 hex::encode(tag).into_bytes()
             }
             Rule::Slack | Rule::Zoom => format!("v0={}", hex::encode(tag)).into_bytes(),
@@ -795,6 +804,9 @@ impl OracleSource {
         if self.rule == Rule::Hubspot {
             return self.judge_hubspot(headers, body, now);
         }
+        if self.rule == Rule::Braintree {
+            return self.judge_braintree(body);
+        }
         self.judge_signed(headers, body, now)
     }
 
@@ -833,6 +845,74 @@ impl OracleSource {
                 signed_ids: HashSet::new(),
             },
         }
+    }
+
+    /// Braintree: `Valid` when the form (canonical: every piece `name=value`, every escape
+    /// valid, UTF-8) has a `bt_signature` and a `bt_payload` (the first of each), the
+    /// payload only base64 characters and line breaks, at most 8 pairs each with one `|`,
+    /// and for an active key pair the first pair naming its public key holds 40 lowercase
+    /// hex digits, the HMAC-SHA1 (key = SHA-1 of the private key) of the payload or of the
+    /// payload and `\n`; `Either` when that holds of a form that is not canonical;
+    /// `Invalid` otherwise. `signed_ids`: the payload's sha256, whatever the verdict.
+    fn judge_braintree(&self, body: &[u8]) -> Judgement {
+        let (pairs, canonical) = form_pairs(body);
+        let pairs = lossy(&pairs);
+        let first = |name: &[u8]| {
+            pairs
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.clone())
+        };
+        let (signature, payload) = (first(b"bt_signature"), first(b"bt_payload"));
+        let signed_ids: HashSet<Vec<u8>> = payload
+            .iter()
+            .map(|payload| hex::encode(Sha256::digest(payload)).into_bytes())
+            .collect();
+        let matches = match (signature, payload) {
+            (Some(signature), Some(payload)) => self.braintree_matches(&signature, &payload),
+            _ => false,
+        };
+        let verdict = match (matches, canonical) {
+            (false, _) => Verdict::Invalid,
+            (true, true) => Verdict::Valid,
+            (true, false) => Verdict::Either,
+        };
+        Judgement {
+            verdict,
+            signed_ids,
+        }
+    }
+
+    /// Whether a Braintree signature field and payload match an active key pair.
+    fn braintree_matches(&self, signature: &[u8], payload: &[u8]) -> bool {
+        let base64 = |b: &u8| b.is_ascii_alphanumeric() || b"+=/\n".contains(b);
+        let parts: Vec<&[u8]> = (signature.split(|b| *b == b'&'))
+            .filter(|part| part.contains(&b'|'))
+            .collect();
+        let well_formed = parts.len() <= 8
+            && parts
+                .iter()
+                .all(|part| part.iter().filter(|b| **b == b'|').count() == 1);
+        if !payload.iter().all(base64) || !well_formed {
+            return false;
+        }
+        self.active.iter().any(|secret| {
+            let text = String::from_utf8_lossy(secret);
+            let Some((public, private)) = text.split_once(':') else {
+                return false;
+            };
+            let named = parts.iter().find_map(|part| {
+                let at = part.iter().position(|b| *b == b'|')?;
+                (&part[..at] == public.as_bytes()).then(|| &part[at + 1..])
+            });
+            let Some(tag) = named.and_then(|tag| lowercase_hex_tag(tag, 20)) else {
+                return false;
+            };
+            let key = Sha1::digest(private.as_bytes());
+            [payload.to_vec(), [payload, b"\n"].concat()]
+                .iter()
+                .any(|signed| hmac_sha1(&key, signed) == tag)
+        })
     }
 
     /// A shared credential: `Valid` when the one header is exactly an active credential as
@@ -1278,7 +1358,7 @@ impl OracleSource {
                 })
             }
             // Judged apart.
-            Rule::Basic | Rule::Token | Rule::Twilio | Rule::Sendgrid => None,
+            Rule::Basic | Rule::Token | Rule::Twilio | Rule::Sendgrid | Rule::Braintree => None,
             Rule::Standard => {
                 // One family of names, each header once.
                 let family = ["webhook-", "svix-"]
