@@ -89,10 +89,16 @@ fn signed_url(url: &str) -> String {
         out.push_str(&rest[..at]);
         let escape = rest.get(at..at + 3).unwrap_or("%");
         match DECODED.iter().find(|(e, _)| e.eq_ignore_ascii_case(escape)) {
-            Some((_, plain)) => out.push_str(plain),
-            None => out.push_str(escape),
+            Some((_, plain)) => {
+                out.push_str(plain);
+                rest = &rest[at + escape.len()..];
+            }
+            // Not one of the table's: the `%` alone, so an escape right after it is read.
+            None => {
+                out.push('%');
+                rest = &rest[at + 1..];
+            }
         }
-        rest = &rest[at + escape.len()..];
     }
     out.push_str(rest);
     out
@@ -272,5 +278,8 @@ mod tests {
         assert_eq!(signed_url("https://h/x%20y%25%3"), "https://h/x%20y%25%3");
         assert_eq!(signed_url("https://h/%253A"), "https://h/%253A");
         assert_eq!(signed_url("%"), "%");
+        assert_eq!(signed_url("https://h/%%3A"), "https://h/%:");
+        assert_eq!(signed_url("https://h/%3%3A"), "https://h/%3:");
+        assert_eq!(signed_url("https://h/%2%2F"), "https://h/%2/");
     }
 }
