@@ -26,7 +26,7 @@ use crate::operator::{
     AdminFile, AdminSettings, ConsoleFile, ConsoleSettings, OperatorEntryFile, OperatorFile,
     OperatorSettings,
 };
-use crate::provider::{FactRuleFile, HmacFile, SourceFile, SourceName, SourceSettings};
+use crate::provider::{FactRuleFile, HmacFile, SnsFile, SourceFile, SourceName, SourceSettings};
 use crate::retention::{AuditLine, RetentionFile, RetentionSettings};
 use crate::traces::{TelemetryFile, TelemetrySettings};
 use figment::providers::{Env, Format, Toml};
@@ -168,6 +168,7 @@ struct RawSource {
     hmac: Option<HmacFile>,
     token_header: Option<String>,
     public_url: Option<String>,
+    sns: Option<SnsFile>,
     #[serde(default)]
     destinations: Vec<DestinationFile>,
 }
@@ -188,6 +189,7 @@ impl RawSource {
             hmac: self.hmac,
             token_header: self.token_header,
             public_url: self.public_url,
+            sns: self.sns,
         };
         (source, self.destinations)
     }

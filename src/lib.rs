@@ -8,6 +8,7 @@
 //! layer and the ones below).
 
 pub mod bench;
+pub mod certificates;
 pub mod cli;
 pub mod clock;
 pub mod config;

@@ -343,6 +343,7 @@ fn shared_state(
         sign_in: Default::default(),
         session_key: parts.session_key,
         traces: parts.traces,
+        certificates: Default::default(),
     });
     Ok((state, reloader))
 }

@@ -42,4 +42,6 @@ pub struct AppState {
     pub session_key: [u8; 32],
     /// OpenTelemetry traces (`[telemetry]`): off unless an endpoint is set.
     pub traces: crate::traces::Traces,
+    /// The signing certificates fetched for sources verified with one (SNS).
+    pub certificates: crate::certificates::Certificates,
 }

@@ -18,6 +18,7 @@ const LAYERS: &[&[&str]] = &[
         "retention",
         "notices",
         "hook_secrets",
+        "certificates",
     ],
     &["provider"],
     &["signature"],

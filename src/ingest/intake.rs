@@ -13,7 +13,7 @@ use crate::idempotency::Answer;
 use crate::identity::{Identity, IdentityError};
 use crate::ledger::{FactIdentity, BODY_KIND};
 use crate::provider::SourceSettings;
-use crate::signature::{Headers, Items, Keys, SignatureError, Unverified, Verified};
+use crate::signature::{Fetch, Headers, Items, Keys, SignatureError, Unverified, Verified};
 use crate::traces::{Attribute, Incoming};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
@@ -51,6 +51,9 @@ pub struct Received {
     pub items: Vec<(String, Outcome)>,
     /// How many of a batch's items were dropped: they did not authenticate (Graph).
     pub dropped: usize,
+    /// For a handshake that confirms a subscription by a visit (SNS's
+    /// `SubscriptionConfirmation`): the URL to visit before the answer is sent.
+    pub visit: Option<Fetch>,
 }
 
 impl Received {
@@ -62,6 +65,7 @@ impl Received {
             answer,
             items: Vec::new(),
             dropped: 0,
+            visit: None,
         }
     }
 }
@@ -105,7 +109,15 @@ impl Intake<'_> {
         self.step(incoming, "verify", started, refused);
         let verified = verified?;
         if let Some(answer) = source.provider.handshake(&verified, &source.secrets) {
-            return Ok(Received::handshake(answer));
+            let visit = source
+                .provider
+                .scheme()
+                .subscription(&verified)
+                .transpose()?;
+            return Ok(Received {
+                visit,
+                ..Received::handshake(answer)
+            });
         }
         if let Some(items) = source.provider.scheme().items(&verified, self.keys()) {
             let batch = Batch {
@@ -141,6 +153,7 @@ impl Intake<'_> {
             answer,
             items: Vec::new(),
             dropped: 0,
+            visit: None,
         })
     }
 
@@ -194,6 +207,7 @@ impl Intake<'_> {
             answer,
             items,
             dropped,
+            visit: None,
         })
     }
 

@@ -6,7 +6,7 @@
 
 use crate::idempotency::Answer;
 use crate::secret::Secret;
-use crate::signature::{zoom_url_validation_token, Verified};
+use crate::signature::{sns_kind, zoom_url_validation_token, SnsKind, Verified};
 
 fn json_answer(body: Vec<u8>) -> Answer {
     Answer {
@@ -86,6 +86,22 @@ pub fn batch_ok(_: &Verified<'_>) -> Option<Answer> {
         content_type: "text/plain".to_owned(),
         body: Vec::new(),
     })
+}
+
+/// Amazon SNS's setup messages, answered and never stored: a `SubscriptionConfirmation`
+/// once its `SubscribeURL` has been visited (the intake visits it first, and answers `503`
+/// when it could not), an `UnsubscribeConfirmation` as is — nothing visited, a warning
+/// logged, since the topic no longer sends here.
+pub fn sns_confirmation(request: &Verified<'_>, _: &[Secret]) -> Option<Answer> {
+    let body: &[u8] = match sns_kind(request)? {
+        SnsKind::Notification => return None,
+        SnsKind::SubscriptionConfirmation => br#"{"subscription":"confirmed"}"#,
+        SnsKind::UnsubscribeConfirmation => {
+            tracing::warn!("an SNS UnsubscribeConfirmation: the topic no longer sends to this source (nothing visited, nothing stored)");
+            br#"{"subscription":"unsubscribed"}"#
+        }
+    };
+    Some(json_answer(body.to_vec()))
 }
 
 /// The longest validation token echoed back. Graph's are sentences of a few dozen

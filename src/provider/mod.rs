@@ -14,13 +14,13 @@ pub use profiles::{
     Challenge, Configured, Place, Places, Profile, Signing, PADDLE_ONCE_PER_OBJECT_TYPES, PROFILES,
     SQUARE_ONCE_PER_OBJECT_TYPES, STRIPE_ONCE_PER_OBJECT_TYPES,
 };
-pub use source::{FactRuleFile, HmacFile, SourceFile, SourceName, SourceSettings};
+pub use source::{FactRuleFile, HmacFile, SnsFile, SourceFile, SourceName, SourceSettings};
 
 use crate::idempotency::Answer;
 use crate::identity::{JsonPointer, Locator, Locators};
 use crate::ledger::FactRule;
 use crate::secret::Secret;
-use crate::signature::{HeaderToken, HmacScheme, PublicUrl, Scheme, Verified};
+use crate::signature::{HeaderToken, HmacScheme, PublicUrl, Scheme, Sns, Verified};
 use std::time::Duration;
 
 /// A source's provider: its profile, and the scheme built from the source's own
@@ -45,6 +45,7 @@ pub struct SchemeParams {
     pub hmac: Option<HmacScheme>,
     pub token_header: Option<HeaderToken>,
     pub public_url: Option<PublicUrl>,
+    pub sns: Option<Sns>,
 }
 
 /// The scheme names accepted in `sources[].scheme`.
@@ -87,6 +88,11 @@ impl Provider {
                 "token_header applies only to scheme = \"header_token\", not {name}"
             ));
         }
+        if params.sns.is_some() && !matches!(signing, Signing::Certificate) {
+            return Err(format!(
+                "[sources.sns] applies only to scheme = \"sns\", not {name}"
+            ));
+        }
         let configured = match *signing {
             Signing::Fixed(_) => None,
             Signing::PublicUrl(build) => Some(build(params.public_url.ok_or_else(|| {
@@ -103,6 +109,10 @@ impl Provider {
                     "the header_token scheme needs token_header = \"NAME\"",
                 )?))
             }
+            Signing::Certificate => Some(Configured::Sns(params.sns.ok_or(
+                "the sns scheme needs a [sources.sns] table with the topics it takes \
+                 (topics = [\"arn:aws:sns:…\"])",
+            )?)),
         };
         Ok(Self {
             profile,
@@ -209,6 +219,17 @@ impl Provider {
         self.profile.secret_by_handshake
     }
 
+    /// Whether requests are verified with a certificate they name (SNS), not with
+    /// configured secrets.
+    pub fn verifies_with_certificate(&self) -> bool {
+        matches!(self.profile.signing, Signing::Certificate)
+    }
+
+    /// The tolerance of a signed timestamp when the source sets none.
+    pub fn default_tolerance_secs(&self) -> u64 {
+        (self.profile.tolerance_secs).unwrap_or(source::DEFAULT_TOLERANCE_SECS)
+    }
+
     /// Whether the signature covers a reading of the body rather than its bytes — one
     /// that other field values can produce too (Twilio runs the sorted parameters
     /// together: `MessageStatus=deliveredSmsSidSM1` reads as `MessageStatus=delivered`
@@ -255,7 +276,7 @@ mod tests {
 
     #[test]
     fn scheme_names_round_trip() {
-        let configured = ["hmac", "header_token", "square", "twilio", "hubspot"];
+        let configured = ["hmac", "header_token", "square", "twilio", "hubspot", "sns"];
         for name in scheme_names().filter(|n| !configured.contains(n)) {
             assert_eq!(named(name).unwrap().name(), name);
         }

@@ -5,14 +5,15 @@
 
 use super::handshake::{
     adyen_accepted, batch_ok, discord_deferred_answer, discord_ping, dropbox_challenge,
-    graph_accepted, graph_validation, slack_url_verification, zoom_url_validation,
+    graph_accepted, graph_validation, slack_url_verification, sns_confirmation,
+    zoom_url_validation,
 };
 use crate::idempotency::Answer;
 use crate::secret::Secret;
 use crate::signature::{
-    Basic, Discord, HubSpot, PublicUrl, Scheme, Square, Standard, Twilio, Verified, ADYEN, ASANA,
-    BRAINTREE, DROPBOX, GITHUB, GRAPH, LINEAR, MUX, PADDLE, PAGERDUTY, SENDGRID, SHOPIFY, SLACK,
-    STRIPE, WORKOS, ZENDESK, ZOOM,
+    Basic, Discord, HubSpot, PublicUrl, Scheme, Sns, Square, Standard, Twilio, Verified, ADYEN,
+    ASANA, BRAINTREE, DROPBOX, GITHUB, GRAPH, LINEAR, MUX, PADDLE, PAGERDUTY, SENDGRID, SHOPIFY,
+    SLACK, STRIPE, WORKOS, ZENDESK, ZOOM,
 };
 use std::time::Duration;
 
@@ -53,6 +54,9 @@ pub enum Signing {
     Hmac,
     /// A shared token in the header that `token_header` names.
     HeaderToken,
+    /// Signed with the key of a certificate the request names (Amazon SNS): built from
+    /// `[sources.sns]`, the topics the source takes.
+    Certificate,
 }
 
 /// A scheme built from a source's own parameters.
@@ -63,6 +67,7 @@ pub enum Configured {
     HubSpot(HubSpot),
     Hmac(crate::signature::HmacScheme),
     HeaderToken(crate::signature::HeaderToken),
+    Sns(Sns),
 }
 
 impl Configured {
@@ -73,6 +78,7 @@ impl Configured {
             Self::HubSpot(scheme) => scheme,
             Self::Hmac(scheme) => scheme,
             Self::HeaderToken(scheme) => scheme,
+            Self::Sns(scheme) => scheme,
         }
     }
 }
@@ -119,6 +125,10 @@ pub struct Profile {
     /// a webhook is created (Asana's `X-Hook-Secret`): the source's secret is the one that
     /// handshake stored (the `hook_secrets` table), so `secrets` may be left out.
     pub secret_by_handshake: Option<&'static str>,
+    /// The tolerance of a signed timestamp when the source sets none (else
+    /// [`DEFAULT_TOLERANCE_SECS`](super::source::DEFAULT_TOLERANCE_SECS)): SNS's signed
+    /// `Timestamp` is its message's, and every retry carries it.
+    pub tolerance_secs: Option<u64>,
 }
 
 impl std::fmt::Debug for Profile {
@@ -197,6 +207,7 @@ const fn configured(name: &'static str, signing: Signing) -> Profile {
         credential_header: None,
         signs_a_reading: false,
         secret_by_handshake: None,
+        tolerance_secs: None,
     }
 }
 
@@ -213,7 +224,7 @@ fn hubspot(url: PublicUrl) -> Configured {
 }
 
 /// Every provider, in the order the documentation lists them.
-pub static PROFILES: [Profile; 25] = [
+pub static PROFILES: [Profile; 26] = [
     Profile {
         once_per_object: Some((&STRIPE_ONCE_PER_OBJECT_TYPES, "/data/object/id")),
         ..plain(
@@ -555,6 +566,25 @@ pub static PROFILES: [Profile; 25] = [
                 days(2),
                 "HubSpot retries a failed notification up to 10 times over 24 hours, with \
                  margin",
+            ),
+        )
+    },
+    // Amazon SNS signs each message with the key of the certificate at its SigningCertURL
+    // (fetched by the intake from an allowed host); the source names the topics it takes.
+    // A subscription is confirmed by visiting its SubscribeURL, answered and never stored.
+    // The signed Timestamp is the message's own, carried by every retry, and SNS retries an
+    // HTTP/S endpoint for at most 3,600 s: the tolerance is that and five minutes.
+    Profile {
+        handshake: Some(sns_confirmation),
+        tolerance_secs: Some(3_900),
+        ..plain(
+            "sns",
+            Signing::Certificate,
+            at(Place::Json("/MessageId"), Place::Json("/Type")),
+            (
+                days(1),
+                "SNS stops retrying an HTTP/S endpoint within 3,600 seconds (a hard limit), \
+                 with margin",
             ),
         )
     },

@@ -7,7 +7,7 @@ use crate::error::ConfigError;
 use crate::identity::{JsonPointer, Locator, Locators};
 use crate::ledger::FactRule;
 use crate::secret::Secret;
-use crate::signature::{Encoding, HeaderToken, HmacScheme, PublicUrl};
+use crate::signature::{CertificateHosts, Encoding, HeaderToken, HmacScheme, PublicUrl, Sns};
 use serde::Deserialize;
 use std::fmt;
 use std::time::Duration;
@@ -80,6 +80,46 @@ pub struct HmacFile {
     signed_content: Option<String>,
 }
 
+/// `[sources.sns]`: the topics an sns source takes and, for tests, where its certificates
+/// may come from instead of AWS's SNS hosts.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SnsFile {
+    topics: Vec<String>,
+    certificate_hosts: Option<Vec<String>>,
+    ca_file: Option<String>,
+}
+
+impl SnsFile {
+    fn scheme(&self, key: &dyn Fn(&str) -> String) -> Result<Sns, ConfigError> {
+        let hosts = match &self.certificate_hosts {
+            None => CertificateHosts::Aws,
+            Some(hosts) => {
+                let host_like = |host: &String| {
+                    !host.is_empty()
+                        && (host.bytes())
+                            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':'))
+                };
+                if let Some(host) = hosts.iter().find(|host| !host_like(host)) {
+                    return Err(ConfigError::new(
+                        key("sns.certificate_hosts"),
+                        format!("{host:?} is not a host (name or address, and :port)"),
+                    ));
+                }
+                CertificateHosts::Listed(hosts.clone())
+            }
+        };
+        let roots = (self.ca_file.as_ref())
+            .map(|path| {
+                std::fs::read(path).map_err(|e| {
+                    ConfigError::new(key("sns.ca_file"), format!("cannot read {path}: {e}"))
+                })
+            })
+            .transpose()?;
+        Sns::new(self.topics.clone(), hosts, roots).map_err(|m| ConfigError::new(key("sns"), m))
+    }
+}
+
 /// `[[sources.facts]]`: event types keyed on an object.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -105,6 +145,8 @@ pub struct SourceFile {
     pub token_header: Option<String>,
     /// `square`, `twilio` and `hubspot` sources: the URL registered with the provider (it is signed).
     pub public_url: Option<String>,
+    /// `sns` sources: `[sources.sns]`.
+    pub sns: Option<SnsFile>,
 }
 
 impl SourceFile {
@@ -132,7 +174,9 @@ impl SourceFile {
             locators,
             fact_rules: fact_rules(self.facts, &scheme, &key)?,
             resend_horizon: resend_horizon(self.replay_horizon.as_deref(), &scheme, index)?,
-            tolerance: Duration::from_secs(self.tolerance_secs.unwrap_or(DEFAULT_TOLERANCE_SECS)),
+            tolerance: Duration::from_secs(
+                (self.tolerance_secs).unwrap_or_else(|| scheme.default_tolerance_secs()),
+            ),
             name,
             provider: scheme,
             secrets,
@@ -168,10 +212,14 @@ impl SourceFile {
             .map(PublicUrl::parse)
             .transpose()
             .map_err(|m| ConfigError::new(key("public_url"), m))?;
+        let sns = (self.sns.as_ref())
+            .map(|file| file.scheme(key))
+            .transpose()?;
         let params = SchemeParams {
             hmac,
             token_header,
             public_url,
+            sns,
         };
         Provider::named(&self.scheme, params).map_err(|m| ConfigError::new(key("scheme"), m))
     }
@@ -181,7 +229,8 @@ impl SourceFile {
         scheme: &Provider,
         key: &dyn Fn(&str) -> String,
     ) -> Result<Vec<Secret>, ConfigError> {
-        if self.secrets.is_empty() && scheme.secret_by_handshake().is_none() {
+        let keyless = scheme.secret_by_handshake().is_some() || scheme.verifies_with_certificate();
+        if self.secrets.is_empty() && !keyless {
             return Err(ConfigError::new(
                 key("secrets"),
                 "at least one secret is required (unsigned webhooks are never accepted)",

@@ -29,6 +29,7 @@ macro_rules! routes {
 }
 
 pub mod admin;
+mod certificate;
 pub mod console;
 pub mod health;
 mod hook_secret;

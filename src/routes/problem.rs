@@ -49,10 +49,12 @@ pub enum Reason {
     UnknownEvent,
     InvalidChallenge,
     HookSecretHeld,
+    CertificateUnavailable,
+    SubscriptionUnconfirmed,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 29] = [
+    pub const ALL: [Reason; 31] = [
         Reason::NotFound,
         Reason::MethodNotAllowed,
         Reason::UnknownSource,
@@ -82,6 +84,8 @@ impl Reason {
         Reason::UnknownEvent,
         Reason::InvalidChallenge,
         Reason::HookSecretHeld,
+        Reason::CertificateUnavailable,
+        Reason::SubscriptionUnconfirmed,
     ];
 
     /// The stable reason code, used in the body, in metrics and in logs.
@@ -116,6 +120,8 @@ impl Reason {
             Reason::UnknownEvent => "unknown_event",
             Reason::InvalidChallenge => "invalid_challenge",
             Reason::HookSecretHeld => "hook_secret_held",
+            Reason::CertificateUnavailable => "certificate_unavailable",
+            Reason::SubscriptionUnconfirmed => "subscription_unconfirmed",
         }
     }
 
@@ -148,7 +154,9 @@ impl Reason {
             Reason::Forbidden => StatusCode::FORBIDDEN,
             Reason::TooManyAttempts => StatusCode::TOO_MANY_REQUESTS,
             Reason::ClaimInProgress | Reason::HookSecretHeld => StatusCode::CONFLICT,
-            Reason::DatabaseUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Reason::DatabaseUnavailable
+            | Reason::CertificateUnavailable
+            | Reason::SubscriptionUnconfirmed => StatusCode::SERVICE_UNAVAILABLE,
             Reason::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -184,6 +192,8 @@ impl Reason {
             Reason::UnknownEvent => "No such event",
             Reason::InvalidChallenge => "Verification challenge missing or invalid",
             Reason::HookSecretHeld => "The source already holds a secret",
+            Reason::CertificateUnavailable => "Signing certificate unavailable",
+            Reason::SubscriptionUnconfirmed => "Subscription not confirmed",
         }
     }
 
@@ -191,7 +201,9 @@ impl Reason {
     pub fn retry_after_secs(self) -> Option<u32> {
         match self {
             Reason::ClaimInProgress => Some(1),
-            Reason::DatabaseUnavailable => Some(5),
+            Reason::DatabaseUnavailable
+            | Reason::CertificateUnavailable
+            | Reason::SubscriptionUnconfirmed => Some(5),
             _ => None,
         }
     }
@@ -247,6 +259,12 @@ impl Problem {
         let generic = match self.reason {
             Reason::Internal => "internal error",
             Reason::DatabaseUnavailable => "database unavailable; retry later",
+            Reason::CertificateUnavailable => {
+                "the signing certificate could not be fetched; retry later"
+            }
+            Reason::SubscriptionUnconfirmed => {
+                "the subscription could not be confirmed; retry later"
+            }
             _ => return self,
         };
         Self::new(self.reason, format!("{generic} (request id {request_id})"))
@@ -339,7 +357,7 @@ impl From<SignatureError> for Problem {
         let reason = match error {
             SignatureError::Missing(_) => Reason::MissingSignature,
             SignatureError::Malformed { .. } => Reason::MalformedSignature,
-            SignatureError::Mismatch(_) => Reason::BadSignature,
+            SignatureError::Mismatch(_) | SignatureError::NotAccepted(_) => Reason::BadSignature,
             SignatureError::OutOfTolerance { .. } => Reason::TimestampOutOfTolerance,
         };
         Problem::new(reason, error.to_string())

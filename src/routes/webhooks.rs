@@ -5,6 +5,7 @@
 //! outcome and every rejection of a webhook is logged and counted here, in
 //! [`count_webhook`].
 
+use super::certificate;
 use super::hook_secret::{self, Echo};
 use super::{Problem, Reason, RequestId};
 use crate::config::{ServerSettings, Settings};
@@ -288,6 +289,15 @@ async fn handle(
             &with_stored_secret
         }
     };
+    let with_certificate;
+    let source = match certificate::with_certificate(state, source, request.headers(), &body).await
+    {
+        None => source,
+        Some(certified) => {
+            with_certificate = certified?;
+            &with_certificate
+        }
+    };
     let intake = Intake {
         source,
         destinations: &settings.destinations,
@@ -305,7 +315,13 @@ async fn handle(
             tell_mismatch(state, source.name.as_str(), &mismatch).await;
             Err(IngestError::FingerprintMismatch(mismatch).into())
         }
-        received => Ok((received?, None)),
+        Ok(received) => {
+            if let Some(visit) = &received.visit {
+                certificate::confirm(state, source, visit).await?;
+            }
+            Ok((received, None))
+        }
+        Err(refusal) => Err(refusal.into()),
     }
 }
 

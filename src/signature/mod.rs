@@ -21,6 +21,7 @@ mod hubspot;
 mod paddle;
 mod public_url;
 mod sendgrid;
+mod sns;
 mod square;
 mod standard;
 mod stripe;
@@ -40,6 +41,8 @@ pub use self::hubspot::HubSpot;
 pub use self::paddle::PADDLE;
 pub use self::public_url::PublicUrl;
 pub use self::sendgrid::{MAX_ITEMS as SENDGRID_MAX_ITEMS, SENDGRID};
+pub use self::sns::{check_certificate, kind_of as sns_kind, CertificateHosts, Fetch};
+pub use self::sns::{Kind as SnsKind, Sns};
 pub use self::square::Square;
 pub use self::standard::{check_signing_secret as check_standard_secret, Standard};
 pub use self::stripe::STRIPE;
@@ -226,6 +229,10 @@ pub enum SignatureError {
     Malformed { header: String, detail: String },
     #[error("no signature in {0} matches any secret of this source")]
     Mismatch(String),
+    /// The signature holds, but what it vouches for is not what this source takes (an SNS
+    /// message of another topic).
+    #[error("{0}")]
+    NotAccepted(String),
     #[error("the signed timestamp {signed_at} is {skew_secs}s away from now, over the tolerance of {tolerance_secs}s")]
     OutOfTolerance {
         signed_at: i64,
@@ -306,6 +313,20 @@ pub trait Scheme: Sync + std::fmt::Debug {
     /// For a scheme that signs inside the body (Adyen): `body` signed with `secret`.
     /// `None`: the scheme signs in headers ([`Scheme::sign`]).
     fn sign_body(&self, _body: &[u8], _secret: &Secret) -> Option<Result<Vec<u8>, String>> {
+        None
+    }
+
+    /// For a scheme that verifies with a certificate the request names (SNS's
+    /// `SigningCertURL`): where to fetch it, checked against the source's hosts. Its PEM is
+    /// then the one key the request is verified with. `None`: the keys are the source's.
+    fn certificate(&self, _request: &Unverified<'_>) -> Option<Result<Fetch, SignatureError>> {
+        None
+    }
+
+    /// For a verified request that asks the endpoint to confirm a subscription by visiting
+    /// a URL (SNS's `SubscriptionConfirmation`): that URL, checked against the source's
+    /// hosts. `None`: nothing to visit.
+    fn subscription(&self, _request: &Verified<'_>) -> Option<Result<Fetch, SignatureError>> {
         None
     }
 

@@ -39,6 +39,7 @@ mod retention;
 mod routing;
 mod schemes;
 mod sendgrid;
+mod sns;
 mod surface;
 mod traces;
 mod twilio;

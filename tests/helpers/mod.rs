@@ -17,6 +17,7 @@ mod database;
 mod otlp;
 mod process;
 mod signing;
+mod sns;
 
 // Each binary uses part of the harness, so some re-exports go unused in each.
 #[allow(unused_imports)]
@@ -35,6 +36,8 @@ pub use otlp::*;
 pub use process::*;
 #[allow(unused_imports)]
 pub use signing::*;
+#[allow(unused_imports)]
+pub use sns::*;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {

@@ -1,0 +1,59 @@
+//! A source whose requests are verified with a certificate they name (Amazon SNS): the
+//! certificate is fetched (or taken from this instance's cache) before the request is
+//! verified with it, and a subscription confirmation that verified is confirmed by visiting
+//! its `SubscribeURL` before it is answered. Either failing is `503` with `Retry-After`:
+//! nothing was stored, and SNS sends the message again.
+
+use super::{Problem, Reason};
+use crate::provider::SourceSettings;
+use crate::signature::{Fetch, Headers, Unverified};
+use crate::state::AppState;
+
+/// `source` with the certificate its request names as its one key, when its scheme
+/// verifies with one; `None` for every other source.
+pub async fn with_certificate(
+    state: &AppState,
+    source: &SourceSettings,
+    headers: &dyn Headers,
+    body: &[u8],
+) -> Option<Result<SourceSettings, Problem>> {
+    let fetch = source
+        .provider
+        .scheme()
+        .certificate(&Unverified::new(headers, body))?;
+    Some(certified(state, source, fetch).await)
+}
+
+async fn certified(
+    state: &AppState,
+    source: &SourceSettings,
+    fetch: Result<Fetch, crate::signature::SignatureError>,
+) -> Result<SourceSettings, Problem> {
+    let fetch = fetch?;
+    let name = source.name.as_str();
+    let pem = (state.certificates.certificate(name, &fetch).await)
+        .map_err(|error| Problem::new(Reason::CertificateUnavailable, error.to_string()))?;
+    Ok(SourceSettings {
+        secrets: vec![pem],
+        ..source.clone()
+    })
+}
+
+/// Confirms `source`'s subscription by visiting the URL its confirmation named.
+pub async fn confirm(
+    state: &AppState,
+    source: &SourceSettings,
+    visit: &Fetch,
+) -> Result<(), Problem> {
+    let name = source.name.as_str();
+    match state.certificates.visit(visit).await {
+        Ok(()) => {
+            tracing::info!(source = %name, "SNS subscription confirmed (its SubscribeURL visited)");
+            Ok(())
+        }
+        Err(error) => Err(Problem::new(
+            Reason::SubscriptionUnconfirmed,
+            format!("the SubscribeURL could not be visited: {error}"),
+        )),
+    }
+}

@@ -1,0 +1,429 @@
+//! Amazon SNS: certificate signatures. SNS posts each message to an HTTPS subscription as
+//! a JSON object and signs it with the private key of an X.509 certificate it serves at the
+//! message's `SigningCertURL`. What is signed is not the body's bytes but a string built
+//! from some of its members, `"Name\nvalue\n"` for each in a fixed order (AWS's "Verifying
+//! the signatures of Amazon SNS messages"; as npm's `sns-validator` 0.3.5 builds it):
+//!
+//! - `Notification`: `Message`, `MessageId`, `Subject` (when present), `Timestamp`,
+//!   `TopicArn`, `Type`;
+//! - `SubscriptionConfirmation` and `UnsubscribeConfirmation`: `Message`, `MessageId`,
+//!   `SubscribeURL`, `Timestamp`, `Token`, `TopicArn`, `Type`.
+//!
+//! `SignatureVersion` `1` is RSA PKCS#1 v1.5 with SHA-1, `2` with SHA-256.
+//!
+//! Verification stays pure: the certificate is key material like any secret. The intake
+//! reads [`Sns::certificate`] (the URL, checked against the source's hosts), fetches it
+//! over HTTPS, and passes its PEM as the request's one key; [`Scheme::verify`] checks the
+//! signature with it at `now`, the certificate's validity, the signed `Timestamp` against
+//! the tolerance, and that `TopicArn` is one of the source's `topics` — any AWS account can
+//! have SNS sign a message for its own topic, so the signature alone says nothing of whose.
+//!
+//! Only `Message` may hold a line break: every other signed member holds none (AWS's
+//! never do), so the signed string reads back one way only and no member can be moved into
+//! another. A body that names a member twice is refused, so no reader sees another value
+//! than the one verified. The event is keyed on what was signed (the string's sha256,
+//! [`Verified::content_digest`]): the same message re-encoded is one event.
+
+use super::{check_tolerance, EventToSign, Keys, Scheme, SignatureError, Unverified, Verified};
+use crate::secret::Secret;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine;
+use chrono::{DateTime, Utc};
+use openssl::hash::MessageDigest;
+use openssl::pkey::{PKey, Public};
+use openssl::x509::X509;
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use std::sync::Arc;
+
+/// The member that names the signing certificate's URL.
+pub const CERTIFICATE_FIELD: &str = "SigningCertURL";
+/// The longest URL read from a message: AWS's are about a hundred characters.
+const MAX_URL: usize = 1024;
+/// The longest signature read: base64 of an RSA signature of up to 8192 bits.
+const MAX_SIGNATURE: usize = 1400;
+
+/// Where a source's certificates may come from: AWS's SNS hosts
+/// (`sns.<region>.amazonaws.com`, `.amazonaws.com.cn`), or the hosts its configuration
+/// lists (a test's local server), with the roots trusted beyond the system's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CertificateHosts {
+    Aws,
+    Listed(Vec<String>),
+}
+
+/// An HTTPS URL to fetch for a source: a signing certificate, or a subscription to confirm.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fetch {
+    pub url: String,
+    /// PEM certificates trusted as roots for this fetch beside the system's (`ca_file`).
+    pub roots: Option<Arc<[u8]>>,
+}
+
+/// The sns scheme of one source: the topics it takes and where certificates may come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sns {
+    topics: Vec<String>,
+    hosts: CertificateHosts,
+    roots: Option<Arc<[u8]>>,
+}
+
+/// A message's members, as SNS sends them (every one a string; others ignored).
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Message {
+    #[serde(rename = "Type")]
+    kind: String,
+    message_id: String,
+    topic_arn: String,
+    subject: Option<String>,
+    message: String,
+    timestamp: String,
+    signature_version: Option<String>,
+    signature: Option<String>,
+    #[serde(rename = "SigningCertURL")]
+    signing_cert_url: Option<String>,
+    #[serde(rename = "SubscribeURL")]
+    subscribe_url: Option<String>,
+    token: Option<String>,
+    #[serde(rename = "UnsubscribeURL")]
+    unsubscribe_url: Option<String>,
+}
+
+/// The three kinds of message SNS posts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Notification,
+    SubscriptionConfirmation,
+    UnsubscribeConfirmation,
+}
+
+fn malformed(detail: impl Into<String>) -> SignatureError {
+    SignatureError::malformed("body", detail)
+}
+
+fn missing(member: &str) -> SignatureError {
+    SignatureError::Missing(format!("{member} member of the body"))
+}
+
+impl Message {
+    fn parse(body: &[u8]) -> Result<Self, SignatureError> {
+        let message: Self = serde_json::from_slice(body)
+            .map_err(|e| malformed(format!("not an SNS message: {e}")))?;
+        message.kind()?;
+        let single_line = [
+            Some(&message.kind),
+            Some(&message.message_id),
+            Some(&message.topic_arn),
+            message.subject.as_ref(),
+            Some(&message.timestamp),
+            message.subscribe_url.as_ref(),
+            message.token.as_ref(),
+        ];
+        if single_line
+            .into_iter()
+            .flatten()
+            .any(|value| value.contains('\n'))
+        {
+            return Err(malformed(
+                "a member other than Message holds a line break (SNS never sends one)",
+            ));
+        }
+        Ok(message)
+    }
+
+    fn kind(&self) -> Result<Kind, SignatureError> {
+        match self.kind.as_str() {
+            "Notification" => Ok(Kind::Notification),
+            "SubscriptionConfirmation" => Ok(Kind::SubscriptionConfirmation),
+            "UnsubscribeConfirmation" => Ok(Kind::UnsubscribeConfirmation),
+            other => Err(malformed(format!(
+                "Type {other:?} is none of Notification, SubscriptionConfirmation and \
+                 UnsubscribeConfirmation"
+            ))),
+        }
+    }
+
+    /// The string SNS signs: `"Name\nvalue\n"` for each signed member, in AWS's order.
+    fn string_to_sign(&self) -> Result<String, SignatureError> {
+        let mut members: Vec<(&str, &str)> =
+            vec![("Message", &self.message), ("MessageId", &self.message_id)];
+        match self.kind()? {
+            Kind::Notification => {
+                if let Some(subject) = &self.subject {
+                    members.push(("Subject", subject));
+                }
+                members.push(("Timestamp", &self.timestamp));
+            }
+            Kind::SubscriptionConfirmation | Kind::UnsubscribeConfirmation => {
+                let url = self
+                    .subscribe_url
+                    .as_deref()
+                    .ok_or(missing("SubscribeURL"))?;
+                let token = self.token.as_deref().ok_or(missing("Token"))?;
+                members.extend([("SubscribeURL", url), ("Timestamp", &self.timestamp)]);
+                members.push(("Token", token));
+            }
+        }
+        members.extend([("TopicArn", &*self.topic_arn), ("Type", &*self.kind)]);
+        Ok(members
+            .into_iter()
+            .map(|(name, value)| format!("{name}\n{value}\n"))
+            .collect())
+    }
+
+    /// The digest the signature is made with: SHA-1 for version 1, SHA-256 for 2.
+    fn digest(&self) -> Result<MessageDigest, SignatureError> {
+        match self.signature_version.as_deref() {
+            Some("1") => Ok(MessageDigest::sha1()),
+            Some("2") => Ok(MessageDigest::sha256()),
+            Some(other) => Err(SignatureError::malformed(
+                "SignatureVersion",
+                format!("{other:?} is neither 1 nor 2"),
+            )),
+            None => Err(missing("SignatureVersion")),
+        }
+    }
+
+    fn signature(&self) -> Result<Vec<u8>, SignatureError> {
+        let text = self.signature.as_deref().ok_or(missing("Signature"))?;
+        (text.len() <= MAX_SIGNATURE)
+            .then(|| BASE64.decode(text).ok())
+            .flatten()
+            .filter(|signature| !signature.is_empty())
+            .ok_or_else(|| SignatureError::malformed("Signature", "not a base64 signature"))
+    }
+
+    /// The signed `Timestamp` (ISO 8601), in Unix seconds.
+    fn signed_at(&self) -> Result<i64, SignatureError> {
+        DateTime::parse_from_rfc3339(&self.timestamp)
+            .map(|at| at.timestamp())
+            .map_err(|_| SignatureError::malformed("Timestamp", "not an ISO 8601 time"))
+    }
+}
+
+impl Sns {
+    /// A source's scheme: `topics` (at least one) are the TopicArns it takes.
+    pub fn new(
+        topics: Vec<String>,
+        hosts: CertificateHosts,
+        roots: Option<Vec<u8>>,
+    ) -> Result<Self, String> {
+        if topics.is_empty() {
+            return Err("names no topic: list the ARNs of the topics this source takes".into());
+        }
+        if let Some(topic) = topics.iter().find(|topic| !is_topic_arn(topic)) {
+            return Err(format!(
+                "{topic:?} is not a topic ARN (arn:aws:sns:<region>:<account>:<name>)"
+            ));
+        }
+        if let CertificateHosts::Listed(hosts) = &hosts {
+            if hosts.is_empty() {
+                return Err("certificate_hosts lists no host".into());
+            }
+        }
+        if let Some(pem) = &roots {
+            X509::stack_from_pem(pem)
+                .ok()
+                .filter(|certificates| !certificates.is_empty())
+                .ok_or("ca_file holds no PEM certificate")?;
+        }
+        Ok(Self {
+            topics,
+            hosts,
+            roots: roots.map(Arc::from),
+        })
+    }
+
+    /// Where `url` may be fetched from: HTTPS, an allowed host, no user, query or fragment,
+    /// a path ending in `.pem` for a certificate.
+    fn fetch(&self, member: &str, url: &str, pem: bool) -> Result<Fetch, SignatureError> {
+        let refused = |why: &str| SignatureError::malformed(member, why.to_owned());
+        if url.len() > MAX_URL {
+            return Err(refused("too long for a URL"));
+        }
+        let rest = url
+            .strip_prefix("https://")
+            .ok_or_else(|| refused("not an https:// URL"))?;
+        let (host, path) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
+        if url.contains(['@', '#', '\\']) || !url.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(refused(
+                "a URL with a user, a fragment or a character URLs do not hold",
+            ));
+        }
+        if pem && path.contains('?') {
+            return Err(refused("a certificate URL with a query"));
+        }
+        if !self.allows(host) {
+            return Err(refused(
+                "not on an allowed host (sns.<region>.amazonaws.com, or the source's \
+                 certificate_hosts)",
+            ));
+        }
+        if pem && !path.ends_with(".pem") {
+            return Err(refused("not a .pem certificate"));
+        }
+        Ok(Fetch {
+            url: url.to_owned(),
+            roots: self.roots.clone(),
+        })
+    }
+
+    fn allows(&self, host: &str) -> bool {
+        match &self.hosts {
+            CertificateHosts::Aws => is_aws_host(host),
+            CertificateHosts::Listed(hosts) => hosts.iter().any(|allowed| allowed == host),
+        }
+    }
+}
+
+/// The kind of a verified SNS message (`None` for any other body).
+pub fn kind_of(request: &Verified<'_>) -> Option<Kind> {
+    Message::parse(request.body()).ok()?.kind().ok()
+}
+
+/// `sns.<region>.amazonaws.com` or `.amazonaws.com.cn`, as sns-validator's default
+/// `^sns\.[a-zA-Z0-9\-]{3,}\.amazonaws\.com(\.cn)?$`.
+fn is_aws_host(host: &str) -> bool {
+    let Some(rest) = host.strip_prefix("sns.") else {
+        return false;
+    };
+    let region =
+        (rest.strip_suffix(".amazonaws.com")).or_else(|| rest.strip_suffix(".amazonaws.com.cn"));
+    region.is_some_and(|region| {
+        region.len() >= 3
+            && region
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    })
+}
+
+/// `arn:<partition>:sns:<region>:<account>:<name>`, printable ASCII.
+fn is_topic_arn(topic: &str) -> bool {
+    let parts: Vec<&str> = topic.split(':').collect();
+    parts.len() == 6
+        && parts[0] == "arn"
+        && parts[2] == "sns"
+        && parts.iter().all(|part| !part.is_empty())
+        && topic.bytes().all(|b| b.is_ascii_graphic())
+}
+
+/// Whether `pem` is a certificate Inlet can verify SNS messages with at `now`: one X.509
+/// certificate with an RSA key, within its validity (checked when it is fetched).
+pub fn check_certificate(pem: &[u8], now: i64) -> Result<(), String> {
+    usable_key(pem, now).map(drop)
+}
+
+/// The RSA key of the certificate `pem`, when it is within its validity at `now`.
+fn usable_key(pem: &[u8], now: i64) -> Result<PKey<Public>, String> {
+    let certificate = X509::from_pem(pem).map_err(|_| "not a PEM X.509 certificate".to_owned())?;
+    let at = openssl::asn1::Asn1Time::from_unix(now).map_err(|e| e.to_string())?;
+    if certificate.not_before() > at || certificate.not_after() < at {
+        return Err("the certificate is outside its validity".to_owned());
+    }
+    let key = (certificate.public_key()).map_err(|_| "its public key does not parse".to_owned())?;
+    match key.rsa() {
+        Ok(_) => Ok(key),
+        Err(_) => Err("its key is not an RSA key".to_owned()),
+    }
+}
+
+/// Whether `signature` is the signature of `signed` under the certificate `pem`, valid at
+/// `now`. A key that does not parse, or a certificate out of its validity, verifies nothing.
+fn signed_by(
+    pem: &Secret,
+    digest: MessageDigest,
+    signed: &[u8],
+    signature: &[u8],
+    now: i64,
+) -> bool {
+    let Ok(key) = usable_key(pem.expose().as_bytes(), now) else {
+        return false;
+    };
+    let verified = || -> Result<bool, openssl::error::ErrorStack> {
+        let mut verifier = openssl::sign::Verifier::new(digest, &key)?;
+        verifier.update(signed)?;
+        verifier.verify(signature)
+    };
+    verified().unwrap_or(false)
+}
+
+impl Scheme for Sns {
+    fn verify<'r>(
+        &self,
+        request: Unverified<'r>,
+        keys: Keys<'_>,
+        now: DateTime<Utc>,
+    ) -> Result<Verified<'r>, SignatureError> {
+        let message = Message::parse(request.body)?;
+        let digest = message.digest()?;
+        let signature = message.signature()?;
+        let signed = message.string_to_sign()?;
+        let by_any = (keys.secrets.iter())
+            .any(|pem| signed_by(pem, digest, signed.as_bytes(), &signature, now.timestamp()));
+        if !by_any {
+            return Err(SignatureError::Mismatch(
+                "Signature, under the certificate at SigningCertURL,".to_owned(),
+            ));
+        }
+        if !self.topics.contains(&message.topic_arn) {
+            return Err(SignatureError::NotAccepted(
+                "TopicArn is not one of this source's topics".to_owned(),
+            ));
+        }
+        if let Some(url) = &message.unsubscribe_url {
+            self.fetch("UnsubscribeURL", url, false)?;
+        }
+        check_tolerance(message.signed_at()?, now, keys.tolerance)?;
+        Ok(request.into_verified_as(Sha256::digest(signed.as_bytes()).into()))
+    }
+
+    /// AWS signs with its own key: nothing to sign here ([`Scheme::sign_body`] says why).
+    fn sign(
+        &self,
+        _: &[u8],
+        _: &Secret,
+        _: DateTime<Utc>,
+        _: &EventToSign,
+    ) -> Vec<(String, String)> {
+        Vec::new()
+    }
+
+    fn sign_body(&self, _body: &[u8], _secret: &Secret) -> Option<Result<Vec<u8>, String>> {
+        Some(Err(
+            "AWS signs SNS messages with its own certificate's key: publish to the topic instead"
+                .to_owned(),
+        ))
+    }
+
+    fn signs_timestamp(&self) -> bool {
+        true
+    }
+
+    fn check_secret(&self, _secret: &Secret) -> Result<(), String> {
+        Err(
+            "the sns scheme verifies with AWS's signing certificate: it takes no secrets, \
+             only [sources.sns] topics"
+                .to_owned(),
+        )
+    }
+
+    fn signs_with(&self, _secret: &Secret) -> bool {
+        false
+    }
+
+    fn certificate(&self, request: &Unverified<'_>) -> Option<Result<Fetch, SignatureError>> {
+        let url = Message::parse(request.body).and_then(|message| {
+            (message.signing_cert_url).ok_or_else(|| missing(CERTIFICATE_FIELD))
+        });
+        Some(url.and_then(|url| self.fetch(CERTIFICATE_FIELD, &url, true)))
+    }
+
+    fn subscription(&self, request: &Verified<'_>) -> Option<Result<Fetch, SignatureError>> {
+        let message = Message::parse(request.body()).ok()?;
+        (message.kind().ok()? == Kind::SubscriptionConfirmation).then(|| {
+            let url = (message.subscribe_url.as_deref()).ok_or_else(|| missing("SubscribeURL"))?;
+            self.fetch("SubscribeURL", url, false)
+        })
+    }
+}

@@ -1,0 +1,350 @@
+//! Amazon SNS end to end, with a local HTTPS host standing in for AWS's certificate host
+//! (allowed only by the source's test configuration): a notification is verified with the
+//! certificate its SigningCertURL names — fetched once per instance, whatever the number
+//! of messages or of concurrent copies — and is one event, its MessageId, delivered once;
+//! a subscription confirmation is confirmed by visiting its SubscribeURL and never stored;
+//! an unreachable certificate is 503 with nothing stored; every forgery is refused.
+
+use crate::helpers::{
+    eventually, requests_per_key, sns_headers, spawn_app_with, Backend, CertificateHost,
+    SnsMessage, TestApp, TestOptions,
+};
+use crate::on_both_backends;
+use chrono::{Duration, Utc};
+use std::sync::Arc;
+
+on_both_backends!(
+    a_notification_is_verified_with_its_certificate_and_delivered_once,
+    forged_and_foreign_messages_are_refused_and_nothing_is_stored,
+    a_confirmation_visits_its_url_and_is_never_stored,
+    an_unavailable_certificate_is_503_and_nothing_is_stored,
+    concurrent_copies_fetch_the_certificate_once_and_are_one_event
+);
+
+const APP_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const CERTIFICATE: &str = "/signing-cert.pem";
+
+async fn spawn_with_sns(backend: Backend, host: &CertificateHost, application: &str) -> TestApp {
+    let destination =
+        format!("[[sources.destinations]]\nurl = \"{application}\"\nsecret = \"{APP_SECRET}\"\n");
+    let options = TestOptions {
+        extra_sources: host.source_toml("sns", &destination),
+        ..Default::default()
+    };
+    spawn_app_with(backend, options).await
+}
+
+async fn post(app: &TestApp, message: &SnsMessage, body: &[u8]) -> crate::helpers::Reply {
+    app.post_webhook("sns", body, &sns_headers(message)).await
+}
+
+async fn a_notification_is_verified_with_its_certificate_and_delivered_once(backend: Backend) {
+    let host = CertificateHost::start();
+    let application = crate::helpers::application_answering(200).await;
+    let app = spawn_with_sns(backend, &host, &format!("{}/events", application.uri())).await;
+    let url = host.url(CERTIFICATE);
+    let first = SnsMessage::notification(
+        "9a3f6c1e-0000-4000-8000-000000000001",
+        "{\"order\":1}",
+        Utc::now(),
+    );
+    let body = first.signed("signing-key.pem", 1, &url);
+    let accepted = post(&app, &first, &body).await;
+    accepted.assert_status(200);
+    assert_eq!(
+        accepted.json()["outcome"],
+        "accepted",
+        "{}",
+        accepted.text()
+    );
+    assert_eq!(accepted.json()["event_id"], first.message_id);
+
+    // SNS's retry is the same bytes; a copy re-encoded (compact) is the same signed message.
+    let replay = post(&app, &first, &body).await;
+    assert!(replay.replayed(), "{}", replay.text());
+    assert_eq!(replay.body, accepted.body);
+    let compact =
+        serde_json::to_vec(&serde_json::from_slice::<serde_json::Value>(&body).expect("JSON"))
+            .expect("JSON");
+    let recoded = post(&app, &first, &compact).await;
+    assert!(recoded.replayed(), "{}", recoded.text());
+
+    // A second message, signed as version 2 (SHA-256), without a Subject.
+    let mut second = SnsMessage::notification(
+        "9a3f6c1e-0000-4000-8000-000000000002",
+        "line one\nline \"two\" é",
+        Utc::now(),
+    );
+    second.subject = None;
+    post(&app, &second, &second.signed("signing-key.pem", 2, &url))
+        .await
+        .assert_status(200);
+
+    assert_eq!(
+        host.requests(CERTIFICATE),
+        1,
+        "the certificate is fetched once"
+    );
+    eventually("both messages delivered", || async {
+        requests_per_key(&application).await.len() == 2
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let per_key = requests_per_key(&application).await;
+    assert!(per_key.values().all(|n| *n == 1), "{per_key:?}");
+    let delivered = application.received_requests().await.expect("recorded");
+    assert!(
+        delivered.iter().any(|request| request.body == body),
+        "stored and delivered as received"
+    );
+    assert_eq!(app.count_events().await, 2);
+}
+
+async fn forged_and_foreign_messages_are_refused_and_nothing_is_stored(backend: Backend) {
+    let host = CertificateHost::start();
+    let application = crate::helpers::application_answering(200).await;
+    let app = spawn_with_sns(backend, &host, &format!("{}/events", application.uri())).await;
+    let url = host.url(CERTIFICATE);
+    let message = SnsMessage::notification(
+        "5b1d2e3f-0000-4000-8000-00000000000a",
+        "{\"order\":2}",
+        Utc::now(),
+    );
+
+    let mut tampered = message.clone();
+    tampered.message = "{\"order\":3}".to_owned();
+    let signature_of = |body: &[u8]| -> String {
+        let value: serde_json::Value = serde_json::from_slice(body).expect("JSON");
+        value["Signature"].as_str().expect("a signature").to_owned()
+    };
+    let signature = signature_of(&message.signed("signing-key.pem", 1, &url));
+    post(&app, &tampered, &tampered.body_with("1", &signature, &url))
+        .await
+        .assert_problem(401, "bad_signature");
+    // Signed as version 1, labelled version 2.
+    post(&app, &message, &message.body_with("2", &signature, &url))
+        .await
+        .assert_problem(401, "bad_signature");
+    post(&app, &message, &message.body_with("3", &signature, &url))
+        .await
+        .assert_problem(400, "malformed_signature");
+    // Signed with another key than the certificate's at the URL it names.
+    post(&app, &message, &message.signed("other-key.pem", 1, &url))
+        .await
+        .assert_problem(401, "bad_signature");
+    // A real signature for another topic: AWS signs any account's topic.
+    let mut foreign = message.clone();
+    foreign.topic = "arn:aws:sns:us-east-1:999999999999:someone-else".to_owned();
+    let refused = post(&app, &foreign, &foreign.signed("signing-key.pem", 1, &url)).await;
+    refused.assert_problem(401, "bad_signature");
+    assert!(refused.text().contains("TopicArn"), "{}", refused.text());
+    // Signed two hours ago: past SNS's last retry and the tolerance.
+    let old = SnsMessage::notification(
+        "5b1d2e3f-0000-4000-8000-00000000000b",
+        "{}",
+        Utc::now() - Duration::hours(2),
+    );
+    post(&app, &old, &old.signed("signing-key.pem", 1, &url))
+        .await
+        .assert_problem(401, "timestamp_out_of_tolerance");
+    // Certificate URLs Inlet must never fetch.
+    for elsewhere in [
+        "https://attacker.example/signing-cert.pem".to_owned(),
+        format!("http://127.0.0.1:{}/signing-cert.pem", host.port),
+        host.url("/signing-cert.pem?x=.pem"),
+        host.url("/signing-cert"),
+        format!("https://user@127.0.0.1:{}/signing-cert.pem", host.port),
+    ] {
+        post(
+            &app,
+            &message,
+            &message.signed("signing-key.pem", 1, &elsewhere),
+        )
+        .await
+        .assert_problem(400, "malformed_signature");
+    }
+    // Raw message delivery (the message alone, unsigned), a member named twice, no signature.
+    post(&app, &message, b"{\"order\":2}")
+        .await
+        .assert_problem(400, "malformed_signature");
+    let body = String::from_utf8(message.signed("signing-key.pem", 1, &url)).expect("text");
+    let twice = body.replacen("{\n", "{\n  \"MessageId\" : \"another\",\n", 1);
+    post(&app, &message, twice.as_bytes())
+        .await
+        .assert_problem(400, "malformed_signature");
+    let unsigned = body.replace("\"Signature\" :", "\"Unsigned\" :");
+    post(&app, &message, unsigned.as_bytes())
+        .await
+        .assert_problem(400, "missing_signature");
+    // An unsubscribe link elsewhere than SNS's host is not stored for the application.
+    let unsubscribe = body.replacen(
+        "{\n",
+        "{\n  \"UnsubscribeURL\" : \"https://attacker.example/?Action=Unsubscribe\",\n",
+        1,
+    );
+    post(&app, &message, unsubscribe.as_bytes())
+        .await
+        .assert_problem(400, "malformed_signature");
+
+    assert_eq!(app.count_events().await, 0);
+    assert_eq!(host.requests("/signing-cert"), 0);
+    assert_eq!(host.requests("/signing-cert.pem?x=.pem"), 0);
+    // The genuine message still goes through.
+    post(&app, &message, &message.signed("signing-key.pem", 1, &url))
+        .await
+        .assert_status(200);
+    assert_eq!(app.count_events().await, 1);
+}
+
+async fn a_confirmation_visits_its_url_and_is_never_stored(backend: Backend) {
+    let host = CertificateHost::start();
+    let application = crate::helpers::application_answering(200).await;
+    let app = spawn_with_sns(backend, &host, &format!("{}/events", application.uri())).await;
+    let url = host.url(CERTIFICATE);
+    let confirm = "/confirm?Action=ConfirmSubscription&Token=2336412f";
+    let confirmation = SnsMessage::confirmation(
+        "SubscriptionConfirmation",
+        "c0ffee00-0000-4000-8000-000000000001",
+        &host.url(confirm),
+    );
+    let confirmed = post(
+        &app,
+        &confirmation,
+        &confirmation.signed("signing-key.pem", 1, &url),
+    )
+    .await;
+    confirmed.assert_status(200);
+    assert_eq!(
+        confirmed.json()["subscription"],
+        "confirmed",
+        "{}",
+        confirmed.text()
+    );
+    assert_eq!(host.requests(confirm), 1);
+
+    // A SubscribeURL that fails: 503, SNS (or the operator) asks again.
+    let failing = SnsMessage::confirmation(
+        "SubscriptionConfirmation",
+        "c0ffee00-0000-4000-8000-000000000002",
+        &host.url("/fail?Action=ConfirmSubscription"),
+    );
+    let unconfirmed = post(&app, &failing, &failing.signed("signing-key.pem", 2, &url)).await;
+    unconfirmed.assert_problem(503, "subscription_unconfirmed");
+    assert!(unconfirmed.header("Retry-After").is_some());
+    // A SubscribeURL elsewhere is never visited.
+    let elsewhere = SnsMessage::confirmation(
+        "SubscriptionConfirmation",
+        "c0ffee00-0000-4000-8000-000000000003",
+        "https://attacker.example/confirm",
+    );
+    post(
+        &app,
+        &elsewhere,
+        &elsewhere.signed("signing-key.pem", 1, &url),
+    )
+    .await
+    .assert_problem(400, "malformed_signature");
+
+    let unsubscribed = SnsMessage::confirmation(
+        "UnsubscribeConfirmation",
+        "c0ffee00-0000-4000-8000-000000000004",
+        &host.url("/confirm?Action=Subscribe"),
+    );
+    let answer = post(
+        &app,
+        &unsubscribed,
+        &unsubscribed.signed("signing-key.pem", 1, &url),
+    )
+    .await;
+    answer.assert_status(200);
+    assert_eq!(answer.json()["subscription"], "unsubscribed");
+    assert_eq!(
+        host.requests("/confirm?Action=Subscribe"),
+        0,
+        "nothing visited"
+    );
+
+    assert_eq!(app.count_events().await, 0);
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(application
+        .received_requests()
+        .await
+        .expect("recorded")
+        .is_empty());
+}
+
+async fn an_unavailable_certificate_is_503_and_nothing_is_stored(backend: Backend) {
+    let host = CertificateHost::start();
+    let application = crate::helpers::application_answering(200).await;
+    let app = spawn_with_sns(backend, &host, &format!("{}/events", application.uri())).await;
+    let message =
+        SnsMessage::notification("d15ea5e0-0000-4000-8000-000000000001", "{}", Utc::now());
+    // No certificate at that URL (404), and an expired certificate.
+    for path in ["/missing-cert.pem", "/expired-cert.pem"] {
+        let refused = post(
+            &app,
+            &message,
+            &message.signed("signing-key.pem", 1, &host.url(path)),
+        )
+        .await;
+        refused.assert_problem(503, "certificate_unavailable");
+        assert!(refused.header("Retry-After").is_some());
+        // Within a few seconds the failure is remembered: the host is not asked again.
+        post(
+            &app,
+            &message,
+            &message.signed("signing-key.pem", 1, &host.url(path)),
+        )
+        .await
+        .assert_problem(503, "certificate_unavailable");
+        assert_eq!(host.requests(path), 1, "{path}");
+    }
+    assert_eq!(app.count_events().await, 0);
+    // The source still takes a message whose certificate is there.
+    let url = host.url(CERTIFICATE);
+    post(&app, &message, &message.signed("signing-key.pem", 1, &url))
+        .await
+        .assert_status(200);
+    assert_eq!(app.count_events().await, 1);
+}
+
+async fn concurrent_copies_fetch_the_certificate_once_and_are_one_event(backend: Backend) {
+    const COPIES: usize = 24;
+    let host = CertificateHost::start();
+    let application = crate::helpers::application_answering(200).await;
+    let app =
+        Arc::new(spawn_with_sns(backend, &host, &format!("{}/events", application.uri())).await);
+    let url = host.url(CERTIFICATE);
+    let message = SnsMessage::notification(
+        "0dd1ce00-0000-4000-8000-000000000001",
+        "{\"order\":24}",
+        Utc::now(),
+    );
+    let body = message.signed("signing-key.pem", 2, &url);
+    let barrier = Arc::new(tokio::sync::Barrier::new(COPIES));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..COPIES {
+        let (app, barrier, body, message) =
+            (app.clone(), barrier.clone(), body.clone(), message.clone());
+        tasks.spawn(async move {
+            barrier.wait().await;
+            post(&app, &message, &body).await
+        });
+    }
+    while let Some(reply) = tasks.join_next().await {
+        reply.expect("the request task").assert_status(200);
+    }
+    assert_eq!(
+        host.requests(CERTIFICATE),
+        1,
+        "one fetch for 24 concurrent requests"
+    );
+    assert_eq!(app.count_events().await, 1);
+    eventually("the message delivered", || async {
+        requests_per_key(&application).await.len() == 1
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let per_key = requests_per_key(&application).await;
+    assert!(per_key.values().all(|n| *n == 1), "{per_key:?}");
+}
