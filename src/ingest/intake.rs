@@ -108,16 +108,8 @@ impl Intake<'_> {
         let refused = verified.as_ref().err().map(|e| e as &dyn std::fmt::Display);
         self.step(incoming, "verify", started, refused);
         let verified = verified?;
-        if let Some(answer) = source.provider.handshake(&verified, &source.secrets) {
-            let visit = source
-                .provider
-                .scheme()
-                .subscription(&verified)
-                .transpose()?;
-            return Ok(Received {
-                visit,
-                ..Received::handshake(answer)
-            });
+        if let Some(received) = self.handshake(&verified)? {
+            return Ok(received);
         }
         if let Some(items) = source.provider.scheme().items(&verified, self.keys()) {
             let batch = Batch {
@@ -246,6 +238,20 @@ impl Intake<'_> {
             routings.push(routing);
         }
         Ok((claims, routings))
+    }
+
+    /// A verified request that is part of the provider's setup protocol: its answer, and
+    /// the URL it asks to visit first (SNS's `SubscribeURL`), if any. Never stored.
+    fn handshake(&self, verified: &Verified<'_>) -> Result<Option<Received>, Refusal> {
+        let provider = &self.source.provider;
+        let Some(answer) = provider.handshake(verified, &self.source.secrets) else {
+            return Ok(None);
+        };
+        let visit = provider.scheme().subscription(verified).transpose()?;
+        Ok(Some(Received {
+            visit,
+            ..Received::handshake(answer)
+        }))
     }
 
     /// A finished step of the request, as a span under the request's (tracing on).

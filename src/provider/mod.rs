@@ -225,9 +225,10 @@ impl Provider {
         matches!(self.profile.signing, Signing::Certificate)
     }
 
-    /// The tolerance of a signed timestamp when the source sets none.
-    pub fn default_tolerance_secs(&self) -> u64 {
-        (self.profile.tolerance_secs).unwrap_or(source::DEFAULT_TOLERANCE_SECS)
+    /// The tolerance of a signed timestamp when the source sets none, where the provider
+    /// needs another than the common default (SNS).
+    pub fn default_tolerance_secs(&self) -> Option<u64> {
+        self.profile.tolerance_secs
     }
 
     /// Whether the signature covers a reading of the body rather than its bytes — one

@@ -175,7 +175,9 @@ impl SourceFile {
             fact_rules: fact_rules(self.facts, &scheme, &key)?,
             resend_horizon: resend_horizon(self.replay_horizon.as_deref(), &scheme, index)?,
             tolerance: Duration::from_secs(
-                (self.tolerance_secs).unwrap_or_else(|| scheme.default_tolerance_secs()),
+                (self.tolerance_secs)
+                    .or(scheme.default_tolerance_secs())
+                    .unwrap_or(DEFAULT_TOLERANCE_SECS),
             ),
             name,
             provider: scheme,

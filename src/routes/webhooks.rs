@@ -12,6 +12,7 @@ use crate::config::{ServerSettings, Settings};
 use crate::idempotency::REPLAYED_HEADER;
 use crate::ingest::{IngestError, Intake, Mismatch, Outcome, Received, Refusal, Webhook};
 use crate::notices::Notice;
+use crate::provider::SourceSettings;
 use crate::signature::Headers;
 use crate::state::AppState;
 use crate::traces::{self, Attribute, Incoming, Span};
@@ -255,7 +256,8 @@ pub(super) fn reject_webhook(
 type Echoed = Option<(&'static str, String)>;
 
 /// The webhook's source, its body, and the intake under the request's `settings`; for a
-/// source whose secret a handshake establishes, the handshake or the stored secret.
+/// source whose secret a handshake establishes, the handshake or the stored secret; for
+/// one verified with a certificate, the certificate its request names.
 async fn handle(
     request: &HttpRequest,
     name: &str,
@@ -298,6 +300,20 @@ async fn handle(
             &with_certificate
         }
     };
+    let received = receive(request, state, settings, source, &body, incoming).await?;
+    Ok((received, None))
+}
+
+/// The intake of a webhook of `source` (its keys known), and what its answer waits for: a
+/// fingerprint mismatch's notice, a subscription's confirmation.
+async fn receive(
+    request: &HttpRequest,
+    state: &AppState,
+    settings: &Settings,
+    source: &SourceSettings,
+    body: &web::Bytes,
+    incoming: &mut Incoming,
+) -> Result<Received, Problem> {
     let intake = Intake {
         source,
         destinations: &settings.destinations,
@@ -308,7 +324,7 @@ async fn handle(
     };
     let webhook = Webhook {
         headers: request.headers(),
-        body: &body,
+        body,
     };
     match intake.receive(&state.committer, webhook, incoming).await {
         Err(Refusal::Ingest(IngestError::FingerprintMismatch(mismatch))) => {
@@ -319,7 +335,7 @@ async fn handle(
             if let Some(visit) = &received.visit {
                 certificate::confirm(state, source, visit).await?;
             }
-            Ok((received, None))
+            Ok(received)
         }
         Err(refusal) => Err(refusal.into()),
     }

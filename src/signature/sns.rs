@@ -24,6 +24,7 @@
 //! than the one verified. The event is keyed on what was signed (the string's sha256,
 //! [`Verified::content_digest`]): the same message re-encoded is one event.
 
+use super::fetch::Fetch;
 use super::{check_tolerance, EventToSign, Keys, Scheme, SignatureError, Unverified, Verified};
 use crate::secret::Secret;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -50,14 +51,6 @@ const MAX_SIGNATURE: usize = 1400;
 pub enum CertificateHosts {
     Aws,
     Listed(Vec<String>),
-}
-
-/// An HTTPS URL to fetch for a source: a signing certificate, or a subscription to confirm.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Fetch {
-    pub url: String,
-    /// PEM certificates trusted as roots for this fetch beside the system's (`ca_file`).
-    pub roots: Option<Arc<[u8]>>,
 }
 
 /// The sns scheme of one source: the topics it takes and where certificates may come from.
@@ -425,5 +418,75 @@ impl Scheme for Sns {
             let url = (message.subscribe_url.as_deref()).ok_or_else(|| missing("SubscribeURL"))?;
             self.fetch("SubscribeURL", url, false)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_aws_sns_hosts_are_allowed_by_default() {
+        for host in [
+            "sns.us-east-1.amazonaws.com",
+            "sns.cn-north-1.amazonaws.com.cn",
+        ] {
+            assert!(is_aws_host(host), "{host}");
+        }
+        for host in [
+            "sns.us-east-1.amazonaws.com.attacker.example",
+            "evilsns.us-east-1.amazonaws.com",
+            "sns.eu.amazonaws.com",
+            "sns.us-east-1.amazonaws.com:443",
+            "sns.us_east.amazonaws.com",
+            "s3.us-east-1.amazonaws.com",
+            "",
+        ] {
+            assert!(!is_aws_host(host), "{host}");
+        }
+    }
+
+    #[test]
+    fn certificate_urls_are_https_pem_files_on_an_allowed_host() {
+        let topic = "arn:aws:sns:us-east-1:123456789012:orders".to_owned();
+        let sns = Sns::new(vec![topic], CertificateHosts::Aws, None).unwrap();
+        let host = "https://sns.us-east-1.amazonaws.com";
+        assert!(sns.fetch("u", &format!("{host}/Cert-1.pem"), true).is_ok());
+        assert!(sns
+            .fetch(
+                "u",
+                &format!("{host}/?Action=ConfirmSubscription&Token=1"),
+                false
+            )
+            .is_ok());
+        for url in [
+            format!("{host}/Cert-1.pem?x=1"),
+            format!("{host}/Cert-1.pem#x"),
+            format!("{host}/Cert-1"),
+            format!("{host}/Cert 1.pem"),
+            "http://sns.us-east-1.amazonaws.com/Cert-1.pem".to_owned(),
+            "https://user@sns.us-east-1.amazonaws.com/Cert-1.pem".to_owned(),
+            "https://sns.us-east-1.amazonaws.com@attacker.example/Cert-1.pem".to_owned(),
+            "https://attacker.example/Cert-1.pem".to_owned(),
+            format!("{host}/{}.pem", "a".repeat(MAX_URL)),
+        ] {
+            assert!(sns.fetch("u", &url, true).is_err(), "{url}");
+        }
+        assert!(sns
+            .fetch("u", "https://attacker.example/?Action=Confirm", false)
+            .is_err());
+    }
+
+    #[test]
+    fn topics_are_sns_arns() {
+        let hosts = || CertificateHosts::Aws;
+        assert!(Sns::new(vec![], hosts(), None).is_err());
+        assert!(Sns::new(vec!["orders".to_owned()], hosts(), None).is_err());
+        assert!(Sns::new(vec!["arn:aws:sqs:us-east-1:1:q".to_owned()], hosts(), None).is_err());
+        let listed = CertificateHosts::Listed(Vec::new());
+        let topic = "arn:aws-cn:sns:cn-north-1:123456789012:orders".to_owned();
+        assert!(Sns::new(vec![topic.clone()], listed, None).is_err());
+        assert!(Sns::new(vec![topic.clone()], hosts(), Some(b"not a pem".to_vec())).is_err());
+        assert!(Sns::new(vec![topic], hosts(), None).is_ok());
     }
 }
