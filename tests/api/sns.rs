@@ -28,7 +28,7 @@ async fn spawn_with_sns(backend: Backend, host: &CertificateHost, application: &
     let destination =
         format!("[[sources.destinations]]\nurl = \"{application}\"\nsecret = \"{APP_SECRET}\"\n");
     let options = TestOptions {
-        extra_sources: host.source_toml("sns", &destination),
+        extra_sources: host.source_toml("sns", "", &destination),
         ..Default::default()
     };
     spawn_app_with(backend, options).await

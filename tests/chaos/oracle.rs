@@ -129,6 +129,12 @@ pub enum Rule {
     /// key) of `bt_payload` or of it and a line break; the payload only base64 and line
     /// breaks; the event the payload's sha256 ([`OracleSource::judge_braintree`]).
     Braintree,
+    /// In the JSON body: `Signature` (base64), RSA PKCS#1 v1.5 with SHA-1
+    /// (`SignatureVersion` 1) or SHA-256 (2) under the certificate served at
+    /// `SigningCertURL`, over `"Name\nvalue\n"` of `Message`, `MessageId`, `Subject` (when a
+    /// string), `Timestamp`, `TopicArn`, `Type`; the topic one of the source's, the time
+    /// within the tolerance; the event its `MessageId` ([`OracleSource::judge_sns`]).
+    Sns,
 }
 
 /// The header of the test's `header_token` source.
@@ -194,6 +200,10 @@ pub struct OracleSource {
     pub public_keys: Vec<Vec<u8>>,
     /// Square's and Twilio's URL (`public_url`), signed before the body; empty otherwise.
     pub url: Vec<u8>,
+    /// SNS: each URL that serves an active certificate, and its PEM.
+    pub certificates: Vec<(Vec<u8>, Vec<u8>)>,
+    /// SNS: the topics the source takes.
+    pub topics: Vec<Vec<u8>>,
 }
 
 impl Rule {
@@ -248,6 +258,8 @@ impl Rule {
             tolerance,
             public_keys,
             url,
+            certificates: Vec::new(),
+            topics: Vec::new(),
         }
     }
 
@@ -279,7 +291,7 @@ impl Rule {
             Rule::Asana => ("x-hook-signature", "", true),
             Rule::Hubspot => (HUBSPOT_SIGNATURE, "", false),
             // No header: judged apart.
-            Rule::Braintree => ("", "", false),
+            Rule::Braintree | Rule::Sns => ("", "", false),
         }
     }
 
@@ -343,7 +355,8 @@ impl Rule {
             | Rule::Token
             | Rule::Adyen
             | Rule::Graph
-            | Rule::Braintree => None,
+            | Rule::Braintree
+            | Rule::Sns => None,
         }
     }
 
@@ -368,6 +381,7 @@ impl Rule {
                 | Rule::Zendesk
                 | Rule::Sendgrid
                 | Rule::Hubspot
+                | Rule::Sns
         )
     }
 
@@ -448,6 +462,7 @@ impl Rule {
             | Rule::Adyen
             | Rule::Graph
             | Rule::Braintree
+            | Rule::Sns
             | Rule::Asana => vec![body],
             Rule::Slack | Rule::Zoom => vec![b"v0:", timestamp, b":", body],
             Rule::Standard => vec![id, b".", timestamp, b".", body],
@@ -478,6 +493,7 @@ impl Rule {
             | Rule::Adyen
             | Rule::Graph
             | Rule::Sendgrid
+            | Rule::Sns
             | Rule::Hubspot => STANDARD.encode(tag).into_bytes(),
             // An Ed25519 signature is a `v1a` entry.
             Rule::Standard if tag.len() == ED25519_LEN => {
@@ -806,6 +822,9 @@ impl OracleSource {
         }
         if self.rule == Rule::Braintree {
             return self.judge_braintree(body);
+        }
+        if self.rule == Rule::Sns {
+            return self.judge_sns(body, now);
         }
         self.judge_signed(headers, body, now)
     }
@@ -1358,7 +1377,12 @@ impl OracleSource {
                 })
             }
             // Judged apart.
-            Rule::Basic | Rule::Token | Rule::Twilio | Rule::Sendgrid | Rule::Braintree => None,
+            Rule::Basic
+            | Rule::Token
+            | Rule::Twilio
+            | Rule::Sendgrid
+            | Rule::Braintree
+            | Rule::Sns => None,
             Rule::Standard => {
                 // One family of names, each header once.
                 let family = ["webhook-", "svix-"]
@@ -1898,4 +1922,227 @@ fn hubspot_url(url: &[u8]) -> Vec<u8> {
         }
     }
     signed
+}
+
+/// An SNS body's members as sent, in order, repeats kept (a JSON object; `None` else).
+struct Members(Vec<(String, serde_json::Value)>);
+
+impl<'de> serde::Deserialize<'de> for Members {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Members;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Members, A::Error> {
+                let mut members = Vec::new();
+                while let Some(member) = map.next_entry()? {
+                    members.push(member);
+                }
+                Ok(Members(members))
+            }
+        }
+        deserializer.deserialize_map(Visit)
+    }
+}
+
+/// What an SNS message says, read as the oracle reads it: the last of each name.
+struct SnsReading {
+    strings: std::collections::HashMap<String, String>,
+    /// No name twice, every member the signature involves a string, none but `Message`
+    /// with a line break.
+    canonical: bool,
+}
+
+const SNS_SIGNED: [&str; 8] = [
+    "Type",
+    "MessageId",
+    "TopicArn",
+    "Message",
+    "Timestamp",
+    "SignatureVersion",
+    "Signature",
+    "SigningCertURL",
+];
+
+impl SnsReading {
+    fn of(body: &[u8]) -> Option<Self> {
+        let Members(members) = serde_json::from_slice(body).ok()?;
+        let mut names = HashSet::new();
+        let mut canonical = members.iter().all(|(name, _)| names.insert(name.clone()));
+        let mut strings = std::collections::HashMap::new();
+        let mut kinds = std::collections::HashMap::new();
+        for (name, value) in members {
+            kinds.insert(name.clone(), value.clone());
+            strings.remove(&name);
+            if let serde_json::Value::String(text) = value {
+                strings.insert(name, text);
+            }
+        }
+        // A member Inlet reads must be a string (Subject may also be null: no Subject).
+        let readable = |name: &str| match kinds.get(name) {
+            None | Some(serde_json::Value::String(_)) => true,
+            Some(serde_json::Value::Null) => name == "Subject",
+            Some(_) => false,
+        };
+        let read = ["Subject", "SubscribeURL", "Token", "UnsubscribeURL"];
+        if !SNS_SIGNED
+            .iter()
+            .chain(read.iter())
+            .all(|name| readable(name))
+        {
+            return None;
+        }
+        canonical &= (strings.iter()).all(|(name, text)| name == "Message" || !text.contains('\n'));
+        Some(Self { strings, canonical })
+    }
+
+    fn get(&self, name: &str) -> Option<&str> {
+        self.strings.get(name).map(String::as_str)
+    }
+
+    /// The string signed, as AWS documents it.
+    fn signed(&self) -> Option<Vec<u8>> {
+        let names: &[&str] = match self.get("Type")? {
+            "Notification" => &[
+                "Message",
+                "MessageId",
+                "Subject",
+                "Timestamp",
+                "TopicArn",
+                "Type",
+            ],
+            _ => &[
+                "Message",
+                "MessageId",
+                "SubscribeURL",
+                "Timestamp",
+                "Token",
+                "TopicArn",
+                "Type",
+            ],
+        };
+        let mut signed = String::new();
+        for name in names {
+            match self.get(name) {
+                Some(value) => signed.push_str(&format!("{name}\n{value}\n")),
+                None if *name == "Subject" => {}
+                None => return None,
+            }
+        }
+        Some(signed.into_bytes())
+    }
+}
+
+/// Whether `signature` is an RSA signature of `signed` under the certificate `pem` with
+/// `digest` (openssl directly; the certificate must be within its validity at `now`).
+fn rsa_verifies(
+    pem: &[u8],
+    digest: openssl::hash::MessageDigest,
+    signed: &[u8],
+    signature: &[u8],
+    now: i64,
+) -> bool {
+    let Ok(certificate) = openssl::x509::X509::from_pem(pem) else {
+        return false;
+    };
+    let Ok(at) = openssl::asn1::Asn1Time::from_unix(now) else {
+        return false;
+    };
+    if certificate.not_before() > at || certificate.not_after() < at {
+        return false;
+    }
+    let verified = || -> Result<bool, openssl::error::ErrorStack> {
+        let key = certificate.public_key()?;
+        let mut verifier = openssl::sign::Verifier::new(digest, &key)?;
+        verifier.update(signed)?;
+        verifier.verify(signature)
+    };
+    verified().unwrap_or(false)
+}
+
+impl OracleSource {
+    /// SNS: `Valid` when the body is a JSON object naming each member once, its signed
+    /// members strings (no line break but in `Message`), any `UnsubscribeURL` on the
+    /// certificate's host, `SignatureVersion` `1` or `2`, the
+    /// `Signature` canonical base64 of an RSA signature of AWS's string to sign under the
+    /// certificate its `SigningCertURL` (one of the source's) serves, the topic the
+    /// source's and the `Timestamp` within the tolerance; `Either` when only a lenient
+    /// reading matches (another URL, a repeated name, lenient base64, a
+    /// time at the tolerance's edge); `Invalid` when none does. `signed_ids`: its
+    /// `MessageId`.
+    fn judge_sns(&self, body: &[u8], now: i64) -> Judgement {
+        let invalid = Judgement {
+            verdict: Verdict::Invalid,
+            signed_ids: HashSet::new(),
+        };
+        let Some(reading) = SnsReading::of(body) else {
+            return invalid;
+        };
+        let (Some(signed), Some(signature), Some(url), Some(topic), Some(time)) = (
+            reading.signed(),
+            reading.get("Signature"),
+            reading.get("SigningCertURL"),
+            reading.get("TopicArn"),
+            reading.get("Timestamp"),
+        ) else {
+            return invalid;
+        };
+        let Some(at) = chrono::DateTime::parse_from_rfc3339(time)
+            .ok()
+            .map(|t| t.timestamp())
+        else {
+            return invalid;
+        };
+        let skew = now.saturating_sub(at).abs();
+        if !self.topics.iter().any(|t| t == topic.as_bytes()) || skew > self.tolerance + EDGE {
+            return invalid;
+        }
+        let lenient = GeneralPurpose::new(
+            &alphabet::STANDARD,
+            GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+        );
+        let canonical_signature = STANDARD.decode(signature).ok();
+        let Some(tag) = canonical_signature
+            .clone()
+            .or_else(|| lenient.decode(signature).ok())
+        else {
+            return invalid;
+        };
+        use openssl::hash::MessageDigest;
+        let version = reading.get("SignatureVersion");
+        let Some(digest) = (match version {
+            Some("1") => Some(MessageDigest::sha1()),
+            Some("2") => Some(MessageDigest::sha256()),
+            _ => None,
+        }) else {
+            return invalid;
+        };
+        let served = self.certificates.iter().find(|(u, _)| u == url.as_bytes());
+        let verifies = |pem: &[u8]| rsa_verifies(pem, digest, &signed, &tag, now);
+        let canonical_match = served.is_some_and(|(_, pem)| verifies(pem));
+        let any_match = canonical_match || (self.certificates.iter()).any(|(_, pem)| verifies(pem));
+        // An unsubscribe link, when there is one, on the certificate's host.
+        let host = |url: &str| url.splitn(4, '/').take(3).collect::<Vec<_>>().join("/");
+        let unsubscribe = reading.get("UnsubscribeURL").is_none_or(|u| host(u) == host(url));
+        let exact = reading.canonical
+            && unsubscribe
+            && canonical_signature.is_some_and(|t| STANDARD.encode(t) == signature)
+            && skew <= self.tolerance - EDGE
+            && reading.get("Type") == Some("Notification");
+        let verdict = match (any_match, canonical_match && exact) {
+            (false, _) => Verdict::Invalid,
+            (true, true) => Verdict::Valid,
+            (true, false) => Verdict::Either,
+        };
+        let signed_ids = reading.get("MessageId").map(|id| id.as_bytes().to_vec());
+        Judgement {
+            verdict,
+            signed_ids: signed_ids.into_iter().collect(),
+        }
+    }
 }

@@ -74,10 +74,10 @@ impl CertificateHost {
     }
 
     /// The `[[sources]]` table of an sns source named `name` taking [`SNS_TOPIC`] from this
-    /// host, then `extra` (its destinations).
-    pub fn source_toml(&self, name: &str, extra: &str) -> String {
+    /// host, with the keys `settings`, then `extra` (its destinations).
+    pub fn source_toml(&self, name: &str, settings: &str, extra: &str) -> String {
         format!(
-            "\n[[sources]]\nname = \"{name}\"\nscheme = \"sns\"\n[sources.sns]\n\
+            "\n[[sources]]\nname = \"{name}\"\nscheme = \"sns\"\n{settings}[sources.sns]\n\
              topics = [\"{SNS_TOPIC}\"]\ncertificate_hosts = [\"127.0.0.1:{}\"]\n\
              ca_file = \"{}\"\n{extra}",
             self.port,
