@@ -3,12 +3,15 @@
 //! for the life of the instance, and the visit that confirms a subscription.
 //!
 //! A certificate is public and AWS's never changes at its URL, so each instance keeps the
-//! ones it fetched, by URL ([`MAX_CACHED`] of them). Each URL is fetched by one request at a
-//! time: the others wait for it and take what it found. A fetch that failed is remembered
-//! for [`FAILURE_REMEMBERED`], so a host that is down is not asked again by every waiting
-//! request; the webhook is answered `503` meanwhile and SNS retries it. The URLs were
-//! checked by the scheme (HTTPS, an allowed host) before they reach here; redirects are not
-//! followed, and every exchange is bounded in time and size.
+//! ones it fetched, by URL and trusted roots ([`MAX_CACHED`] of them). Each URL is fetched
+//! by one request at a time: the others wait for it and take what it found; at most
+//! [`MAX_FETCHES`] fetches run at once. A fetch that failed is remembered — for
+//! [`FAILURE_REMEMBERED`] when the host could not answer (the webhook is answered `503`
+//! meanwhile and SNS retries it), for [`REFUSAL_REMEMBERED`] when it answered that there is
+//! no such certificate or served something else (no signature can then verify). The URLs
+//! were checked by the scheme (HTTPS, an allowed host, one certificate's path) and so was
+//! everything about the message that needs no certificate, before they reach here;
+//! redirects are not followed, and every exchange is bounded in time and size.
 
 use crate::secret::Secret;
 use crate::signature::{check_certificate, Fetch};
@@ -23,8 +26,12 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_BYTES: usize = 16 * 1024;
 /// How many certificate URLs an instance keeps.
 pub const MAX_CACHED: usize = 64;
-/// How long a failed fetch is remembered before its URL is asked again.
+/// How long a fetch the host could not answer is remembered before its URL is asked again.
 pub const FAILURE_REMEMBERED: Duration = Duration::from_secs(5);
+/// How long a URL that serves no certificate is remembered as such.
+pub const REFUSAL_REMEMBERED: Duration = Duration::from_secs(300);
+/// How many fetches and visits run at once in an instance.
+pub const MAX_FETCHES: usize = 4;
 
 /// Why a certificate or a confirmation could not be had.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -32,40 +39,59 @@ pub const FAILURE_REMEMBERED: Duration = Duration::from_secs(5);
 pub struct FetchError {
     pub url: String,
     pub why: String,
+    /// The host answered, and there is no usable certificate at that URL (an answer other
+    /// than 200, or not a certificate): asking again will not help.
+    pub refused: bool,
 }
 
 /// What is known of one certificate URL.
 enum Slot {
     Unknown,
     Fetched(Secret),
-    Failed { at: Instant, why: String },
+    Failed { at: Instant, error: FetchError },
 }
+
+/// A certificate URL, and the roots its fetch trusts.
+type SlotKey = (Option<Arc<[u8]>>, String);
 
 /// The certificates this instance fetched, and the HTTPS clients it fetches with (one per
 /// set of extra trusted roots).
-#[derive(Default)]
 pub struct Certificates {
-    slots: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Slot>>>>,
+    slots: Mutex<HashMap<SlotKey, Arc<tokio::sync::Mutex<Slot>>>>,
     clients: Mutex<HashMap<Option<Arc<[u8]>>, reqwest::Client>>,
+    fetches: tokio::sync::Semaphore,
+}
+
+impl Default for Certificates {
+    fn default() -> Self {
+        Self {
+            slots: Mutex::default(),
+            clients: Mutex::default(),
+            fetches: tokio::sync::Semaphore::new(MAX_FETCHES),
+        }
+    }
 }
 
 impl Certificates {
-    /// The certificate at `fetch.url` (its PEM), from this instance's cache or fetched now;
-    /// `source` labels the metric and the log line of a fetch.
-    pub async fn certificate(&self, source: &str, fetch: &Fetch) -> Result<Secret, FetchError> {
-        let slot = self.slot(&fetch.url);
+    /// The certificate at `fetch.url` (its PEM), from this instance's cache or fetched now
+    /// (and then within its validity at `now`, Unix seconds); `source` labels the metric and
+    /// the log line of a fetch.
+    pub async fn certificate(
+        &self,
+        source: &str,
+        fetch: &Fetch,
+        now: i64,
+    ) -> Result<Secret, FetchError> {
+        let slot = self.slot(fetch);
         let mut slot = slot.lock().await;
         match &*slot {
             Slot::Fetched(pem) => return Ok(pem.clone()),
-            Slot::Failed { at, why } if at.elapsed() < FAILURE_REMEMBERED => {
-                return Err(FetchError {
-                    url: fetch.url.clone(),
-                    why: format!("{why} (a moment ago; asked again after a few seconds)"),
-                })
+            Slot::Failed { at, error } if at.elapsed() < remembered(error) => {
+                return Err(error.clone())
             }
             _ => {}
         }
-        let fetched = self.fetch_certificate(fetch).await;
+        let fetched = self.fetch_certificate(fetch, now).await;
         let outcome = match &fetched {
             Ok(_) => "fetched",
             Err(_) => "failed",
@@ -78,10 +104,10 @@ impl Certificates {
                 Slot::Fetched(pem.clone())
             }
             Err(error) => {
-                tracing::warn!(%source, url = %fetch.url, why = %error.why, "signing certificate not fetched");
+                tracing::warn!(%source, url = %fetch.url, why = %error.why, refused = error.refused, "signing certificate not fetched");
                 Slot::Failed {
                     at: Instant::now(),
-                    why: error.why.clone(),
+                    error: error.clone(),
                 }
             }
         };
@@ -90,55 +116,76 @@ impl Certificates {
 
     /// Confirms a subscription: `GET fetch.url`, answered with a 2xx.
     pub async fn visit(&self, fetch: &Fetch) -> Result<(), FetchError> {
-        self.get(fetch).await.map(drop)
+        self.get(fetch, false).await.map(drop)
     }
 
-    /// The slot of `url`, made when new. Past [`MAX_CACHED`] URLs, the failed ones are
-    /// forgotten first, then all of them.
-    fn slot(&self, url: &str) -> Arc<tokio::sync::Mutex<Slot>> {
+    /// The slot of `fetch`'s URL and roots, made when new. Past [`MAX_CACHED`] of them, the
+    /// failed ones are forgotten first, then any not being fetched.
+    fn slot(&self, fetch: &Fetch) -> Arc<tokio::sync::Mutex<Slot>> {
+        let key = (fetch.roots.clone(), fetch.url.clone());
         let mut slots = self.slots.lock();
-        if !slots.contains_key(url) && slots.len() >= MAX_CACHED {
+        if !slots.contains_key(&key) && slots.len() >= MAX_CACHED {
+            // A slot being fetched is locked: kept, so its URL is never fetched twice at once.
             slots.retain(|_, slot| {
-                slot.try_lock()
-                    .is_ok_and(|slot| matches!(*slot, Slot::Fetched(_)))
+                (slot.try_lock()).map_or(true, |slot| matches!(*slot, Slot::Fetched(_)))
             });
-            if slots.len() >= MAX_CACHED {
-                slots.clear();
+            let idle: Vec<SlotKey> = (slots.iter())
+                .filter(|(_, slot)| slot.try_lock().is_ok())
+                .map(|(key, _)| key.clone())
+                .take((slots.len() + 1).saturating_sub(MAX_CACHED))
+                .collect();
+            for key in idle {
+                slots.remove(&key);
             }
         }
-        let slot = slots.entry(url.to_owned());
+        let slot = slots.entry(key);
         Arc::clone(slot.or_insert_with(|| Arc::new(tokio::sync::Mutex::new(Slot::Unknown))))
     }
 
-    async fn fetch_certificate(&self, fetch: &Fetch) -> Result<Secret, FetchError> {
-        let body = self.get(fetch).await?;
-        let failed = |why: String| FetchError {
+    async fn fetch_certificate(&self, fetch: &Fetch, now: i64) -> Result<Secret, FetchError> {
+        let body = self.get(fetch, true).await?;
+        let refused = |why: String| FetchError {
             url: fetch.url.clone(),
             why,
+            refused: true,
         };
-        check_certificate(&body, chrono::Utc::now().timestamp()).map_err(failed)?;
-        let pem = String::from_utf8(body).map_err(|_| failed("not text".to_owned()))?;
+        check_certificate(&body, now).map_err(refused)?;
+        let pem = String::from_utf8(body).map_err(|_| refused("not text".to_owned()))?;
         Ok(Secret::new(pem))
     }
 
-    /// `GET fetch.url`: the body of a 2xx answer, at most [`MAX_BYTES`].
-    async fn get(&self, fetch: &Fetch) -> Result<Vec<u8>, FetchError> {
-        let failed = |why: String| FetchError {
+    /// `GET fetch.url`: the body of a 2xx answer (only a 200 for a certificate), at most
+    /// [`MAX_BYTES`].
+    async fn get(&self, fetch: &Fetch, only_ok: bool) -> Result<Vec<u8>, FetchError> {
+        let failed = |why: String, refused: bool| FetchError {
             url: fetch.url.clone(),
             why,
+            refused,
         };
-        let client = self.client(fetch.roots.as_ref()).map_err(failed)?;
+        let client = self
+            .client(fetch.roots.as_ref())
+            .map_err(|why| failed(why, false))?;
+        let _turn = (self.fetches.acquire().await)
+            .map_err(|_| failed("shutting down".to_owned(), false))?;
         let mut response = (client.get(&fetch.url).send().await)
-            .map_err(|e| failed(format!("no answer: {}", reqwest_reason(&e))))?;
-        if !response.status().is_success() {
-            return Err(failed(format!("answered {}", response.status())));
+            .map_err(|e| failed(format!("no answer: {}", reqwest_reason(&e)), false))?;
+        let status = response.status();
+        let taken = match only_ok {
+            true => status == reqwest::StatusCode::OK,
+            false => status.is_success(),
+        };
+        if !taken {
+            return Err(failed(
+                format!("answered {status}"),
+                !status.is_server_error(),
+            ));
         }
         let mut body = Vec::new();
         while let Some(chunk) = (response.chunk().await)
-            .map_err(|e| failed(format!("answer cut short: {}", reqwest_reason(&e))))?
+            .map_err(|e| failed(format!("answer cut short: {}", reqwest_reason(&e)), false))?
         {
             if body.len() + chunk.len() > MAX_BYTES {
-                return Err(failed(format!("an answer over {MAX_BYTES} bytes")));
+                return Err(failed(format!("an answer over {MAX_BYTES} bytes"), true));
             }
             body.extend_from_slice(&chunk);
         }
@@ -147,8 +194,7 @@ impl Certificates {
 
     /// The client that trusts the system's roots and `roots`, built once per set.
     fn client(&self, roots: Option<&Arc<[u8]>>) -> Result<reqwest::Client, String> {
-        let mut clients = self.clients.lock();
-        if let Some(client) = clients.get(&roots.cloned()) {
+        if let Some(client) = self.clients.lock().get(&roots.cloned()) {
             return Ok(client.clone());
         }
         let mut builder = reqwest::Client::builder()
@@ -166,8 +212,16 @@ impl Certificates {
         let client = builder
             .build()
             .map_err(|e| format!("no HTTPS client: {e}"))?;
-        clients.insert(roots.cloned(), client.clone());
+        self.clients.lock().insert(roots.cloned(), client.clone());
         Ok(client)
+    }
+}
+
+/// How long a failed fetch is remembered.
+fn remembered(error: &FetchError) -> Duration {
+    match error.refused {
+        true => REFUSAL_REMEMBERED,
+        false => FAILURE_REMEMBERED,
     }
 }
 

@@ -574,9 +574,13 @@ pub static PROFILES: [Profile; 26] = [
     // A subscription is confirmed by visiting its SubscribeURL, answered and never stored.
     // The signed Timestamp is the message's own, carried by every retry, and SNS retries an
     // HTTP/S endpoint for at most 3,600 s: the tolerance is that and five minutes.
+    // What is signed is a reading of the body (some of its members), so every event also
+    // records that reading's digest as a fact: an event id read from an unsigned member
+    // cannot make a re-sent copy a new fact.
     Profile {
         handshake: Some(sns_confirmation),
         tolerance_secs: Some(3_900),
+        signs_a_reading: true,
         ..plain(
             "sns",
             Signing::Certificate,

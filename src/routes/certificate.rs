@@ -2,11 +2,12 @@
 //! certificate is fetched (or taken from this instance's cache) before the request is
 //! verified with it, and a subscription confirmation that verified is confirmed by visiting
 //! its `SubscribeURL` before it is answered. Either failing is `503` with `Retry-After`:
-//! nothing was stored, and SNS sends the message again.
+//! nothing was stored, and SNS sends the message again — but a certificate URL whose host
+//! answered that it serves none (or served something else) is `401`: no signature verifies.
 
 use super::{Problem, Reason};
 use crate::provider::SourceSettings;
-use crate::signature::{Fetch, Headers, Unverified};
+use crate::signature::{Fetch, Headers, Keys, Unverified};
 use crate::state::AppState;
 
 /// `source` with the certificate its request names as its one key, when its scheme
@@ -17,10 +18,17 @@ pub async fn with_certificate(
     headers: &dyn Headers,
     body: &[u8],
 ) -> Option<Result<SourceSettings, Problem>> {
-    let fetch = source
-        .provider
-        .scheme()
-        .certificate(&Unverified::new(headers, body))?;
+    let tolerance = match state.faults.time_check_broken() {
+        true => std::time::Duration::MAX,
+        false => source.tolerance,
+    };
+    let keys = Keys {
+        secrets: &source.secrets,
+        tolerance,
+    };
+    let now = state.clock.now();
+    let request = Unverified::new(headers, body);
+    let fetch = source.provider.scheme().certificate(&request, keys, now)?;
     Some(certified(state, source, fetch).await)
 }
 
@@ -31,8 +39,20 @@ async fn certified(
 ) -> Result<SourceSettings, Problem> {
     let fetch = fetch?;
     let name = source.name.as_str();
-    let pem = (state.certificates.certificate(name, &fetch).await)
-        .map_err(|error| Problem::new(Reason::CertificateUnavailable, error.to_string()))?;
+    let now = state.clock.now().timestamp();
+    let pem = (state.certificates.certificate(name, &fetch, now).await).map_err(|error| {
+        match error.refused {
+            // No signature can verify under what is not there.
+            true => Problem::new(
+                Reason::BadSignature,
+                format!(
+                    "SigningCertURL serves no usable certificate ({})",
+                    error.why
+                ),
+            ),
+            false => Problem::new(Reason::CertificateUnavailable, error.to_string()),
+        }
+    })?;
     Ok(SourceSettings {
         secrets: vec![pem],
         ..source.clone()

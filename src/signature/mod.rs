@@ -319,9 +319,15 @@ pub trait Scheme: Sync + std::fmt::Debug {
     }
 
     /// For a scheme that verifies with a certificate the request names (SNS's
-    /// `SigningCertURL`): where to fetch it, checked against the source's hosts. Its PEM is
-    /// then the one key the request is verified with. `None`: the keys are the source's.
-    fn certificate(&self, _request: &Unverified<'_>) -> Option<Result<Fetch, SignatureError>> {
+    /// `SigningCertURL`): where to fetch it, checked against the source's hosts, once what
+    /// can be checked without it holds (`keys`' tolerance at `now`). Its PEM is then the one
+    /// key the request is verified with. `None`: the keys are the source's.
+    fn certificate(
+        &self,
+        _request: &Unverified<'_>,
+        _keys: Keys<'_>,
+        _now: DateTime<Utc>,
+    ) -> Option<Result<Fetch, SignatureError>> {
         None
     }
 

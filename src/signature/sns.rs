@@ -99,9 +99,96 @@ fn missing(member: &str) -> SignatureError {
     SignatureError::Missing(format!("{member} member of the body"))
 }
 
+/// The names of the members SNS sends.
+const MEMBERS: [&str; 13] = [
+    "Type",
+    "MessageId",
+    "TopicArn",
+    "Subject",
+    "Message",
+    "Timestamp",
+    "SignatureVersion",
+    "Signature",
+    "SigningCertURL",
+    "SubscribeURL",
+    "Token",
+    "UnsubscribeURL",
+    "MessageAttributes",
+];
+
+/// A name as readers that ignore case take it: lowercase, with the long s and the Kelvin
+/// sign as the letters they fold to (Go's `encoding/json` matches names so).
+fn folded(name: &str) -> String {
+    name.chars()
+        .flat_map(|c| match c {
+            'ſ' => 's'.to_lowercase(),
+            c => c.to_lowercase(),
+        })
+        .collect()
+}
+
+/// The body's members: a JSON object naming each member once, and none in another
+/// spelling of one of SNS's names — a reader that ignores case could take a `"message"` for
+/// the signed `"Message"`.
+fn members(body: &[u8]) -> Result<serde_json::Map<String, serde_json::Value>, SignatureError> {
+    let Members(list) = serde_json::from_slice(body)
+        .map_err(|e| malformed(format!("not an SNS message (a JSON object): {e}")))?;
+    let mut map = serde_json::Map::new();
+    for (name, value) in list {
+        let known = MEMBERS.iter().find(|known| folded(known) == folded(&name));
+        if let Some(known) = known.filter(|known| **known != name) {
+            return Err(malformed(format!(
+                "a member named {:?}, another spelling of {known}",
+                shown(&name)
+            )));
+        }
+        if map.insert(name.clone(), value).is_some() {
+            return Err(malformed(format!("{:?} is named twice", shown(&name))));
+        }
+    }
+    Ok(map)
+}
+
+/// A JSON object's members as sent, in order, repeats kept.
+struct Members(Vec<(String, serde_json::Value)>);
+
+impl<'de> Deserialize<'de> for Members {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Members;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Members, A::Error> {
+                let mut members = Vec::new();
+                while let Some(member) = map.next_entry()? {
+                    members.push(member);
+                }
+                Ok(Members(members))
+            }
+        }
+        deserializer.deserialize_map(Visit)
+    }
+}
+
+/// At most 64 characters of a value a sender wrote, for a refusal that quotes it.
+fn shown(value: &str) -> String {
+    value.chars().take(64).collect()
+}
+
 impl Message {
     fn parse(body: &[u8]) -> Result<Self, SignatureError> {
-        let message: Self = serde_json::from_slice(body)
+        let members = members(body)?;
+        for required in ["Signature", CERTIFICATE_FIELD] {
+            if !members.contains_key(required) {
+                return Err(missing(required));
+            }
+        }
+        let message: Self = serde_json::from_value(serde_json::Value::Object(members))
             .map_err(|e| malformed(format!("not an SNS message: {e}")))?;
         message.kind()?;
         let single_line = [
@@ -131,8 +218,9 @@ impl Message {
             "SubscriptionConfirmation" => Ok(Kind::SubscriptionConfirmation),
             "UnsubscribeConfirmation" => Ok(Kind::UnsubscribeConfirmation),
             other => Err(malformed(format!(
-                "Type {other:?} is none of Notification, SubscriptionConfirmation and \
-                 UnsubscribeConfirmation"
+                "Type {:?} is none of Notification, SubscriptionConfirmation and \
+                 UnsubscribeConfirmation",
+                shown(other)
             ))),
         }
     }
@@ -172,7 +260,7 @@ impl Message {
             Some("2") => Ok(MessageDigest::sha256()),
             Some(other) => Err(SignatureError::malformed(
                 "SignatureVersion",
-                format!("{other:?} is neither 1 nor 2"),
+                format!("{:?} is neither 1 nor 2", shown(other)),
             )),
             None => Err(missing("SignatureVersion")),
         }
@@ -253,13 +341,52 @@ impl Sns {
                  certificate_hosts)",
             ));
         }
-        if pem && !path.ends_with(".pem") {
-            return Err(refused("not a .pem certificate"));
+        if pem && !self.names_a_certificate(path) {
+            return Err(refused(
+                "not a certificate's path (/SimpleNotificationService-<hex>.pem on AWS's hosts)",
+            ));
         }
         Ok(Fetch {
             url: url.to_owned(),
             roots: self.roots.clone(),
         })
+    }
+
+    /// One file name of letters, digits, `-` and `_` ending `.pem` (on AWS's hosts,
+    /// `SimpleNotificationService-…`): no other spelling of one URL reaches the same file.
+    fn names_a_certificate(&self, path: &str) -> bool {
+        let Some(name) = path.strip_prefix('/').and_then(|p| p.strip_suffix(".pem")) else {
+            return false;
+        };
+        let name = match &self.hosts {
+            CertificateHosts::Aws => name.strip_prefix("SimpleNotificationService-"),
+            CertificateHosts::Listed(_) => Some(name),
+        };
+        name.is_some_and(|name| {
+            (1..=64).contains(&name.len())
+                && (name.bytes()).all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+    }
+
+    /// What can be checked of a message before its certificate is at hand: its signature's
+    /// form, the version, the topic and the time. Nothing is fetched for a message that
+    /// fails them.
+    fn checked(
+        &self,
+        message: &Message,
+        keys: Keys<'_>,
+        now: DateTime<Utc>,
+    ) -> Result<(MessageDigest, Vec<u8>, String), SignatureError> {
+        let digest = message.digest()?;
+        let signature = message.signature()?;
+        let signed = message.string_to_sign()?;
+        if !self.topics.contains(&message.topic_arn) {
+            return Err(SignatureError::NotAccepted(
+                "TopicArn is not one of this source's topics".to_owned(),
+            ));
+        }
+        check_tolerance(message.signed_at()?, now, keys.tolerance)?;
+        Ok((digest, signature, signed))
     }
 
     fn allows(&self, host: &str) -> bool {
@@ -311,7 +438,16 @@ pub fn check_certificate(pem: &[u8], now: i64) -> Result<(), String> {
 fn usable_key(pem: &[u8], now: i64) -> Result<PKey<Public>, String> {
     let certificate = X509::from_pem(pem).map_err(|_| "not a PEM X.509 certificate".to_owned())?;
     let at = openssl::asn1::Asn1Time::from_unix(now).map_err(|e| e.to_string())?;
-    if certificate.not_before() > at || certificate.not_after() < at {
+    use std::cmp::Ordering;
+    let begun = certificate
+        .not_before()
+        .compare(&at)
+        .is_ok_and(|o| o != Ordering::Greater);
+    let ended = certificate
+        .not_after()
+        .compare(&at)
+        .map_or(true, |o| o == Ordering::Less);
+    if !begun || ended {
         return Err("the certificate is outside its validity".to_owned());
     }
     let key = (certificate.public_key()).map_err(|_| "its public key does not parse".to_owned())?;
@@ -349,9 +485,7 @@ impl Scheme for Sns {
         now: DateTime<Utc>,
     ) -> Result<Verified<'r>, SignatureError> {
         let message = Message::parse(request.body)?;
-        let digest = message.digest()?;
-        let signature = message.signature()?;
-        let signed = message.string_to_sign()?;
+        let (digest, signature, signed) = self.checked(&message, keys, now)?;
         let by_any = (keys.secrets.iter())
             .any(|pem| signed_by(pem, digest, signed.as_bytes(), &signature, now.timestamp()));
         if !by_any {
@@ -359,15 +493,9 @@ impl Scheme for Sns {
                 "Signature, under the certificate at SigningCertURL,".to_owned(),
             ));
         }
-        if !self.topics.contains(&message.topic_arn) {
-            return Err(SignatureError::NotAccepted(
-                "TopicArn is not one of this source's topics".to_owned(),
-            ));
-        }
         if let Some(url) = &message.unsubscribe_url {
             self.fetch("UnsubscribeURL", url, false)?;
         }
-        check_tolerance(message.signed_at()?, now, keys.tolerance)?;
         Ok(request.into_verified_as(Sha256::digest(signed.as_bytes()).into()))
     }
 
@@ -405,8 +533,14 @@ impl Scheme for Sns {
         false
     }
 
-    fn certificate(&self, request: &Unverified<'_>) -> Option<Result<Fetch, SignatureError>> {
+    fn certificate(
+        &self,
+        request: &Unverified<'_>,
+        keys: Keys<'_>,
+        now: DateTime<Utc>,
+    ) -> Option<Result<Fetch, SignatureError>> {
         let url = Message::parse(request.body).and_then(|message| {
+            self.checked(&message, keys, now)?;
             (message.signing_cert_url).ok_or_else(|| missing(CERTIFICATE_FIELD))
         });
         Some(url.and_then(|url| self.fetch(CERTIFICATE_FIELD, &url, true)))
@@ -451,30 +585,70 @@ mod tests {
         let topic = "arn:aws:sns:us-east-1:123456789012:orders".to_owned();
         let sns = Sns::new(vec![topic], CertificateHosts::Aws, None).unwrap();
         let host = "https://sns.us-east-1.amazonaws.com";
-        assert!(sns.fetch("u", &format!("{host}/Cert-1.pem"), true).is_ok());
-        assert!(sns
-            .fetch(
-                "u",
-                &format!("{host}/?Action=ConfirmSubscription&Token=1"),
-                false
-            )
-            .is_ok());
+        let file = "SimpleNotificationService-9c6465fa7f48f5cacd23014631ec1136.pem";
+        assert!(sns.fetch("u", &format!("{host}/{file}"), true).is_ok());
+        let confirm = format!("{host}/?Action=ConfirmSubscription&Token=1");
+        assert!(sns.fetch("u", &confirm, false).is_ok());
         for url in [
-            format!("{host}/Cert-1.pem?x=1"),
-            format!("{host}/Cert-1.pem#x"),
-            format!("{host}/Cert-1"),
-            format!("{host}/Cert 1.pem"),
-            "http://sns.us-east-1.amazonaws.com/Cert-1.pem".to_owned(),
-            "https://user@sns.us-east-1.amazonaws.com/Cert-1.pem".to_owned(),
-            "https://sns.us-east-1.amazonaws.com@attacker.example/Cert-1.pem".to_owned(),
-            "https://attacker.example/Cert-1.pem".to_owned(),
-            format!("{host}/{}.pem", "a".repeat(MAX_URL)),
+            format!("{host}/{file}?x=1"),
+            format!("{host}/{file}#x"),
+            format!("{host}/Cert-1.pem"),
+            format!("{host}/SimpleNotificationService-1"),
+            format!("{host}/./{file}"),
+            format!("{host}/a/../{file}"),
+            format!("{host}/%53impleNotificationService-1.pem"),
+            format!("{host}\\{file}"),
+            format!("{host}/SimpleNotificationService-1 .pem"),
+            format!("{host}/SimpleNotificationService-1\t.pem"),
+            format!("https://sns.us-east-1.amazonaws.com./{file}"),
+            format!("https://[::1]/{file}"),
+            format!("https://sns.us-east-1.amazonaws.com%2eattacker.example/{file}"),
+            format!("http://sns.us-east-1.amazonaws.com/{file}"),
+            format!("https://user@sns.us-east-1.amazonaws.com/{file}"),
+            format!("https://sns.us-east-1.amazonaws.com@attacker.example/{file}"),
+            format!("https://attacker.example/{file}"),
+            format!(
+                "{host}/SimpleNotificationService-{}.pem",
+                "a".repeat(MAX_URL)
+            ),
         ] {
             assert!(sns.fetch("u", &url, true).is_err(), "{url}");
         }
         assert!(sns
             .fetch("u", "https://attacker.example/?Action=Confirm", false)
             .is_err());
+    }
+
+    #[test]
+    fn a_member_in_another_spelling_or_twice_is_refused() {
+        let body = |extra: &str| {
+            format!(
+                "{{\"Type\":\"Notification\",\"MessageId\":\"m\",\"TopicArn\":\"t\",\
+                 \"Message\":\"signed\",\"Timestamp\":\"2026-12-04T10:00:00.000Z\",\
+                 \"SignatureVersion\":\"1\",\"Signature\":\"AA==\",\"SigningCertURL\":\"u\"{extra}}}"
+            )
+        };
+        assert!(Message::parse(body("").as_bytes()).is_ok());
+        for extra in [
+            r#","message":"evil""#,
+            r#","MESSAGE":"evil""#,
+            r#","Meſſage":"evil""#,
+            r#","type":"SubscriptionConfirmation""#,
+            r#","Mess\u0061ge":"evil""#,
+            r#","Message":"evil""#,
+        ] {
+            let refused = Message::parse(body(extra).as_bytes());
+            assert!(
+                matches!(refused, Err(SignatureError::Malformed { .. })),
+                "{extra}"
+            );
+        }
+        let attributes = body(r#","MessageAttributes":{"a":{"Type":"String"}}"#);
+        assert!(Message::parse(attributes.as_bytes()).is_ok());
+        assert!(Message::parse(b"[\"Notification\"]").is_err());
+        let unsigned = body("").replace("\"Signature\":\"AA==\",", "");
+        let refused = Message::parse(unsigned.as_bytes());
+        assert!(matches!(refused, Err(SignatureError::Missing(_))));
     }
 
     #[test]

@@ -17,7 +17,7 @@ on_both_backends!(
     a_notification_is_verified_with_its_certificate_and_delivered_once,
     forged_and_foreign_messages_are_refused_and_nothing_is_stored,
     a_confirmation_visits_its_url_and_is_never_stored,
-    an_unavailable_certificate_is_503_and_nothing_is_stored,
+    an_unavailable_certificate_is_503_a_missing_one_401_and_nothing_is_stored,
     concurrent_copies_fetch_the_certificate_once_and_are_one_event
 );
 
@@ -166,12 +166,21 @@ async fn forged_and_foreign_messages_are_refused_and_nothing_is_stored(backend: 
     // Raw message delivery (the message alone, unsigned), a member named twice, no signature.
     post(&app, &message, b"{\"order\":2}")
         .await
+        .assert_problem(400, "missing_signature");
+    post(&app, &message, b"order 2")
+        .await
         .assert_problem(400, "malformed_signature");
     let body = String::from_utf8(message.signed("signing-key.pem", 1, &url)).expect("text");
     let twice = body.replacen("{\n", "{\n  \"MessageId\" : \"another\",\n", 1);
     post(&app, &message, twice.as_bytes())
         .await
         .assert_problem(400, "malformed_signature");
+    for spelling in ["message", "Meſſage", "type"] {
+        let folded = body.replacen("{\n", &format!("{{\n  \"{spelling}\" : \"evil\",\n"), 1);
+        post(&app, &message, folded.as_bytes())
+            .await
+            .assert_problem(400, "malformed_signature");
+    }
     let unsigned = body.replace("\"Signature\" :", "\"Unsigned\" :");
     post(&app, &message, unsigned.as_bytes())
         .await
@@ -273,32 +282,45 @@ async fn a_confirmation_visits_its_url_and_is_never_stored(backend: Backend) {
         .is_empty());
 }
 
-async fn an_unavailable_certificate_is_503_and_nothing_is_stored(backend: Backend) {
+async fn an_unavailable_certificate_is_503_a_missing_one_401_and_nothing_is_stored(
+    backend: Backend,
+) {
     let host = CertificateHost::start();
     let application = crate::helpers::application_answering(200).await;
     let app = spawn_with_sns(backend, &host, &format!("{}/events", application.uri())).await;
     let message =
         SnsMessage::notification("d15ea5e0-0000-4000-8000-000000000001", "{}", Utc::now());
-    // No certificate at that URL (404), and an expired certificate.
-    for path in ["/missing-cert.pem", "/expired-cert.pem"] {
-        let refused = post(
-            &app,
-            &message,
-            &message.signed("signing-key.pem", 1, &host.url(path)),
-        )
-        .await;
+    let signed_for = |path: &str| message.signed("signing-key.pem", 1, &host.url(path));
+    // The host cannot answer: 503, and within a few seconds it is not asked again.
+    let path = "/unavailable-cert.pem";
+    for _ in 0..2 {
+        let refused = post(&app, &message, &signed_for(path)).await;
         refused.assert_problem(503, "certificate_unavailable");
         assert!(refused.header("Retry-After").is_some());
-        // Within a few seconds the failure is remembered: the host is not asked again.
-        post(
-            &app,
-            &message,
-            &message.signed("signing-key.pem", 1, &host.url(path)),
-        )
-        .await
-        .assert_problem(503, "certificate_unavailable");
+        // Nothing internal reaches the sender: no URL, no TLS or connection detail.
+        assert!(!refused.text().contains("127.0.0.1"), "{}", refused.text());
+    }
+    assert_eq!(host.requests(path), 1);
+    // The host answers that it serves no certificate there (404), serves an expired one, a
+    // redirect (never followed) or 20 KiB: no signature can verify, 401, remembered.
+    for path in [
+        "/missing-cert.pem",
+        "/expired-cert.pem",
+        "/redirect-cert.pem",
+        "/big-cert.pem",
+    ] {
+        for _ in 0..2 {
+            post(&app, &message, &signed_for(path))
+                .await
+                .assert_problem(401, "bad_signature");
+        }
         assert_eq!(host.requests(path), 1, "{path}");
     }
+    assert_eq!(
+        host.requests(CERTIFICATE),
+        0,
+        "the redirect was not followed"
+    );
     assert_eq!(app.count_events().await, 0);
     // The source still takes a message whose certificate is there.
     let url = host.url(CERTIFICATE);

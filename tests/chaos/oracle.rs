@@ -2128,7 +2128,9 @@ impl OracleSource {
         let any_match = canonical_match || (self.certificates.iter()).any(|(_, pem)| verifies(pem));
         // An unsubscribe link, when there is one, on the certificate's host.
         let host = |url: &str| url.splitn(4, '/').take(3).collect::<Vec<_>>().join("/");
-        let unsubscribe = reading.get("UnsubscribeURL").is_none_or(|u| host(u) == host(url));
+        let unsubscribe = reading
+            .get("UnsubscribeURL")
+            .is_none_or(|u| host(u) == host(url));
         let exact = reading.canonical
             && unsubscribe
             && canonical_signature.is_some_and(|t| STANDARD.encode(t) == signature)

@@ -27,8 +27,9 @@ fn read_fixture(name: &str) -> Vec<u8> {
 }
 
 /// The local certificate host: `GET /<name>.pem` serves `tests/fixtures/sns/<name>.pem`
-/// (404 when there is none), `GET /confirm…` answers 200 as SNS's ConfirmSubscription does,
-/// anything else 500. Every request is counted by its path.
+/// (404 when there is none; `/unavailable-cert.pem` 500, `/redirect-cert.pem` a redirect to
+/// the signing certificate, `/big-cert.pem` 20 KiB), `GET /confirm…` answers 200 as SNS's
+/// ConfirmSubscription does, anything else 500. Every request is counted by its path.
 pub struct CertificateHost {
     pub port: u16,
     requests: Arc<Mutex<HashMap<String, usize>>>,
@@ -105,8 +106,16 @@ fn serve(
         .expect("the counts")
         .entry(path.clone())
         .or_default() += 1;
-    let (status, body) = if let Some(name) = path.strip_prefix('/').filter(|p| p.ends_with(".pem"))
-    {
+    let special = match path.as_str() {
+        "/unavailable-cert.pem" => Some(("500 Internal Server Error", String::new())),
+        "/redirect-cert.pem" => Some(("302 Found\r\nLocation: /signing-cert.pem", String::new())),
+        "/big-cert.pem" => Some(("200 OK", "A".repeat(20 * 1024))),
+        _ => None,
+    };
+    let pem = path.strip_prefix('/').filter(|p| p.ends_with(".pem"));
+    let (status, body) = if let Some((status, body)) = special {
+        (status, body.into_bytes())
+    } else if let Some(name) = pem {
         match std::fs::read(sns_fixture(name)) {
             Ok(pem) if !name.contains("key") => ("200 OK", pem),
             _ => ("404 Not Found", b"no such certificate".to_vec()),
