@@ -18,7 +18,8 @@ on_both_backends!(
     forged_and_foreign_messages_are_refused_and_nothing_is_stored,
     a_confirmation_visits_its_url_and_is_never_stored,
     an_unavailable_certificate_is_503_a_missing_one_401_and_nothing_is_stored,
-    concurrent_copies_fetch_the_certificate_once_and_are_one_event
+    concurrent_copies_fetch_the_certificate_once_and_are_one_event,
+    an_event_id_read_from_an_unsigned_member_makes_no_second_effect
 );
 
 const APP_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -369,4 +370,44 @@ async fn concurrent_copies_fetch_the_certificate_once_and_are_one_event(backend:
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let per_key = requests_per_key(&application).await;
     assert!(per_key.values().all(|n| *n == 1), "{per_key:?}");
+}
+
+/// A source whose event id is read from an unsigned member (a message attribute): a copy
+/// re-sent with that member changed is another event id, but what was signed is the same
+/// permanent fact, so it has no second effect — one delivery.
+async fn an_event_id_read_from_an_unsigned_member_makes_no_second_effect(backend: Backend) {
+    let host = CertificateHost::start();
+    let application = crate::helpers::application_answering(200).await;
+    let destination = format!(
+        "[[sources.destinations]]\nurl = \"{}/events\"\nsecret = \"{APP_SECRET}\"\n",
+        application.uri()
+    );
+    let settings = "event_id = \"json:/MessageAttributes/id/Value\"\n";
+    let options = TestOptions {
+        extra_sources: host.source_toml("sns", settings, &destination),
+        ..Default::default()
+    };
+    let app = spawn_app_with(backend, options).await;
+    let message =
+        SnsMessage::notification("a77a0000-0000-4000-8000-000000000001", "{}", Utc::now());
+    let body = String::from_utf8(message.signed("signing-key.pem", 2, &host.url(CERTIFICATE)))
+        .expect("text");
+    let with_id = |id: &str| {
+        let attribute = format!(
+            "{{\n  \"MessageAttributes\" : {{\"id\":{{\"Type\":\"String\",\"Value\":\"{id}\"}}}},\n"
+        );
+        body.replacen("{\n", &attribute, 1).into_bytes()
+    };
+    let first = post(&app, &message, &with_id("order-1")).await;
+    first.assert_status(200);
+    assert_eq!(first.json()["event_id"], "order-1");
+    let second = post(&app, &message, &with_id("order-2")).await;
+    second.assert_status(200);
+    assert_ne!(second.json()["outcome"], "accepted", "{}", second.text());
+    eventually("the message delivered", || async {
+        requests_per_key(&application).await.len() == 1
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(requests_per_key(&application).await.len(), 1, "one effect");
 }
