@@ -25,14 +25,31 @@ on_both_backends!(
 const APP_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const CERTIFICATE: &str = "/signing-cert.pem";
 
-async fn spawn_with_sns(backend: Backend, host: &CertificateHost, application: &str) -> TestApp {
-    let destination =
-        format!("[[sources.destinations]]\nurl = \"{application}\"\nsecret = \"{APP_SECRET}\"\n");
+/// The parts of a test: the certificate host, the application, and Inlet with an sns
+/// source (its own `settings` keys) taking the host's certificates and delivering to it.
+struct Sns {
+    host: CertificateHost,
+    application: wiremock::MockServer,
+    app: TestApp,
+}
+
+async fn spawn_with_sns(backend: Backend, settings: &str) -> Sns {
+    let host = CertificateHost::start();
+    let application = crate::helpers::application_answering(200).await;
+    let destination = format!(
+        "[[sources.destinations]]\nurl = \"{}/events\"\nsecret = \"{APP_SECRET}\"\n",
+        application.uri()
+    );
     let options = TestOptions {
-        extra_sources: host.source_toml("sns", "", &destination),
+        extra_sources: host.source_toml("sns", settings, &destination),
         ..Default::default()
     };
-    spawn_app_with(backend, options).await
+    let app = spawn_app_with(backend, options).await;
+    Sns {
+        host,
+        application,
+        app,
+    }
 }
 
 async fn post(app: &TestApp, message: &SnsMessage, body: &[u8]) -> crate::helpers::Reply {
@@ -40,9 +57,11 @@ async fn post(app: &TestApp, message: &SnsMessage, body: &[u8]) -> crate::helper
 }
 
 async fn a_notification_is_verified_with_its_certificate_and_delivered_once(backend: Backend) {
-    let host = CertificateHost::start();
-    let application = crate::helpers::application_answering(200).await;
-    let app = spawn_with_sns(backend, &host, &format!("{}/events", application.uri())).await;
+    let Sns {
+        host,
+        application,
+        app,
+    } = spawn_with_sns(backend, "").await;
     let url = host.url(CERTIFICATE);
     let first = SnsMessage::notification(
         "9a3f6c1e-0000-4000-8000-000000000001",
@@ -102,9 +121,11 @@ async fn a_notification_is_verified_with_its_certificate_and_delivered_once(back
 }
 
 async fn forged_and_foreign_messages_are_refused_and_nothing_is_stored(backend: Backend) {
-    let host = CertificateHost::start();
-    let application = crate::helpers::application_answering(200).await;
-    let app = spawn_with_sns(backend, &host, &format!("{}/events", application.uri())).await;
+    let Sns {
+        host,
+        application: _,
+        app,
+    } = spawn_with_sns(backend, "").await;
     let url = host.url(CERTIFICATE);
     let message = SnsMessage::notification(
         "5b1d2e3f-0000-4000-8000-00000000000a",
@@ -207,9 +228,11 @@ async fn forged_and_foreign_messages_are_refused_and_nothing_is_stored(backend: 
 }
 
 async fn a_confirmation_visits_its_url_and_is_never_stored(backend: Backend) {
-    let host = CertificateHost::start();
-    let application = crate::helpers::application_answering(200).await;
-    let app = spawn_with_sns(backend, &host, &format!("{}/events", application.uri())).await;
+    let Sns {
+        host,
+        application,
+        app,
+    } = spawn_with_sns(backend, "").await;
     let url = host.url(CERTIFICATE);
     let confirm = "/confirm?Action=ConfirmSubscription&Token=2336412f";
     let confirmation = SnsMessage::confirmation(
@@ -286,9 +309,11 @@ async fn a_confirmation_visits_its_url_and_is_never_stored(backend: Backend) {
 async fn an_unavailable_certificate_is_503_a_missing_one_401_and_nothing_is_stored(
     backend: Backend,
 ) {
-    let host = CertificateHost::start();
-    let application = crate::helpers::application_answering(200).await;
-    let app = spawn_with_sns(backend, &host, &format!("{}/events", application.uri())).await;
+    let Sns {
+        host,
+        application: _,
+        app,
+    } = spawn_with_sns(backend, "").await;
     let message =
         SnsMessage::notification("d15ea5e0-0000-4000-8000-000000000001", "{}", Utc::now());
     let signed_for = |path: &str| message.signed("signing-key.pem", 1, &host.url(path));
@@ -333,10 +358,12 @@ async fn an_unavailable_certificate_is_503_a_missing_one_401_and_nothing_is_stor
 
 async fn concurrent_copies_fetch_the_certificate_once_and_are_one_event(backend: Backend) {
     const COPIES: usize = 24;
-    let host = CertificateHost::start();
-    let application = crate::helpers::application_answering(200).await;
-    let app =
-        Arc::new(spawn_with_sns(backend, &host, &format!("{}/events", application.uri())).await);
+    let Sns {
+        host,
+        application,
+        app,
+    } = spawn_with_sns(backend, "").await;
+    let app = Arc::new(app);
     let url = host.url(CERTIFICATE);
     let message = SnsMessage::notification(
         "0dd1ce00-0000-4000-8000-000000000001",
@@ -376,18 +403,12 @@ async fn concurrent_copies_fetch_the_certificate_once_and_are_one_event(backend:
 /// re-sent with that member changed is another event id, but what was signed is the same
 /// permanent fact, so it has no second effect — one delivery.
 async fn an_event_id_read_from_an_unsigned_member_makes_no_second_effect(backend: Backend) {
-    let host = CertificateHost::start();
-    let application = crate::helpers::application_answering(200).await;
-    let destination = format!(
-        "[[sources.destinations]]\nurl = \"{}/events\"\nsecret = \"{APP_SECRET}\"\n",
-        application.uri()
-    );
     let settings = "event_id = \"json:/MessageAttributes/id/Value\"\n";
-    let options = TestOptions {
-        extra_sources: host.source_toml("sns", settings, &destination),
-        ..Default::default()
-    };
-    let app = spawn_app_with(backend, options).await;
+    let Sns {
+        host,
+        application,
+        app,
+    } = spawn_with_sns(backend, settings).await;
     let message =
         SnsMessage::notification("a77a0000-0000-4000-8000-000000000001", "{}", Utc::now());
     let body = String::from_utf8(message.signed("signing-key.pem", 2, &host.url(CERTIFICATE)))
