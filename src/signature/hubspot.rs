@@ -22,8 +22,8 @@
 //! is the same event and fingerprint, answered from the stored copy.
 
 use super::{
-    any_matches, base64_tag, check_tolerance, hmac_sha256, json_objects, parse_timestamp,
-    EventToSign, Items, Keys, PublicUrl, Scheme, SignatureError, Unverified, Verified,
+    any_matches, base64_tag, hmac_sha256, json_objects, parse_timestamp, EventToSign, Items, Keys,
+    PublicUrl, Scheme, SignatureError, Unverified, Verified,
 };
 use crate::secret::Secret;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -78,6 +78,25 @@ impl HubSpot {
     fn signed<'a>(&'a self, body: &'a [u8], timestamp: &'a [u8]) -> [&'a [u8]; 4] {
         [METHOD, self.signed_url.as_bytes(), body, timestamp]
     }
+}
+
+/// Refuses a signed time (Unix milliseconds) further than `tolerance` from `now`, in
+/// either direction, to the millisecond: HubSpot's library counts milliseconds too.
+fn check_millis_tolerance(
+    signed_at: i64,
+    now: DateTime<Utc>,
+    tolerance: std::time::Duration,
+) -> Result<(), SignatureError> {
+    let skew = now.timestamp_millis().saturating_sub(signed_at);
+    let limit = i64::try_from(tolerance.as_millis()).unwrap_or(i64::MAX);
+    if skew.saturating_abs() > limit {
+        return Err(SignatureError::OutOfTolerance {
+            signed_at: signed_at.div_euclid(1000),
+            skew_secs: skew / 1000,
+            tolerance_secs: tolerance.as_secs(),
+        });
+    }
+    Ok(())
 }
 
 /// `url` with the escapes of [`DECODED`] decoded (either case of hex digit), one pass, so
@@ -136,7 +155,7 @@ impl Scheme for HubSpot {
         if !any_matches(secrets, &self.signed(request.body, timestamp), &[tag]) {
             return Err(SignatureError::Mismatch(SIGNATURE.to_owned()));
         }
-        check_tolerance(millis.div_euclid(1000), now, keys.tolerance)?;
+        check_millis_tolerance(millis, now, keys.tolerance)?;
         json_objects(request.body, "HubSpot", MAX_ITEMS)?;
         Ok(request.into_verified())
     }
@@ -248,14 +267,18 @@ mod tests {
     fn the_timestamp_is_held_to_the_tolerance_both_ways() {
         let now = Utc::now();
         let body = format!("[{}]", event(1, 0));
-        for skew in [-301, 301] {
-            let at = now + chrono::Duration::seconds(skew);
+        // To the millisecond: 300 s is within, 300.001 s beyond, either way.
+        for skew in [-300_001, 300_001, -300_999, 300_999] {
+            let at = now + chrono::Duration::milliseconds(skew);
             assert!(matches!(
                 split(&body, at, now),
                 Err(SignatureError::OutOfTolerance { .. })
             ));
         }
-        assert!(split(&body, now - chrono::Duration::seconds(299), now).is_ok());
+        for skew in [-300_000, 300_000, -299_999, 0] {
+            let at = now + chrono::Duration::milliseconds(skew);
+            assert!(split(&body, at, now).is_ok(), "{skew}");
+        }
     }
 
     #[test]
