@@ -37,6 +37,14 @@ pub fn signing_secret<'a>(
     private_key: Option<&'a Secret>,
 ) -> anyhow::Result<&'a Secret> {
     let scheme = source.provider.scheme();
+    if source.provider.verifies_with_certificate() {
+        return Err(anyhow!(
+            "source {} ({}) cannot be signed here: AWS signs SNS messages with its own \
+             certificate's key; publish to the topic instead",
+            source.name,
+            source.provider.name()
+        ));
+    }
     if let Some(key) = private_key.filter(|_| handshake_without_secrets(source)) {
         // The secret the source's handshake stored (Asana): the configuration has none.
         return Ok(key);

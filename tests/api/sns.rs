@@ -432,3 +432,44 @@ async fn an_event_id_read_from_an_unsigned_member_makes_no_second_effect(backend
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(requests_per_key(&application).await.len(), 1, "one effect");
 }
+
+/// `inlet sign` cannot sign for an sns source, and says why rather than that it lacks a
+/// secret; `inlet check-config` takes the source and names its horizon.
+#[test]
+fn inlet_sign_refuses_an_sns_source_and_says_why() {
+    let dir = std::env::temp_dir().join(format!("inlet-sns-sign-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a directory");
+    let config = dir.join("inlet.toml");
+    let topic = crate::helpers::SNS_TOPIC;
+    std::fs::write(
+        &config,
+        format!("[[sources]]\nname = \"orders\"\nscheme = \"sns\"\n[sources.sns]\ntopics = [\"{topic}\"]\n"),
+    )
+    .expect("config");
+    let body = dir.join("body.json");
+    std::fs::write(&body, "{}").expect("body");
+    let inlet = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_inlet"))
+            .arg("--config")
+            .arg(&config)
+            .args(args)
+            .env_remove("INLET_SIGNING_KEY")
+            .output()
+            .expect("run inlet")
+    };
+    let signed = inlet(&[
+        "sign",
+        "--source",
+        "orders",
+        "--body",
+        &body.display().to_string(),
+    ]);
+    let stderr = String::from_utf8_lossy(&signed.stderr);
+    assert!(!signed.status.success());
+    assert!(stderr.contains("AWS signs SNS messages"), "{stderr}");
+    let checked = inlet(&["check-config"]);
+    let stdout = String::from_utf8_lossy(&checked.stdout);
+    assert!(checked.status.success(), "{stdout}");
+    assert!(stdout.contains("source orders (sns)"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
