@@ -15,6 +15,7 @@ on_both_backends!(
     a_hubspot_batch_is_one_event_per_item_and_a_later_attempt_the_same_event,
     a_tampered_or_stale_hubspot_batch_stores_nothing,
     concurrent_hubspot_attempts_that_share_events_deliver_each_once,
+    a_hubspot_event_is_itself_however_written_and_twice_in_a_batch_is_once,
 );
 
 /// The app's client secret, and the one it replaces.
@@ -195,4 +196,62 @@ async fn concurrent_hubspot_attempts_that_share_events_deliver_each_once(backend
         });
     }
     every_batch_answered_and_each_item_delivered_once(&app, &application, tasks, "", N).await;
+}
+
+/// HubSpot sends an event again in a later batch with its `attemptNumber` raised, and the
+/// sender's JSON may order members and space them otherwise: the same event. The same
+/// event twice in one batch is one event. Two events alike but for `occurredAt`, or for a
+/// `propertyValue`, are two.
+async fn a_hubspot_event_is_itself_however_written_and_twice_in_a_batch_is_once(backend: Backend) {
+    let application = crate::helpers::application_answering(200).await;
+    let app = spawn_hubspot(backend, &application).await;
+    let mut first = event(7, "contact.propertyChange", 0);
+    first["propertyName"] = serde_json::json!("tier");
+    first["propertyValue"] = serde_json::json!("silver");
+    let twice = batch(&[first.clone(), first.clone()]);
+    let answer = post(&app, &twice, &signed(&twice, SECRET, 0)).await;
+    answer.assert_status(200);
+    assert_eq!(
+        app.count_events().await,
+        1,
+        "the same event twice in one batch"
+    );
+
+    // A later attempt, its members in another order and spaced: the same event.
+    let mut members: Vec<(String, serde_json::Value)> = first
+        .as_object()
+        .expect("an object")
+        .iter()
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect();
+    members.reverse();
+    let written: Vec<String> = members
+        .iter()
+        .map(|(name, value)| match name.as_str() {
+            "attemptNumber" => format!("\"{name}\" :  3"),
+            _ => format!("\"{name}\" :  {value}"),
+        })
+        .collect();
+    let retry = format!("[ {{ {} }} ]", written.join(" ,\n "));
+    let replay = post(&app, retry.as_bytes(), &signed(retry.as_bytes(), SECRET, 0)).await;
+    replay.assert_status(200);
+    assert_eq!(app.count_events().await, 1, "{retry}");
+
+    // Alike but for the time it happened, or the value it set: other events.
+    let mut later = first.clone();
+    later["occurredAt"] = serde_json::json!(1764850000999u64);
+    let mut valued = first.clone();
+    valued["propertyValue"] = serde_json::json!("gold");
+    let others = batch(&[later, valued]);
+    post(&app, &others, &signed(&others, SECRET, 0))
+        .await
+        .assert_status(200);
+    assert_eq!(app.count_events().await, 3);
+    eventually("three events delivered", || async {
+        requests_per_key(&application).await.len() == 3
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let per_key = requests_per_key(&application).await;
+    assert!(per_key.values().all(|n| *n == 1), "{per_key:?}");
 }
