@@ -3,7 +3,8 @@
 //! for the life of the instance, and the visit that confirms a subscription.
 //!
 //! A certificate is public and AWS's never changes at its URL, so each instance keeps the
-//! ones it fetched, by URL and trusted roots ([`MAX_CACHED`] of them). Each URL is fetched
+//! ones it fetched, by URL and trusted roots ([`MAX_CACHED`] of them), while they are
+//! within their validity (one found expired is fetched again). Each URL is fetched
 //! by one request at a time: the others wait for it and take what it found; at most
 //! [`MAX_FETCHES`] fetches run at once. A fetch that failed is remembered — for
 //! [`FAILURE_REMEMBERED`] when the host could not answer (the webhook is answered `503`
@@ -85,7 +86,11 @@ impl Certificates {
         let slot = self.slot(fetch);
         let mut slot = slot.lock().await;
         match &*slot {
-            Slot::Fetched(pem) => return Ok(pem.clone()),
+            // A certificate that has expired since is fetched again: its URL may serve its
+            // successor.
+            Slot::Fetched(pem) if check_certificate(pem.expose().as_bytes(), now).is_ok() => {
+                return Ok(pem.clone())
+            }
             Slot::Failed { at, error } if at.elapsed() < remembered(error) => {
                 return Err(error.clone())
             }

@@ -10,7 +10,7 @@ use crate::helpers::{
     SnsMessage, TestApp, TestOptions,
 };
 use crate::on_both_backends;
-use chrono::{Duration, Utc};
+use chrono::{DateTime, Duration, Utc};
 use std::sync::Arc;
 
 on_both_backends!(
@@ -19,7 +19,8 @@ on_both_backends!(
     a_confirmation_visits_its_url_and_is_never_stored,
     an_unavailable_certificate_is_503_a_missing_one_401_and_nothing_is_stored,
     concurrent_copies_fetch_the_certificate_once_and_are_one_event,
-    an_event_id_read_from_an_unsigned_member_makes_no_second_effect
+    an_event_id_read_from_an_unsigned_member_makes_no_second_effect,
+    a_cached_certificate_that_expired_is_fetched_again
 );
 
 const APP_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -34,6 +35,11 @@ struct Sns {
 }
 
 async fn spawn_with_sns(backend: Backend, settings: &str) -> Sns {
+    spawn_with_sns_at(backend, settings, TestOptions::default()).await
+}
+
+/// [`spawn_with_sns`] with these options (a test's clock).
+async fn spawn_with_sns_at(backend: Backend, settings: &str, options: TestOptions) -> Sns {
     let host = CertificateHost::start();
     let application = crate::helpers::application_answering(200).await;
     let destination = format!(
@@ -42,7 +48,7 @@ async fn spawn_with_sns(backend: Backend, settings: &str) -> Sns {
     );
     let options = TestOptions {
         extra_sources: host.source_toml("sns", settings, &destination),
-        ..Default::default()
+        ..options
     };
     let app = spawn_app_with(backend, options).await;
     Sns {
@@ -472,4 +478,41 @@ fn inlet_sign_refuses_an_sns_source_and_says_why() {
     assert!(checked.status.success(), "{stdout}");
     assert!(stdout.contains("source orders (sns)"), "{stdout}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A certificate is cached while it is within its validity: once the instance's clock has
+/// passed its end, its URL is fetched again (it may serve a successor), and a message
+/// signed with the expired one's key is refused.
+async fn a_cached_certificate_that_expired_is_fetched_again(backend: Backend) {
+    // The fixtures' expired certificate is valid from 2019-01-01 to 2020-01-01.
+    let in_2019 = DateTime::from_timestamp(1_560_000_000, 0).expect("June 2019");
+    let options = TestOptions {
+        clock_at: Some(in_2019),
+        clock_stopped: true,
+        ..Default::default()
+    };
+    let Sns {
+        host,
+        application: _,
+        app,
+    } = spawn_with_sns_at(backend, "", options).await;
+    let path = "/expired-cert.pem";
+    let sent = |id: &str, at| {
+        let message = SnsMessage::notification(id, "{}", at);
+        let body = message.signed("expired-key.pem", 2, &host.url(path));
+        (message, body)
+    };
+    let (message, body) = sent("e0e0e0e0-0000-4000-8000-000000000001", in_2019);
+    post(&app, &message, &body).await.assert_status(200);
+    let (message, body) = sent("e0e0e0e0-0000-4000-8000-000000000002", in_2019);
+    post(&app, &message, &body).await.assert_status(200);
+    assert_eq!(host.requests(path), 1, "cached while valid");
+    let in_2020 = in_2019 + Duration::days(365);
+    app.clock.advance(Duration::days(365));
+    let (message, body) = sent("e0e0e0e0-0000-4000-8000-000000000003", in_2020);
+    post(&app, &message, &body)
+        .await
+        .assert_problem(401, "bad_signature");
+    assert_eq!(host.requests(path), 2, "fetched again once expired");
+    assert_eq!(app.count_events().await, 2);
 }
