@@ -4,7 +4,7 @@
 //! one event and one delivery, a tampered payload is 401, missing fields 400.
 
 use crate::batches::listed_types;
-use crate::helpers::{eventually, requests_per_key, spawn_app_with, Backend, TestApp, TestOptions};
+use crate::helpers::{spawn_app_with, Backend, TestApp, TestOptions};
 use crate::on_both_backends;
 use inlet::secret::Secret;
 use inlet::signature::{Scheme, BRAINTREE};
@@ -101,13 +101,7 @@ async fn a_notification_is_one_event_of_its_kind_delivered_once(backend: Backend
     app.post_webhook("braintree", &other, &FORM)
         .await
         .assert_status(200);
-    eventually("both notifications delivered", || async {
-        requests_per_key(&application).await.len() == 2
-    })
-    .await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let per_key = requests_per_key(&application).await;
-    assert!(per_key.values().all(|n| *n == 1), "{per_key:?}");
+    crate::helpers::each_delivered_once(&application, 2).await;
     let delivered = application.received_requests().await.expect("recorded");
     assert!(delivered.iter().any(|request| request.body == form));
     assert_eq!(app.count_events().await, 2);
@@ -136,13 +130,7 @@ async fn concurrent_copies_are_one_event_and_one_delivery(backend: Backend) {
         reply.expect("the request task").assert_status(200);
     }
     assert_eq!(app.count_events().await, 1);
-    eventually("the notification delivered", || async {
-        requests_per_key(&application).await.len() == 1
-    })
-    .await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let per_key = requests_per_key(&application).await;
-    assert!(per_key.values().all(|n| *n == 1), "{per_key:?}");
+    crate::helpers::each_delivered_once(&application, 1).await;
     assert_eq!(
         listed_types(&app, "braintree").await,
         ["transaction_settled"]

@@ -6,7 +6,7 @@
 
 use crate::batches::{delivered, every_batch_answered_and_each_item_delivered_once};
 use crate::batches::{listed_types, signed_ago, spawn_batch_source_with};
-use crate::helpers::{eventually, requests_per_key, Backend, TestApp};
+use crate::helpers::{Backend, TestApp};
 use crate::on_both_backends;
 use inlet::signature::{HubSpot, PublicUrl};
 use std::sync::Arc;
@@ -101,13 +101,7 @@ async fn a_hubspot_batch_is_one_event_per_item_and_a_later_attempt_the_same_even
         "a later attempt is the same event"
     );
 
-    eventually("four events delivered", || async {
-        requests_per_key(&application).await.len() == 4
-    })
-    .await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let per_key = requests_per_key(&application).await;
-    assert!(per_key.values().all(|n| *n == 1), "{per_key:?}");
+    crate::helpers::each_delivered_once(&application, 4).await;
     // Each delivery is its event as first received.
     let mut seen: Vec<(u64, u64)> = (delivered(&application).await.values())
         .map(|e| {
@@ -247,11 +241,5 @@ async fn a_hubspot_event_is_itself_however_written_and_twice_in_a_batch_is_once(
         .await
         .assert_status(200);
     assert_eq!(app.count_events().await, 3);
-    eventually("three events delivered", || async {
-        requests_per_key(&application).await.len() == 3
-    })
-    .await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let per_key = requests_per_key(&application).await;
-    assert!(per_key.values().all(|n| *n == 1), "{per_key:?}");
+    crate::helpers::each_delivered_once(&application, 3).await;
 }

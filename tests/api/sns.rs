@@ -6,8 +6,7 @@
 //! an unreachable certificate is 503 with nothing stored; every forgery is refused.
 
 use crate::helpers::{
-    eventually, requests_per_key, sns_headers, spawn_app_with, Backend, CertificateHost,
-    SnsMessage, TestApp, TestOptions,
+    sns_headers, spawn_app_with, Backend, CertificateHost, SnsMessage, TestApp, TestOptions,
 };
 use crate::on_both_backends;
 use chrono::{DateTime, Duration, Utc};
@@ -111,13 +110,7 @@ async fn a_notification_is_verified_with_its_certificate_and_delivered_once(back
         1,
         "the certificate is fetched once"
     );
-    eventually("both messages delivered", || async {
-        requests_per_key(&application).await.len() == 2
-    })
-    .await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let per_key = requests_per_key(&application).await;
-    assert!(per_key.values().all(|n| *n == 1), "{per_key:?}");
+    crate::helpers::each_delivered_once(&application, 2).await;
     let delivered = application.received_requests().await.expect("recorded");
     assert!(
         delivered.iter().any(|request| request.body == body),
@@ -396,13 +389,7 @@ async fn concurrent_copies_fetch_the_certificate_once_and_are_one_event(backend:
         "one fetch for 24 concurrent requests"
     );
     assert_eq!(app.count_events().await, 1);
-    eventually("the message delivered", || async {
-        requests_per_key(&application).await.len() == 1
-    })
-    .await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let per_key = requests_per_key(&application).await;
-    assert!(per_key.values().all(|n| *n == 1), "{per_key:?}");
+    crate::helpers::each_delivered_once(&application, 1).await;
 }
 
 /// A source whose event id is read from an unsigned member (a message attribute): a copy
@@ -431,12 +418,7 @@ async fn an_event_id_read_from_an_unsigned_member_makes_no_second_effect(backend
     let second = post(&app, &message, &with_id("order-2")).await;
     second.assert_status(200);
     assert_ne!(second.json()["outcome"], "accepted", "{}", second.text());
-    eventually("the message delivered", || async {
-        requests_per_key(&application).await.len() == 1
-    })
-    .await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    assert_eq!(requests_per_key(&application).await.len(), 1, "one effect");
+    crate::helpers::each_delivered_once(&application, 1).await;
 }
 
 /// `inlet sign` cannot sign for an sns source, and says why rather than that it lacks a

@@ -15,6 +15,18 @@ pub async fn requests_per_key(
     per_key
 }
 
+/// Waits until the application has received `keys` distinct deliveries, then a moment
+/// more, and asserts each key came once: `keys` events, each delivered once.
+pub async fn each_delivered_once(application: &wiremock::MockServer, keys: usize) {
+    eventually(&format!("{keys} deliveries"), || async {
+        requests_per_key(application).await.len() == keys
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let per_key = requests_per_key(application).await;
+    assert!(per_key.values().all(|n| *n == 1), "{per_key:?}");
+}
+
 /// The `Idempotency-Key` a delivery carried (empty without one).
 pub fn idempotency_key(request: &wiremock::Request) -> String {
     request
