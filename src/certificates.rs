@@ -48,8 +48,15 @@ pub struct FetchError {
 /// What is known of one certificate URL.
 enum Slot {
     Unknown,
-    Fetched(Secret),
-    Failed { at: Instant, error: FetchError },
+    /// The certificate's PEM, and the end of its validity (Unix seconds).
+    Fetched {
+        pem: Secret,
+        until: i64,
+    },
+    Failed {
+        at: Instant,
+        error: FetchError,
+    },
 }
 
 /// A certificate URL, and the roots its fetch trusts.
@@ -88,9 +95,7 @@ impl Certificates {
         match &*slot {
             // A certificate that has expired since is fetched again: its URL may serve its
             // successor.
-            Slot::Fetched(pem) if check_certificate(pem.expose().as_bytes(), now).is_ok() => {
-                return Ok(pem.clone())
-            }
+            Slot::Fetched { pem, until } if now <= *until => return Ok(pem.clone()),
             Slot::Failed { at, error } if at.elapsed() < remembered(error) => {
                 return Err(error.clone())
             }
@@ -104,9 +109,12 @@ impl Certificates {
         metrics::counter!("inlet_certificate_fetches_total", "source" => source.to_owned(), "outcome" => outcome)
             .increment(1);
         *slot = match &fetched {
-            Ok(pem) => {
+            Ok((pem, until)) => {
                 tracing::info!(%source, url = %fetch.url, "signing certificate fetched");
-                Slot::Fetched(pem.clone())
+                Slot::Fetched {
+                    pem: pem.clone(),
+                    until: *until,
+                }
             }
             Err(error) => {
                 tracing::warn!(%source, url = %fetch.url, why = %error.why, refused = error.refused, "signing certificate not fetched");
@@ -116,7 +124,7 @@ impl Certificates {
                 }
             }
         };
-        fetched
+        fetched.map(|(pem, _)| pem)
     }
 
     /// Confirms a subscription: `GET fetch.url`, answered with a 2xx.
@@ -132,7 +140,7 @@ impl Certificates {
         if !slots.contains_key(&key) && slots.len() >= MAX_CACHED {
             // A slot being fetched is locked: kept, so its URL is never fetched twice at once.
             slots.retain(|_, slot| {
-                (slot.try_lock()).map_or(true, |slot| matches!(*slot, Slot::Fetched(_)))
+                (slot.try_lock()).map_or(true, |slot| matches!(*slot, Slot::Fetched { .. }))
             });
             let idle: Vec<SlotKey> = (slots.iter())
                 .filter(|(_, slot)| slot.try_lock().is_ok())
@@ -147,16 +155,21 @@ impl Certificates {
         Arc::clone(slot.or_insert_with(|| Arc::new(tokio::sync::Mutex::new(Slot::Unknown))))
     }
 
-    async fn fetch_certificate(&self, fetch: &Fetch, now: i64) -> Result<Secret, FetchError> {
+    /// The certificate at `fetch.url`, and the end of its validity.
+    async fn fetch_certificate(
+        &self,
+        fetch: &Fetch,
+        now: i64,
+    ) -> Result<(Secret, i64), FetchError> {
         let body = self.get(fetch, true).await?;
         let refused = |why: String| FetchError {
             url: fetch.url.clone(),
             why,
             refused: true,
         };
-        check_certificate(&body, now).map_err(refused)?;
+        let until = check_certificate(&body, now).map_err(refused)?;
         let pem = String::from_utf8(body).map_err(|_| refused("not text".to_owned()))?;
-        Ok(Secret::new(pem))
+        Ok((Secret::new(pem), until))
     }
 
     /// `GET fetch.url`: the body of a 2xx answer (only a 200 for a certificate), at most

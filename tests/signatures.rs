@@ -1803,6 +1803,10 @@ fn sns_refuses_an_expired_certificate() {
     let message = sns_support::SnsMessage::notification("m-1", "hello", then);
     let body = message.signed("expired-key.pem", 2, url);
     assert!(sns_verify(&scheme, &expired, &body, then).is_ok());
+    // Its validity ends 2020-01-01T00:00:00Z: what a cache keeps it until.
+    let until = inlet::signature::check_certificate(expired.as_bytes(), then.timestamp());
+    assert_eq!(until, Ok(1_577_836_800));
+    assert!(inlet::signature::check_certificate(expired.as_bytes(), 1_577_836_801).is_err());
 }
 
 /// The configuration of an sns source: `[sources.sns]` with one topic or more, no secrets;

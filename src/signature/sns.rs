@@ -429,9 +429,14 @@ fn is_topic_arn(topic: &str) -> bool {
 }
 
 /// Whether `pem` is a certificate Inlet can verify SNS messages with at `now`: one X.509
-/// certificate with an RSA key, within its validity (checked when it is fetched).
-pub fn check_certificate(pem: &[u8], now: i64) -> Result<(), String> {
-    usable_key(pem, now).map(drop)
+/// certificate with an RSA key, within its validity (checked when it is fetched). `Ok`:
+/// the end of its validity, in Unix seconds, for a cache to know when to fetch it again.
+pub fn check_certificate(pem: &[u8], now: i64) -> Result<i64, String> {
+    usable_key(pem, now)?;
+    let certificate = X509::from_pem(pem).map_err(|_| "not a PEM X.509 certificate".to_owned())?;
+    let epoch = openssl::asn1::Asn1Time::from_unix(0).map_err(|e| e.to_string())?;
+    let until = (epoch.diff(certificate.not_after())).map_err(|e| e.to_string())?;
+    Ok(i64::from(until.days) * 86_400 + i64::from(until.secs))
 }
 
 /// The RSA key of the certificate `pem`, when it is within its validity at `now`.
