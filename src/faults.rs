@@ -76,6 +76,15 @@ impl Faults {
         }
     }
 
+    /// The timestamp tolerance a signature check applies: `configured`, or, while the
+    /// check is broken on purpose, any time at all.
+    pub(crate) fn tolerance(&self, configured: std::time::Duration) -> std::time::Duration {
+        match self.time_check_broken() {
+            true => std::time::Duration::MAX,
+            false => configured,
+        }
+    }
+
     /// Breaks (or, with `false`, mends) this instance's signature check: a request signed
     /// at any time verifies, as a verifier that forgot its tolerance would. For showing
     /// that the signature fuzzer catches a wrong verifier, never for anything else.

@@ -281,12 +281,8 @@ impl Intake<'_> {
 
     /// The signature over the raw bytes, against every secret of the source.
     fn verify<'r>(&self, webhook: &Webhook<'r>) -> Result<Verified<'r>, SignatureError> {
-        let tolerance = match self.faults.time_check_broken() {
-            true => Duration::MAX,
-            false => self.source.tolerance,
-        };
         let keys = Keys {
-            tolerance,
+            tolerance: self.faults.tolerance(self.source.tolerance),
             ..self.keys()
         };
         let unverified = Unverified::new(webhook.headers, webhook.body);

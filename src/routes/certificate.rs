@@ -18,13 +18,9 @@ pub async fn with_certificate(
     headers: &dyn Headers,
     body: &[u8],
 ) -> Option<Result<SourceSettings, Problem>> {
-    let tolerance = match state.faults.time_check_broken() {
-        true => std::time::Duration::MAX,
-        false => source.tolerance,
-    };
     let keys = Keys {
         secrets: &source.secrets,
-        tolerance,
+        tolerance: state.faults.tolerance(source.tolerance),
     };
     let now = state.clock.now();
     let request = Unverified::new(headers, body);
