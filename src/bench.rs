@@ -320,7 +320,10 @@ fn ceiling_claim(id: &str, payload: &Bytes, fingerprint: &str) -> anyhow::Result
         headers: CEILING_HEADERS.to_owned(),
         received_at: now,
         expires_at: now + chrono::Duration::days(35),
-        destinations: vec![("app".to_owned(), now + chrono::Duration::days(3))],
+        destinations: vec![crate::delivery::Route::taken(
+            "app".to_owned(),
+            now + chrono::Duration::days(3),
+        )],
         answer: None,
         trace_parent: None,
     })

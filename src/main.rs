@@ -600,8 +600,27 @@ impl EventArgs {
     }
 }
 
+fn main() -> anyhow::Result<()> {
+    // An evaluator process of this one's jq lanes (see inlet::jq::worker): before
+    // anything else starts, no runtime, no logging.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|arg| arg == "jq-worker")
+    {
+        inlet::jq::worker::serve();
+    }
+    // Evaluators run this very executable, even once a package upgrade replaced its file.
+    let this = std::path::Path::new("/proc/self/exe");
+    let this = match this.exists() {
+        true => this.to_path_buf(),
+        false => std::env::current_exe().context("this executable's path")?,
+    };
+    inlet::jq::set_worker_program(this);
+    run()
+}
+
 #[actix_web::main]
-async fn main() -> anyhow::Result<()> {
+async fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let _logs = inlet::observability::init_logging(cli.log_format);
     let config = cli.config;
@@ -910,6 +929,7 @@ async fn deliver_once(dispatcher: &std::sync::Arc<Dispatcher>) -> anyhow::Result
         Settled::Delivered,
         Settled::Retrying,
         Settled::Dead,
+        Settled::Discarded,
         Settled::LeaseLost,
         Settled::Unrecorded,
     ] {

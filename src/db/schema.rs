@@ -60,6 +60,12 @@ diesel::table! {
         settled_at -> Nullable<Timestamp>,
         /// Its event's `traceparent`: each attempt's span continues that trace.
         trace_parent -> Nullable<Text>,
+        /// Its destination's filter could not decide when it was enqueued: evaluated again
+        /// when it is leased.
+        filter_pending -> Bool,
+        /// Leases that sent nothing and gave the row back for later: they spend none of
+        /// `max_attempts` (which counts `attempt - parked`).
+        parked -> Integer,
     }
 }
 diesel::table! {

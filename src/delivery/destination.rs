@@ -7,7 +7,8 @@ use super::filters::{self, Subject};
 use super::policy::Verdict;
 use super::sender::{attempt, Clients};
 use super::{
-    AttemptResult, DestinationKind, DestinationSettings, Destinations, Leased, RetryBudget,
+    filter_error, AttemptResult, DestinationKind, DestinationSettings, Destinations, Leased,
+    RetryBudget,
 };
 use crate::jq::{EvalError, Limits, Program};
 use crate::traces::{self, Attribute, Kind, Span, Traces};
@@ -133,6 +134,11 @@ impl Destination {
             // deleted outside the sweeper): nothing to send, ever. A dead letter, with why.
             return dead("the payload is gone: neither the delivery nor its event holds it");
         }
+        if delivery.filter_pending {
+            if let Some(unsent) = self.filter(delivery).await {
+                return unsent;
+            }
+        }
         let transformed;
         let delivery = match &self.settings.transform {
             None => delivery,
@@ -140,6 +146,10 @@ impl Destination {
                 Ok(body) => {
                     transformed = body;
                     &transformed
+                }
+                // Nothing evaluated (every evaluator busy): later, as a retry.
+                Err(error) if error.is_transient() => {
+                    return unevaluated(format!("transform not evaluated yet: {error}"))
                 }
                 // The same bytes make the same error: no retry can fix it, a fixed
                 // transform (and a requeue) can.
@@ -198,6 +208,8 @@ fn close_attempt_span(span: &mut Span, result: &AttemptResult) {
         Verdict::Delivered => "delivered",
         Verdict::Retry { .. } => "retry",
         Verdict::Dead => "dead",
+        Verdict::Filtered => "filtered",
+        Verdict::Unevaluated => "unevaluated",
     };
     span.set(Attribute::new("inlet.delivery.verdict", verdict));
     if let Some(error) = &result.error {
@@ -215,7 +227,7 @@ fn close_attempt_span(span: &mut Span, result: &AttemptResult) {
 /// with (`sender::unanswered`, the bus, the transform); `_OTHER` otherwise, as
 /// OpenTelemetry's `error.type` has it.
 fn error_type(error: &str) -> &'static str {
-    const KINDS: [&str; 13] = [
+    const KINDS: [&str; 16] = [
         "connection refused",
         "connection reset",
         "connect timed out",
@@ -225,6 +237,9 @@ fn error_type(error: &str) -> &'static str {
         "connection failed",
         "request failed",
         "transform failed",
+        "transform not evaluated yet",
+        "filter failed",
+        "filter not evaluated yet",
         "the payload is gone",
         "the request cannot be built",
         "broker unreachable",
@@ -237,6 +252,31 @@ fn error_type(error: &str) -> &'static str {
 }
 
 impl Destination {
+    /// The filter of a delivery it could not decide when enqueued, evaluated now with the
+    /// destination's filter as it is now: `None` when it takes the delivery (or has no
+    /// filter any more), else why it is not sent.
+    async fn filter(&self, delivery: &Leased) -> Option<AttemptResult> {
+        let filter = self.settings.filter.as_ref()?;
+        let subject = Subject {
+            source: delivery.source.clone(),
+            event_id: delivery.event_id.clone(),
+            event_type: delivery.event_type.clone(),
+            payload: bytes::Bytes::from(delivery.body().to_vec()),
+            headers: delivery.headers.clone(),
+        };
+        let decision = filters::decide_late(&self.jq, &self.settings.name, filter, &subject).await;
+        match decision {
+            Ok(true) => None,
+            Ok(false) => Some(AttemptResult {
+                status: None,
+                verdict: super::Verdict::Filtered,
+                error: None,
+            }),
+            Err(error) if error.is_transient() => Some(unevaluated(filter_error(&error))),
+            Err(error) => Some(dead(&filter_error(&error))),
+        }
+    }
+
     /// `delivery` with the transform's output as its JSON body.
     async fn transform(&self, transform: &Program, delivery: &Leased) -> Result<Leased, EvalError> {
         let subject = Subject {
@@ -252,6 +292,15 @@ impl Destination {
             content_type: "application/json".to_owned(),
             ..delivery.clone()
         })
+    }
+}
+
+/// A result that leaves `delivery` for a later attempt: nothing was sent.
+fn unevaluated(error: String) -> AttemptResult {
+    AttemptResult {
+        status: None,
+        verdict: super::Verdict::Unevaluated,
+        error: Some(error),
     }
 }
 

@@ -33,6 +33,10 @@ pub enum Settled {
     Delivered,
     Retrying,
     Dead,
+    /// Never sent: its filter, evaluated when it was leased, does not take it.
+    Discarded,
+    /// Given back unsent, for later, spending no attempt.
+    Parked,
     /// Another dispatcher took the row over after this lease expired.
     LeaseLost,
     /// The database could not record the outcome; the lease will expire and the row
@@ -46,6 +50,8 @@ impl Settled {
             Settled::Delivered => "delivered",
             Settled::Retrying => "retrying",
             Settled::Dead => "dead",
+            Settled::Discarded => "discarded",
+            Settled::Parked => "parked",
             Settled::LeaseLost => "lease_lost",
             Settled::Unrecorded => "unrecorded",
         }
@@ -119,6 +125,7 @@ fn health_of(result: &AttemptResult) -> Option<Health> {
     match (result.verdict, result.status) {
         (Verdict::Delivered, _) | (Verdict::Dead, Some(_)) => Some(Health::Answered),
         (Verdict::Dead, None) | (Verdict::Retry { .. }, Some(409)) => None,
+        (Verdict::Filtered | Verdict::Unevaluated, _) => None,
         (Verdict::Retry { .. }, _) => Some(Health::Failed),
     }
 }
@@ -264,10 +271,15 @@ impl Dispatcher {
                     .set(0.0);
             }
         }
+        let added: Vec<(String, String)> = (next.keys())
+            .filter(|key| !current.contains_key(*key))
+            .cloned()
+            .collect();
         *self
             .destinations
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = next;
+        self.unpark(&added);
         let built = prepared.built;
         if built
             .iter()
@@ -276,6 +288,32 @@ impl Dispatcher {
             tokio::spawn(async move { probe(&built).await });
         }
         Ok(())
+    }
+
+    /// Makes the rows parked for `added` destinations due now, and wakes the dispatcher
+    /// (blocking; a failure only logged: the rows then wait out their park).
+    fn unpark(&self, added: &[(String, String)]) {
+        if added.is_empty() {
+            return;
+        }
+        let unparked = (self.pool.get())
+            .map_err(|e| e.to_string())
+            .and_then(|mut conn| {
+                super::outbox::unpark(&mut conn, added, self.clock.now()).map_err(|e| e.to_string())
+            });
+        match unparked {
+            Ok(0) => {}
+            Ok(rows) => {
+                tracing::info!(
+                    rows,
+                    "deliveries parked for destinations added by this reload are due now"
+                );
+                self.wake.notify_one();
+            }
+            Err(error) => {
+                tracing::warn!(%error, "could not make the parked deliveries of added destinations due now")
+            }
+        }
     }
 
     fn destinations(&self) -> std::sync::RwLockReadGuard<'_, DestinationMap> {
@@ -426,14 +464,14 @@ impl Dispatcher {
     }
 
     /// A row for a destination this instance does not know: another instance may have
-    /// reloaded a configuration that adds it before this one did. It is put back — for a
-    /// minute, doubling with each lease up to an hour — until its deadline, then
-    /// dead-lettered. (Each lease counts as an attempt, as any lease does.)
+    /// reloaded a configuration that adds it before this one did. It is parked — for a
+    /// minute, doubling with each park up to an hour, spending no attempt — until its
+    /// deadline, then dead-lettered; a reload that adds the destination makes it due at
+    /// once.
     fn unknown_destination(&self, delivery: &Leased) -> (Settled, Settlement) {
         let now = self.clock.now();
-        let doublings = u32::try_from(delivery.attempt.clamp(1, 7) - 1).unwrap_or(0);
-        let wait = chrono::Duration::minutes(1 << doublings);
-        let at = now + wait;
+        let doublings = u32::try_from(delivery.parked.clamp(0, 6)).unwrap_or(0);
+        let at = now + chrono::Duration::minutes(1 << doublings);
         if at > delivery.deadline_at.and_utc() {
             let error = "the destination is no longer configured".to_owned();
             let dead = Settlement::Dead {
@@ -444,12 +482,31 @@ impl Dispatcher {
             return (Settled::Dead, dead);
         }
         let error = "the destination is not configured on this instance (yet?)".to_owned();
-        let retry = Settlement::Retry {
-            at,
-            status: None,
-            error,
-        };
-        (Settled::Retrying, retry)
+        (Settled::Parked, Settlement::Park { at, error })
+    }
+
+    /// A row whose filter or transform found no free evaluator: parked for a moment (a
+    /// time bound and up to a second more, so that rows do not come back together),
+    /// spending no attempt, until its deadline.
+    fn unevaluated(
+        &self,
+        delivery: &Leased,
+        error: String,
+        time: Duration,
+    ) -> (Settled, Settlement) {
+        let now = self.clock.now();
+        let wait = time + Duration::from_millis(lock(&self.random).u64(0..1000));
+        let at = now + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::seconds(1));
+        if at > delivery.deadline_at.and_utc() {
+            let error = format!("{error} (its deadline passed)");
+            let dead = Settlement::Dead {
+                at: now,
+                status: None,
+                error,
+            };
+            return (Settled::Dead, dead);
+        }
+        (Settled::Parked, Settlement::Park { at, error })
     }
 
     /// What an attempt's result means for the row.
@@ -477,6 +534,8 @@ impl Dispatcher {
                     error,
                 },
             ),
+            Verdict::Filtered => (Settled::Discarded, Settlement::Filtered { at: now }),
+            Verdict::Unevaluated => self.unevaluated(delivery, error, destination.jq.time),
             Verdict::Retry { retry_after } => {
                 match self.next_attempt(destination, delivery, now, retry_after) {
                     Some(at) => (
@@ -492,7 +551,10 @@ impl Dispatcher {
                         Settlement::Dead {
                             at: now,
                             status: result.status,
-                            error: format!("{error} (gave up after {} attempts)", delivery.attempt),
+                            error: format!(
+                                "{error} (gave up after {} attempts)",
+                                delivery.attempt - delivery.parked
+                            ),
                         },
                     ),
                 }
@@ -509,7 +571,8 @@ impl Dispatcher {
         now: DateTime<Utc>,
         retry_after: Option<Duration>,
     ) -> Option<DateTime<Utc>> {
-        let attempts = u32::try_from(delivery.attempt).unwrap_or(u32::MAX);
+        // Leases that sent nothing spent no attempt.
+        let attempts = u32::try_from(delivery.attempt - delivery.parked).unwrap_or(u32::MAX);
         let deadline = delivery.deadline_at.and_utc();
         let random = lock(&self.random).f64();
         let at = destination.settings.policy.next_attempt(

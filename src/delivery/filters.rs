@@ -3,8 +3,9 @@
 //! the transform makes the body a delivery sends. Every decision is counted, and every
 //! error counted, logged with its event and kept among the recent ones the console shows.
 
+use super::outbox::Route;
 use super::settings::{DestinationSettings, Destinations};
-use crate::jq::{self, Decision, EvalError, Input};
+use crate::jq::{self, Decision, EvalError, Input, Lane};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -69,92 +70,129 @@ pub fn filtered(destinations: &Destinations, source: &str) -> bool {
     destinations.of(source).iter().any(|d| d.filter.is_some())
 }
 
-/// Of `routed` (destination names with anything else the caller carries), those whose
-/// filter takes `subject`: all of them when none has a filter. Every filter runs in one
-/// evaluation job, which reads the payload once.
-pub async fn keep_filtered<T>(
+/// Of `routes` (the destinations whose `events` take the fact), those whose filter takes
+/// `subject` — all of them when none has a filter — and those whose filter could not
+/// decide, marked so (never dropped: see [`Route::undecided`]). Every filter runs in one
+/// job on `lane`, which reads the payload once.
+pub async fn keep_filtered(
     destinations: &Destinations,
     subject: &Subject,
-    routed: Vec<(String, T)>,
-) -> Vec<(String, T)> {
-    let filter_of =
-        |name: &str| (destinations.find(&subject.source, name)).and_then(|d| d.filter.clone());
-    let programs: Vec<jq::Program> = routed
-        .iter()
-        .filter_map(|(name, _)| filter_of(name))
-        .collect();
+    routes: Vec<Route>,
+    lane: Lane,
+) -> Vec<Route> {
+    let filter_of = |route: &Route| {
+        (destinations.find(&subject.source, &route.destination)).and_then(|d| d.filter.clone())
+    };
+    let programs: Vec<jq::Program> = routes.iter().filter_map(filter_of).collect();
     if programs.is_empty() {
-        return routed;
+        return routes;
     }
     let started = Instant::now();
-    let mut decisions = jq::decide_each(programs, subject.input(), &destinations.jq)
-        .await
-        .into_iter();
+    let decisions = jq::decide_each(&programs, subject.input(), &destinations.jq, lane).await;
     record_duration("filter", started);
-    let mut kept = Vec::with_capacity(routed.len());
-    for (name, carried) in routed {
-        let takes = match filter_of(&name) {
-            None => true,
-            Some(_) => {
-                let decision = decisions.next().unwrap_or(Err(EvalError::Timeout));
-                settle(subject, &name, decision)
-            }
+    let mut decisions = decisions.into_iter();
+    let mut kept = Vec::with_capacity(routes.len());
+    for route in routes {
+        let decision = match filter_of(&route) {
+            None => Ok(true),
+            Some(_) => decisions.next().unwrap_or(Err(EvalError::Crashed)),
         };
-        if takes {
-            kept.push((name, carried));
-        }
+        kept.extend(settle(subject, route, decision));
     }
     kept
 }
 
-/// What `destination`'s filter decides for `subject` (`Ok(true)` without a filter), for a
-/// caller on a blocking thread; counted and logged like at ingest.
-pub fn decide_blocking(
+/// What `destination`'s filter decides for `subject` as a route (`taken` as it is without
+/// a filter), for a caller on a blocking thread: `None` when the filter does not take it.
+/// Counted and logged like at ingest.
+pub fn route_blocking(
     destinations: &Destinations,
     destination: &DestinationSettings,
     subject: &Subject,
-) -> Decision {
+    route: Route,
+    lane: Lane,
+) -> (Option<Route>, Decision) {
     let Some(filter) = destination.filter.as_ref() else {
-        return Ok(true);
+        return (Some(route), Ok(true));
     };
     let started = Instant::now();
-    let decision = jq::decide_blocking(filter, subject.input(), &destinations.jq);
+    let input = subject.input();
+    let decision =
+        jq::decide_each_blocking(std::slice::from_ref(filter), &input, &destinations.jq, lane)
+            .pop()
+            .unwrap_or(Err(EvalError::Crashed));
     record_duration("filter", started);
-    settle(subject, &destination.name, decision.clone());
+    (settle(subject, route, decision.clone()), decision)
+}
+
+/// The filter of a delivery it could not decide when it was enqueued, evaluated when the
+/// delivery is leased; counted and logged like at ingest.
+pub async fn decide_late(
+    limits: &jq::Limits,
+    destination: &str,
+    filter: &jq::Program,
+    subject: &Subject,
+) -> Decision {
+    let started = Instant::now();
+    let decision = jq::decide(filter, subject.input(), limits, Lane::Live).await;
+    record_duration("filter", started);
+    match &decision {
+        Ok(true) => {}
+        Ok(false) => skipped(&subject.source, destination),
+        Err(error) => failed(subject, destination, error),
+    }
     decision
 }
 
-/// Counts, logs and keeps a decision; whether the event is enqueued.
-fn settle(subject: &Subject, destination: &str, decision: Decision) -> bool {
-    let source = subject.source.clone();
+/// The route a decision leaves: taken, dropped when the filter does not take the event
+/// (or the payload is not JSON, which no filter reads), or marked undecided on any other
+/// error. Counted, and an error logged and kept.
+fn settle(subject: &Subject, route: Route, decision: Decision) -> Option<Route> {
     match decision {
-        Ok(true) => true,
+        Ok(true) => Some(route),
         Ok(false) => {
-            metrics::counter!("inlet_filter_skipped_total", "source" => source, "destination" => destination.to_owned())
-                .increment(1);
-            false
+            skipped(&subject.source, &route.destination);
+            None
         }
         Err(error) => {
-            let reason = error_reason(&error);
-            metrics::counter!("inlet_filter_errors_total", "source" => source, "destination" => destination.to_owned(), "reason" => reason)
-                .increment(1);
-            tracing::warn!(
-                source = %subject.source,
-                destination,
-                event_id = %subject.event_id,
-                error = %error,
-                "filter failed: the event is not enqueued for this destination"
-            );
-            keep(FilterError {
-                at: chrono::Utc::now(),
-                source: subject.source.clone(),
-                destination: destination.to_owned(),
-                event_id: subject.event_id.clone(),
-                reason: error.to_string(),
-            });
-            false
+            failed(subject, &route.destination, &error);
+            (error != EvalError::NotJson).then_some(Route {
+                undecided: Some(error),
+                ..route
+            })
         }
     }
+}
+
+fn skipped(source: &str, destination: &str) {
+    metrics::counter!("inlet_filter_skipped_total", "source" => source.to_owned(), "destination" => destination.to_owned())
+        .increment(1);
+}
+
+/// Counts, logs and keeps a filter's error on `subject`.
+fn failed(subject: &Subject, destination: &str, error: &EvalError) {
+    let reason = error_reason(error);
+    metrics::counter!("inlet_filter_errors_total", "source" => subject.source.clone(), "destination" => destination.to_owned(), "reason" => reason)
+        .increment(1);
+    let what = match error {
+        EvalError::NotJson => "the payload is not JSON: not taken by this filtered destination",
+        _ if error.is_transient() => "filter not evaluated: the delivery waits, pending, for its filter",
+        _ => "filter failed: the delivery is recorded dead with the reason; requeue it once the filter is fixed",
+    };
+    tracing::warn!(
+        source = %subject.source,
+        destination,
+        event_id = %subject.event_id,
+        error = %error,
+        "{what}"
+    );
+    keep(FilterError {
+        at: chrono::Utc::now(),
+        source: subject.source.clone(),
+        destination: destination.to_owned(),
+        event_id: subject.event_id.clone(),
+        reason: error.to_string(),
+    });
 }
 
 /// One evaluation job's time, queueing included: an event's filters together, or one
@@ -178,8 +216,9 @@ pub fn error_reason(error: &EvalError) -> &'static str {
         EvalError::NotJson => "not_json",
         EvalError::Expression(_) => "expression",
         EvalError::Exhausted(_) | EvalError::TooLarge(..) => "bound",
-        EvalError::Timeout => "timeout",
         EvalError::Crashed => "crashed",
+        EvalError::Saturated => "saturated",
+        EvalError::Unavailable(_) => "unavailable",
     }
 }
 
@@ -192,7 +231,7 @@ pub async fn transformed(
     subject: &Subject,
 ) -> Result<Vec<u8>, EvalError> {
     let started = Instant::now();
-    let result = jq::transform(transform, subject.input(), limits).await;
+    let result = jq::transform(transform, subject.input(), limits, Lane::Live).await;
     record_duration("transform", started);
     if let Err(error) = &result {
         metrics::counter!("inlet_transform_errors_total", "source" => subject.source.clone(), "destination" => destination.to_owned(), "reason" => error_reason(error))
@@ -267,14 +306,15 @@ mod tests {
                 payload: bytes::Bytes::from(payload.to_string()),
                 headers: Some("[]".to_owned()),
             };
-            let routed: Vec<(String, ())> = destinations
+            let at = chrono::DateTime::UNIX_EPOCH;
+            let routed: Vec<Route> = destinations
                 .routed("src", event_type)
-                .map(|d| (d.name.clone(), ()))
+                .map(|d| Route::taken(d.name.clone(), at))
                 .collect();
             let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("a runtime");
-            let kept = runtime.block_on(keep_filtered(&destinations, &subject, routed.clone()));
+            let kept = runtime.block_on(keep_filtered(&destinations, &subject, routed.clone(), Lane::Live));
             prop_assert_eq!(&kept, &routed);
-            let names: Vec<&str> = kept.iter().map(|(n, _)| n.as_str()).collect();
+            let names: Vec<&str> = kept.iter().map(|r| r.destination.as_str()).collect();
             prop_assert_eq!(names.contains(&"a"), names.contains(&"b"));
             prop_assert_eq!(names.contains(&"c"), names.contains(&"d"));
         }

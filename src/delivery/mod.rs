@@ -41,8 +41,9 @@ pub use gates::{
 };
 pub use headers::delivery_headers;
 pub use outbox::{
-    count_by_status, lease_due, settle_all, settle_observed, AttemptLog, Fence, Leased, Message,
-    NewDelivery, SettledGroup, Settlement, DEAD, DELIVERED, DISCARDED, IN_PROGRESS, PENDING,
+    count_by_status, filter_error, lease_due, settle_all, settle_observed, AttemptLog, Fence,
+    Leased, Message, NewDelivery, Route, SettledGroup, Settlement, DEAD, DELIVERED, DISCARDED,
+    IN_PROGRESS, NOT_TAKEN, PENDING,
 };
 pub use policy::{classify_status, parse_retry_after, RetryBudget, RetryPolicy, Verdict};
 pub use sender::{attempt, client_for, AttemptResult};

@@ -11,6 +11,7 @@ use super::watch::{AfterCommit, SettleWatcher, SettledChanges};
 use crate::db::arrays::{ArraySql, ArrayStatement};
 use crate::db::schema::{deliveries, delivery_attempts};
 use crate::db::{dialect, write_transaction, DbConnection};
+use crate::jq::EvalError;
 use chrono::{DateTime, NaiveDateTime, Utc};
 use diesel::expression::SqlLiteral;
 use diesel::prelude::*;
@@ -36,46 +37,81 @@ pub struct Message<'a> {
     pub trace_parent: Option<&'a str>,
 }
 
+/// One destination a fact is enqueued for: its name, the deadline of its delivery, and
+/// — when its filter could not decide — why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    pub destination: String,
+    pub deadline: DateTime<Utc>,
+    /// The filter's failure: the row is written all the same, never skipped — dead with
+    /// the reason (a bound hit, the evaluator died: the same input fails the same way), or
+    /// pending when nothing was evaluated (every evaluator busy) — and its filter is
+    /// evaluated again whenever a dispatcher leases it.
+    pub undecided: Option<EvalError>,
+}
+
+impl Route {
+    /// A destination that takes the fact (no filter, or a filter that said so).
+    pub fn taken(destination: String, deadline: DateTime<Utc>) -> Self {
+        Self {
+            destination,
+            deadline,
+            undecided: None,
+        }
+    }
+}
+
 impl<'m> Message<'m> {
-    /// One pending row per destination (name, delivery deadline), due now. Ingest calls it
-    /// for a new fact in the claiming transaction; an operator replay calls it again.
+    /// One row per route, due now. Ingest calls it for a new fact in the claiming
+    /// transaction; an operator replay calls it again.
     pub fn enqueue(
         &self,
         conn: &mut DbConnection,
-        destinations: &'m [(String, DateTime<Utc>)],
+        routes: &'m [Route],
         now: DateTime<Utc>,
     ) -> QueryResult<()> {
-        NewDelivery::enqueue_all(conn, &self.rows(destinations, now))
+        NewDelivery::enqueue_all(conn, &self.rows(routes, now))
     }
 
-    /// The pending rows [`Message::enqueue`] writes: one per destination, due `now`.
-    pub fn rows(
-        &self,
-        destinations: &'m [(String, DateTime<Utc>)],
-        now: DateTime<Utc>,
-    ) -> Vec<NewDelivery<'m>> {
+    /// The rows [`Message::enqueue`] writes: one per route, due `now` — pending, or dead
+    /// where its filter failed.
+    pub fn rows(&self, routes: &'m [Route], now: DateTime<Utc>) -> Vec<NewDelivery<'m>> {
         let now = now.naive_utc();
-        destinations
+        routes
             .iter()
-            .map(|(destination, deadline)| NewDelivery {
-                source: self.source,
-                event_id: self.event_id,
-                event_type: self.event_type,
-                destination,
-                payload: None,
-                content_type: self.content_type,
-                status: PENDING,
-                attempt: 0,
-                next_attempt_at: now,
-                deadline_at: deadline.naive_utc(),
-                created_at: now,
-                trace_parent: self.trace_parent,
+            .map(|route| {
+                let failed = route.undecided.as_ref().filter(|e| !e.is_transient());
+                NewDelivery {
+                    source: self.source,
+                    event_id: self.event_id,
+                    event_type: self.event_type,
+                    destination: &route.destination,
+                    payload: None,
+                    content_type: self.content_type,
+                    status: if failed.is_some() { DEAD } else { PENDING },
+                    attempt: 0,
+                    next_attempt_at: now,
+                    deadline_at: route.deadline.naive_utc(),
+                    created_at: now,
+                    trace_parent: self.trace_parent,
+                    filter_pending: route.undecided.is_some(),
+                    last_error: route.undecided.as_ref().map(filter_error),
+                    settled_at: failed.map(|_| now),
+                }
             })
             .collect()
     }
 }
 
-/// The most rows one outbox `INSERT` writes: 12 bound parameters each.
+/// What a delivery whose filter failed keeps as its `last_error`.
+pub fn filter_error(error: &EvalError) -> String {
+    match error.is_transient() {
+        true => format!("filter not evaluated yet: {error}"),
+        false => format!("filter failed: {error}"),
+    }
+}
+
+/// The most rows one outbox `INSERT` writes: 15 bound parameters each.
 const INSERT_ROWS: usize = 2_000;
 /// The most payload bytes one outbox `INSERT` carries (at least one row).
 const INSERT_BYTES: usize = 16 * 1024 * 1024;
@@ -97,6 +133,9 @@ pub struct NewDelivery<'a> {
     pub deadline_at: NaiveDateTime,
     pub created_at: NaiveDateTime,
     pub trace_parent: Option<&'a str>,
+    pub filter_pending: bool,
+    pub last_error: Option<String>,
+    pub settled_at: Option<NaiveDateTime>,
 }
 
 impl NewDelivery<'_> {
@@ -153,6 +192,13 @@ fn enqueue_statement<'a>(
         .bind::<Timestamp, _>(time(|r| r.deadline_at))
         .bind::<Timestamp, _>(time(|r| r.created_at))
         .bind::<Nullable<Text>, _>(rows.iter().map(|r| r.trace_parent).collect::<Vec<_>>())
+        .bind::<Bool, _>(rows.iter().map(|r| r.filter_pending).collect::<Vec<_>>())
+        .bind::<Nullable<Text>, _>(
+            rows.iter()
+                .map(|r| r.last_error.as_deref())
+                .collect::<Vec<_>>(),
+        )
+        .bind::<Nullable<Timestamp>, _>(rows.iter().map(|r| r.settled_at).collect::<Vec<_>>())
 }
 
 /// The enqueue statement's name in each connection's statement cache.
@@ -161,10 +207,11 @@ enum EnqueueDeliveries {}
 impl ArraySql for EnqueueDeliveries {
     const SQL: &'static str =
         "INSERT INTO deliveries (source, event_id, event_type, destination, payload, \
-         content_type, status, attempt, next_attempt_at, deadline_at, created_at, trace_parent) \
+         content_type, status, attempt, next_attempt_at, deadline_at, created_at, trace_parent, \
+         filter_pending, last_error, settled_at) \
          SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::bytea[], \
          ?::text[], ?::text[], ?::int4[], ?::timestamp[], ?::timestamp[], ?::timestamp[], \
-         ?::text[])";
+         ?::text[], ?::bool[], ?::text[], ?::timestamp[])";
 }
 
 /// A leased delivery: what the dispatcher needs to send it and to settle it.
@@ -186,6 +233,15 @@ pub struct Leased {
     pub deadline_at: NaiveDateTime,
     /// The trace its attempt continues.
     pub trace_parent: Option<String>,
+    /// Its filter could not decide when it was enqueued: evaluated before it is sent.
+    pub filter_pending: bool,
+    /// Leases of it that sent nothing (see [`Settlement::Park`]).
+    pub parked: i32,
+    /// Its event's stored request headers (JSON), read only when its filter is pending:
+    /// what `$headers` holds for that evaluation.
+    #[diesel(select_expression = pending_headers())]
+    #[diesel(select_expression_type = SqlLiteral<Nullable<Text>>)]
+    pub headers: Option<String>,
 }
 
 /// The payload a leased row delivers, read in its lease statement: the row's own copy, or
@@ -195,6 +251,15 @@ fn shared_payload() -> SqlLiteral<Nullable<Binary>> {
     diesel::dsl::sql(
         "COALESCE(deliveries.payload, (SELECT e.payload FROM events e \
          WHERE e.source = deliveries.source AND e.event_id = deliveries.event_id))",
+    )
+}
+
+/// The stored headers of a leased row's event, for a row whose filter is pending (no
+/// read of the event otherwise).
+fn pending_headers() -> SqlLiteral<Nullable<Text>> {
+    diesel::dsl::sql(
+        "CASE WHEN deliveries.filter_pending THEN (SELECT e.headers FROM events e \
+         WHERE e.source = deliveries.source AND e.event_id = deliveries.event_id) END",
     )
 }
 
@@ -483,7 +548,22 @@ pub enum Settlement {
     Release {
         at: DateTime<Utc>,
     },
+    /// Given back unsent until `at`, for a reason of this instance's rather than the
+    /// destination's (it does not know the destination yet; no evaluator was free): the
+    /// lease spends no attempt.
+    Park {
+        at: DateTime<Utc>,
+        error: String,
+    },
+    /// Never sent: its destination's filter, evaluated when it was leased, does not take
+    /// it. Discarded, with why.
+    Filtered {
+        at: DateTime<Utc>,
+    },
 }
+
+/// What a delivery its filter did not take keeps as its `last_error`.
+pub const NOT_TAKEN: &str = "not taken by its destination's filter (decided when it was leased)";
 
 impl Leased {
     /// Records `settlement` if this lease still holds the row; `false` when the lease was
@@ -523,7 +603,9 @@ impl<'a> NewAttempt<'a> {
             Settlement::Delivered { status, .. } => ("delivered", Some(*status), None),
             Settlement::Retry { status, error, .. } => ("retry", *status, Some(error.as_str())),
             Settlement::Dead { status, error, .. } => ("dead", *status, Some(error.as_str())),
-            Settlement::Release { .. } => return None,
+            Settlement::Release { .. } | Settlement::Filtered { .. } | Settlement::Park { .. } => {
+                return None
+            }
         };
         Some(Self {
             delivery_id: log.fence.id,
@@ -659,7 +741,8 @@ fn settle_rows(
                 .bind::<Nullable<Timestamp>, _>(row.settled_at)
                 .bind::<Nullable<Integer>, _>(row.last_status)
                 .bind::<Nullable<Text>, _>(row.last_error)
-                .bind::<Bool, _>(row.keeps_last);
+                .bind::<Bool, _>(row.keeps_last)
+                .bind::<Bool, _>(row.parks);
         }
         query.load(c)
     })?;
@@ -700,6 +783,8 @@ struct SettledRow<'a> {
     last_status: Option<i32>,
     last_error: Option<&'a str>,
     keeps_last: bool,
+    /// The lease sent nothing: counted in `parked`.
+    parks: bool,
 }
 
 impl<'a> SettledRow<'a> {
@@ -712,6 +797,7 @@ impl<'a> SettledRow<'a> {
             last_status: None,
             last_error: None,
             keeps_last: false,
+            parks: false,
         };
         let code = |status: Option<u16>| status.map(i32::from);
         match settlement {
@@ -737,12 +823,23 @@ impl<'a> SettledRow<'a> {
                 keeps_last: true,
                 ..row(PENDING)
             },
+            Settlement::Park { at, error } => SettledRow {
+                next_attempt_at: Some(at.naive_utc()),
+                last_error: Some(error),
+                parks: true,
+                ..row(PENDING)
+            },
+            Settlement::Filtered { at } => SettledRow {
+                settled_at: Some(at.naive_utc()),
+                last_error: Some(NOT_TAKEN),
+                ..row(DISCARDED)
+            },
         }
     }
 }
 
 /// The columns of [`SettledRow`], in bind order.
-const SETTLED_COLUMNS: [&str; 9] = [
+const SETTLED_COLUMNS: [&str; 10] = [
     "id",
     "attempt",
     "status",
@@ -752,6 +849,7 @@ const SETTLED_COLUMNS: [&str; 9] = [
     "last_status",
     "last_error",
     "keeps_last",
+    "parks",
 ];
 
 /// One `UPDATE … FROM (VALUES …)` for `rows` settlements, each fenced on `(id, attempt)`
@@ -781,7 +879,8 @@ fn settle_sql(rows: usize, postgres: bool) -> String {
            last_status = CASE WHEN settled.keeps_last THEN deliveries.last_status \
                          ELSE settled.last_status END, \
            last_error = CASE WHEN settled.keeps_last THEN deliveries.last_error \
-                        ELSE settled.last_error END \
+                        ELSE settled.last_error END, \
+           parked = deliveries.parked + CASE WHEN settled.parks THEN 1 ELSE 0 END \
          FROM settled \
          WHERE deliveries.id = settled.id AND deliveries.attempt = settled.attempt \
            AND deliveries.status = '{IN_PROGRESS}' \
@@ -798,6 +897,32 @@ struct SettledId {
     id: i64,
     #[diesel(sql_type = Integer)]
     attempt: i32,
+}
+
+/// Makes the parked rows of each destination in `keys` due at `now`: a reload that adds a
+/// destination ends the wait of the rows parked while this instance did not know it.
+pub fn unpark(
+    conn: &mut DbConnection,
+    keys: &[(String, String)],
+    now: DateTime<Utc>,
+) -> QueryResult<usize> {
+    let now = now.naive_utc();
+    write_transaction(conn, |conn| {
+        let mut unparked = 0;
+        for (source, destination) in keys {
+            unparked += diesel::update(
+                deliveries::table
+                    .filter(deliveries::source.eq(source))
+                    .filter(deliveries::destination.eq(destination))
+                    .filter(deliveries::status.eq(PENDING))
+                    .filter(deliveries::parked.gt(0))
+                    .filter(deliveries::next_attempt_at.gt(now)),
+            )
+            .set(deliveries::next_attempt_at.eq(now))
+            .execute(conn)?;
+        }
+        Ok(unparked)
+    })
 }
 
 /// Deliveries not yet delivered nor dead (for the `inlet_outbox_pending` gauge and tests).

@@ -61,6 +61,12 @@ pub enum Verdict {
     },
     /// Permanent: straight to the dead letters.
     Dead,
+    /// Never sent: its destination's filter, evaluated when it was leased, does not take
+    /// it.
+    Filtered,
+    /// Not sent: its filter or transform could not be evaluated now (every evaluator
+    /// busy); again later, as a retry. Says nothing of the destination's health.
+    Unevaluated,
 }
 
 /// Classifies an HTTP status. Transient failures are retried: 408, 429, 500, 502, 503,

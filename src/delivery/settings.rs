@@ -4,6 +4,7 @@
 mod routing;
 
 use super::gates::{BreakerFile, GateSettings};
+use super::outbox::Route;
 use super::target::DestinationKind;
 use super::RetryPolicy;
 use crate::duration::{span, HumanDuration};
@@ -127,15 +128,11 @@ impl Destinations {
     }
 
     /// Each destination of `source` that receives an event of `event_type`, with the
-    /// deadline of a delivery enqueued at `now`: the outbox rows of a new fact.
-    pub fn deadlines(
-        &self,
-        source: &str,
-        event_type: Option<&str>,
-        now: DateTime<Utc>,
-    ) -> Vec<(String, DateTime<Utc>)> {
+    /// deadline of a delivery enqueued at `now`: the outbox rows of a new fact, before
+    /// the filters.
+    pub fn routes(&self, source: &str, event_type: Option<&str>, now: DateTime<Utc>) -> Vec<Route> {
         self.routed(source, event_type)
-            .map(|d| (d.name.clone(), now + d.policy.deadline))
+            .map(|d| Route::taken(d.name.clone(), now + d.policy.deadline))
             .collect()
     }
 
@@ -241,7 +238,10 @@ pub struct DestinationFile {
 #[derive(Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct JqFile {
-    threads: Option<usize>,
+    /// `threads` is its name from before evaluators were processes.
+    #[serde(alias = "threads")]
+    workers: Option<usize>,
+    operator_workers: Option<usize>,
     time_limit: Option<String>,
     max_steps: Option<u64>,
     max_memory_bytes: Option<usize>,
@@ -259,7 +259,12 @@ impl JqFile {
             return Err(ConfigError::new("jq.time_limit", "must be longer than 0s"));
         }
         Ok(Limits {
-            threads: positive("threads", self.threads, jq::DEFAULT_THREADS)?,
+            workers: positive("workers", self.workers, jq::DEFAULT_WORKERS)?,
+            operator_workers: positive(
+                "operator_workers",
+                self.operator_workers,
+                jq::DEFAULT_OPERATOR_WORKERS,
+            )?,
             time,
             steps: positive("max_steps", self.max_steps, jq::DEFAULT_STEPS)?,
             memory: positive(

@@ -11,6 +11,7 @@ use crate::delivery::Destinations;
 use crate::faults::Faults;
 use crate::idempotency::Answer;
 use crate::identity::{Identity, IdentityError};
+use crate::jq::Lane;
 use crate::ledger::{FactIdentity, BODY_KIND};
 use crate::provider::SourceSettings;
 use crate::signature::{Fetch, Headers, Items, Keys, SignatureError, Unverified, Verified};
@@ -315,7 +316,7 @@ impl Intake<'_> {
         let fingerprint = verified.content_digest();
         let name = source.name.as_str();
         let destinations =
-            (self.destinations).deadlines(name, identity.event_type.as_deref(), self.now);
+            (self.destinations).routes(name, identity.event_type.as_deref(), self.now);
         let routing = Routing {
             routed: !destinations.is_empty(),
             has_destinations: !self.destinations.of(name).is_empty(),
@@ -346,8 +347,9 @@ impl Intake<'_> {
         Ok((claim, routing))
     }
 
-    /// Drops the destinations whose `filter` does not take the claim's event (their
-    /// errors are counted and logged); the type routing already chose the candidates.
+    /// Drops the destinations whose `filter` does not take the claim's event, and marks
+    /// those whose filter could not decide (counted and logged; their rows are written
+    /// failed, never skipped); the type routing already chose the candidates.
     async fn filter(&self, claim: &mut Claim, routing: &mut Routing) {
         let subject = Subject {
             source: claim.source.clone(),
@@ -357,7 +359,8 @@ impl Intake<'_> {
             headers: Some(claim.headers.clone()),
         };
         let routed = std::mem::take(&mut claim.destinations);
-        claim.destinations = filters::keep_filtered(self.destinations, &subject, routed).await;
+        claim.destinations =
+            filters::keep_filtered(self.destinations, &subject, routed, Lane::Live).await;
         routing.routed = !claim.destinations.is_empty();
     }
 

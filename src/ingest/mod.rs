@@ -23,6 +23,7 @@ pub use intake::{Intake, Received, Refusal, Webhook};
 pub use stored_headers::REDACTED;
 
 use crate::db::StoreError;
+use crate::delivery::Route;
 use crate::idempotency::Answer;
 use crate::identity::Identity;
 use crate::ledger::FactIdentity;
@@ -53,8 +54,9 @@ pub struct Claim {
     pub headers: String,
     pub received_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
-    /// Where a new fact is delivered: each destination's name and delivery deadline.
-    pub destinations: Vec<(String, DateTime<Utc>)>,
+    /// Where a new fact is delivered: each destination's name and delivery deadline,
+    /// and whether its filter decided.
+    pub destinations: Vec<Route>,
     /// The provider's own answer in place of Inlet's receipt (a Discord interaction's
     /// deferred response), stored and replayed like it.
     pub answer: Option<Answer>,

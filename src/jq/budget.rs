@@ -4,12 +4,16 @@
 //! [`CHECK_EVERY`] steps the clock and the stack are read, and the thread's live heap on
 //! every step. An
 //! exhausted budget unwinds the evaluation ([`std::panic::resume_unwind`], which runs no
-//! panic hook) up to [`metered`], which turns it into an [`Exhausted`] reason.
+//! panic hook) up to [`metered`], which turns it into the [`Bound`] reached.
 //!
-//! What a step cannot see — one built-in working on a value the expression built itself
-//! (`tojson` of a huge array) — is bounded by the memory and the steps it took to build
-//! that value, by the evaluator thread's large stack, and by the caller's timeout.
+//! What a step cannot see — one built-in making a huge value at once (`"x" * 1e12`), or
+//! working long on a value the expression built itself — is bounded from outside: the
+//! evaluator process's address space ([`super::worker`]) and its supervisor's clock
+//! ([`super::pool`]). In an evaluator process, an allocation the address space refuses
+//! ends the process at once with [`MEMORY_EXIT`] instead of Rust's abort.
 
+use super::run::Bound;
+use super::run::{EvalError, Reached};
 use jaq_core::data::HasLut;
 use jaq_core::DataT;
 use jaq_core::Lut;
@@ -17,35 +21,17 @@ use jaq_json::Val;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Steps between two reads of the clock and the stack.
 const CHECK_EVERY: u64 = 128;
 
-/// What ran out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exhausted {
-    Steps,
-    Time,
-    Memory,
-    Depth,
-}
-
-impl Exhausted {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Steps => "steps",
-            Self::Time => "time",
-            Self::Memory => "memory",
-            Self::Depth => "depth",
-        }
-    }
-}
-
 /// The bounds of one evaluation.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Bounds {
     pub steps: u64,
+    #[serde(with = "millis")]
     pub time: Duration,
     pub memory: usize,
     /// Stack bytes the evaluation may use below where it started.
@@ -65,13 +51,37 @@ thread_local! {
 /// bounded. One thread-local add per allocation.
 pub struct Counting;
 
+/// How an evaluator process ends when its address space refuses an allocation: the
+/// memory bound, told apart from any other death by its supervisor.
+pub const MEMORY_EXIT: i32 = 86;
+
+/// Set once in an evaluator process ([`super::worker`]).
+static IN_EVALUATOR: AtomicBool = AtomicBool::new(false);
+
+/// Marks this process an evaluator: an allocation refused from now on ends it with
+/// [`MEMORY_EXIT`].
+pub fn become_evaluator() {
+    IN_EVALUATOR.store(true, Ordering::Relaxed);
+}
+
+/// An allocation was refused. In an evaluator that is its address-space bound: exit at
+/// once (`_exit` allocates nothing and runs no destructor). Elsewhere Rust's own handler
+/// decides, as it always did.
+fn refused(pointer: *mut u8) -> *mut u8 {
+    if pointer.is_null() && IN_EVALUATOR.load(Ordering::Relaxed) {
+        // SAFETY: `_exit` is async-signal-safe and never returns.
+        unsafe { libc::_exit(MEMORY_EXIT) }
+    }
+    pointer
+}
+
 // SAFETY: every call is forwarded unchanged to `System`; the counter is a plain
 // thread-local `Cell` without a destructor, so updating it never allocates.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         count(layout.size() as isize);
         // SAFETY: the caller's contract is passed on as is.
-        unsafe { System.alloc(layout) }
+        refused(unsafe { System.alloc(layout) })
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
@@ -83,13 +93,13 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         count(layout.size() as isize);
         // SAFETY: as above.
-        unsafe { System.alloc_zeroed(layout) }
+        refused(unsafe { System.alloc_zeroed(layout) })
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         count(new_size as isize - layout.size() as isize);
         // SAFETY: as above.
-        unsafe { System.realloc(ptr, layout, new_size) }
+        refused(unsafe { System.realloc(ptr, layout, new_size) })
     }
 }
 
@@ -121,12 +131,12 @@ impl<'a> HasLut<'a, Metered> for Meter<'a> {
 pub fn charge() {
     let left = STEPS_LEFT.with(Cell::get);
     if left == 0 {
-        resume_unwind(Box::new(Exhausted::Steps));
+        resume_unwind(Box::new(Bound::Steps));
     }
     STEPS_LEFT.with(|steps| steps.set(left - 1));
     // The heap on every step: a string doubling in a loop outgrows any bound in a few.
     if LIVE.with(Cell::get) > HEAP_CEILING.with(Cell::get) {
-        resume_unwind(Box::new(Exhausted::Memory));
+        resume_unwind(Box::new(Bound::Memory));
     }
     if left.is_multiple_of(CHECK_EVERY) {
         check();
@@ -138,10 +148,10 @@ fn check() {
         .with(Cell::get)
         .is_some_and(|d| Instant::now() >= d)
     {
-        resume_unwind(Box::new(Exhausted::Time));
+        resume_unwind(Box::new(Bound::Time));
     }
     if stack_position() < STACK_FLOOR.with(Cell::get) {
-        resume_unwind(Box::new(Exhausted::Depth));
+        resume_unwind(Box::new(Bound::Depth));
     }
 }
 
@@ -154,8 +164,8 @@ fn stack_position() -> usize {
 }
 
 /// Runs `evaluate` under `bounds`: its result, or what ran out. A panic inside jaq (a
-/// bug there) is reported as [`Failure::Crashed`] rather than taking the thread down.
-pub fn metered<T>(bounds: Bounds, evaluate: impl FnOnce() -> T) -> Result<T, Failure> {
+/// bug there) is reported as [`EvalError::Crashed`] rather than taking the thread down.
+pub fn metered<T>(bounds: Bounds, evaluate: impl FnOnce() -> T) -> Result<T, EvalError> {
     let start = stack_position();
     STEPS_LEFT.with(|s| s.set(bounds.steps));
     DEADLINE.with(|d| d.set(Some(Instant::now() + bounds.time)));
@@ -167,15 +177,35 @@ pub fn metered<T>(bounds: Bounds, evaluate: impl FnOnce() -> T) -> Result<T, Fai
     DEADLINE.with(|d| d.set(None));
     STACK_FLOOR.with(|f| f.set(0));
     HEAP_CEILING.with(|h| h.set(isize::MAX));
-    result.map_err(|payload| match payload.downcast::<Exhausted>() {
-        Ok(exhausted) => Failure::Exhausted(*exhausted),
-        Err(_) => Failure::Crashed,
+    result.map_err(|payload| match payload.downcast::<Bound>() {
+        Ok(bound) => bounds.reached(*bound),
+        Err(_) => EvalError::Crashed,
     })
 }
 
-/// Why an evaluation has no result.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Failure {
-    Exhausted(Exhausted),
-    Crashed,
+impl Bounds {
+    /// The error of `bound` reached, with its value.
+    pub fn reached(&self, bound: Bound) -> EvalError {
+        let limit = match bound {
+            Bound::Steps => self.steps,
+            Bound::Time => u64::try_from(self.time.as_millis()).unwrap_or(u64::MAX),
+            Bound::Memory => self.memory as u64,
+            Bound::Depth | Bound::Output => 0,
+        };
+        EvalError::Exhausted(Reached { bound, limit })
+    }
+}
+
+/// A duration as whole milliseconds, on the wire to an evaluator.
+mod millis {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(duration: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_millis)
+    }
 }

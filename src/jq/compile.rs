@@ -1,6 +1,7 @@
-//! Compiling an expression once, at load and on reload: jaq's parser and compiler with
-//! jq's standard library, minus what an expression inside a server must not do, and with
-//! errors that name their line and column.
+//! Compiling an expression, inside an evaluator process only (jaq's parser recurses as
+//! deep as the expression nests): jaq's parser and compiler with jq's standard library,
+//! minus what an expression inside a server must not do, and with errors that name their
+//! line and column.
 
 use super::budget::{charge, Metered};
 use jaq_core::load::{self, Arena, File, Loader};
@@ -8,7 +9,6 @@ use jaq_core::native::{v, Fun};
 use jaq_core::{Compiler, Exn, Native};
 use jaq_json::Val;
 use std::fmt;
-use std::sync::Arc;
 
 /// The variables every expression may read.
 pub const GLOBALS: [&str; 4] = ["$headers", "$type", "$source", "$event_id"];
@@ -21,27 +21,13 @@ const REFUSED_NATIVES: [&str; 5] = ["env", "halt", "stderr_empty", "debug_empty"
 /// The definitions of the standard library built on those.
 const REFUSED_DEFINITIONS: [&str; 6] = ["stderr", "debug", "halt", "halt_error", "input", "inputs"];
 
-/// A compiled expression with its text.
-#[derive(Clone)]
-pub struct Program {
-    pub(super) filter: Arc<jaq_core::Filter<Metered>>,
-    text: Arc<str>,
-}
-
-impl Program {
-    pub fn text(&self) -> &str {
-        &self.text
-    }
-}
-
-impl fmt::Debug for Program {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
-    }
+/// A compiled expression.
+pub struct Compiled {
+    pub(super) filter: jaq_core::Filter<Metered>,
 }
 
 /// Why an expression does not compile, and where.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CompileError {
     pub line: usize,
     pub column: usize,
@@ -59,7 +45,7 @@ impl fmt::Display for CompileError {
 }
 
 /// Compiles `text`.
-pub fn compile(text: &str) -> Result<Program, CompileError> {
+pub fn compile(text: &str) -> Result<Compiled, CompileError> {
     let defs = jaq_core::defs()
         .chain(jaq_std::defs())
         .chain(jaq_json::defs())
@@ -88,10 +74,7 @@ pub fn compile(text: &str) -> Result<Program, CompileError> {
                 .unwrap_or(("", "does not compile".to_owned()));
             located(text, part, message)
         })?;
-    Ok(Program {
-        filter: Arc::new(filter),
-        text: text.into(),
-    })
+    Ok(Compiled { filter })
 }
 
 /// jq's built-ins as jaq has them, without the refused ones, and with a `range` that

@@ -1,153 +1,369 @@
-//! The evaluator threads. Expressions never run on the ingest writers, the async runtime or
-//! the dispatcher: each evaluation is handed to one of a few dedicated threads with a large
-//! stack, and the caller waits at most the time bound plus a margin. A caller that gives
-//! up leaves the thread to finish (or be unwound by its own bound) and, so the others
-//! keep flowing, starts one more thread, up to a cap; a thread retires after an
-//! evaluation that exhausted its stack or memory bound, which returns its pages.
+//! The evaluator processes and their supervisor. Expressions never run inside the process
+//! that receives webhooks: each job goes to one of a few `inlet jq-worker` processes
+//! ([`super::worker`]) over a pipe, and the caller waits at most the job's time. A process
+//! that dies — its address-space bound refused an allocation, it outlived its time, or
+//! anything else — is replaced by a fresh one, and its death is answered as the bound it
+//! hit. Two lanes of processes: the live one (filters at ingest, transforms and late
+//! filters in the dispatcher) and the tools' one (an operator's evaluation, a replay's
+//! filters, checking expressions), so no operator can take the capacity live deliveries
+//! need.
 
-use parking_lot::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
-use std::time::Duration;
+use super::budget::MEMORY_EXIT;
+use super::run::{Bound, EvalError};
+use super::wire::{self, Answer, Job};
+use super::worker::TIME_EXIT;
+use parking_lot::{Condvar, Mutex};
+use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
-/// Each evaluator thread's stack: deep enough for jaq's recursive built-ins on values an
-/// expression built within its step bound. Only the pages touched are ever resident.
-pub const STACK_BYTES: usize = 256 << 20;
+/// Which processes a job runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    /// Deliveries: filters at ingest, transforms and late filters in the dispatcher.
+    Live,
+    /// Operators' tools: evaluations they ask for, replays, checking expressions.
+    Tools,
+}
 
-/// The share of the stack an evaluation's own recursion may use; the rest is headroom for
-/// built-ins that recurse without being metered.
-pub const METERED_STACK_BYTES: usize = 160 << 20;
+impl Lane {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lane::Live => "live",
+            Lane::Tools => "tools",
+        }
+    }
+}
 
-type Job = Box<dyn FnOnce() + Send>;
+/// Beyond the time a job may take in the evaluator (see [`super::worker::allowed_time`]),
+/// how long its supervisor waits before it ends the process itself.
+const BACKSTOP: Duration = Duration::from_secs(1);
 
-/// A few threads that evaluate expressions.
+/// A lane's evaluator processes.
 pub struct Pool {
-    shared: Arc<Shared>,
-    sender: mpsc::Sender<Job>,
+    lane: Lane,
+    program: Result<PathBuf, String>,
+    size: usize,
+    state: Mutex<State>,
+    freed: Condvar,
+    /// The most memory one of its processes was resident with, so far (bytes).
+    peak: AtomicU64,
 }
 
-struct Shared {
-    jobs: Mutex<mpsc::Receiver<Job>>,
-    /// Threads alive now.
-    alive: AtomicUsize,
-    /// Threads kept when idle.
-    target: usize,
-    /// Threads at most (stuck ones included).
-    cap: usize,
+struct State {
+    idle: Vec<Worker>,
+    busy: usize,
 }
 
-thread_local! {
-    /// Set by an evaluation that should not leave its pages to the next one.
-    static RETIRE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Asks the current evaluator thread to exit after its evaluation.
-pub fn retire_after_this() {
-    RETIRE.with(|r| r.set(true));
-}
+/// A job's answer and the raw bytes after it.
+pub type Answered = (Answer, Vec<u8>);
 
 impl Pool {
-    pub fn new(threads: usize) -> Self {
-        let (sender, receiver) = mpsc::channel();
-        let target = threads.max(1);
-        let shared = Arc::new(Shared {
-            jobs: Mutex::new(receiver),
-            alive: AtomicUsize::new(0),
-            target,
-            cap: target * 4,
-        });
-        for _ in 0..target {
-            Shared::spawn(&shared);
+    /// A lane of at most `size` processes of `program` (`Err`: why there is none), started
+    /// when first needed.
+    pub fn new(lane: Lane, program: Result<PathBuf, String>, size: usize) -> Self {
+        Self {
+            lane,
+            program,
+            size: size.max(1),
+            state: Mutex::new(State {
+                idle: Vec::new(),
+                busy: 0,
+            }),
+            freed: Condvar::new(),
+            peak: AtomicU64::new(0),
         }
-        Self { shared, sender }
     }
 
-    /// Runs `job` on an evaluator thread: its result, or `None` when it did not answer
-    /// within `wait`.
-    pub async fn run<T: Send + 'static>(
+    /// The most memory one of this lane's processes was resident with, so far (bytes):
+    /// from each answer, and from the kernel for each process that died.
+    #[cfg(test)]
+    pub fn peak_rss(&self) -> u64 {
+        self.peak.load(Ordering::Relaxed)
+    }
+
+    fn record_peak(&self, bytes: u64) {
+        self.peak.fetch_max(bytes, Ordering::Relaxed);
+        record_peak(bytes);
+    }
+
+    /// Runs `job` (its frame) on a process of this lane, waiting at most `queue` for one to
+    /// be free and `answer` for its answer. Blocking: call it where blocking is allowed.
+    pub fn run(
         &self,
-        wait: Duration,
-        job: impl FnOnce() -> T + Send + 'static,
-    ) -> Option<T> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        self.submit(Box::new(move || {
-            let _ = tx.send(job());
-        }));
-        match tokio::time::timeout(wait, rx).await {
-            Ok(Ok(result)) => Some(result),
-            _ => self.gave_up(),
+        job: &Job,
+        payload: &[u8],
+        queue: Duration,
+        answer: Duration,
+    ) -> Result<Answered, Ended> {
+        let mut frame = Vec::new();
+        wire::write_frame(&mut frame, job, payload)
+            .map_err(|e| Ended::Unavailable(e.to_string()))?;
+        let worker = self.acquire(queue)?;
+        let mut worker = match worker {
+            Some(worker) => worker,
+            None => match self.start() {
+                Ok(worker) => worker,
+                Err(error) => {
+                    self.release(None);
+                    return Err(Ended::Unavailable(error));
+                }
+            },
+        };
+        let result = worker.call(&frame, Instant::now() + answer + BACKSTOP);
+        match result {
+            Ok(answered) => {
+                self.record_peak(answered.0.memory.peak);
+                let keep = !answered.0.retire;
+                self.release(keep.then_some(worker));
+                if !keep {
+                    metrics::counter!("inlet_jq_worker_exits_total", "lane" => self.lane.as_str(), "reason" => "retired").increment(1);
+                }
+                Ok(answered)
+            }
+            Err((ended, peak)) => {
+                self.record_peak(peak);
+                self.release(None);
+                metrics::counter!("inlet_jq_worker_exits_total", "lane" => self.lane.as_str(), "reason" => ended.reason()).increment(1);
+                Err(ended)
+            }
         }
     }
 
-    /// [`Pool::run`] for a caller on a blocking thread.
-    pub fn run_blocking<T: Send + 'static>(
-        &self,
-        wait: Duration,
-        job: impl FnOnce() -> T + Send + 'static,
-    ) -> Option<T> {
-        let (tx, rx) = mpsc::sync_channel(1);
-        self.submit(Box::new(move || {
-            let _ = tx.send(job());
-        }));
-        match rx.recv_timeout(wait) {
-            Ok(result) => Some(result),
-            Err(_) => self.gave_up(),
+    /// A slot of this lane: an idle process, or `None` to start one. `Saturated` when none
+    /// was free within `queue`.
+    fn acquire(&self, queue: Duration) -> Result<Option<Worker>, Ended> {
+        let until = Instant::now() + queue;
+        let mut state = self.state.lock();
+        while state.busy >= self.size {
+            if self.freed.wait_until(&mut state, until).timed_out() && state.busy >= self.size {
+                metrics::counter!("inlet_jq_saturated_total", "lane" => self.lane.as_str())
+                    .increment(1);
+                return Err(Ended::Saturated);
+            }
         }
+        state.busy += 1;
+        Ok(state.idle.pop())
     }
 
-    fn submit(&self, job: Job) {
-        if self.sender.send(job).is_err() {
-            // Every thread is gone (none can be, since one replaces another): start one.
-            Shared::spawn(&self.shared);
+    fn release(&self, worker: Option<Worker>) {
+        let mut state = self.state.lock();
+        state.busy -= 1;
+        if let Some(worker) = worker {
+            state.idle.push(worker);
         }
+        drop(state);
+        self.freed.notify_one();
     }
 
-    /// A caller stopped waiting: one thread may be stuck, so add one while under the cap.
-    fn gave_up<T>(&self) -> Option<T> {
-        metrics::counter!("inlet_jq_timeouts_total").increment(1);
-        if self.shared.alive.load(Ordering::Relaxed) < self.shared.cap {
-            Shared::spawn(&self.shared);
-        }
-        None
+    fn start(&self) -> Result<Worker, String> {
+        let program = self.program.as_ref().map_err(Clone::clone)?;
+        let worker = Worker::spawn(program).map_err(|e| format!("{}: {e}", program.display()))?;
+        metrics::counter!("inlet_jq_workers_started_total", "lane" => self.lane.as_str())
+            .increment(1);
+        Ok(worker)
     }
 }
 
-impl Shared {
-    fn spawn(shared: &Arc<Self>) {
-        let worker = Arc::clone(shared);
-        worker.alive.fetch_add(1, Ordering::Relaxed);
-        let spawned = std::thread::Builder::new()
-            .name("inlet-jq".to_owned())
-            .stack_size(STACK_BYTES)
-            .spawn(move || worker.work());
-        if let Err(e) = spawned {
-            shared.alive.fetch_sub(1, Ordering::Relaxed);
-            tracing::error!(error = %e, "could not start a jq evaluator thread");
+/// Why a job has no answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ended {
+    /// No process was free in time.
+    Saturated,
+    /// No process could be started, or spoken to.
+    Unavailable(String),
+    /// The process refused an allocation past its address-space bound.
+    Memory,
+    /// The process outlived its time (it ended itself, or its supervisor ended it).
+    Time,
+    /// The process died otherwise.
+    Died,
+}
+
+impl Ended {
+    fn reason(&self) -> &'static str {
+        match self {
+            Ended::Saturated => "saturated",
+            Ended::Unavailable(_) => "unavailable",
+            Ended::Memory => "memory",
+            Ended::Time => "time",
+            Ended::Died => "died",
         }
     }
 
-    fn work(self: Arc<Self>) {
-        loop {
-            let job = self.jobs.lock().recv();
-            let Ok(job) = job else { break };
-            // An evaluation catches its own panics; this catches one anywhere else in a
-            // job (reading the payload, say), so the thread and its count stay true.
-            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)).is_err() {
-                tracing::error!("a jq evaluation job panicked; its caller gets a timeout");
+    /// The evaluation error this end is, for a job under `bounds`.
+    pub fn error(self, bounds: &super::budget::Bounds) -> EvalError {
+        match self {
+            Ended::Saturated => EvalError::Saturated,
+            Ended::Unavailable(why) => EvalError::Unavailable(why),
+            Ended::Memory => bounds.reached(Bound::Memory),
+            Ended::Time => bounds.reached(Bound::Time),
+            Ended::Died => EvalError::Crashed,
+        }
+    }
+}
+
+/// One evaluator process and its pipes.
+struct Worker {
+    child: Child,
+    input: ChildStdin,
+    output: ChildStdout,
+}
+
+impl Worker {
+    fn spawn(program: &PathBuf) -> io::Result<Self> {
+        let mut child = Command::new(program)
+            .arg("jq-worker")
+            // One malloc arena, and large blocks mapped and unmapped on their own: what an
+            // evaluation frees goes back to the system, so the address space a job starts
+            // from stays what the process really holds.
+            .env("MALLOC_ARENA_MAX", "1")
+            .env("MALLOC_MMAP_THRESHOLD_", "131072")
+            .env_remove("RUST_BACKTRACE")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let (Some(input), Some(output)) = (child.stdin.take(), child.stdout.take()) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(io::Error::other("no pipes to the evaluator"));
+        };
+        Ok(Self {
+            child,
+            input,
+            output,
+        })
+    }
+
+    /// Sends `frame` and reads the answer until `deadline`; on any failure the process is
+    /// ended and reaped, and its end told.
+    fn call(&mut self, frame: &[u8], deadline: Instant) -> Result<Answered, (Ended, u64)> {
+        let answered = (self.input.write_all(frame))
+            .and_then(|()| self.input.flush())
+            .map_err(|_| None)
+            .and_then(|()| self.read_answer(deadline));
+        answered.map_err(|late| self.end(late == Some(Late)))
+    }
+
+    /// The answer frame, read as it arrives until `deadline`.
+    fn read_answer(&mut self, deadline: Instant) -> Result<Answered, Option<Late>> {
+        let mut prefix = [0u8; 8];
+        self.read_until(&mut prefix, deadline)?;
+        let (header_len, bytes_len) = wire::lengths(prefix).map_err(|_| None)?;
+        let mut header = vec![0u8; header_len];
+        self.read_until(&mut header, deadline)?;
+        let mut bytes = vec![0u8; bytes_len];
+        self.read_until(&mut bytes, deadline)?;
+        let answer: Answer = wire::parse_header(&header).map_err(|_| None)?;
+        Ok((answer, bytes))
+    }
+
+    /// Fills `buffer` from the process's output, waiting at most until `deadline`.
+    fn read_until(&mut self, buffer: &mut [u8], deadline: Instant) -> Result<(), Option<Late>> {
+        let mut filled = 0;
+        while filled < buffer.len() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || !readable(&self.output, left) {
+                return Err(Some(Late));
             }
-            if RETIRE.with(|r| r.replace(false)) {
-                Self::spawn(&self);
-                break;
-            }
-            // Threads started for stuck callers leave once they are idle again.
-            let above = |n: usize| (n > self.target).then(|| n - 1);
-            if (self.alive)
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, above)
-                .is_ok()
-            {
-                return;
+            match self.output.read(&mut buffer[filled..]) {
+                Ok(0) => return Err(None),
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return Err(None),
             }
         }
-        self.alive.fetch_sub(1, Ordering::Relaxed);
+        Ok(())
     }
+
+    /// Ends the process (killed if `late`, else reaped as it ended): how it ended, and the
+    /// most memory it was resident with.
+    fn end(&mut self, late: bool) -> (Ended, u64) {
+        if late {
+            let _ = self.child.kill();
+        }
+        let (status, peak) = reap(&self.child);
+        let ended = match status {
+            Some(_) if late => Ended::Time,
+            Some(status) => ended_by(status),
+            None => Ended::Died,
+        };
+        (ended, peak)
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        // A process that retired, or dropped with its pool: end it if it still runs, and
+        // reap it (a reaped one answers an error here, and that is all).
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Waits for `child` to end: its exit status, and the most memory it was ever resident
+/// with (bytes; the kernel's `ru_maxrss`), which no answer of a dead process can tell.
+fn reap(child: &Child) -> (Option<ExitStatus>, u64) {
+    let pid = i32::try_from(child.id()).unwrap_or(0);
+    let mut status = 0;
+    // SAFETY: zeroed rusage is a valid value to be overwritten.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: valid pointers for the call; `pid` is this process's own child.
+        let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if reaped == pid {
+            let peak = u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024;
+            return (Some(ExitStatus::from_raw(status)), peak);
+        }
+        if reaped < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+            continue;
+        }
+        return (None, 0);
+    }
+}
+
+/// The supervisor's deadline passed before the answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Late;
+
+/// How a process's exit status reads.
+fn ended_by(status: ExitStatus) -> Ended {
+    match status.code() {
+        Some(MEMORY_EXIT) => Ended::Memory,
+        Some(TIME_EXIT) => Ended::Time,
+        _ => Ended::Died,
+    }
+}
+
+/// Whether `output` has bytes (or its end) to read within `wait`.
+fn readable(output: &ChildStdout, wait: Duration) -> bool {
+    let mut poll = libc::pollfd {
+        fd: output.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let millis = i32::try_from(wait.as_millis().max(1)).unwrap_or(i32::MAX);
+    loop {
+        // SAFETY: one valid pollfd, for the duration of the call.
+        let ready = unsafe { libc::poll(&mut poll, 1, millis) };
+        if ready >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return ready > 0;
+        }
+    }
+}
+
+/// The most memory any evaluator process was resident with, so far.
+static PEAK: AtomicU64 = AtomicU64::new(0);
+
+/// Records an evaluator's resident peak (`inlet_jq_evaluator_peak_rss_bytes`).
+fn record_peak(bytes: u64) {
+    let most = PEAK.fetch_max(bytes, Ordering::Relaxed).max(bytes);
+    metrics::gauge!("inlet_jq_evaluator_peak_rss_bytes").set(most as f64);
 }

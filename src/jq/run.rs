@@ -2,10 +2,11 @@
 //! bounds, and its outputs read as a filter's decision or a transform's body.
 
 use super::budget::{metered, Bounds, Meter};
-use super::compile::Program;
+use super::compile::Compiled;
 use jaq_core::{unwrap_valr, Ctx, Vars};
 use jaq_json::Val;
 use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
 
 /// The most characters of an error's text kept (it may quote the payload).
 const ERROR_CHARS: usize = 300;
@@ -22,7 +23,7 @@ pub struct Input {
 }
 
 /// Why an evaluation produced no usable result.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 pub enum EvalError {
     /// The payload is not one JSON document.
     #[error("the payload is not JSON")]
@@ -30,19 +31,86 @@ pub enum EvalError {
     /// jq's own error, or an output of the wrong kind or number.
     #[error("{0}")]
     Expression(String),
-    /// A bound was reached.
-    #[error("exceeded its {0} bound")]
-    Exhausted(&'static str),
+    /// A bound was reached: which one, and its value.
+    #[error("{0} reached")]
+    Exhausted(Reached),
     /// The output is larger than allowed.
     #[error("its output is {0} bytes, more than the {1} allowed")]
     TooLarge(usize, usize),
-    /// The evaluator did not answer in time (every evaluator busy, or a built-in that
-    /// cannot be interrupted).
-    #[error("no answer within its time bound")]
-    Timeout,
-    /// A bug inside jaq: the evaluation panicked.
+    /// The evaluator process died of something else than a bound (a bug in jaq).
     #[error("the jq evaluator failed")]
     Crashed,
+    /// Every evaluator of its lane stayed busy while the caller could wait: nothing was
+    /// evaluated, and the same evaluation may well succeed later.
+    #[error("every jq evaluator was busy")]
+    Saturated,
+    /// No evaluator process could be started.
+    #[error("no jq evaluator could be started: {0}")]
+    Unavailable(String),
+}
+
+impl EvalError {
+    /// Whether the same evaluation may succeed later, unchanged: nothing was evaluated.
+    /// Every other error is the expression's on this input, and comes back every time.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::Saturated | Self::Unavailable(_))
+    }
+
+    /// The bound reached, if that is why.
+    pub fn bound(&self) -> Option<Bound> {
+        match self {
+            Self::Exhausted(reached) => Some(reached.bound),
+            Self::TooLarge(..) => Some(Bound::Output),
+            _ => None,
+        }
+    }
+}
+
+/// A bound of one evaluation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Bound {
+    Steps,
+    Time,
+    Memory,
+    Depth,
+    Output,
+}
+
+impl Bound {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Steps => "steps",
+            Self::Time => "time",
+            Self::Memory => "memory",
+            Self::Depth => "depth",
+            Self::Output => "output",
+        }
+    }
+}
+
+/// A bound reached, with its configured value (steps, milliseconds or bytes; none for
+/// the depth, which is the evaluator's stack).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reached {
+    pub bound: Bound,
+    pub limit: u64,
+}
+
+impl std::fmt::Display for Reached {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let limit = self.limit;
+        match self.bound {
+            Bound::Steps => write!(f, "step bound {limit} steps"),
+            Bound::Time => write!(f, "time bound {limit} ms"),
+            Bound::Memory if limit.is_multiple_of(1 << 20) => {
+                write!(f, "memory bound {} MiB", limit >> 20)
+            }
+            Bound::Memory => write!(f, "memory bound {limit} bytes"),
+            Bound::Depth => f.write_str("depth bound"),
+            Bound::Output => write!(f, "output bound {limit} bytes"),
+        }
+    }
 }
 
 /// What a filter decided.
@@ -72,17 +140,9 @@ pub(super) fn read(input: &Input) -> Result<Read, EvalError> {
     })
 }
 
-/// Runs `program` on `input`: its first two outputs (a third is never computed).
-pub(super) fn outputs(
-    program: &Program,
-    input: &Input,
-    bounds: Bounds,
-) -> Result<Vec<Val>, EvalError> {
-    outputs_of(program, &read(input)?, bounds)
-}
-
-/// Runs `program` on what was read, under `bounds`: its first two outputs.
-fn outputs_of(program: &Program, read: &Read, bounds: Bounds) -> Result<Vec<Val>, EvalError> {
+/// Runs `program` on what was read, under `bounds`: its first two outputs (a third is
+/// never computed).
+fn outputs(program: &Compiled, read: &Read, bounds: Bounds) -> Result<Vec<Val>, EvalError> {
     let run = || {
         let filter = &program.filter;
         let vars = Vars::new(read.globals.clone());
@@ -124,19 +184,23 @@ fn globals(input: &Input) -> [Val; 4] {
     ]
 }
 
-/// A filter's decision: `true` takes the event; `false`, `null` or no output does not;
-/// anything else (another type, more than one output) is an error.
-pub fn decide(program: &Program, input: &Input, bounds: Bounds) -> Decision {
-    decision(outputs(program, input, bounds)?)
+/// A filter's decision on what was read: `true` takes the event; `false`, `null` or no
+/// output does not; anything else (another type, more than one output) is an error.
+pub(super) fn decide(program: &Compiled, read: &Read, bounds: Bounds) -> Decision {
+    decision(outputs(program, read, bounds)?)
 }
 
-/// Each program's decision on one input, read once; each under its own `bounds`.
-pub fn decide_each(programs: &[Program], input: &Input, bounds: Bounds) -> Vec<Decision> {
-    match read(input) {
-        Err(error) => vec![Err(error); programs.len()],
-        Ok(read) => (programs.iter())
-            .map(|program| decision(outputs_of(program, &read, bounds)?))
-            .collect(),
+/// The error an expression that reads neither its input nor a variable always makes:
+/// it is the same for every event. `None` when it succeeds on `null` (or stops at a
+/// bound, which an event's evaluation may not reach).
+pub(super) fn constant_error(program: &Compiled, bounds: Bounds) -> Option<String> {
+    let read = Read {
+        value: Val::Null,
+        globals: globals(&Input::default()),
+    };
+    match outputs(program, &read, bounds) {
+        Err(EvalError::Expression(message)) => Some(message),
+        _ => None,
     }
 }
 
@@ -155,13 +219,13 @@ fn decision(outputs: Vec<Val>) -> Decision {
 }
 
 /// A transform's body: its single output as compact JSON, at most `max_bytes` long.
-pub fn transform(
-    program: &Program,
-    input: &Input,
+pub(super) fn transform(
+    program: &Compiled,
+    read: &Read,
     bounds: Bounds,
     max_bytes: usize,
 ) -> Result<Vec<u8>, EvalError> {
-    let outputs = outputs(program, input, bounds)?;
+    let outputs = outputs(program, read, bounds)?;
     let [output] = <[Val; 1]>::try_from(outputs).map_err(|outputs| {
         EvalError::Expression(if outputs.is_empty() {
             "a transform must output one value, not none".to_owned()

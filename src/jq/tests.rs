@@ -1,8 +1,9 @@
 //! The evaluator against jq's semantics and its bounds (no database: these are jaq's
-//! answers and Inlet's guards around them).
+//! answers and Inlet's guards around them). Every evaluation here crosses to a real
+//! evaluator process: the `inlet` binary cargo built beside these tests.
 
 use super::*;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 fn input(payload: &str) -> Input {
     Input {
@@ -18,6 +19,19 @@ fn input(payload: &str) -> Input {
     }
 }
 
+/// What `text` is refused for (it must be refused for its own fault).
+fn refused(text: &str) -> CompileError {
+    match compile(text) {
+        Err(CheckError::Refused(error)) => error,
+        other => panic!("{text}: {other:?}"),
+    }
+}
+
+fn decide_blocking(program: &Program, input: Input, limits: &Limits) -> Decision {
+    let decisions = decide_each_blocking(std::slice::from_ref(program), &input, limits, Lane::Live);
+    decisions.into_iter().next().expect("one decision")
+}
+
 fn decide_on(expression: &str, payload: &str) -> Decision {
     let program = compile(expression).expect("compiles");
     decide_blocking(&program, input(payload), &Limits::default())
@@ -25,8 +39,12 @@ fn decide_on(expression: &str, payload: &str) -> Decision {
 
 fn transform_of(expression: &str, payload: &str) -> Result<String, EvalError> {
     let program = compile(expression).expect("compiles");
-    transform_blocking(&program, input(payload), &Limits::default())
+    transform_blocking(&program, &input(payload), &Limits::default(), Lane::Live)
         .map(|body| String::from_utf8(body).expect("UTF-8"))
+}
+
+fn reached(error: &EvalError) -> Option<&'static str> {
+    error.bound().map(Bound::as_str)
 }
 
 #[test]
@@ -89,27 +107,27 @@ fn a_transform_outputs_compact_json() {
         ..Limits::default()
     };
     let program = compile("\"a long string of text\"").expect("compiles");
-    let large = transform_blocking(&program, input("{}"), &limits);
+    let large = transform_blocking(&program, &input("{}"), &limits, Lane::Live);
     assert_eq!(large, Err(EvalError::TooLarge(23, 10)));
 }
 
 #[test]
 fn errors_name_line_and_column() {
-    let error = compile(".a |\n  map(.b").expect_err("unclosed");
+    let error = refused(".a |\n  map(.b");
     assert_eq!(error.line, 2, "{error}");
-    let error = compile(".a | nosuchfunction(1)").expect_err("undefined");
+    let error = refused(".a | nosuchfunction(1)");
     assert_eq!((error.line, error.column), (1, 6), "{error}");
     assert!(error.message.contains("nosuchfunction"), "{error}");
-    let error = compile("$nosuchvar").expect_err("undefined variable");
+    let error = refused("$nosuchvar");
     assert!(error.message.contains("$nosuchvar"), "{error}");
-    let error = compile("include \"x\"; .").expect_err("no modules");
+    let error = refused("include \"x\"; .");
     assert!(error.message.contains("modules"), "{error}");
 }
 
 #[test]
 fn expressions_that_can_only_error_are_refused() {
     for text in ["error", "error(\"no\")", "1 + \"a\"", "\"a\" - 1"] {
-        let error = compile(text).expect_err(text);
+        let error = refused(text);
         assert!(
             error.message.starts_with("can only ever error"),
             "{text}: {error}"
@@ -169,8 +187,8 @@ fn runaway_expressions_are_bounded() {
         let program = compile(text).expect(text);
         let started = Instant::now();
         let decision = decide_blocking(&program, input("{}"), &limits);
-        match decision {
-            Err(EvalError::Exhausted(bound)) => assert!(bounds.contains(&bound), "{text}: {bound}"),
+        match decision.as_ref().map_err(reached) {
+            Err(Some(bound)) => assert!(bounds.contains(&bound), "{text}: {bound}"),
             other => panic!("{text}: {other:?}"),
         }
         // Not a timing claim: a bound that did not hold would take minutes, not seconds.
@@ -221,4 +239,198 @@ fn the_books_error_messages_are_the_ones_given() {
         unfinished.to_string(),
         "line 2, column 1: expected term, found the end"
     );
+}
+
+/// One job on `pool`: each program's result (a transform's as its body's length), or the
+/// error of the job.
+fn on_pool(
+    pool: &pool::Pool,
+    limits: &Limits,
+    task: Task,
+    text: &str,
+    payload: &str,
+) -> Result<Output, EvalError> {
+    let job = job(task, vec![text.to_owned()], &Input::default(), limits);
+    let (answer, _) = run_on(pool, limits, &job, payload.as_bytes())?;
+    answer.results.into_iter().next().expect("one result")
+}
+
+/// Each bound, reached from an expression and from a payload meeting an ordinary-looking
+/// expression, is answered as that bound — the evaluator's process, not this one, takes
+/// the blow — and the memory the evaluator was resident with, read from its answers and
+/// from the kernel for the processes that died, stays within what the bounds allow.
+#[test]
+fn every_bound_holds_from_an_expression_and_from_a_payload_and_the_memory_is_measured() {
+    let limits = Limits {
+        time: Duration::from_millis(200),
+        steps: 100_000_000,
+        memory: 32 << 20,
+        output: 1 << 20,
+        ..Limits::default()
+    };
+    let pool = pool::Pool::new(Lane::Live, worker_program(), 1);
+    let fresh = on_pool(&pool, &limits, Task::Decide, "true", "{}");
+    assert_eq!(fresh, Ok(Output::Decision(true)));
+    let baseline = pool.peak_rss();
+    assert!(baseline > 0, "/proc tells the evaluator's size");
+    let steps = Limits {
+        steps: 100_000,
+        ..limits
+    };
+    let time = Limits {
+        time: Duration::from_millis(20),
+        ..limits
+    };
+    let deep = Limits {
+        time: Duration::from_secs(20),
+        ..limits
+    };
+    let cases: [(Bound, &Limits, Task, &str, &str); 12] = [
+        (
+            Bound::Memory,
+            &limits,
+            Task::Decide,
+            r#"("x" * 1000000000000) | length > 0"#,
+            "{}",
+        ),
+        (
+            Bound::Memory,
+            &limits,
+            Task::Decide,
+            r#"("*" * (.rating // 0)) | length >= 4"#,
+            r#"{"rating":1000000000000}"#,
+        ),
+        (
+            Bound::Memory,
+            &limits,
+            Task::Decide,
+            r#"reduce range(40) as $i ("x"; . + .) | length > 0"#,
+            "{}",
+        ),
+        (
+            Bound::Memory,
+            &limits,
+            Task::Decide,
+            r#"reduce range(.n) as $i (.s; . + .) | length > 0"#,
+            r#"{"s":"ab","n":40}"#,
+        ),
+        (
+            Bound::Steps,
+            &steps,
+            Task::Decide,
+            "[range(1e9)] | length > 0",
+            "{}",
+        ),
+        (
+            Bound::Steps,
+            &steps,
+            Task::Decide,
+            "[range(.n)] | length > 0",
+            r#"{"n":1e9}"#,
+        ),
+        (
+            Bound::Time,
+            &time,
+            Task::Decide,
+            "last(range(1e12)) > 0",
+            "{}",
+        ),
+        (
+            Bound::Time,
+            &time,
+            Task::Decide,
+            "last(range(.n)) > 0",
+            r#"{"n":1e12}"#,
+        ),
+        (
+            Bound::Depth,
+            &deep,
+            Task::Decide,
+            "def f: 1 + f; f > 0",
+            "{}",
+        ),
+        (
+            Bound::Depth,
+            &deep,
+            Task::Decide,
+            "def f(n): if n > 0 then 1 + f(n - 1) else 0 end; f(.n) > 0",
+            r#"{"n":1e9}"#,
+        ),
+        (
+            Bound::Output,
+            &limits,
+            Task::Transform,
+            r#""x" * 2000000"#,
+            "{}",
+        ),
+        (
+            Bound::Output,
+            &limits,
+            Task::Transform,
+            "tostring * .n",
+            r#"{"n":200000}"#,
+        ),
+    ];
+    for (bound, limits, task, text, payload) in cases {
+        let result = on_pool(&pool, limits, task, text, payload);
+        let reached = result.as_ref().err().and_then(EvalError::bound);
+        assert_eq!(reached, Some(bound), "{text} on {payload}: {result:?}");
+        // The next job gets a working evaluator, whatever became of this one.
+        assert_eq!(
+            on_pool(&pool, limits, Task::Decide, ".a == 1", r#"{"a":1}"#),
+            Ok(Output::Decision(true)),
+            "after {text}"
+        );
+    }
+    // Heap within its bound plus the allocator's headroom, stack within as much again.
+    let allowed = baseline + 2 * limits.memory as u64 + worker::HEADROOM as u64;
+    let peak = pool.peak_rss();
+    eprintln!("evaluator resident: fresh {baseline}, peak {peak}, allowed {allowed}");
+    assert!(
+        peak > baseline,
+        "the memory cases made the evaluator grow: {peak}"
+    );
+    assert!(peak <= allowed, "resident peak {peak} over {allowed}");
+}
+
+/// A built-in that runs long between two of the meter's steps is ended by its process's
+/// clock: the time bound, and a fresh evaluator after it.
+#[test]
+fn a_built_in_that_never_steps_is_ended_by_the_clock_outside_it() {
+    let limits = Limits {
+        time: Duration::from_millis(20),
+        steps: 100_000_000,
+        memory: 512 << 20,
+        ..Limits::default()
+    };
+    let pool = pool::Pool::new(Lane::Live, worker_program(), 1);
+    let text = r#"(.s * .n) | test("(a|b)*c")"#;
+    let result = on_pool(
+        &pool,
+        &limits,
+        Task::Decide,
+        text,
+        r#"{"s":"ab","n":100000000}"#,
+    );
+    assert_eq!(
+        result.as_ref().err().and_then(EvalError::bound),
+        Some(Bound::Time),
+        "{result:?}"
+    );
+    assert_eq!(
+        on_pool(&pool, &limits, Task::Decide, "true", "{}"),
+        Ok(Output::Decision(true))
+    );
+}
+
+/// jaq's parser recurses as deep as an expression nests: what would overflow a stack
+/// overflows an evaluator's, and the expression is refused; this process lives on.
+#[test]
+fn an_expression_too_deep_for_the_compiler_is_refused_and_this_process_lives() {
+    let deep = format!("{}1{}", "[".repeat(32_000), "]".repeat(32_000));
+    let error = refused(&deep);
+    assert_eq!(error.message, "too deeply nested to compile", "{error}");
+    let long = ".".repeat(MAX_EXPRESSION_BYTES + 1);
+    assert!(refused(&long).message.starts_with("longer than"));
+    assert_eq!(decide_on("[[[1]]] | length == 1", "{}"), Ok(true));
 }

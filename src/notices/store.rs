@@ -7,7 +7,7 @@
 use super::notice::Notice;
 use super::settings::{DESTINATION, SOURCE};
 use crate::db::DbConnection;
-use crate::delivery::Message;
+use crate::delivery::{Message, Route};
 use crate::ingest::{claim_all, fingerprint, NewEvent, STATUS_PROCESSED};
 use crate::ledger::{record_all, NewFact};
 use chrono::{DateTime, Utc};
@@ -79,6 +79,6 @@ pub fn write(conn: &mut DbConnection, notice: &Notice, keeping: Keeping) -> Quer
         content_type: CONTENT_TYPE,
         trace_parent: None,
     };
-    message.enqueue(conn, &[(DESTINATION.to_owned(), deadline)], at)?;
+    message.enqueue(conn, &[Route::taken(DESTINATION.to_owned(), deadline)], at)?;
     Ok(true)
 }

@@ -7,9 +7,10 @@ use crate::db::schema::{deliveries, delivery_attempts, events, facts};
 use crate::db::DbConnection;
 use crate::delivery::filters::{self, Subject};
 use crate::delivery::Destinations;
-use crate::delivery::{Message, DEAD, DELIVERED, DISCARDED, IN_PROGRESS, PENDING};
+use crate::delivery::{Message, Route, DEAD, DELIVERED, DISCARDED, IN_PROGRESS, PENDING};
 use crate::identity::{EventKey, MAX_IDENTITY_BYTES};
 use crate::ingest::STATUS_PROCESSED;
+use crate::jq::{EvalError, Lane};
 use crate::ledger::{FactIdentity, NewFact};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
@@ -17,7 +18,7 @@ use chrono::{DateTime, Datelike, NaiveDateTime, Utc};
 use diesel::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Filters over events (listing and replay by filter).
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -504,6 +505,8 @@ struct Redelivery {
     headers: Option<String>,
     /// The webhook's trace, which the replayed deliveries continue.
     trace_parent: Option<String>,
+    /// The destinations whose filter could not decide, and why.
+    undecided: HashMap<String, EvalError>,
 }
 
 /// Decides, reading only, what replaying each event does. A replay is routed like the
@@ -549,7 +552,8 @@ fn plan_redelivery(
             planned.push((outcome("duplicate_fact", Some(first), Vec::new()), None));
             continue;
         }
-        let (routed, filters) = filter_routed(destinations, source, event_id, &redelivery);
+        let mut redelivery = redelivery;
+        let (routed, filters) = filter_routed(destinations, source, event_id, &mut redelivery);
         if routed.is_empty() {
             let mut result = outcome("no_destinations", None, Vec::new());
             result.filters = filters;
@@ -575,11 +579,13 @@ fn plan_redelivery(
 
 /// The destinations a replay of the stored event goes to — its `events` type routing,
 /// then each `filter` on the stored payload and headers — and what each filter decided.
+/// A filter that could not decide does not skip its destination: the replay's delivery
+/// is written failed (or pending), as at ingest, and keeps why in the redelivery.
 fn filter_routed(
     destinations: &Destinations,
     source: &str,
     event_id: &str,
-    redelivery: &Redelivery,
+    redelivery: &mut Redelivery,
 ) -> (Vec<String>, Vec<FilterVerdict>) {
     let subject = Subject {
         source: source.to_owned(),
@@ -591,11 +597,18 @@ fn filter_routed(
     let mut routed = Vec::new();
     let mut verdicts = Vec::new();
     for destination in destinations.routed(source, redelivery.event_type.as_deref()) {
-        let decision = filters::decide_blocking(destinations, destination, &subject);
+        let route = Route::taken(destination.name.clone(), DateTime::UNIX_EPOCH);
+        let (route, decision) =
+            filters::route_blocking(destinations, destination, &subject, route, Lane::Tools);
         if destination.filter.is_some() {
             verdicts.push(FilterVerdict::of(&destination.name, &decision));
         }
-        if decision == Ok(true) {
+        if let Some(route) = route {
+            if let Some(error) = route.undecided {
+                redelivery
+                    .undecided
+                    .insert(route.destination.clone(), error);
+            }
             routed.push(destination.name.clone());
         }
     }
@@ -644,6 +657,7 @@ fn stored_redelivery(
             payload,
             headers,
             trace_parent,
+            undecided: HashMap::new(),
         },
     ))
 }
@@ -756,7 +770,7 @@ pub fn redeliver(
                     .unwrap_or("application/json"),
                 trace_parent: redelivery.trace_parent.as_deref(),
             }
-            .enqueue(conn, &deadlines(destinations, &result, now), now)?;
+            .enqueue(conn, &routes(destinations, &result, &redelivery, now), now)?;
         }
         results.push(result);
     }
@@ -786,17 +800,22 @@ fn lock_events(conn: &mut DbConnection, items: &[EventKey]) -> QueryResult<()> {
     Ok(())
 }
 
-/// The deadlines of the destinations a redelivery goes to (routed when it was planned).
-fn deadlines(
+/// The routes of the destinations a redelivery goes to (routed when it was planned), each
+/// with its deadline and whether its filter decided.
+fn routes(
     destinations: &Destinations,
     result: &RedeliveryResult,
+    redelivery: &Redelivery,
     now: DateTime<Utc>,
-) -> Vec<(String, DateTime<Utc>)> {
+) -> Vec<Route> {
     result
         .destinations
         .iter()
         .filter_map(|name| destinations.find(&result.source, name))
-        .map(|d| (d.name.clone(), now + d.policy.deadline))
+        .map(|d| Route {
+            undecided: redelivery.undecided.get(&d.name).cloned(),
+            ..Route::taken(d.name.clone(), now + d.policy.deadline)
+        })
         .collect()
 }
 

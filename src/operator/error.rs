@@ -28,6 +28,9 @@ pub enum OperatorError {
     /// A failure inside Inlet.
     #[error("{0}")]
     Internal(String),
+    /// The operator already runs as many of these as one operator may at once.
+    #[error("{0}")]
+    Busy(String),
 }
 
 impl From<diesel::result::Error> for OperatorError {

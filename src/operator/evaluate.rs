@@ -1,16 +1,72 @@
 //! Trying a filter or transform before deploying it: a destination's own expressions, or
 //! ones given in the request, run against a stored event — read only, nothing counted as
-//! an ingest decision, nothing enqueued.
+//! an ingest decision, nothing enqueued. Evaluations run on the tools' evaluators, never
+//! on those of live deliveries, and each operator runs one at a time
+//! ([`MAX_PER_OPERATOR`]).
 
+use super::caller::Caller;
 use super::calls::{Calls, Ground};
 use super::OperatorError;
 use crate::db::schema::events;
 use crate::delivery::filters::error_reason;
 use crate::delivery::DestinationSettings;
-use crate::jq::{self, Input, Program};
+use crate::jq::{self, Input, Lane, Program};
 use diesel::prelude::*;
+use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::collections::HashMap;
+
+/// Evaluations one operator may run at once, on every surface together; one more is
+/// refused (`429 too_many_evaluations`) until the first ends.
+pub const MAX_PER_OPERATOR: usize = 1;
+
+/// Evaluations running, by operator.
+static RUNNING: Mutex<Option<HashMap<String, usize>>> = Mutex::new(None);
+
+/// One operator's running evaluation: counted while it lives.
+struct Running(String);
+
+impl Running {
+    fn start(caller: &Caller) -> Result<Self, OperatorError> {
+        let mut running = RUNNING.lock();
+        let count = running
+            .get_or_insert_with(HashMap::new)
+            .entry(caller.name.clone())
+            .or_default();
+        if *count >= MAX_PER_OPERATOR {
+            metrics::counter!("inlet_evaluations_refused_total", "reason" => "busy").increment(1);
+            return Err(OperatorError::Busy(format!(
+                "operator {} already runs {MAX_PER_OPERATOR} evaluation(s); try again when it ends",
+                caller.name
+            )));
+        }
+        *count += 1;
+        running_gauge(&caller.name, *count);
+        Ok(Self(caller.name.clone()))
+    }
+}
+
+/// `inlet_operator_evaluations_running{operator}`.
+fn running_gauge(operator: &str, count: usize) {
+    metrics::gauge!("inlet_operator_evaluations_running", "operator" => operator.to_owned())
+        .set(count as f64);
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let mut running = RUNNING.lock();
+        if let Some(counts) = running.as_mut() {
+            if let Some(count) = counts.get_mut(&self.0) {
+                *count = count.saturating_sub(1);
+                running_gauge(&self.0, *count);
+                if *count == 0 {
+                    counts.remove(&self.0);
+                }
+            }
+        }
+    }
+}
 
 /// `POST /admin/evaluate`: the event, and optionally one destination and expressions that
 /// replace its own.
@@ -62,6 +118,10 @@ pub struct Outcome {
     pub error: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The bound the evaluation reached, when that is why it failed: `steps`, `time`,
+    /// `memory`, `depth` or `output`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound: Option<String>,
 }
 
 /// The stored event an evaluation reads.
@@ -80,14 +140,22 @@ struct Plan {
 }
 
 impl<S: Ground> Calls<S> {
-    /// Runs the filters and transforms `request` names against its stored event.
-    pub async fn evaluate(&self, request: EvaluateRequest) -> Result<Evaluation, OperatorError> {
+    /// Runs the filters and transforms `request` names against its stored event, for
+    /// `caller` (one evaluation at a time each).
+    pub async fn evaluate(
+        &self,
+        caller: &Caller,
+        request: EvaluateRequest,
+    ) -> Result<Evaluation, OperatorError> {
         super::actions::check_text("source", Some(&request.source))?;
         super::actions::check_text("event_id", Some(&request.event_id))?;
-        let (filter, transform) = (
-            given(&request.filter, "filter")?,
-            given(&request.transform, "transform")?,
-        );
+        let _running = Running::start(caller)?;
+        let texts = (request.filter.clone(), request.transform.clone());
+        let (filter, transform) = tokio::task::spawn_blocking(move || {
+            Ok::<_, OperatorError>((given(&texts.0, "filter")?, given(&texts.1, "transform")?))
+        })
+        .await
+        .map_err(|e| OperatorError::Internal(e.to_string()))??;
         let stored = self
             .stored_event(&request.source, &request.event_id)
             .await?;
@@ -184,18 +252,26 @@ impl<S: Ground> Calls<S> {
 /// An expression from the request, compiled (a mistake is the caller's, with its position).
 fn given(text: &Option<String>, what: &str) -> Result<Option<Program>, OperatorError> {
     text.as_deref()
-        .map(|text| jq::compile(text).map_err(|e| OperatorError::Invalid(format!("{what}: {e}"))))
+        .map(|text| {
+            jq::compile(text).map_err(|e| match e {
+                jq::CheckError::Refused(e) => OperatorError::Invalid(format!("{what}: {e}")),
+                jq::CheckError::Unchecked(e) => OperatorError::Busy(format!("{what}: {e}")),
+            })
+        })
         .transpose()
 }
 
 async fn run(plan: Plan, input: &Input, limits: &jq::Limits) -> DestinationEvaluation {
     let filter = match &plan.filter {
-        Some(program) => Some(jq::decide(program, input.clone(), limits).await),
+        Some(program) => Some(jq::decide(program, input.clone(), limits, Lane::Tools).await),
         None => None,
     };
     let takes = plan.events_match && filter.as_ref().is_none_or(|d| *d == Ok(true));
     let transform = match &plan.transform {
-        Some(program) => Some(jq::transform(program, input_for_transform(input), limits).await),
+        Some(program) => {
+            let input = input_for_transform(input);
+            Some(jq::transform(program, input, limits, Lane::Tools).await)
+        }
         None => None,
     };
     DestinationEvaluation {
@@ -239,6 +315,10 @@ fn outcome(program: &Program, body: Option<Value>, error: Option<jq::EvalError>)
         decision: None,
         body,
         reason: error.as_ref().map(|e| error_reason(e).to_owned()),
+        bound: error
+            .as_ref()
+            .and_then(jq::EvalError::bound)
+            .map(|b| b.as_str().to_owned()),
         error: error.map(|e| e.to_string()),
     }
 }

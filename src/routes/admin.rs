@@ -382,17 +382,20 @@ pub async fn clear_hook_secret(
     Ok(called_response(called))
 }
 
-/// `POST /admin/evaluate`: a destination's filter and transform (or expressions given in
-/// the body) run against a stored event. Read only: a viewer may ask.
+/// `POST /admin/evaluate` (the `operator` role: expressions of the caller's own run on the
+/// server): a destination's filter and transform (or expressions given in the body) run
+/// against a stored event. Changes nothing; one at a time per operator.
 pub async fn evaluate(
-    Authorized(_, settings): Authorized,
+    operator: Authorized,
     request: HttpRequest,
     payload: web::Payload,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, Problem> {
+    let needs = ("evaluate", Role::Operator);
+    let (caller, settings) = operator.permit(&state, &request, needs).await?;
     let body = read_body(&request, payload, &settings.server).await?;
     let parsed: EvaluateRequest = body_of(&body, "evaluate request")?;
-    let evaluation = calls(&state, &settings).evaluate(parsed).await?;
+    let evaluation = calls(&state, &settings).evaluate(&caller, parsed).await?;
     let answer = serde_json::to_value(&evaluation)
         .map_err(|e| Problem::from(OperatorError::Internal(e.to_string())))?;
     Ok(json_response(StatusCode::OK, &answer))

@@ -51,10 +51,11 @@ pub enum Reason {
     HookSecretHeld,
     CertificateUnavailable,
     SubscriptionUnconfirmed,
+    TooManyEvaluations,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 31] = [
+    pub const ALL: [Reason; 32] = [
         Reason::NotFound,
         Reason::MethodNotAllowed,
         Reason::UnknownSource,
@@ -86,6 +87,7 @@ impl Reason {
         Reason::HookSecretHeld,
         Reason::CertificateUnavailable,
         Reason::SubscriptionUnconfirmed,
+        Reason::TooManyEvaluations,
     ];
 
     /// The stable reason code, used in the body, in metrics and in logs.
@@ -122,6 +124,7 @@ impl Reason {
             Reason::HookSecretHeld => "hook_secret_held",
             Reason::CertificateUnavailable => "certificate_unavailable",
             Reason::SubscriptionUnconfirmed => "subscription_unconfirmed",
+            Reason::TooManyEvaluations => "too_many_evaluations",
         }
     }
 
@@ -152,7 +155,7 @@ impl Reason {
             }
             Reason::Expired => StatusCode::GONE,
             Reason::Forbidden => StatusCode::FORBIDDEN,
-            Reason::TooManyAttempts => StatusCode::TOO_MANY_REQUESTS,
+            Reason::TooManyAttempts | Reason::TooManyEvaluations => StatusCode::TOO_MANY_REQUESTS,
             Reason::ClaimInProgress | Reason::HookSecretHeld => StatusCode::CONFLICT,
             Reason::DatabaseUnavailable
             | Reason::CertificateUnavailable
@@ -194,13 +197,14 @@ impl Reason {
             Reason::HookSecretHeld => "The source already holds a secret",
             Reason::CertificateUnavailable => "Signing certificate unavailable",
             Reason::SubscriptionUnconfirmed => "Subscription not confirmed",
+            Reason::TooManyEvaluations => "The operator's earlier evaluation is still running",
         }
     }
 
     /// Seconds a client should wait before retrying, for the retryable reasons.
     pub fn retry_after_secs(self) -> Option<u32> {
         match self {
-            Reason::ClaimInProgress => Some(1),
+            Reason::ClaimInProgress | Reason::TooManyEvaluations => Some(1),
             Reason::DatabaseUnavailable
             | Reason::CertificateUnavailable
             | Reason::SubscriptionUnconfirmed => Some(5),
@@ -401,6 +405,7 @@ impl From<OperatorError> for Problem {
             OperatorError::Expired(_) => Reason::Expired,
             OperatorError::Store(store) => return store.clone().into(),
             OperatorError::Internal(_) => Reason::Internal,
+            OperatorError::Busy(_) => Reason::TooManyEvaluations,
         };
         Problem::new(reason, error.to_string())
     }

@@ -1,7 +1,8 @@
 //! Filters and transforms per destination, in jq: concurrent webhooks reach exactly the
 //! destinations whose filters take them; a transform's output is what the application
 //! receives, signed over those bytes (checked with the Standard Webhooks reference
-//! library); a runaway expression is bounded while other webhooks are answered; a failing
+//! library); a runaway expression is bounded while other webhooks are answered, and its
+//! delivery is a dead letter with the reason until the filter is fixed; a failing
 //! transform dead-letters and a requeue after a reload delivers the fixed shape; replays,
 //! their dry runs and the evaluate call follow the filters.
 
@@ -275,6 +276,7 @@ async fn a_runaway_filter_is_bounded_while_other_webhooks_are_answered(backend: 
         "filter = 'if .data.object.id == \"pi_evt_runaway\" then (def f: f; f) else true end'";
     let options = TestOptions {
         operators: "[jq]\ntime_limit = \"8s\"\nmax_steps = 1000000000\n",
+        config_file: true,
         ..Default::default()
     };
     let bounded = named("bounded", backend);
@@ -326,9 +328,34 @@ async fn a_runaway_filter_is_bounded_while_other_webhooks_are_answered(backend: 
     .await;
     assert!(
         !keys(&application).await.contains("stripe:evt_runaway"),
-        "not enqueued"
+        "not sent"
     );
-    assert_eq!(app.count_deliveries().await, 20);
+    // Not skipped: its delivery is a dead letter that says why, among the others.
+    assert_eq!(app.count_deliveries().await, 21);
+    let dead = app
+        .admin("/admin/deliveries?status=dead", None, None)
+        .await
+        .json();
+    assert_eq!(
+        dead["deliveries"][0]["last_error"], "filter failed: time bound 8000 ms reached",
+        "{dead}"
+    );
+    // Once the filter is fixed, a requeue decides it again, and delivers it.
+    let fixed = app.config_text().replace("(def f: f; f)", "true");
+    app.write_config(&fixed);
+    app.reload().await.assert_status(200);
+    let id = dead["deliveries"][0]["id"].clone();
+    app.admin(
+        "/admin/deliveries/requeue",
+        Some(&json!({ "ids": [id] })),
+        Some("requeue-runaway"),
+    )
+    .await
+    .assert_status(200);
+    eventually("the requeued runaway", || async {
+        keys(&application).await.contains("stripe:evt_runaway")
+    })
+    .await;
 }
 
 async fn a_failing_transform_dead_letters_and_a_requeue_after_reload_delivers_the_fixed_shape(

@@ -164,6 +164,9 @@ async fn a_delivery_that_cannot_be_built_is_dead_at_once(backend: Backend) {
             deadline_at: now + chrono::Duration::days(3),
             created_at: now,
             trace_parent: None,
+            filter_pending: false,
+            last_error: None,
+            settled_at: None,
         }
         .enqueue(&mut conn)
         .expect("insert");

@@ -23,6 +23,7 @@ mod hostile;
 mod hubspot;
 mod in_doubt;
 mod ingest;
+mod jq_hostile;
 mod lifecycle;
 mod notices;
 mod observability;

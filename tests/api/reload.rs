@@ -612,23 +612,43 @@ async fn sighup_moves_the_destinations_of_a_running_dispatcher() {
 }
 
 /// Mid-rollout, an instance that has not reloaded yet leases a row queued for a
-/// destination it does not know: it puts the row back for later instead of
-/// dead-lettering it, and sends nothing.
+/// destination it does not know: it parks the row for later instead of dead-lettering it,
+/// and sends nothing. Its reload that adds the destination makes the row due at once
+/// (not after the park's minute), and the parks spent none of `max_attempts`: with two,
+/// a 503 and a retry still deliver.
 async fn a_dispatcher_that_does_not_know_a_destination_yet_puts_its_rows_back(backend: Backend) {
-    let application = application_answering(200).await;
+    let application = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(wiremock::ResponseTemplate::new(503))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&application)
+        .await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(wiremock::ResponseTemplate::new(200))
+        .with_priority(2)
+        .mount(&application)
+        .await;
+    let added = format!(
+        "url = \"{}/events\"\nsecret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\nname = \"added\"\n\
+         max_attempts = 2\nretry_base = \"20ms\"\nretry_cap = \"50ms\"",
+        application.uri()
+    );
     let knows = spawn_app_with(
         backend,
         TestOptions {
-            destination: Some(format!(
-                "url = \"{}/events\"\nsecret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\nname = \"added\"",
-                application.uri()
-            )),
+            destination: Some(added.clone()),
             dispatch: false,
             ..Default::default()
         },
     )
     .await;
-    let unaware = knows.another_instance(TestOptions::default()).await;
+    let unaware = knows
+        .another_instance(TestOptions {
+            config_file: true,
+            ..Default::default()
+        })
+        .await;
     knows
         .post_stripe(&stripe_event(
             "evt_rollout",
@@ -650,6 +670,24 @@ async fn a_dispatcher_that_does_not_know_a_destination_yet_puts_its_rows_back(ba
     assert_eq!(unaware.deliveries_with_status("dead").await, 0);
     let received = application.received_requests().await.map_or(0, |r| r.len());
     assert_eq!(received, 0, "nothing was sent");
+
+    // The destination table goes under the stripe source: before the source after it.
+    let text = unaware.config_text();
+    let stripe = text.find("name = \"stripe\"").expect("the stripe source");
+    let next = stripe
+        + text[stripe..]
+            .find("\n[[sources]]")
+            .expect("a source after it");
+    let table = format!("\n[[sources.destinations]]\n{added}\n");
+    let with_destination = format!("{}{table}{}", &text[..next], &text[next..]);
+    unaware.write_config(&with_destination);
+    unaware.reload().await.assert_status(200);
+    eventually("the parked row delivered after the reload", || async {
+        unaware.deliveries_with_status("delivered").await == 1
+    })
+    .await;
+    let received = application.received_requests().await.map_or(0, |r| r.len());
+    assert_eq!(received, 2, "a 503, then a retry within max_attempts = 2");
 }
 
 /// A source renamed by reload would start deduplication afresh under its new name (the

@@ -328,6 +328,9 @@ async fn an_event_shows_its_deliveries_on_a_busy_source(backend: Backend) {
                     deadline_at: now,
                     created_at: now,
                     trace_parent: None,
+                    filter_pending: false,
+                    last_error: None,
+                    settled_at: None,
                 }
                 .enqueue(conn)?;
             }

@@ -1,9 +1,9 @@
 //! Filters and transforms on the event page: what each destination's filter decides for
 //! the event now and the body its transform would send, this instance's recent filter
 //! errors on it, and a form to try other expressions against it (`POST
-//! /console/evaluate`, read only: any role).
+//! /console/evaluate`: the `operator` role, since the expressions are the caller's own).
 
-use super::actions::checked_form;
+use super::actions::{checked_form, permitted};
 use super::error::ConsoleError;
 use super::forms::field;
 use super::session::{Session, PATH};
@@ -12,7 +12,7 @@ use crate::delivery::filters::{recent_filter_errors, FilterError};
 use crate::operator::{DestinationEvaluation, EvaluateRequest, Evaluation, EvaluationOutcome};
 use crate::routes::admin::calls;
 use crate::state::AppState;
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use maud::{html, Markup};
 
 /// What the form was filled with (shown again with its result).
@@ -23,13 +23,16 @@ pub struct Tried<'a> {
     pub transform: &'a str,
 }
 
-/// `POST /console/evaluate`: the expressions of the form run against the event.
+/// `POST /console/evaluate` (the `operator` role): the expressions of the form run
+/// against the event.
 pub async fn evaluate(
     session: Session,
+    request: HttpRequest,
     body: web::Bytes,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ConsoleError> {
     let fields = checked_form(&session, &body)?;
+    let caller = permitted(&session, &state, &request, "evaluate", &fields).await?;
     let text = |name| field(&fields, name).unwrap_or_default().trim();
     let (source, event_id) = (text("source"), text("event_id"));
     let tried = Tried {
@@ -46,7 +49,7 @@ pub async fn evaluate(
         transform: given(tried.transform),
     };
     let settings = state.settings.current();
-    let evaluation = calls(&state, &settings).evaluate(request).await?;
+    let evaluation = calls(&state, &settings).evaluate(&caller, request).await?;
     let names: Vec<String> = settings
         .destinations
         .of(source)

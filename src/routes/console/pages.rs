@@ -508,6 +508,7 @@ pub(super) fn pager_href(
 /// and every event that carried it, every delivery.
 pub async fn event(
     session: Session,
+    http: HttpRequest,
     path: web::Path<(String, String)>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ConsoleError> {
@@ -539,14 +540,20 @@ pub async fn event(
     let names: Vec<String> = (settings.destinations.of(&source).iter())
         .map(|d| d.name.clone())
         .collect();
-    let request = EvaluateRequest {
+    let evaluate = EvaluateRequest {
         source: source.clone(),
         event_id: event_id.clone(),
         destination: None,
         filter: None,
         transform: None,
     };
-    let evaluation = admin::calls(&state, &settings).evaluate(request).await.ok();
+    // The configured expressions only (any role may see them decide), on the tools'
+    // evaluators, counted against this operator's one evaluation at a time.
+    let caller = session.caller(&settings, &http)?;
+    let evaluation = (admin::calls(&state, &settings)
+        .evaluate(&caller, evaluate)
+        .await)
+        .ok();
     let routing = routing_section(&session, evaluation.as_ref(), &source, &event_id, &names);
     let body = html! { (event_body(&session, &shown, &siblings)?) (routing) };
     Ok(page_response(

@@ -1,0 +1,2 @@
+ALTER TABLE deliveries DROP COLUMN parked;
+ALTER TABLE deliveries DROP COLUMN filter_pending;
