@@ -4,6 +4,8 @@
 #
 #   sources   N sources with one HTTP destination each
 #   one       one source with N HTTP destinations
+#   filtered  N sources with one HTTP destination each, every one with the same jq
+#             filter (`.type == "x"`): each distinct expression is checked once
 #
 # For each: seconds from the process start until it listens (`GET /healthz` answers), until
 # `GET /readyz` answers 200, and until a signed webhook is accepted (by a source of its
@@ -14,13 +16,14 @@
 # (and the sources') own cost. A run that is not ready after TIMEOUT seconds, or whose
 # memory passes MAX_RSS_MB, is stopped and reported as such.
 #
-# Then, on the smallest and on the largest configuration of shape `sources`: a reload
-# (`POST /admin/reload`) that adds RELOAD sources with a destination each, its duration,
+# Then, on the smallest and on the largest configuration of shapes `sources` and
+# `filtered`: a reload (`POST /admin/reload`) that adds RELOAD sources with a destination
+# each (filtered alike in the second), its duration,
 # and how long a `GET /healthz` sent 50 ms into it took to answer (the server runs one
 # HTTP worker, so a reload that holds its worker holds that request too).
 #
 # Settings (environment):
-#   COUNTS="10 1000 10000"  SHAPES="sources one"  BACKENDS="postgres sqlite"
+#   COUNTS="10 1000 10000"  SHAPES="sources one filtered"  BACKENDS="postgres sqlite"
 #   TIMEOUT=120  MAX_RSS_MB=3000  RELOAD=200  SETTLE=5  IDLE=5  PORT_BASE=18380
 #   PG_ADMIN=postgres://postgres@127.0.0.1:5432/postgres
 #   BIN=path/to/inlet      measure that binary instead of building this checkout's
@@ -28,7 +31,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 COUNTS=${COUNTS:-10 1000 10000}
-SHAPES=${SHAPES:-sources one}
+SHAPES=${SHAPES:-sources one filtered}
 BACKENDS=${BACKENDS-postgres sqlite}
 TIMEOUT=${TIMEOUT:-120}
 MAX_RSS_MB=${MAX_RSS_MB:-3000}
@@ -66,12 +69,13 @@ secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 out = [f'[server]\nbind = "127.0.0.1:{port}"\nworkers = 1\n',
        f'[database]\nurl = "{url}"\n', f'[operator]\ntoken = "{token}"\n',
        '[retention]\nsweeper = false\n']
+filter = "filter = '.type == \"x\"'\n" if shape == "filtered" else ""
 def source(name, destinations):
     out.append(f'[[sources]]\nname = "{name}"\nscheme = "github"\n'
                f'secrets = ["bench_secret_of_{name}_long_enough"]\n')
     for d in destinations:
         out.append(f'[[sources.destinations]]\nurl = "http://127.0.0.1:9/{name}/{d}"\n'
-                   f'secret = "{secret}"\n')
+                   f'secret = "{secret}"\n{filter}')
 if shape == "one":
     source("one", range(count))
 else:
@@ -176,13 +180,14 @@ stop() {
   server=""
 }
 
-# reload BACKEND COUNT: on COUNT destinations, a reload adding RELOAD destinations; prints
-# its seconds and how long the request sent during it took.
+# reload BACKEND SHAPE COUNT: on COUNT destinations of SHAPE, a reload adding RELOAD
+# destinations; prints its seconds and how long the request sent during it took, and the
+# resident memory at the peak.
 reload() {
   local started during answered took reloading
-  measure "$1" sources "$2"
-  if [ "$ready" = "-" ]; then printf '  %-9s %12s %s\n' "$1" "$2" "not ready"; stop; return; fi
-  config "$work/run.toml" "$url" sources "$2" "$RELOAD"
+  measure "$1" "$2" "$3"
+  if [ "$ready" = "-" ]; then printf '  %-9s %-8s %12s %s\n' "$1" "$2" "$3" "not ready"; stop; return; fi
+  config "$work/run.toml" "$url" "$2" "$3" "$RELOAD"
   started=$(ms)
   curl -sf -o "$work/reload.json" -X POST -H "Authorization: Bearer $TOKEN" \
     -H 'Content-Type: application/json' -d '{}' "http://127.0.0.1:$PORT/admin/reload" &
@@ -194,10 +199,11 @@ reload() {
   else
     answered="no answer"
   fi
-  if ! wait "$reloading"; then printf '  %-9s %12s %s\n' "$1" "$2" "the reload failed"; stop; return; fi
+  if ! wait "$reloading"; then printf '  %-9s %-8s %12s %s\n' "$1" "$2" "$3" "the reload failed"; stop; return; fi
   took=$(seconds $(( $(ms) - started )))
+  peak=$(mb "$server" VmHWM)
   stop
-  printf '  %-9s %12s %8s %s\n' "$1" "$2" "$took" "$answered"
+  printf '  %-9s %-8s %12s %8s %8s %s\n' "$1" "$2" "$3" "$took" "$peak" "$answered"
 }
 
 echo "== machine: $(nproc) cores; $("$BIN" --version 2>/dev/null || echo inlet)"
@@ -213,11 +219,13 @@ for backend in $BACKENDS; do
     done
   done
 done
-echo "== reload adding $RELOAD sources with a destination each: seconds, and a /healthz sent during it"
-printf '  %-9s %12s %8s %s\n' backend destinations seconds "healthz answered after"
+echo "== reload adding $RELOAD sources with a destination each: seconds, peak MB, and a /healthz sent during it"
+printf '  %-9s %-8s %12s %8s %8s %s\n' backend shape destinations seconds "peak MB" "healthz answered after"
 sorted=$(echo "$COUNTS" | tr ' ' '\n' | sort -n)
 for backend in $BACKENDS; do
-  for count in $(echo "$sorted" | head -1) $(echo "$sorted" | tail -1); do
-    reload "$backend" "$count"
+  for shape in sources filtered; do
+    for count in $(echo "$sorted" | head -1) $(echo "$sorted" | tail -1); do
+      reload "$backend" "$shape" "$count"
+    done
   done
 done

@@ -3,8 +3,11 @@
 //! dead letter it names. A preview counts first (per destination, with a sample) and
 //! changes nothing; the action is then created by one call under one Idempotency-Key (a
 //! re-sent form or a retried call gets the same action, never a second) and worked
-//! through in batches by [`super::bulk_runner`]. Rows that arrive after the action was
-//! created (ids above `upper_id`) are left out: it does what its preview counted.
+//! through in batches by [`super::bulk_runner`]. A confirmation carries what its preview
+//! counted (`expect`: the count and the newest row it looked at): the action takes no row
+//! above that one and never more rows than that count, and a confirmation whose preview
+//! no longer holds (more or fewer rows match up to that row now) is refused with a fresh
+//! preview. Without one, the action counts when it is created and keeps to that.
 
 use super::actions::{self, check_text, check_time, filter_events, Backend, EventFilter};
 use super::calls::{Called, Calls, Encode, Ground, Keyed, Summary};
@@ -114,6 +117,17 @@ pub struct BulkRequest {
     pub filter: BulkFilter,
     #[serde(default)]
     pub dry_run: bool,
+    /// What the preview this confirms counted: the action acts on at most that.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<Previewed>,
+}
+
+/// What a preview counted: `matched` rows, none newer than `upper_id`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Previewed {
+    pub matched: i64,
+    pub upper_id: i64,
 }
 
 impl BulkRequest {
@@ -132,6 +146,7 @@ pub struct Bulk {
     pub kind: BulkKind,
     pub filter: BulkFilter,
     pub dry_run: bool,
+    pub expect: Option<Previewed>,
 }
 
 impl Bulk {
@@ -148,10 +163,17 @@ impl Bulk {
         // A window that ends before it starts is no error (the document could not say
         // so): it matches nothing.
         check_time("until", filter.until)?;
+        if let Some(expect) = request.expect.filter(|e| e.matched < 0 || e.upper_id < 0) {
+            return Err(OperatorError::Invalid(format!(
+                "expect: matched and upper_id are counts and ids, not {} and {}",
+                expect.matched, expect.upper_id
+            )));
+        }
         Ok(Self {
             kind,
             filter,
             dry_run: request.dry_run,
+            expect: request.expect,
         })
     }
 }
@@ -206,6 +228,9 @@ pub struct BulkPreview {
     /// [`PREVIEW_PLANNED`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub planned: Option<i64>,
+    /// The newest row the preview looked at: a confirmation sends it back with `matched`
+    /// (as `expect`), and the action takes nothing newer.
+    pub upper_id: i64,
     /// The first matching rows.
     pub sample: Vec<Value>,
 }
@@ -455,6 +480,7 @@ fn preview(
         matched,
         destinations: per_destination,
         planned,
+        upper_id: upper,
         sample,
     })
 }
@@ -512,6 +538,10 @@ pub(super) fn find(conn: &mut DbConnection, id: i64) -> Result<BulkRow, Operator
 impl<S: Ground> Calls<S> {
     /// What the bulk action would do, reading only.
     pub async fn preview_bulk(&self, bulk: Bulk) -> Result<BulkPreview, OperatorError> {
+        let bulk = Bulk {
+            expect: None,
+            ..bulk
+        };
         bulk.check_names(self.settings.destinations())?;
         self.read(move |conn, settings| Ok(preview(conn, &bulk, settings.destinations())?))
             .await
@@ -532,10 +562,16 @@ impl<S: Ground> Calls<S> {
         let counted = bulk.clone();
         let (upper, matched) = self
             .read(move |conn, _| {
-                let upper = upper_id(conn, counted.kind)?;
+                let upper = match counted.expect {
+                    Some(expect) => expect.upper_id,
+                    None => upper_id(conn, counted.kind)?,
+                };
                 Ok((upper, count(conn, &counted, upper, None)?))
             })
             .await?;
+        if let Some(expect) = bulk.expect.filter(|e| e.matched != matched) {
+            return Err(self.outdated(&bulk, expect, matched).await);
+        }
         let work = move |conn: &mut DbConnection, _: &S, now| {
             let row = create(conn, &bulk, (&operator, upper, matched), now)?;
             Ok(BulkCreated {
@@ -543,6 +579,24 @@ impl<S: Ground> Calls<S> {
             })
         };
         self.once((BULK_ROUTE, action), keyed, work, encode).await
+    }
+
+    /// The refusal of a confirmation whose preview counted `expect` where `matched` rows
+    /// match now: why, and a fresh preview to confirm instead.
+    async fn outdated(&self, bulk: &Bulk, expect: Previewed, matched: i64) -> OperatorError {
+        let fresh = match self.preview_bulk(bulk.clone()).await {
+            Ok(fresh) => fresh,
+            Err(error) => return error,
+        };
+        metrics::counter!("inlet_bulk_refused_total", "reason" => "preview_outdated").increment(1);
+        let detail = format!(
+            "the preview counted {} rows up to row {}; {matched} match there now: confirm the fresh preview",
+            expect.matched, expect.upper_id
+        );
+        match serde_json::to_value(&fresh) {
+            Ok(preview) => OperatorError::Outdated(detail, preview),
+            Err(e) => OperatorError::Internal(format!("cannot encode the preview: {e}")),
+        }
     }
 
     /// One bulk action and how far it got.

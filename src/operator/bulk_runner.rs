@@ -239,7 +239,13 @@ impl<S: Ground> BulkRunner<S> {
                     return Ok(Step::Finished);
                 }
             };
-            let selected = select(conn, &bulk, (row.cursor_id, row.upper_id), BATCH)?;
+            // Never more rows than it counted when created (what its preview counted):
+            // rows that came to match below its newest one since are left alone.
+            let left = row.matched - row.processed;
+            let selected = match left > 0 {
+                true => select(conn, &bulk, (row.cursor_id, row.upper_id), BATCH.min(left))?,
+                false => Selected::DeadLetters(Vec::new()),
+            };
             let Some(last) = selected.last_id() else {
                 finish(conn, id, now, None)?;
                 return Ok(Step::Finished);
@@ -313,6 +319,8 @@ fn bulk_of(row: &super::bulk::BulkRow) -> Result<Bulk, OperatorError> {
             kind,
             filter,
             dry_run: false,
+            // Its row keeps what it acts on: up to `upper_id`, `matched` rows at most.
+            expect: None,
         }),
         _ => Err(OperatorError::Internal(format!(
             "bulk action {} is stored in a form this version cannot read",

@@ -31,6 +31,9 @@ pub enum OperatorError {
     /// The operator already runs as many of these as one operator may at once.
     #[error("{0}")]
     Busy(String),
+    /// A confirmation whose preview no longer holds: why, and the fresh preview.
+    #[error("{0}")]
+    Outdated(String, serde_json::Value),
 }
 
 impl From<diesel::result::Error> for OperatorError {

@@ -25,7 +25,8 @@ pub mod whole;
 
 pub use audit::{AuditFilter, AuditRow, Entry as AuditEntry, Outcome, Recorder};
 pub use bulk::{
-    Bulk, BulkCreated, BulkFilter, BulkKind, BulkPreview, BulkRequest, BulkRow, PREVIEW_PLANNED,
+    Bulk, BulkCreated, BulkFilter, BulkKind, BulkPreview, BulkRequest, BulkRow, Previewed,
+    PREVIEW_PLANNED,
 };
 pub use bulk_runner::BulkRunner;
 pub use caller::Caller;

@@ -52,10 +52,11 @@ pub enum Reason {
     CertificateUnavailable,
     SubscriptionUnconfirmed,
     TooManyEvaluations,
+    PreviewOutdated,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 32] = [
+    pub const ALL: [Reason; 33] = [
         Reason::NotFound,
         Reason::MethodNotAllowed,
         Reason::UnknownSource,
@@ -88,6 +89,7 @@ impl Reason {
         Reason::CertificateUnavailable,
         Reason::SubscriptionUnconfirmed,
         Reason::TooManyEvaluations,
+        Reason::PreviewOutdated,
     ];
 
     /// The stable reason code, used in the body, in metrics and in logs.
@@ -125,6 +127,7 @@ impl Reason {
             Reason::CertificateUnavailable => "certificate_unavailable",
             Reason::SubscriptionUnconfirmed => "subscription_unconfirmed",
             Reason::TooManyEvaluations => "too_many_evaluations",
+            Reason::PreviewOutdated => "preview_outdated",
         }
     }
 
@@ -156,7 +159,9 @@ impl Reason {
             Reason::Expired => StatusCode::GONE,
             Reason::Forbidden => StatusCode::FORBIDDEN,
             Reason::TooManyAttempts | Reason::TooManyEvaluations => StatusCode::TOO_MANY_REQUESTS,
-            Reason::ClaimInProgress | Reason::HookSecretHeld => StatusCode::CONFLICT,
+            Reason::ClaimInProgress | Reason::HookSecretHeld | Reason::PreviewOutdated => {
+                StatusCode::CONFLICT
+            }
             Reason::DatabaseUnavailable
             | Reason::CertificateUnavailable
             | Reason::SubscriptionUnconfirmed => StatusCode::SERVICE_UNAVAILABLE,
@@ -198,6 +203,7 @@ impl Reason {
             Reason::CertificateUnavailable => "Signing certificate unavailable",
             Reason::SubscriptionUnconfirmed => "Subscription not confirmed",
             Reason::TooManyEvaluations => "The operator's earlier evaluation is still running",
+            Reason::PreviewOutdated => "The rows the preview counted have changed",
         }
     }
 
@@ -220,6 +226,9 @@ pub struct Problem {
     pub detail: String,
     /// Seconds to wait before retrying, when this refusal says (else the reason's).
     pub retry_after: Option<u64>,
+    /// What the refusal adds (`preview_outdated`: the fresh preview), as a member of its
+    /// document.
+    pub preview: Option<serde_json::Value>,
 }
 
 #[derive(Serialize)]
@@ -230,6 +239,8 @@ struct ProblemBody<'a> {
     status: u16,
     reason: &'a str,
     detail: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    preview: Option<&'a serde_json::Value>,
 }
 
 impl Problem {
@@ -238,6 +249,7 @@ impl Problem {
             reason,
             detail: detail.into(),
             retry_after: None,
+            preview: None,
         }
     }
 
@@ -283,6 +295,7 @@ impl Problem {
             status: self.reason.status().as_u16(),
             reason: code,
             detail: &self.detail,
+            preview: self.preview.as_ref(),
         };
         // Serializing a struct of strings and integers cannot fail.
         serde_json::to_vec(&body).unwrap_or_default()
@@ -406,6 +419,12 @@ impl From<OperatorError> for Problem {
             OperatorError::Store(store) => return store.clone().into(),
             OperatorError::Internal(_) => Reason::Internal,
             OperatorError::Busy(_) => Reason::TooManyEvaluations,
+            OperatorError::Outdated(_, preview) => {
+                return Problem {
+                    preview: Some(preview.clone()),
+                    ..Problem::new(Reason::PreviewOutdated, error.to_string())
+                }
+            }
         };
         Problem::new(reason, error.to_string())
     }

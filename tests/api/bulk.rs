@@ -16,6 +16,7 @@ on_both_backends!(
     a_bulk_replay_goes_to_the_one_destination_named,
     a_bulk_request_is_checked_and_a_viewer_only_previews,
     a_bulk_replay_killed_mid_way_resumes_and_delivers_each_fact_once_more,
+    a_confirmation_acts_on_at_most_what_its_preview_counted,
 );
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -353,5 +354,90 @@ async fn a_bulk_replay_killed_mid_way_resumes_and_delivers_each_fact_once_more(b
     assert!(
         later.len() == 20 && later.iter().all(|(_, n)| **n == 1),
         "the later events only once: {later:?}"
+    );
+}
+
+/// A preview counted 3 dead letters; 4 more died before the confirmation: the confirmed
+/// action (carrying the preview's count and newest row) requeues the 3, not 7. A
+/// confirmation whose count no longer holds up to its row is refused 409 with a fresh
+/// preview, and nothing is done.
+async fn a_confirmation_acts_on_at_most_what_its_preview_counted(backend: Backend) {
+    // Ten refusals: the 3, the 4 later ones, and the 3 again once requeued; the one
+    // requeued on its own at the end is delivered.
+    let server = refusing_first(10, "not yet").await;
+    let options = TestOptions {
+        destination: Some(destination("app", &server)),
+        ..Default::default()
+    };
+    let app = Arc::new(spawn_app_with(backend, options).await);
+    post_events(&app, "evt_first", 3, &["charge.succeeded"]).await;
+    eventually_within("3 dead letters", Duration::from_secs(30), || async {
+        dead_letters(&app).await == 3
+    })
+    .await;
+    let preview =
+        json!({ "action": "requeue", "filter": { "destination": "app" }, "dry_run": true });
+    let previewed = app.admin("/admin/bulk", Some(&preview), None).await.json();
+    assert_eq!(previewed["matched"], 3, "{previewed}");
+    post_events(&app, "evt_later", 4, &["charge.succeeded"]).await;
+    eventually_within("7 dead letters", Duration::from_secs(30), || async {
+        dead_letters(&app).await == 7
+    })
+    .await;
+
+    let expect = json!({ "matched": previewed["matched"], "upper_id": previewed["upper_id"] });
+    let confirm =
+        json!({ "action": "requeue", "filter": { "destination": "app" }, "expect": expect });
+    let created = app
+        .admin("/admin/bulk", Some(&confirm), Some("confirm-3"))
+        .await;
+    created.assert_status(202);
+    let id = created.json()["action"]["id"].clone();
+    eventually_within("the action done", Duration::from_secs(30), || async {
+        bulk_action(&app, &id).await["status"] == "done"
+    })
+    .await;
+    let done = bulk_action(&app, &id).await;
+    assert_eq!(
+        (done["matched"].as_i64(), done["processed"].as_i64()),
+        (Some(3), Some(3)),
+        "{done}"
+    );
+    assert_eq!(done["results"], json!({ "requeued": 3 }), "{done}");
+
+    // The 4 later ones (and the 3 again, once refused anew), previewed; one of them is
+    // requeued on its own before the confirmation.
+    eventually_within("7 dead letters again", Duration::from_secs(30), || async {
+        dead_letters(&app).await == 7
+    })
+    .await;
+    let previewed = app.admin("/admin/bulk", Some(&preview), None).await.json();
+    assert_eq!(previewed["matched"], 7, "{previewed}");
+    let dead = app
+        .admin("/admin/deliveries?status=dead", None, None)
+        .await
+        .json();
+    let one = dead["deliveries"][0]["id"].clone();
+    app.admin(
+        "/admin/deliveries/requeue",
+        Some(&json!({ "ids": [one] })),
+        Some("one"),
+    )
+    .await
+    .assert_status(200);
+    let expect = json!({ "matched": previewed["matched"], "upper_id": previewed["upper_id"] });
+    let confirm =
+        json!({ "action": "requeue", "filter": { "destination": "app" }, "expect": expect });
+    let refused = app
+        .admin("/admin/bulk", Some(&confirm), Some("confirm-7"))
+        .await;
+    refused.assert_problem(409, "preview_outdated");
+    let fresh = &refused.json()["preview"];
+    assert_eq!(fresh["matched"].as_i64(), Some(6), "{fresh}");
+    let actions = app.admin("/admin/bulk", None, None).await.json();
+    assert_eq!(
+        actions["actions"].as_array().map(Vec::len),
+        Some(1),
+        "nothing was started"
     );
 }

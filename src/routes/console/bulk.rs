@@ -14,7 +14,8 @@ use super::view::{
     self, badge, csrf_field, layout, layout_refreshing, page_response, time, time_field,
 };
 use crate::operator::{
-    Bulk, BulkFilter, BulkKind, BulkPreview, BulkRequest, BulkRow, Keyed, Role, PREVIEW_PLANNED,
+    Bulk, BulkFilter, BulkKind, BulkPreview, BulkRequest, BulkRow, Keyed, OperatorError, Previewed,
+    Role, PREVIEW_PLANNED,
 };
 use crate::routes::admin::{self, calls};
 use crate::state::AppState;
@@ -92,6 +93,11 @@ fn request_of(fields: &[(String, String)], dry_run: bool) -> Result<BulkRequest,
             .map(str::to_owned)
     };
     let at = |name: &str| text(name).map(|t| console_time(name, &t)).transpose();
+    let number = |name: &str| text(name).and_then(|t| t.parse::<i64>().ok());
+    let expect = match (number("expect_matched"), number("expect_upper_id")) {
+        (Some(matched), Some(upper_id)) => Some(Previewed { matched, upper_id }),
+        _ => None,
+    };
     Ok(BulkRequest {
         action: text("action").unwrap_or_default(),
         filter: BulkFilter {
@@ -102,6 +108,7 @@ fn request_of(fields: &[(String, String)], dry_run: bool) -> Result<BulkRequest,
             until: at("until")?,
         },
         dry_run,
+        expect,
     })
 }
 
@@ -112,23 +119,38 @@ pub async fn bulk_preview(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ConsoleError> {
     let fields = checked_form(&session, &body)?;
-    let request = request_of(&fields, true)?;
+    preview_page(&session, &fields, &state, None).await
+}
+
+/// The preview of the form's action, with the form that confirms it (and `notice` above
+/// it: why a confirmation was refused).
+async fn preview_page(
+    session: &Session,
+    fields: &[(String, String)],
+    state: &web::Data<AppState>,
+    notice: Option<String>,
+) -> Result<HttpResponse, ConsoleError> {
+    let request = request_of(fields, true)?;
     let settings = state.settings.current();
-    let preview = calls(&state, &settings)
+    let preview = calls(state, &settings)
         .preview_bulk(Bulk::parse(request)?)
         .await?;
     let key = view::form_key()?;
     let body = html! {
+        @if let Some(notice) = &notice { p.notice role="alert" { (notice) } }
         (preview_summary(&preview))
         @if session.may(Role::Operator) && preview.matched > 0 {
             form.card method="post" action={ (PATH) "/bulk" } {
-                (csrf_field(&session))
+                (csrf_field(session))
                 input type="hidden" name="idempotency_key" value=(key);
                 @for name in ["action", "source", "destination", "type", "since", "until"] {
-                    @if let Some(value) = field(&fields, name) {
+                    @if let Some(value) = field(fields, name) {
                         input type="hidden" name=(name) value=(value);
                     }
                 }
+                // What this preview counted: the action acts on at most that.
+                input type="hidden" name="expect_matched" value=(preview.matched);
+                input type="hidden" name="expect_upper_id" value=(preview.upper_id);
                 button type="submit" { "Confirm: " (preview.action.as_str()) " " (preview.matched) }
                 " "
                 a href={ (PATH) "/bulk" } { "Cancel" }
@@ -139,7 +161,7 @@ pub async fn bulk_preview(
     };
     Ok(page_response(
         200,
-        layout(Some(&session), "/bulk", "Bulk preview", body),
+        layout(Some(session), "/bulk", "Bulk preview", body),
     ))
 }
 
@@ -220,9 +242,16 @@ pub async fn bulk_start(
         key,
         request: &encoded,
     };
-    let called = calls(&state, &settings)
+    let started = calls(&state, &settings)
         .start_bulk(keyed, bulk, admin::bulk_answer)
-        .await?;
+        .await;
+    let called = match started {
+        Err(OperatorError::Outdated(detail, _)) => {
+            let notice = format!("Nothing was done: {detail}.");
+            return preview_page(&session, &fields, &state, Some(notice)).await;
+        }
+        other => other?,
+    };
     let id = result_of(&called)?
         .id()
         .ok_or_else(|| ConsoleError::Internal("the stored action has no id".to_owned()))?;
