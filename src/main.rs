@@ -859,12 +859,15 @@ async fn sweep(settings: Settings, dry_run: bool) -> anyhow::Result<()> {
     let report = tokio::task::spawn_blocking(move || sweeper.sweep(dry_run)).await??;
     let verb = if dry_run { "would delete" } else { "deleted" };
     println!(
-        "{verb}: events {}, deliveries {}, dead letters {}, operator keys {}, audit rows {}",
+        "{verb}: events {}, deliveries {}, dead letters {}, operator keys {}, audit rows {}, \
+         bulk actions {}, console sessions {}",
         report.events,
         report.deliveries,
         report.dead_letters,
         report.operator_requests,
-        report.audit
+        report.audit,
+        report.bulk_actions,
+        report.sessions
     );
     if report.skipped {
         println!("stopped: another instance is sweeping");

@@ -207,6 +207,14 @@ impl Reloader {
         self.reload_as(trigger, None).await
     }
 
+    /// [`Reloader::reload`] told by `SIGHUP`: in the audit trail like an operator's
+    /// (operator `system`, surface `signal`) when this instance has a database.
+    pub async fn reload_signalled(&self) -> Result<Changes, ConfigError> {
+        let recorder = (self.job.pool.clone())
+            .map(|pool| Recorder::signalled_reload(pool, chrono::Utc::now()));
+        self.reload_as("sighup", recorder).await
+    }
+
     /// [`Reloader::reload`] for an operator: `recorder` writes the audit row — before the
     /// new settings are put in force (a reload whose row cannot be written is not
     /// applied), or after a refusal.
@@ -360,6 +368,9 @@ impl Job {
         let added: Vec<&str> = changes.sources.added.iter().map(String::as_str).collect();
         start_webhook_counters(&added, &self.outcomes);
         warn_about_schemes(&next, &added);
+        if let (false, Some(pool)) = (changes.operators.removed.is_empty(), &self.pool) {
+            crate::startup::end_sessions_of_removed_operators(pool, &next);
+        }
         self.settings.replace(Arc::new(next));
         Ok(changes)
     }
@@ -412,6 +423,6 @@ pub async fn reload_on_hangup(reloader: Arc<Reloader>) {
     };
     while hangups.recv().await.is_some() {
         // Refusals are logged and counted inside; the process keeps running either way.
-        let _ = reloader.reload("sighup").await;
+        let _ = reloader.reload_signalled().await;
     }
 }

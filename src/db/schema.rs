@@ -118,6 +118,8 @@ diesel::table! {
         created_at -> Timestamp,
         expires_at -> Timestamp,
         revoked_at -> Nullable<Timestamp>,
+        /// Who signed in (NULL for rows older than the column).
+        operator -> Nullable<Text>,
     }
 }
 

@@ -199,6 +199,17 @@ pub struct Recorder {
 }
 
 impl Recorder {
+    /// The recorder of a reload the process was told by `SIGHUP` to do, at `at`.
+    pub fn signalled_reload(pool: DbPool, at: DateTime<Utc>) -> Self {
+        Self {
+            pool,
+            faults: Arc::new(Faults::default()),
+            caller: Caller::signal(),
+            action: "reload",
+            at,
+        }
+    }
+
     /// Writes the action's row now, with `outcome` and `result` (blocking).
     pub fn record(&self, outcome: Outcome, result: &str) -> Result<(), OperatorError> {
         let entry = Entry {

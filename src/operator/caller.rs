@@ -35,6 +35,19 @@ impl Caller {
         }
     }
 
+    /// The process itself, told by a signal (`SIGHUP` reloads): no operator, no request.
+    /// The audit trail names it `system`, on the surface `signal`.
+    pub fn signal() -> Self {
+        Self {
+            name: "system".to_owned(),
+            role: Role::Admin,
+            scope: "system".to_owned(),
+            surface: "signal",
+            request_id: None,
+            client: None,
+        }
+    }
+
     /// Whether the caller's role may do what `needed` may.
     pub fn may(&self, needed: Role) -> bool {
         self.role.may(needed)

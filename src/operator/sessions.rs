@@ -1,7 +1,9 @@
 //! Console sessions in the database (`console_sessions`), so that every Inlet instance
 //! sharing it agrees on which are open: a session is opened at sign-in, closed at
 //! sign-out — on every instance at once, a copied cookie included — and its row deleted
-//! once it has expired anyway (at the next sign-in or sign-out, on any instance).
+//! once it has expired anyway (at the next sign-in or sign-out, on any instance, and by
+//! the sweeper), or once its operator is no longer configured (at a reload or a start
+//! without them).
 //!
 //! A row is keyed by the sha256 of the session id the cookie carries, never the id itself:
 //! reading the table does not give anyone a session. Signing in and out writes its audit
@@ -43,6 +45,7 @@ pub fn open(
                 console_sessions::id.eq(&key.0),
                 console_sessions::created_at.eq(now),
                 console_sessions::expires_at.eq(expires_at),
+                console_sessions::operator.eq(&entry.caller.name),
             ))
             .execute(conn)
             .map(drop)
@@ -92,6 +95,42 @@ pub fn close(
 fn sweep_expired(conn: &mut DbConnection, now: NaiveDateTime) -> QueryResult<usize> {
     diesel::delete(console_sessions::table.filter(console_sessions::expires_at.le(now)))
         .execute(conn)
+}
+
+/// Deletes up to `batch` rows of sessions that expired by `now` (the sweeper's: nobody may
+/// sign in or out for a long time).
+pub fn delete_expired(conn: &mut DbConnection, now: NaiveDateTime, batch: i64) -> QueryResult<u64> {
+    let ids: Vec<String> = console_sessions::table
+        .filter(console_sessions::expires_at.le(now))
+        .limit(batch)
+        .select(console_sessions::id)
+        .load(conn)?;
+    diesel::delete(console_sessions::table.filter(console_sessions::id.eq_any(&ids)))
+        .execute(conn)
+        .map(|n| n as u64)
+}
+
+/// How many rows [`delete_expired`] would delete (a dry sweep).
+pub fn count_expired(conn: &mut DbConnection, now: NaiveDateTime) -> QueryResult<u64> {
+    console_sessions::table
+        .filter(console_sessions::expires_at.le(now))
+        .count()
+        .get_result::<i64>(conn)
+        .map(|n| n.unsigned_abs())
+}
+
+/// Deletes the rows of sessions opened by operators not among `configured` (removed from
+/// the configuration: their cookies are refused already, their rows go now). Rows older
+/// than the operator column are left to expire.
+pub fn end_unconfigured(conn: &mut DbConnection, configured: &[String]) -> QueryResult<usize> {
+    write_transaction(conn, |conn| {
+        diesel::delete(
+            console_sessions::table
+                .filter(console_sessions::operator.is_not_null())
+                .filter(console_sessions::operator.ne_all(configured)),
+        )
+        .execute(conn)
+    })
 }
 
 /// The server secret `name`: the one stored, or else `generated` stored now — the first

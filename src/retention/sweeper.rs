@@ -38,6 +38,10 @@ pub struct SweepReport {
     pub operator_requests: u64,
     /// Rows of the audit trail older than `retention.audit`.
     pub audit: u64,
+    /// Bulk actions finished before `retention.audit`.
+    pub bulk_actions: u64,
+    /// Console sessions that expired.
+    pub sessions: u64,
     pub batches: u64,
 }
 
@@ -163,6 +167,12 @@ impl Sweeper {
             crate::idempotency::delete_expired_operator_keys(c, cutoffs.events, batch)
         })?;
         round.report.audit = round.table("audit", |c| delete_old_audit(c, cutoffs.audit, batch))?;
+        round.report.bulk_actions = round.table("bulk_actions", |c| {
+            crate::operator::delete_finished_bulk_actions(c, cutoffs.audit, batch)
+        })?;
+        round.report.sessions = round.table("console_sessions", |c| {
+            crate::operator::sessions::delete_expired(c, cutoffs.events, batch)
+        })?;
         Ok(round.report)
     }
 
@@ -492,5 +502,7 @@ fn count_all(
     report.dead_letters = count_finished(conn, Finished::DeadLetters, cutoffs)?;
     report.operator_requests = count_expired_keys(conn, cutoffs.events)?;
     report.audit = count_old_audit(conn, cutoffs.audit)?;
+    report.bulk_actions = crate::operator::count_finished_bulk_actions(conn, cutoffs.audit)?;
+    report.sessions = crate::operator::sessions::count_expired(conn, cutoffs.events)?;
     Ok(report)
 }

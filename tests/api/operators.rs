@@ -505,6 +505,7 @@ crate::on_both_backends!(
     an_action_whose_audit_row_cannot_be_written_changes_nothing,
     rotating_one_operators_token_ends_only_their_sessions,
     the_audit_trail_is_swept_after_its_retention,
+    removed_operators_sessions_expired_sessions_and_old_bulk_actions_are_swept,
 );
 
 /// With `admin.bind`, the webhook listener serves webhooks and health only; the operator
@@ -697,6 +698,72 @@ async fn wrong_tokens_slow_their_address_and_no_other() {
 }
 
 /// Audit rows outlive events but not `retention.audit`: the sweeper deletes them after it.
+/// The operators who opened each console session row.
+async fn session_rows(app: &TestApp) -> Vec<Option<String>> {
+    use diesel::prelude::*;
+    use inlet::db::schema::console_sessions;
+    let mut conn = app.direct_connection();
+    tokio::task::spawn_blocking(move || {
+        console_sessions::table
+            .order(console_sessions::operator)
+            .select(console_sessions::operator)
+            .load::<Option<String>>(&mut conn)
+            .expect("the session rows")
+    })
+    .await
+    .expect("read")
+}
+
+/// A reload that removes an operator deletes their session rows at once (their cookies
+/// were refused already); the sweeper deletes expired session rows — nobody need sign in
+/// or out for it — and bulk actions finished before `retention.audit`.
+async fn removed_operators_sessions_expired_sessions_and_old_bulk_actions_are_swept(
+    backend: Backend,
+) {
+    let server = application_answering(200).await;
+    let app = app_with_operators(backend, &server).await;
+    let vera = Console::sign_in(&app, VIEWER).await;
+    Console::sign_in(&app, OPERATOR).await;
+    assert_eq!(
+        session_rows(&app).await,
+        [Some("otto".to_owned()), Some("vera".to_owned())]
+    );
+    let without_vera = app.config_text().replace(
+        "[[operators]]\nname = \"vera\"\nrole = \"viewer\"\ntoken = \"viewer-token-vera-0123456789\"\n",
+        "",
+    );
+    app.write_config(&without_vera);
+    app.admin_as(ADMIN, "/admin/reload", Some(&json!({})), None)
+        .await
+        .assert_status(200);
+    assert_eq!(session_rows(&app).await, [Some("otto".to_owned())]);
+    assert_eq!(vera.get("/console").await.0, 303, "her cookie is refused");
+
+    let bulk = json!({ "action": "requeue", "filter": { "destination": "app" } });
+    let created = app
+        .admin_as(OPERATOR, "/admin/bulk", Some(&bulk), Some("b"))
+        .await;
+    created.assert_status(202);
+    let id = created.json()["action"]["id"].clone();
+    eventually("the bulk action done", || async {
+        let action = app
+            .admin_as(ADMIN, &format!("/admin/bulk/{id}"), None, None)
+            .await;
+        action.json()["status"] == "done"
+    })
+    .await;
+    // A day later the session has expired; 401 days later the action is past the trail's.
+    app.clock.advance(chrono::Duration::days(1));
+    let swept = app.sweep(false).await;
+    assert_eq!((swept.sessions, swept.bulk_actions), (1, 0), "{swept:?}");
+    assert!(session_rows(&app).await.is_empty());
+    app.clock.advance(chrono::Duration::days(400));
+    assert_eq!(app.sweep(true).await.bulk_actions, 1);
+    assert_eq!(app.sweep(false).await.bulk_actions, 1);
+    let listed = app.admin_as(ADMIN, "/admin/bulk", None, None).await.json();
+    assert_eq!(listed["actions"], json!([]), "{listed}");
+}
+
 async fn the_audit_trail_is_swept_after_its_retention(backend: Backend) {
     let server = application_answering(422).await;
     let app = app_with_operators(backend, &server).await;

@@ -453,8 +453,8 @@ async fn a_request_in_flight_finishes_on_the_configuration_it_started_with(backe
     assert_eq!(app.count_events().await, 1);
 }
 
-/// The real binary: SIGHUP after editing the file puts a new secret in force, and the
-/// process keeps serving.
+/// The real binary: SIGHUP after editing the file puts a new secret in force, the process
+/// keeps serving, and the reload is in the audit trail.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_reloads_the_file_of_a_running_process() {
     let holder = spawn_database_holder(Backend::Sqlite).await;
@@ -518,6 +518,27 @@ async fn sighup_reloads_the_file_of_a_running_process() {
     }
     assert!(accepted, "the secret added before SIGHUP is not accepted");
     assert_eq!(post("evt_hup_4", STRIPE_SECRET).await, 200);
+    // In the audit trail like an operator's reload: by the process itself, on a signal.
+    let trail = holder
+        .admin("/admin/audit?action=reload", None, None)
+        .await
+        .json();
+    let row = &trail["audit"][0];
+    assert_eq!(
+        (
+            row["operator"].as_str(),
+            row["surface"].as_str(),
+            row["outcome"].as_str()
+        ),
+        (Some("system"), Some("signal"), Some("done")),
+        "{trail}"
+    );
+    assert!(
+        row["result"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("applied")),
+        "{trail}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
