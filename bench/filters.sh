@@ -12,6 +12,10 @@
 #                 filter5   the same five, each with that filter (five evaluations)
 #               reported as accepted/s and latency, and the ratio of each filtered run to
 #               the plain run with as many rows
+#   evaluate    `inlet bench --evaluate`: the filter decided on a 1 KiB payload by the live
+#               evaluator processes alone (jq.workers, 2), from 64 callers, 1 and 5
+#               filters per job: evaluations/s and each job's latency — the isolation's
+#               own price, without HTTP or the database
 #   drain       one outbox (FILL of ingest at c64), copied, drained by `inlet deliver
 #               --once` into `inlet bench --sink` (200 after SINK_DELAY): plain, then with
 #               a transform on the destination; deliveries/s and the ratio
@@ -93,6 +97,15 @@ for _ in $(seq 50); do curl -sf "http://127.0.0.1:$((PORT_BASE + 10))/count" >/d
 curl -sf "http://127.0.0.1:$((PORT_BASE + 10))/count" >/dev/null || { cat "$work/sink.log"; echo "the sink did not start"; exit 1; }
 
 echo "== machine: $(nproc) cores; each ingest run ${DURATION} at c64; fill ${FILL}; sink delay ${SINK_DELAY}"
+echo "== jq evaluator processes alone (no HTTP, no database)"
+printf '  %-30s %13s %7s %7s\n' evaluate evaluations/s "p50 ms" "p99 ms"
+for filters in 1 5; do
+  "$bin" bench --json --config "$sink_cfg" --evaluate "$FILTER" --filters "$filters" \
+    --concurrency 64 --duration "$DURATION" >"$work/evaluate.json"
+  printf '  %-30s %13.0f %7.2f %7.2f\n' "$filters filter(s) per job" \
+    "$(field "$work/evaluate.json" accepted_per_sec)" \
+    "$(field "$work/evaluate.json" latency_ms p50)" "$(field "$work/evaluate.json" latency_ms p99)"
+done
 for backend in $BACKENDS; do
   echo "== $backend"
   url=$(fresh "$backend" ceiling)

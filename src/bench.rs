@@ -501,3 +501,102 @@ mod tests {
         assert_eq!(sink.received.load(Ordering::Relaxed), 2);
     }
 }
+
+/// How `inlet bench --evaluate` loads the jq evaluators.
+#[derive(Debug, Clone)]
+pub struct EvaluateOptions {
+    /// The filter, as a destination's `filter` would be written.
+    pub expression: String,
+    /// How many filters each job decides (an event's filters run in one job).
+    pub filters: usize,
+    pub concurrency: usize,
+    pub duration: Duration,
+    pub body_bytes: usize,
+    pub limits: crate::jq::Limits,
+}
+
+/// Decides `filters` copies of the expression on a Stripe-like payload of `body_bytes`,
+/// from `concurrency` callers for `duration`, on the live evaluators as ingest does:
+/// evaluations per second (filters, not jobs), and each job's latency.
+pub async fn run_evaluations(options: EvaluateOptions) -> anyhow::Result<Report> {
+    let expression = options.expression.clone();
+    let program = tokio::task::spawn_blocking(move || crate::jq::compile(&expression))
+        .await?
+        .map_err(|e| anyhow::anyhow!("--evaluate: {e}"))?;
+    let programs = vec![program; options.filters.max(1)];
+    let payload = evaluation_payload(options.body_bytes);
+    let deadline = Instant::now() + options.duration;
+    let started = Instant::now();
+    let callers: Vec<_> = (0..options.concurrency.max(1))
+        .map(|_| {
+            let (programs, payload, limits) = (programs.clone(), payload.clone(), options.limits);
+            tokio::spawn(async move { evaluate_until(programs, payload, limits, deadline).await })
+        })
+        .collect();
+    let mut histogram = Histogram::new_with_bounds(1, 60_000_000, 3)?;
+    let mut statuses = BTreeMap::new();
+    for caller in callers {
+        let (latencies, failed) = caller.await??;
+        histogram.add(latencies)?;
+        *statuses.entry(500).or_insert(0) += failed;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let jobs = histogram.len();
+    let evaluations = jobs * programs.len() as u64;
+    statuses.insert(200, jobs - statuses.get(&500).copied().unwrap_or(0));
+    Ok(Report {
+        mode: format!(
+            "jq evaluations, {} filter(s) per job, {} callers, {} evaluator processes",
+            programs.len(),
+            options.concurrency.max(1),
+            options.limits.workers
+        ),
+        seconds,
+        requests: evaluations,
+        requests_per_sec: evaluations as f64 / seconds,
+        accepted: evaluations,
+        accepted_per_sec: evaluations as f64 / seconds,
+        statuses,
+        latency_ms: Percentiles::of(&histogram),
+    })
+}
+
+/// One caller: jobs until `deadline`, each one's latency, and how many failed.
+async fn evaluate_until(
+    programs: Vec<crate::jq::Program>,
+    payload: Bytes,
+    limits: crate::jq::Limits,
+    deadline: Instant,
+) -> anyhow::Result<(Histogram<u64>, u64)> {
+    let mut histogram = Histogram::new_with_bounds(1, 60_000_000, 3)?;
+    let mut failed = 0;
+    while Instant::now() < deadline {
+        let input = crate::jq::Input {
+            payload: payload.clone(),
+            event_type: Some("bench.event".to_owned()),
+            source: "stripe".to_owned(),
+            event_id: "evt_bench".to_owned(),
+            ..crate::jq::Input::default()
+        };
+        let begun = Instant::now();
+        let decisions =
+            crate::jq::decide_each(&programs, input, &limits, crate::jq::Lane::Live).await;
+        failed += u64::from(decisions.iter().any(Result::is_err));
+        let micros = u64::try_from(begun.elapsed().as_micros()).unwrap_or(u64::MAX);
+        histogram.record(micros.max(1))?;
+    }
+    Ok((histogram, failed))
+}
+
+/// A Stripe-like event of about `bytes` bytes (its description padded).
+fn evaluation_payload(bytes: usize) -> Bytes {
+    let event = serde_json::json!({
+        "id": "evt_bench", "object": "event", "type": "bench.event",
+        "data": { "object": { "id": "obj_bench", "amount": 4200, "currency": "eur",
+                              "description": "" } },
+    });
+    let padding = bytes.saturating_sub(event.to_string().len());
+    let mut event = event;
+    event["data"]["object"]["description"] = serde_json::Value::from("x".repeat(padding));
+    Bytes::from(event.to_string())
+}

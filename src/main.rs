@@ -276,6 +276,14 @@ struct BenchArgs {
     /// How long the sink waits before each answer.
     #[arg(long, default_value = "5ms", requires = "sink")]
     sink_delay: String,
+    /// Instead of loading Inlet, decide this jq filter on a payload of --body-bytes, on
+    /// this configuration's live evaluators ([jq]), from --concurrency callers: the
+    /// evaluations per second and each job's latency.
+    #[arg(long, value_name = "FILTER", conflicts_with_all = ["ceiling", "url", "rate", "sink"])]
+    evaluate: Option<String>,
+    /// With --evaluate: filters per job (an event's filters are decided in one job).
+    #[arg(long, default_value_t = 1, requires = "evaluate")]
+    filters: usize,
 }
 
 #[derive(Subcommand)]
@@ -953,7 +961,17 @@ async fn bench(settings: Settings, options: BenchArgs) -> anyhow::Result<()> {
     let duration = inlet::duration::HumanDuration::parse(&options.duration)
         .map_err(|e| anyhow::anyhow!("--duration: {e}"))?
         .0;
-    let report = if options.ceiling {
+    let report = if let Some(expression) = options.evaluate {
+        inlet::bench::run_evaluations(inlet::bench::EvaluateOptions {
+            expression,
+            filters: options.filters,
+            concurrency: options.concurrency,
+            duration,
+            body_bytes: options.body_bytes,
+            limits: settings.destinations.jq,
+        })
+        .await?
+    } else if options.ceiling {
         let pool = open_database(&settings).await?;
         let ceiling = inlet::bench::CeilingOptions {
             concurrency: options.concurrency,

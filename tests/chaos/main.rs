@@ -46,6 +46,7 @@ mod cluster;
 mod failover;
 mod fanout;
 mod fuzz;
+mod hostile;
 mod kill;
 mod load;
 mod onto_bus;

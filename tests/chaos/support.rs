@@ -66,13 +66,14 @@ pub const LEASE_SECS: u64 = 2;
 pub const DELIVERY_CONCURRENCY: usize = 16;
 
 /// Writes the configuration of an `inlet serve` with one stripe source delivering to
-/// `destination`, on `database_url`, waiting `connect_timeout` for a database connection;
-/// returns its path.
+/// `destination`, on `database_url`, waiting `connect_timeout` for a database connection,
+/// `extra` appended (its first lines belong to the destination's table); returns its
+/// path.
 fn write_config(
     dir: &Path,
     database_url: &str,
     destination: &str,
-    connect_timeout: &str,
+    (connect_timeout, extra): (&str, &str),
 ) -> PathBuf {
     let path = dir.join("inlet.toml");
     let pool_size = if database_url.starts_with("sqlite://") {
@@ -92,7 +93,7 @@ fn write_config(
          secret = \"{DESTINATION_SECRET}\"\ntimeout = \"1s\"\nconnect_timeout = \"500ms\"\n\
          max_attempts = 100\nretry_base = \"50ms\"\nretry_cap = \"500ms\"\ndeadline = \"1h\"\n\
          retry_rate = 1000.0\nretry_burst = 1000\n\
-         breaker = {{ cooldown = \"1s\", cooldown_cap = \"5s\" }}\n"
+         breaker = {{ cooldown = \"1s\", cooldown_cap = \"5s\" }}\n{extra}\n"
     );
     std::fs::write(&path, toml).expect("write the configuration");
     path
@@ -113,9 +114,29 @@ impl Rig {
     /// On a fresh database of `backend` (a new PostgreSQL database or an SQLite file,
     /// removed at the end); `refuse_share` of the deliveries are answered 503.
     pub async fn fresh(backend: Backend, campaign: &str, refuse_share: f64) -> Self {
+        Self::fresh_with(backend, campaign, refuse_share, "").await
+    }
+
+    /// [`Rig::fresh`], its configuration ending with `extra` (whose first lines belong to
+    /// the destination's table).
+    pub async fn fresh_with(
+        backend: Backend,
+        campaign: &str,
+        refuse_share: f64,
+        extra: &str,
+    ) -> Self {
         let holder = spawn_database_holder(backend).await;
         let url = holder.database_url();
-        Self::build(url, Some(holder), campaign, refuse_share, "1s").await
+        let app = FakeApp::start(refuse_share).await;
+        let dir = ScratchDir::new(campaign);
+        let config = write_config(&dir.0, &url, &app.uri(), ("1s", extra));
+        Self {
+            app,
+            url,
+            config,
+            _holder: Some(holder),
+            _dir: dir,
+        }
     }
 
     /// On the database at `url`, which the campaign looks after itself.
@@ -143,7 +164,7 @@ impl Rig {
     ) -> Self {
         let app = FakeApp::start(refuse_share).await;
         let dir = ScratchDir::new(campaign);
-        let config = write_config(&dir.0, &url, &app.uri(), connect_timeout);
+        let config = write_config(&dir.0, &url, &app.uri(), (connect_timeout, ""));
         Self {
             app,
             url,

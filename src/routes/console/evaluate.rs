@@ -9,7 +9,9 @@ use super::forms::field;
 use super::session::{Session, PATH};
 use super::view::{badge, csrf_field, event_link, layout, page_response};
 use crate::delivery::filters::{recent_filter_errors, FilterError};
-use crate::operator::{DestinationEvaluation, EvaluateRequest, Evaluation, EvaluationOutcome};
+use crate::operator::{
+    DestinationEvaluation, EvaluateRequest, Evaluation, EvaluationOutcome, Role,
+};
 use crate::routes::admin::calls;
 use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -88,7 +90,11 @@ pub fn routing_section(
                 h3 { "Filter errors at ingest (this instance)" }
                 (errors_table(&errors))
             }
-            (try_form(session, source, event_id, names, &Tried::default()))
+            @if session.may(Role::Operator) {
+                (try_form(session, source, event_id, names, &Tried::default()))
+            } @else {
+                p.hint { "Trying other expressions needs the operator role: they run on the server." }
+            }
         }
     }
 }
@@ -127,6 +133,7 @@ fn outcome(outcome: Option<&EvaluationOutcome>, none: &str) -> Markup {
         br;
         @if let Some(decision) = &outcome.decision { (badge(decision)) " " }
         @if let Some(error) = &outcome.error { span.error { (error) } }
+        @if let Some(bound) = &outcome.bound { " " span.muted { "(the " (bound) " bound)" } }
         @if let Some(body) = &outcome.body {
             pre.payload { (serde_json::to_string_pretty(body).unwrap_or_default()) }
         }
