@@ -12,6 +12,7 @@ pub mod certificates;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod curl;
 pub mod db;
 pub mod delivery;
 pub mod duration;

@@ -148,7 +148,8 @@ enum Command {
         #[command(flatten)]
         admin: AdminArgs,
     },
-    /// Print the headers a source's provider would send for a body, signed now.
+    /// Print the curl command that posts a body as a source's provider would, signed now
+    /// (the body byte for byte: `--data-binary`, never `-d`, which strips newlines).
     Sign {
         /// The configured source whose scheme and first secret sign the body.
         #[arg(long)]
@@ -156,6 +157,13 @@ enum Command {
         /// The file holding the request body, sent byte for byte.
         #[arg(long)]
         body: PathBuf,
+        /// The webhook URL in the command. Default: this configuration's listener.
+        #[arg(long)]
+        url: Option<String>,
+        /// Print only the signed headers, one `Name: value` per line (and the signed
+        /// body when the scheme signs inside it).
+        #[arg(long)]
+        headers_only: bool,
         #[command(flatten)]
         event: EventArgs,
         #[command(flatten)]
@@ -608,7 +616,7 @@ impl EventArgs {
     }
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     // An evaluator process of this one's jq lanes (see inlet::jq::worker): before
     // anything else starts, no runtime, no logging.
     if std::env::args_os()
@@ -620,11 +628,36 @@ fn main() -> anyhow::Result<()> {
     // Evaluators run this very executable, even once a package upgrade replaced its file.
     let this = std::path::Path::new("/proc/self/exe");
     let this = match this.exists() {
-        true => this.to_path_buf(),
-        false => std::env::current_exe().context("this executable's path")?,
+        true => Ok(this.to_path_buf()),
+        false => std::env::current_exe(),
     };
-    inlet::jq::set_worker_program(this);
-    run()
+    if let Ok(this) = this {
+        inlet::jq::set_worker_program(this);
+    }
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            // One line, whatever RUST_BACKTRACE says: what failed, and why.
+            eprintln!("inlet: {}", described(&error));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// An error as one line: its causes, and what to do when an address is taken.
+fn described(error: &anyhow::Error) -> String {
+    let in_use = error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::AddrInUse)
+    });
+    match in_use {
+        true => format!(
+            "{error:#} — another process listens there (an inlet serve already running?): \
+             stop it, or change the address in the configuration"
+        ),
+        false => format!("{error:#}"),
+    }
 }
 
 #[actix_web::main]
@@ -747,9 +780,19 @@ async fn run_locally(command: Command, config: &std::path::Path) -> anyhow::Resu
         Command::Sign {
             source,
             body,
+            url,
+            headers_only,
             event,
             key,
-        } => sign(&settings, &source, &body, event, key.resolve()?),
+        } => {
+            let request = SignRequest {
+                source: &source,
+                body: &body,
+                url,
+                headers_only,
+            };
+            sign(&settings, request, event, key.resolve()?)
+        }
         Command::Send {
             source,
             body,
@@ -1012,10 +1055,22 @@ fn read_body(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
     std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
 }
 
+/// What `inlet sign` is asked for.
+struct SignRequest<'a> {
+    source: &'a str,
+    body: &'a std::path::Path,
+    url: Option<String>,
+    headers_only: bool,
+}
+
 fn sign(
     settings: &Settings,
-    source: &str,
-    body: &std::path::Path,
+    SignRequest {
+        source,
+        body,
+        url,
+        headers_only,
+    }: SignRequest<'_>,
     event: EventArgs,
     private_key: Option<Secret>,
 ) -> anyhow::Result<()> {
@@ -1031,13 +1086,19 @@ fn sign(
         &sample,
         private_key.as_ref(),
     )?;
-    for (name, value) in headers {
-        println!("{name}: {value}");
+    if headers_only {
+        for (name, value) in headers {
+            println!("{name}: {value}");
+        }
+        // A scheme that signs inside the body (Adyen): the signed body is what to send.
+        if signed != body {
+            println!("{}", String::from_utf8_lossy(&signed));
+        }
+        return Ok(());
     }
-    // A scheme that signs inside the body (Adyen): the signed body is what to send.
-    if signed != body {
-        println!("{}", String::from_utf8_lossy(&signed));
-    }
+    let url = url.unwrap_or_else(|| inlet::cli::default_url(settings, source));
+    // The signed body itself (Adyen signs inside it), as the bytes the signature covers.
+    println!("{}", inlet::curl::command(&url, &headers, &signed));
     Ok(())
 }
 

@@ -59,7 +59,8 @@ pub struct LogGuard {
 pub fn init_logging(format: LogFormat) -> LogGuard {
     let filter = EnvFilter::try_from_env("INLET_LOG")
         .or_else(|_| EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| EnvFilter::new("info"));
+        // actix's own start-up lines say what Inlet's say already.
+        .unwrap_or_else(|_| EnvFilter::new("info,actix_server=warn"));
     let colour = colour_logs(
         std::io::stdout().is_terminal(),
         std::env::var_os("NO_COLOR").as_deref(),

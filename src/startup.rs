@@ -703,7 +703,9 @@ pub fn listening_urls(
         format!("{operator_base}/metrics"),
     ));
     if console {
-        urls.push(("console".to_owned(), format!("{operator_base}/console")));
+        let what =
+            "console: sign in with an operator's token ([operator] token, or one of [[operators]])";
+        urls.push((what.to_owned(), format!("{operator_base}/console")));
     }
     urls
 }

@@ -34,6 +34,7 @@ const LAYERS: &[&[&str]] = &[
         "traces",
         "faults",
         "jq",
+        "curl",
     ],
 ];
 

@@ -1,13 +1,16 @@
 //! The `inlet` binary as an operator runs it: the retention audit at startup and in
 //! `check-config`, the maintenance commands, `inlet send`, and its logs.
 
-use crate::helpers::{spawn_app, spawn_app_with, Backend, TestOptions, STRIPE_SECRET};
+use crate::helpers::{
+    spawn_app, spawn_app_with, stripe_event, Backend, TestOptions, STRIPE_SECRET,
+};
 use crate::on_both_backends;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
 on_both_backends!(
     send_prints_the_idempotent_replayed_header,
+    sign_prints_a_curl_command_that_is_accepted_as_pasted,
     healthcheck_exits_0_when_ready_and_1_with_the_reason_when_not,
     the_batched_ceiling_writes_the_rows_of_whole_groups,
 );
@@ -33,6 +36,8 @@ fn inlet(toml: &str, args: &[&str]) -> Output {
         .env_remove("INLET_LOG")
         .env_remove("RUST_LOG")
         .env_remove("NO_COLOR")
+        // A user who asks for backtraces gets none for an ordinary error either.
+        .env("RUST_BACKTRACE", "1")
         .output()
         .expect("run inlet");
     let _ = std::fs::remove_dir_all(&dir);
@@ -43,6 +48,27 @@ const STRIPE: &str = "[database]\nurl = \"sqlite://DB\"\n[[sources]]\nname = \"s
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A second `inlet serve` on an address already taken says so in one line — what failed,
+/// why, and what to do — and exits 1, whatever `RUST_BACKTRACE` asks for.
+#[test]
+fn an_address_in_use_is_one_clear_line_never_a_backtrace() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let port = taken.local_addr().expect("its address").port();
+    let toml = format!("[server]\nbind = \"127.0.0.1:{port}\"\n{STRIPE}");
+    let output = inlet(&toml, &["serve"]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with(&format!(
+            "inlet: cannot listen on 127.0.0.1:{port} (server.bind): "
+        )) && stderr.contains("already in use")
+            && stderr.contains("another process listens there"),
+        "{stderr}"
+    );
+    assert!(!stderr.to_lowercase().contains("backtrace"), "{stderr}");
 }
 
 #[test]
@@ -336,6 +362,54 @@ fn logs_written_to_a_pipe_carry_no_colour_codes() {
         !stdout.contains('\u{1b}'),
         "ANSI escape codes in piped logs:\n{stdout:?}"
     );
+}
+
+/// `inlet sign` prints a whole curl command; pasted into a shell it posts the body byte
+/// for byte (newlines included, which `curl -d` would strip) and Inlet accepts it.
+async fn sign_prints_a_curl_command_that_is_accepted_as_pasted(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let toml = format!(
+        "[database]\nurl = \"sqlite://DB\"\n[[sources]]\nname = \"stripe\"\nscheme = \"stripe\"\n\
+         secrets = [\"{STRIPE_SECRET}\"]\n"
+    );
+    // A body with newlines, as `jq .` or an editor writes it.
+    let body = std::env::temp_dir().join(format!("inlet-sign-{}.json", std::process::id()));
+    let event = stripe_event("evt_pasted", "charge.succeeded", "ch_pasted");
+    let pretty: serde_json::Value = serde_json::from_slice(&event).expect("JSON");
+    let pretty = serde_json::to_string_pretty(&pretty).expect("pretty") + "\n";
+    std::fs::write(&body, &pretty).expect("the body");
+    let url = format!("{}/webhooks/stripe", app.address);
+    let path = body.display().to_string();
+    let signed = tokio::task::spawn_blocking(move || {
+        inlet(
+            &toml,
+            &["sign", "--source", "stripe", "--body", &path, "--url", &url],
+        )
+    })
+    .await
+    .expect("task");
+    let command = text(&signed.stdout);
+    assert!(signed.status.success(), "{command}{}", text(&signed.stderr));
+    assert!(
+        command.contains("--data-binary @-") && command.contains("Stripe-Signature: t="),
+        "{command}"
+    );
+    let pasted = tokio::task::spawn_blocking(move || {
+        Command::new("bash")
+            .arg("-c")
+            .arg(&command)
+            .output()
+            .expect("bash")
+    })
+    .await
+    .expect("task");
+    let answer = text(&pasted.stdout);
+    assert!(
+        answer.contains("\"outcome\":\"accepted\""),
+        "{answer}{}",
+        text(&pasted.stderr)
+    );
+    let _ = std::fs::remove_file(&body);
 }
 
 /// `inlet send` shows that an answer is a stored one: the `Idempotent-Replayed` header.

@@ -15,7 +15,6 @@ mod actions;
 mod audit;
 mod bulk;
 mod chart;
-mod curl;
 mod error;
 mod evaluate;
 mod forms;

@@ -680,7 +680,7 @@ fn curl_of(source: &str, shown: &Value) -> String {
         .or(find("host"))
         .unwrap_or("localhost:8080");
     let url = format!("{scheme}://{host}/webhooks/{source}");
-    super::curl::command(&url, &headers, &bytes_of(&shown["payload"]))
+    crate::curl::command(&url, &headers, &bytes_of(&shown["payload"]))
 }
 
 /// The API's `{"encoding", "data"}` back to bytes.

@@ -1,8 +1,9 @@
-//! "Copy as curl": a stored request as the `curl` command that sends it again, what an
-//! engineer pastes into a terminal to reproduce a webhook. The headers are the stored ones
-//! (credentials were redacted when stored, and stay so); the body goes through `printf`
-//! (or `base64 -d` when it is not text) so that the bytes sent are the bytes received —
-//! the signature covers them.
+//! A request as the `curl` command that sends it, what an engineer pastes into a
+//! terminal: the console's "copy as curl" of a stored webhook (its stored headers, whose
+//! credentials were redacted when stored and stay so) and `inlet sign`'s freshly signed
+//! one. The body goes through `printf` (or `base64 -d` when it is not text) into
+//! `--data-binary`, so that the bytes sent are the bytes signed — `curl -d @file` would
+//! strip the newlines and break the signature.
 
 use base64::Engine;
 
