@@ -365,14 +365,21 @@ impl Job {
             }
             None => record()?,
         }
+        self.put_in_force(next, &changes);
+        Ok(changes)
+    }
+
+    /// What follows an applied reload: counters for the sources it added, warnings about
+    /// their schemes, the sessions of the operators it removed, and the settings in force.
+    fn put_in_force(&self, next: Settings, changes: &Changes) {
         let added: Vec<&str> = changes.sources.added.iter().map(String::as_str).collect();
         start_webhook_counters(&added, &self.outcomes);
         warn_about_schemes(&next, &added);
         if let (false, Some(pool)) = (changes.operators.removed.is_empty(), &self.pool) {
-            crate::startup::end_sessions_of_removed_operators(pool, &next);
+            let accounts = &next.operator.accounts;
+            crate::operator::sessions::end_sessions_of_removed_operators(pool, accounts);
         }
         self.settings.replace(Arc::new(next));
-        Ok(changes)
     }
 }
 

@@ -88,32 +88,13 @@ pub async fn open_database(settings: &Settings) -> anyhow::Result<DbPool> {
 pub async fn open_serving_database(settings: &Settings) -> anyhow::Result<DbPool> {
     let pool = open_database(settings).await?;
     check_stored_sources(&pool, settings).await?;
-    let (sessions_pool, names) = (pool.clone(), settings.clone());
-    tokio::task::spawn_blocking(move || end_sessions_of_removed_operators(&sessions_pool, &names))
-        .await
-        .context("the database task was aborted")?;
+    let (sessions_pool, accounts) = (pool.clone(), settings.operator.accounts.clone());
+    tokio::task::spawn_blocking(move || {
+        crate::operator::sessions::end_sessions_of_removed_operators(&sessions_pool, &accounts)
+    })
+    .await
+    .context("the database task was aborted")?;
     Ok(pool)
-}
-
-/// Deletes the console session rows of operators `settings` no longer configure (their
-/// cookies are refused already); blocking, and only logged when it fails.
-pub fn end_sessions_of_removed_operators(pool: &DbPool, settings: &Settings) {
-    let names: Vec<String> = (settings.operator.accounts.iter())
-        .map(|a| a.name.clone())
-        .collect();
-    let ended = (pool.get().map_err(|e| e.to_string())).and_then(|mut conn| {
-        crate::operator::sessions::end_unconfigured(&mut conn, &names).map_err(|e| e.to_string())
-    });
-    match ended {
-        Ok(0) => {}
-        Ok(rows) => tracing::info!(
-            rows,
-            "console sessions of operators no longer configured ended"
-        ),
-        Err(error) => {
-            tracing::warn!(%error, "cannot end the console sessions of removed operators")
-        }
-    }
 }
 
 /// Refuses `settings` when they drop a source the database still holds rows of (a

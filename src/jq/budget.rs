@@ -12,8 +12,8 @@
 //! ([`super::pool`]). In an evaluator process, an allocation the address space refuses
 //! ends the process at once with [`MEMORY_EXIT`] instead of Rust's abort.
 
-use super::run::Bound;
-use super::run::{EvalError, Reached};
+use super::error::Bound;
+use super::error::{EvalError, Reached};
 use jaq_core::data::HasLut;
 use jaq_core::DataT;
 use jaq_core::Lut;

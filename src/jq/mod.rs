@@ -8,6 +8,7 @@
 
 mod budget;
 mod compile;
+mod error;
 mod pool;
 mod run;
 mod wire;
@@ -15,8 +16,9 @@ pub mod worker;
 
 pub use budget::Counting;
 pub use compile::CompileError;
+pub use error::{Bound, EvalError, Reached};
 pub use pool::Lane;
-pub use run::{is_json, Bound, Decision, EvalError, Input, Reached};
+pub use run::{is_json, Decision, Input};
 
 use budget::Bounds;
 use parking_lot::Mutex;

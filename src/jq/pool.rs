@@ -9,7 +9,7 @@
 //! need.
 
 use super::budget::MEMORY_EXIT;
-use super::run::{Bound, EvalError};
+use super::error::{Bound, EvalError};
 use super::wire::{self, Answer, Job};
 use super::worker::TIME_EXIT;
 use parking_lot::{Condvar, Mutex};

@@ -255,129 +255,82 @@ fn on_pool(
     answer.results.into_iter().next().expect("one result")
 }
 
+/// Which limits a bound's case runs under: the test's own, but for the one it drives.
+#[derive(Clone, Copy)]
+enum Under {
+    /// 32 MiB, 200 ms, steps without end.
+    Base,
+    /// 100,000 steps.
+    Steps,
+    /// 20 ms.
+    Time,
+    /// 20 s: the stack is what runs out.
+    Deep,
+}
+
+impl Under {
+    fn limits(self) -> Limits {
+        let base = Limits {
+            time: Duration::from_millis(200),
+            steps: 100_000_000,
+            memory: 32 << 20,
+            output: 1 << 20,
+            ..Limits::default()
+        };
+        match self {
+            Under::Base => base,
+            Under::Steps => Limits {
+                steps: 100_000,
+                ..base
+            },
+            Under::Time => Limits {
+                time: Duration::from_millis(20),
+                ..base
+            },
+            Under::Deep => Limits {
+                time: Duration::from_secs(20),
+                ..base
+            },
+        }
+    }
+}
+
+/// Each bound from an expression, then from a payload meeting an ordinary-looking one.
+#[rustfmt::skip]
+const BOUNDS: [(Bound, Under, Task, &str, &str); 12] = [
+    (Bound::Memory, Under::Base, Task::Decide, r#"("x" * 1000000000000) | length > 0"#, "{}"),
+    (Bound::Memory, Under::Base, Task::Decide, r#"("*" * (.rating // 0)) | length >= 4"#, r#"{"rating":1000000000000}"#),
+    (Bound::Memory, Under::Base, Task::Decide, r#"reduce range(40) as $i ("x"; . + .) | length > 0"#, "{}"),
+    (Bound::Memory, Under::Base, Task::Decide, r#"reduce range(.n) as $i (.s; . + .) | length > 0"#, r#"{"s":"ab","n":40}"#),
+    (Bound::Steps, Under::Steps, Task::Decide, "[range(1e9)] | length > 0", "{}"),
+    (Bound::Steps, Under::Steps, Task::Decide, "[range(.n)] | length > 0", r#"{"n":1e9}"#),
+    (Bound::Time, Under::Time, Task::Decide, "last(range(1e12)) > 0", "{}"),
+    (Bound::Time, Under::Time, Task::Decide, "last(range(.n)) > 0", r#"{"n":1e12}"#),
+    (Bound::Depth, Under::Deep, Task::Decide, "def f: 1 + f; f > 0", "{}"),
+    (Bound::Depth, Under::Deep, Task::Decide, "def f(n): if n > 0 then 1 + f(n - 1) else 0 end; f(.n) > 0", r#"{"n":1e9}"#),
+    (Bound::Output, Under::Base, Task::Transform, r#""x" * 2000000"#, "{}"),
+    (Bound::Output, Under::Base, Task::Transform, "tostring * .n", r#"{"n":200000}"#),
+];
+
 /// Each bound, reached from an expression and from a payload meeting an ordinary-looking
 /// expression, is answered as that bound — the evaluator's process, not this one, takes
 /// the blow — and the memory the evaluator was resident with, read from its answers and
 /// from the kernel for the processes that died, stays within what the bounds allow.
 #[test]
 fn every_bound_holds_from_an_expression_and_from_a_payload_and_the_memory_is_measured() {
-    let limits = Limits {
-        time: Duration::from_millis(200),
-        steps: 100_000_000,
-        memory: 32 << 20,
-        output: 1 << 20,
-        ..Limits::default()
-    };
+    let limits = Under::Base.limits();
     let pool = pool::Pool::new(Lane::Live, worker_program(), 1);
     let fresh = on_pool(&pool, &limits, Task::Decide, "true", "{}");
     assert_eq!(fresh, Ok(Output::Decision(true)));
     let baseline = pool.peak_rss();
     assert!(baseline > 0, "/proc tells the evaluator's size");
-    let steps = Limits {
-        steps: 100_000,
-        ..limits
-    };
-    let time = Limits {
-        time: Duration::from_millis(20),
-        ..limits
-    };
-    let deep = Limits {
-        time: Duration::from_secs(20),
-        ..limits
-    };
-    let cases: [(Bound, &Limits, Task, &str, &str); 12] = [
-        (
-            Bound::Memory,
-            &limits,
-            Task::Decide,
-            r#"("x" * 1000000000000) | length > 0"#,
-            "{}",
-        ),
-        (
-            Bound::Memory,
-            &limits,
-            Task::Decide,
-            r#"("*" * (.rating // 0)) | length >= 4"#,
-            r#"{"rating":1000000000000}"#,
-        ),
-        (
-            Bound::Memory,
-            &limits,
-            Task::Decide,
-            r#"reduce range(40) as $i ("x"; . + .) | length > 0"#,
-            "{}",
-        ),
-        (
-            Bound::Memory,
-            &limits,
-            Task::Decide,
-            r#"reduce range(.n) as $i (.s; . + .) | length > 0"#,
-            r#"{"s":"ab","n":40}"#,
-        ),
-        (
-            Bound::Steps,
-            &steps,
-            Task::Decide,
-            "[range(1e9)] | length > 0",
-            "{}",
-        ),
-        (
-            Bound::Steps,
-            &steps,
-            Task::Decide,
-            "[range(.n)] | length > 0",
-            r#"{"n":1e9}"#,
-        ),
-        (
-            Bound::Time,
-            &time,
-            Task::Decide,
-            "last(range(1e12)) > 0",
-            "{}",
-        ),
-        (
-            Bound::Time,
-            &time,
-            Task::Decide,
-            "last(range(.n)) > 0",
-            r#"{"n":1e12}"#,
-        ),
-        (
-            Bound::Depth,
-            &deep,
-            Task::Decide,
-            "def f: 1 + f; f > 0",
-            "{}",
-        ),
-        (
-            Bound::Depth,
-            &deep,
-            Task::Decide,
-            "def f(n): if n > 0 then 1 + f(n - 1) else 0 end; f(.n) > 0",
-            r#"{"n":1e9}"#,
-        ),
-        (
-            Bound::Output,
-            &limits,
-            Task::Transform,
-            r#""x" * 2000000"#,
-            "{}",
-        ),
-        (
-            Bound::Output,
-            &limits,
-            Task::Transform,
-            "tostring * .n",
-            r#"{"n":200000}"#,
-        ),
-    ];
-    for (bound, limits, task, text, payload) in cases {
-        let result = on_pool(&pool, limits, task, text, payload);
+    for (bound, under, task, text, payload) in BOUNDS {
+        let result = on_pool(&pool, &under.limits(), task, text, payload);
         let reached = result.as_ref().err().and_then(EvalError::bound);
         assert_eq!(reached, Some(bound), "{text} on {payload}: {result:?}");
         // The next job gets a working evaluator, whatever became of this one.
         assert_eq!(
-            on_pool(&pool, limits, Task::Decide, ".a == 1", r#"{"a":1}"#),
+            on_pool(&pool, &limits, Task::Decide, ".a == 1", r#"{"a":1}"#),
             Ok(Output::Decision(true)),
             "after {text}"
         );

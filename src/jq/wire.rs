@@ -4,7 +4,7 @@
 
 use super::budget::Bounds;
 use super::compile::CompileError;
-use super::run::EvalError;
+use super::error::EvalError;
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
 

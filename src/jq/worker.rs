@@ -10,7 +10,8 @@
 
 use super::budget::{self, Bounds};
 use super::compile::{self, CompileError, Compiled};
-use super::run::{self, EvalError, Input};
+use super::error::EvalError;
+use super::run::{self, Input};
 use super::wire::{read_frame, write_frame, Answer, Job, Memory, Output, Task};
 use std::collections::HashMap;
 use std::io::{self, BufReader, BufWriter};

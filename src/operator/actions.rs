@@ -535,7 +535,7 @@ fn plan_redelivery(
             planned.push((outcome("unknown_source", None, Vec::new()), None));
             continue;
         }
-        let Some(redelivery) = stored_redelivery(conn, source, event_id)? else {
+        let Some(mut redelivery) = stored_redelivery(conn, source, event_id)? else {
             let result = if fact_first_recorded_by(conn, source, event_id)? {
                 "expired"
             } else {
@@ -552,7 +552,6 @@ fn plan_redelivery(
             planned.push((outcome("duplicate_fact", Some(first), Vec::new()), None));
             continue;
         }
-        let mut redelivery = redelivery;
         let (routed, filters) = filter_routed(destinations, source, event_id, &mut redelivery);
         if routed.is_empty() {
             let mut result = outcome("no_destinations", None, Vec::new());

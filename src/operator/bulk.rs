@@ -525,38 +525,6 @@ fn create(
     Ok(row)
 }
 
-/// Deletes up to `batch` bulk actions finished at or before `cutoff` (`retention.audit`:
-/// the audit trail keeps what they did as long): the sweeper's.
-pub fn delete_finished_bulk_actions(
-    conn: &mut DbConnection,
-    cutoff: NaiveDateTime,
-    batch: i64,
-) -> QueryResult<u64> {
-    let ids: Vec<i64> = bulk_actions::table
-        .filter(bulk_actions::status.ne(RUNNING))
-        .filter(bulk_actions::finished_at.le(cutoff))
-        .order(bulk_actions::id)
-        .limit(batch)
-        .select(bulk_actions::id)
-        .load(conn)?;
-    diesel::delete(bulk_actions::table.filter(bulk_actions::id.eq_any(&ids)))
-        .execute(conn)
-        .map(|n| n as u64)
-}
-
-/// How many bulk actions [`delete_finished_bulk_actions`] would delete (a dry sweep).
-pub fn count_finished_bulk_actions(
-    conn: &mut DbConnection,
-    cutoff: NaiveDateTime,
-) -> QueryResult<u64> {
-    bulk_actions::table
-        .filter(bulk_actions::status.ne(RUNNING))
-        .filter(bulk_actions::finished_at.le(cutoff))
-        .count()
-        .get_result::<i64>(conn)
-        .map(|n| n.unsigned_abs())
-}
-
 /// One bulk action, or `NotFound`.
 pub(super) fn find(conn: &mut DbConnection, id: i64) -> Result<BulkRow, OperatorError> {
     bulk_actions::table

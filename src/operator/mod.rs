@@ -25,8 +25,8 @@ pub mod whole;
 
 pub use audit::{AuditFilter, AuditRow, Entry as AuditEntry, Outcome, Recorder};
 pub use bulk::{
-    count_finished_bulk_actions, delete_finished_bulk_actions, Bulk, BulkCreated, BulkFilter,
-    BulkKind, BulkPreview, BulkRequest, BulkRow, Previewed, PREVIEW_PLANNED,
+    Bulk, BulkCreated, BulkFilter, BulkKind, BulkPreview, BulkRequest, BulkRow, Previewed,
+    PREVIEW_PLANNED,
 };
 pub use bulk_runner::BulkRunner;
 pub use caller::Caller;

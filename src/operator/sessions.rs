@@ -97,28 +97,6 @@ fn sweep_expired(conn: &mut DbConnection, now: NaiveDateTime) -> QueryResult<usi
         .execute(conn)
 }
 
-/// Deletes up to `batch` rows of sessions that expired by `now` (the sweeper's: nobody may
-/// sign in or out for a long time).
-pub fn delete_expired(conn: &mut DbConnection, now: NaiveDateTime, batch: i64) -> QueryResult<u64> {
-    let ids: Vec<String> = console_sessions::table
-        .filter(console_sessions::expires_at.le(now))
-        .limit(batch)
-        .select(console_sessions::id)
-        .load(conn)?;
-    diesel::delete(console_sessions::table.filter(console_sessions::id.eq_any(&ids)))
-        .execute(conn)
-        .map(|n| n as u64)
-}
-
-/// How many rows [`delete_expired`] would delete (a dry sweep).
-pub fn count_expired(conn: &mut DbConnection, now: NaiveDateTime) -> QueryResult<u64> {
-    console_sessions::table
-        .filter(console_sessions::expires_at.le(now))
-        .count()
-        .get_result::<i64>(conn)
-        .map(|n| n.unsigned_abs())
-}
-
 /// Deletes the rows of sessions opened by operators not among `configured` (removed from
 /// the configuration: their cookies are refused already, their rows go now). Rows older
 /// than the operator column are left to expire.
@@ -131,6 +109,24 @@ pub fn end_unconfigured(conn: &mut DbConnection, configured: &[String]) -> Query
         )
         .execute(conn)
     })
+}
+
+/// [`end_unconfigured`] for the operators of `accounts` (a start, a reload); blocking,
+/// and only logged when it fails.
+pub fn end_sessions_of_removed_operators(pool: &crate::db::DbPool, accounts: &[super::Account]) {
+    let names: Vec<String> = accounts.iter().map(|a| a.name.clone()).collect();
+    let ended = (pool.get().map_err(|e| e.to_string()))
+        .and_then(|mut conn| end_unconfigured(&mut conn, &names).map_err(|e| e.to_string()));
+    match ended {
+        Ok(0) => {}
+        Ok(rows) => tracing::info!(
+            rows,
+            "console sessions of operators no longer configured ended"
+        ),
+        Err(error) => {
+            tracing::warn!(%error, "cannot end the console sessions of removed operators")
+        }
+    }
 }
 
 /// The server secret `name`: the one stored, or else `generated` stored now — the first

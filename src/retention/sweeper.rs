@@ -11,7 +11,7 @@
 
 use super::RetentionSettings;
 use crate::clock::Clock;
-use crate::db::schema::{deliveries, delivery_attempts, events};
+use crate::db::schema::{bulk_actions, console_sessions, deliveries, delivery_attempts, events};
 use crate::db::{read_committed, write_transaction, AdvisoryLock, DbConnection, DbPool};
 use crate::delivery::{DEAD, DELIVERED, DISCARDED};
 use chrono::{DateTime, NaiveDateTime, Utc};
@@ -168,10 +168,10 @@ impl Sweeper {
         })?;
         round.report.audit = round.table("audit", |c| delete_old_audit(c, cutoffs.audit, batch))?;
         round.report.bulk_actions = round.table("bulk_actions", |c| {
-            crate::operator::delete_finished_bulk_actions(c, cutoffs.audit, batch)
+            delete_finished_bulk_actions(c, cutoffs.audit, batch)
         })?;
         round.report.sessions = round.table("console_sessions", |c| {
-            crate::operator::sessions::delete_expired(c, cutoffs.events, batch)
+            delete_expired_sessions(c, cutoffs.events, batch)
         })?;
         Ok(round.report)
     }
@@ -382,6 +382,64 @@ fn count_old_audit(conn: &mut DbConnection, cutoff: NaiveDateTime) -> QueryResul
         .map(|n| n.unsigned_abs())
 }
 
+/// Bulk actions finished (done or failed: a running one has no `finished_at`) at or before
+/// `cutoff`: `retention.audit`, as long as the audit trail keeps what they did.
+fn finished_bulk_actions(
+    cutoff: NaiveDateTime,
+) -> diesel::dsl::Filter<
+    bulk_actions::table,
+    diesel::dsl::LtEq<bulk_actions::finished_at, NaiveDateTime>,
+> {
+    bulk_actions::table.filter(bulk_actions::finished_at.le(cutoff))
+}
+
+fn delete_finished_bulk_actions(
+    conn: &mut DbConnection,
+    cutoff: NaiveDateTime,
+    batch: i64,
+) -> QueryResult<u64> {
+    let ids: Vec<i64> = finished_bulk_actions(cutoff)
+        .order(bulk_actions::id)
+        .limit(batch)
+        .select(bulk_actions::id)
+        .load(conn)?;
+    diesel::delete(bulk_actions::table.filter(bulk_actions::id.eq_any(&ids)))
+        .execute(conn)
+        .map(|n| n as u64)
+}
+
+fn count_finished_bulk_actions(conn: &mut DbConnection, cutoff: NaiveDateTime) -> QueryResult<u64> {
+    finished_bulk_actions(cutoff)
+        .count()
+        .get_result::<i64>(conn)
+        .map(|n| n.unsigned_abs())
+}
+
+/// Deletes up to `batch` rows of console sessions that expired by `now`: nobody may sign
+/// in or out for a long time, and rows are otherwise swept only then.
+fn delete_expired_sessions(
+    conn: &mut DbConnection,
+    now: NaiveDateTime,
+    batch: i64,
+) -> QueryResult<u64> {
+    let ids: Vec<String> = console_sessions::table
+        .filter(console_sessions::expires_at.le(now))
+        .limit(batch)
+        .select(console_sessions::id)
+        .load(conn)?;
+    diesel::delete(console_sessions::table.filter(console_sessions::id.eq_any(&ids)))
+        .execute(conn)
+        .map(|n| n as u64)
+}
+
+fn count_expired_sessions(conn: &mut DbConnection, now: NaiveDateTime) -> QueryResult<u64> {
+    console_sessions::table
+        .filter(console_sessions::expires_at.le(now))
+        .count()
+        .get_result::<i64>(conn)
+        .map(|n| n.unsigned_abs())
+}
+
 fn count_expired_keys(conn: &mut DbConnection, cutoff: NaiveDateTime) -> QueryResult<u64> {
     crate::db::schema::operator_requests::table
         .filter(crate::db::schema::operator_requests::expires_at.le(cutoff))
@@ -502,7 +560,7 @@ fn count_all(
     report.dead_letters = count_finished(conn, Finished::DeadLetters, cutoffs)?;
     report.operator_requests = count_expired_keys(conn, cutoffs.events)?;
     report.audit = count_old_audit(conn, cutoffs.audit)?;
-    report.bulk_actions = crate::operator::count_finished_bulk_actions(conn, cutoffs.audit)?;
-    report.sessions = crate::operator::sessions::count_expired(conn, cutoffs.events)?;
+    report.bulk_actions = count_finished_bulk_actions(conn, cutoffs.audit)?;
+    report.sessions = count_expired_sessions(conn, cutoffs.events)?;
     Ok(report)
 }
