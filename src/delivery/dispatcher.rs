@@ -5,6 +5,7 @@
 //! the same.
 
 use super::destination::{prepare, probe, Destination, DestinationMap, Transport};
+use super::failing::FailureLog;
 use super::gates::{self, Health, Observation};
 use super::guard::lock;
 use super::lease;
@@ -115,6 +116,8 @@ pub struct Dispatcher {
     clients_at_start: usize,
     /// A span per attempt (tracing on).
     traces: Traces,
+    /// Destinations seen failing: a log line when one starts and one when it recovers.
+    failing: FailureLog,
 }
 
 /// How an attempt bears on its destination's breaker: an answer (delivered, or refused
@@ -202,6 +205,7 @@ impl Dispatcher {
             turns: Default::default(),
             calm: Mutex::default(),
             traces: Traces::default(),
+            failing: FailureLog::default(),
         })
     }
 
@@ -426,8 +430,10 @@ impl Dispatcher {
                     started_at: started,
                     duration_ms: i64::try_from(timer.elapsed().as_millis()).unwrap_or(i64::MAX),
                 };
+                let health = health_of(&result);
+                (self.failing).observe(&key, health, result.error.as_deref(), self.clock.now());
                 let breaker = destination.settings.gate.breaker;
-                let observed = health_of(&result)
+                let observed = health
                     .filter(|_| breaker.failures > 0)
                     .filter(|health| {
                         !(*health == Health::Answered && lock(&self.calm).contains(&key))

@@ -12,6 +12,7 @@ mod bus;
 mod dead_letters;
 mod destination;
 mod dispatcher;
+mod failing;
 pub mod filters;
 mod gate_view;
 mod gates;

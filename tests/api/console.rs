@@ -390,6 +390,36 @@ async fn an_operator_signs_in_finds_an_event_and_signs_out(backend: Backend) {
         .set_window_size(1280, 1000)
         .await
         .expect("resize");
+    // At 1280 px, with a realistic event (a 28-character id, a long type, a subscription's
+    // fact key) among them, every column shows without a horizontal scrollbar, the fact
+    // included; the date filters show the format, not a date.
+    app.post_stripe(&stripe_event(
+        "evt_3QxJ2bLkdIwHu7ix0n6Yf1Ab",
+        "customer.subscription.trial_will_end",
+        "sub_1QxK7pLkdIwHu7ixr3Lm9Wq2",
+    ))
+    .await
+    .assert_status(200);
+    browser.visit("/console/events").await;
+    let fits = browser
+        .client
+        .execute(
+            "const s = document.querySelector('table.events').parentElement; \
+             return s.scrollWidth <= s.clientWidth;",
+            vec![],
+        )
+        .await
+        .expect("measure");
+    assert_eq!(fits, json!(true), "the events table scrolls sideways at 1280 px");
+    let placeholder = browser
+        .client
+        .execute(
+            "return document.querySelector('input[name=since]').placeholder;",
+            vec![],
+        )
+        .await
+        .expect("read");
+    assert_eq!(placeholder, json!("YYYY-MM-DD HH:MM (UTC)"));
 
     browser
         .visit("/console/events?outcome=duplicate_fact")
@@ -426,10 +456,10 @@ async fn an_operator_signs_in_finds_an_event_and_signs_out(backend: Backend) {
     );
 
     browser.visit("/console").await;
-    // This instance's traffic: 2 accepted and 1 duplicate_fact for stripe.
+    // This instance's traffic: 3 accepted and 1 duplicate_fact for stripe.
     let traffic = browser.text("section.card table").await;
     let traffic = traffic.split_whitespace().collect::<Vec<_>>().join(" ");
-    assert!(traffic.contains("stripe accepted 2 2"), "{traffic}");
+    assert!(traffic.contains("stripe accepted 3 3"), "{traffic}");
     assert!(traffic.contains("stripe duplicate_fact 1 1"), "{traffic}");
     let bars = browser
         .client

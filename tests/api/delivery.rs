@@ -777,3 +777,135 @@ async fn hold_until_crowded(
     crowd.seen.lock().expect("seen").in_flight -= 1;
     actix_web::HttpResponse::Ok().finish()
 }
+
+/// The real binary, its application down: one WARN line when the destination starts
+/// failing (with the cause) however many attempts fail, and one when it answers again —
+/// not silence, and not a line per attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_destination_is_logged_once_when_it_fails_and_once_when_it_recovers() {
+    let holder = crate::helpers::spawn_database_holder(crate::helpers::Backend::Sqlite).await;
+    let free = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let port = free.local_addr().expect("its address").port();
+    drop(free);
+    let dir = std::env::temp_dir().join(format!("inlet-failing-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let config = dir.join("inlet.toml");
+    let toml = format!(
+        "[server]\nbind = \"127.0.0.1:0\"\n[database]\nurl = \"{}\"\n[retention]\nsweeper = false\n\
+         [delivery]\npoll_interval = \"50ms\"\n\
+         [[sources]]\nname = \"stripe\"\nscheme = \"stripe\"\nsecrets = [\"{}\"]\n\
+         [[sources.destinations]]\nname = \"app\"\nurl = \"http://127.0.0.1:{port}/events\"\n\
+         secret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\nretry_base = \"20ms\"\nretry_cap = \"50ms\"\n\
+         max_attempts = 1000\nbreaker = {{ failures = 0 }}\n",
+        holder.database_url(),
+        crate::helpers::STRIPE_SECRET
+    );
+    std::fs::write(&config, toml).expect("config");
+    let (mut child, lines) = crate::helpers::serve_logging_json(&config);
+    let logged: Arc<Mutex<Vec<serde_json::Value>>> = Arc::default();
+    let collected = logged.clone();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            if let Ok(entry) = serde_json::from_str(&line) {
+                collected.lock().expect("log").push(entry);
+            }
+        }
+    });
+    let said = |message: &'static str| {
+        let logged = logged.clone();
+        move || {
+            let logged = logged.lock().expect("log");
+            let lines = logged.iter().filter(|l| {
+                l["fields"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with(message))
+            });
+            lines.cloned().collect::<Vec<_>>()
+        }
+    };
+    let port_of = || {
+        let logged = logged.lock().expect("log");
+        logged.iter().find_map(|l| l["fields"]["port"].as_u64())
+    };
+    eventually("inlet listening", || async { port_of().is_some() }).await;
+    let inlet = format!("http://127.0.0.1:{}", port_of().unwrap_or_default());
+    let client = reqwest::Client::new();
+    for id in ["evt_down_1", "evt_down_2", "evt_down_3"] {
+        let body = crate::helpers::stripe_event(id, "charge.succeeded", id);
+        let signature = crate::helpers::stripe_signature(
+            crate::helpers::STRIPE_SECRET,
+            &body,
+            Utc::now().timestamp(),
+        );
+        let status = client
+            .post(format!("{inlet}/webhooks/stripe"))
+            .header("Stripe-Signature", signature)
+            .body(body)
+            .send()
+            .await
+            .expect("inlet answers")
+            .status();
+        assert_eq!(status, 200);
+    }
+    let metrics = || async {
+        let text = client
+            .get(format!("{inlet}/metrics"))
+            .send()
+            .await
+            .map(|r| r.text());
+        match text {
+            Ok(text) => text.await.unwrap_or_default(),
+            Err(_) => String::new(),
+        }
+    };
+    // Many failed attempts (every 20-50 ms, three deliveries).
+    eventually("thirty failed attempts", || async {
+        let text = metrics().await;
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix("inlet_deliveries_total{destination=\"app\",outcome=\"retrying\"} ")
+            })
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .is_some_and(|n| n >= 30.0)
+    })
+    .await;
+    let failing = said("destination failing")();
+    assert_eq!(failing.len(), 1, "{failing:?}");
+    assert_eq!(failing[0]["level"], "WARN");
+    assert_eq!(failing[0]["fields"]["destination"], "app");
+    assert!(
+        failing[0]["fields"]["cause"]
+            .as_str()
+            .is_some_and(|c| c.contains("connection refused")),
+        "{failing:?}"
+    );
+    assert!(said("destination recovered")().is_empty());
+
+    let listener =
+        std::net::TcpListener::bind(("127.0.0.1", port)).expect("the application's port");
+    let application = MockServer::builder().listener(listener).start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200))
+        .mount(&application)
+        .await;
+    eventually("the three delivered", || async {
+        application.received_requests().await.map_or(0, |r| r.len()) >= 3
+    })
+    .await;
+    eventually("the recovery logged", || async {
+        !said("destination recovered")().is_empty()
+    })
+    .await;
+    let recovered = said("destination recovered")();
+    assert_eq!(recovered.len(), 1, "{recovered:?}");
+    assert!(
+        recovered[0]["fields"]["failures"]
+            .as_u64()
+            .is_some_and(|n| n >= 30),
+        "{recovered:?}"
+    );
+    assert_eq!(said("destination failing")().len(), 1, "still one");
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}

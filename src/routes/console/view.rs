@@ -116,7 +116,7 @@ pub fn error_page(status: StatusCode, message: &str) -> Markup {
 pub fn time_field(label: &str, name: &str, value: &str) -> Markup {
     html! {
         label { (label)
-            input type="text" name=(name) value=(value) placeholder="2026-12-04 05:00"
+            input type="text" name=(name) value=(value) placeholder="YYYY-MM-DD HH:MM (UTC)"
                 pattern=r"\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2})?)?" inputmode="numeric";
         }
     }
