@@ -430,19 +430,7 @@ impl Dispatcher {
                     started_at: started,
                     duration_ms: i64::try_from(timer.elapsed().as_millis()).unwrap_or(i64::MAX),
                 };
-                let health = health_of(&result);
-                (self.failing).observe(&key, health, result.error.as_deref(), self.clock.now());
-                let breaker = destination.settings.gate.breaker;
-                let observed = health
-                    .filter(|_| breaker.failures > 0)
-                    .filter(|health| {
-                        !(*health == Health::Answered && lock(&self.calm).contains(&key))
-                    })
-                    .map(|health| Observation {
-                        key: key.clone(),
-                        breaker,
-                        health,
-                    });
+                let observed = self.observe(&destination, &key, &result);
                 let (outcome, settlement) = self.decide(&destination, delivery, result);
                 (outcome, settlement, Some(log), observed)
             }
@@ -467,6 +455,28 @@ impl Dispatcher {
             }
             None => Settled::Unrecorded,
         }
+    }
+
+    /// How an attempt's result bears on its destination: logged when it starts or stops
+    /// failing, and the observation its breaker records (none for a calm destination's
+    /// answer, or without a breaker).
+    fn observe(
+        &self,
+        destination: &Destination,
+        key: &(String, String),
+        result: &AttemptResult,
+    ) -> Option<Observation> {
+        let health = health_of(result);
+        (self.failing).observe(key, health, result.error.as_deref(), self.clock.now());
+        let breaker = destination.settings.gate.breaker;
+        health
+            .filter(|_| breaker.failures > 0)
+            .filter(|health| !(*health == Health::Answered && lock(&self.calm).contains(key)))
+            .map(|health| Observation {
+                key: key.clone(),
+                breaker,
+                health,
+            })
     }
 
     /// A row for a destination this instance does not know: another instance may have

@@ -410,7 +410,11 @@ async fn an_operator_signs_in_finds_an_event_and_signs_out(backend: Backend) {
         )
         .await
         .expect("measure");
-    assert_eq!(fits, json!(true), "the events table scrolls sideways at 1280 px");
+    assert_eq!(
+        fits,
+        json!(true),
+        "the events table scrolls sideways at 1280 px"
+    );
     let placeholder = browser
         .client
         .execute(
