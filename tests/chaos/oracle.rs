@@ -1763,7 +1763,8 @@ fn absorbing(body: &[u8]) -> Option<(Vec<u8>, CopyAnswer)> {
 /// Copies of a Twilio form body that read as the same signed parameters — so the same
 /// signature verifies them — each with what was done and how it must be answered:
 /// reordered, a trailing `&`, a letter of a value `%`-escaped, `MessageStatus=v` re-split
-/// as `MessageStatu=sv` (no status left: `missing_fact_key`), `MessageStatus` absorbing
+/// as `MessageStatu=sv` (no status left: `missing_fact_key`, unless `SmsStatus=received`
+/// makes it an incoming message's shape: the stored answer), `MessageStatus` absorbing
 /// the next parameter. A copy that would not read as the same parameters (a body that
 /// repeats or escapes oddly) is left out.
 pub fn twilio_variants(body: &[u8]) -> Vec<(&'static str, Vec<u8>, CopyAnswer)> {
@@ -1805,13 +1806,17 @@ pub fn twilio_variants(body: &[u8]) -> Vec<(&'static str, Vec<u8>, CopyAnswer)> 
             moved.join(&b'&')
         });
     let stored = |copy: Option<Vec<u8>>| copy.map(|copy| (copy, CopyAnswer::Stored));
+    let resplit_answer = match pieces.iter().any(|p| *p == b"SmsStatus=received") {
+        true => CopyAnswer::Stored,
+        false => CopyAnswer::Refused("missing_fact_key"),
+    };
     let candidates = [
         ("reordered", stored(Some(reversed.join(&b'&')))),
         ("a trailing &", stored(Some([body, b"&"].concat()))),
         ("a letter %-escaped", stored(escaped)),
         (
             "MessageStatus re-split",
-            resplit.map(|copy| (copy, CopyAnswer::Refused("missing_fact_key"))),
+            resplit.map(|copy| (copy, resplit_answer)),
         ),
         (
             "MessageStatus absorbing the next parameter",
