@@ -1879,9 +1879,10 @@ fn sendgrid_events(body: &[u8]) -> Option<Vec<serde_json::Map<String, serde_json
 }
 
 /// The ids HubSpot's events are stored under, when `body` is a JSON array of 1 to 1,000
-/// objects: for each, the hex sha256 of its members but `attemptNumber` in key order
-/// (the last of a repeated key), each key and each value's bytes as sent preceded by
-/// their length (8 bytes, big-endian).
+/// objects each holding `eventId`, `subscriptionId`, `portalId` and `occurredAt` as
+/// numbers and `subscriptionType` as a non-empty string: for each, the hex sha256 of its
+/// members but `attemptNumber` in key order (the last of a repeated key), each key and
+/// each value's bytes as sent preceded by their length (8 bytes, big-endian).
 pub fn hubspot_event_ids(body: &[u8]) -> Option<HashSet<Vec<u8>>> {
     use serde_json::value::RawValue;
     let list: Vec<&RawValue> = serde_json::from_slice(body).ok()?;
@@ -1892,6 +1893,16 @@ pub fn hubspot_event_ids(body: &[u8]) -> Option<HashSet<Vec<u8>>> {
     for item in list {
         let members: std::collections::BTreeMap<String, &RawValue> =
             serde_json::from_str(item.get()).ok()?;
+        let number = |name: &str| {
+            let value: serde_json::Value = serde_json::from_str(members.get(name)?.get()).ok()?;
+            value.is_number().then_some(())
+        };
+        ["eventId", "subscriptionId", "portalId", "occurredAt"]
+            .into_iter()
+            .try_for_each(number)?;
+        let kind: serde_json::Value =
+            serde_json::from_str(members.get("subscriptionType")?.get()).ok()?;
+        kind.as_str().filter(|kind| !kind.is_empty())?;
         let mut hash = Sha256::new();
         for (key, value) in members.iter().filter(|(key, _)| *key != "attemptNumber") {
             for part in [key.as_bytes(), value.get().as_bytes()] {
