@@ -19,7 +19,8 @@ on_both_backends!(
     an_unavailable_certificate_is_503_a_missing_one_401_and_nothing_is_stored,
     concurrent_copies_fetch_the_certificate_once_and_are_one_event,
     an_event_id_read_from_an_unsigned_member_makes_no_second_effect,
-    a_cached_certificate_that_expired_is_fetched_again
+    a_cached_certificate_that_expired_is_fetched_again,
+    a_certificate_url_off_an_sns_region_is_refused_before_any_fetch,
 );
 
 const APP_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -497,4 +498,46 @@ async fn a_cached_certificate_that_expired_is_fetched_again(backend: Backend) {
         .assert_problem(401, "bad_signature");
     assert_eq!(host.requests(path), 2, "fetched again once expired");
     assert_eq!(app.count_events().await, 2);
+}
+
+/// With AWS's hosts (no `certificate_hosts`), `SigningCertURL` must be on
+/// `sns.<region>.amazonaws.com` (or `.com.cn`) where `<region>` has a region's shape:
+/// `sns.s3-us-west-2.amazonaws.com` is the legacy address of an S3 bucket named `sns`,
+/// which anyone could own. Refused `400` with the reason, before anything is fetched (no
+/// such host is reached: a fetch would be `503`).
+async fn a_certificate_url_off_an_sns_region_is_refused_before_any_fetch(backend: Backend) {
+    let topic = crate::helpers::SNS_TOPIC;
+    let options = TestOptions {
+        extra_sources: format!(
+            "\n[[sources]]\nname = \"sns\"\nscheme = \"sns\"\n[sources.sns]\ntopics = [\"{topic}\"]\n"
+        ),
+        ..Default::default()
+    };
+    let app = spawn_app_with(backend, options).await;
+    let message =
+        SnsMessage::notification("5e5e5e5e-0000-4000-8000-000000000001", "{}", Utc::now());
+    let file = "SimpleNotificationService-9c6465fa7f48f5cacd23014631ec1136.pem";
+    for host in [
+        "sns.s3-us-west-2.amazonaws.com",
+        "sns.s3-external-1.amazonaws.com",
+        "sns.s3-website-us-east-1.amazonaws.com",
+        "sns.my-bucket.amazonaws.com",
+        "sns.compute-1.amazonaws.com",
+        "sns.US-EAST-1.amazonaws.com",
+        "sns.us-east.amazonaws.com.cn",
+    ] {
+        let url = format!("https://{host}/{file}");
+        let refused = post(&app, &message, &message.signed("signing-key.pem", 2, &url)).await;
+        refused.assert_problem(400, "malformed_signature");
+        assert!(
+            refused.text().contains("region"),
+            "{host}: {}",
+            refused.text()
+        );
+    }
+    let url = "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-1.txt";
+    let refused = post(&app, &message, &message.signed("signing-key.pem", 2, url)).await;
+    refused.assert_problem(400, "malformed_signature");
+    assert!(refused.text().contains(".pem"), "{}", refused.text());
+    assert_eq!(app.count_events().await, 0);
 }
