@@ -213,6 +213,13 @@ impl Reason {
     }
 }
 
+/// The `Retry-After` seconds for a wait of `left`: rounded up, at least 1. Rounded down, a
+/// client that waits exactly what it was told would ask too early and be refused again.
+pub fn seconds_to_wait(left: std::time::Duration) -> u64 {
+    let whole = left.as_secs() + u64::from(left.subsec_nanos() > 0);
+    whole.max(1)
+}
+
 /// A refused request: a reason and a human-readable detail.
 #[derive(Debug, Clone)]
 pub struct Problem {
