@@ -278,7 +278,11 @@ impl Problem {
             }
             _ => return self,
         };
-        Self::new(self.reason, format!("{generic} (request id {request_id})"))
+        // The detail is Inlet's; when to retry is the caller's to know.
+        Self {
+            detail: format!("{generic} (request id {request_id})"),
+            ..self
+        }
     }
 
     /// The problem+json document.
