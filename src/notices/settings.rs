@@ -21,9 +21,17 @@ pub const DEFAULT_DEAD_LETTER_THRESHOLD: u32 = 100;
 pub const DEFAULT_CHECK_INTERVAL: &str = "30s";
 
 /// The Slack form: the stored notice is the canonical JSON; a Slack incoming webhook is
-/// sent its summary as `text` and one `mrkdwn` section block, `&`, `<` and `>` escaped
-/// as Slack asks (an event id is the sender's text: `<!channel>` must not ping anyone).
-pub const SLACK_TRANSFORM: &str = r#"(.summary | gsub("&"; "&amp;") | gsub("<"; "&lt;") | gsub(">"; "&gt;")) as $summary | {text: ("[Inlet] " + $summary), blocks: [{type: "section", text: {type: "mrkdwn", text: ("*" + .type + "*\n" + $summary)}}]}"#;
+/// sent its summary as `text` and one `mrkdwn` section block. `&`, `<` and `>` are
+/// escaped as Slack asks, and the event id — the sender's text, the one value of a
+/// request a summary quotes — is set in a code span wherever it appears, so its `*`,
+/// `_`, `~` and links show as typed and `<!channel>` pings nobody; a backtick of its own,
+/// which would end the span (mrkdwn has no escape for it), is shown as `ˋ` (U+02CB).
+/// Written in jq, as any transform: it runs in the evaluator processes like the others.
+pub const SLACK_TRANSFORM: &str = r#"def esc: gsub("&"; "&amp;") | gsub("<"; "&lt;") | gsub(">"; "&gt;");
+def code: "`" + (gsub("`"; "ˋ") | esc) + "`";
+(.event_id | if type == "string" and . != "" then . else null end) as $id
+| (if $id == null then .summary | esc else .summary | split($id) | map(esc) | join($id | code) end) as $text
+| {text: ("[Inlet] " + $text), blocks: [{type: "section", text: {type: "mrkdwn", text: ("*" + .type + "*\n" + $text)}}]}"#;
 
 /// What Inlet tells about itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

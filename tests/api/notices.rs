@@ -22,6 +22,7 @@ on_both_backends!(
     dead_letters_are_told_each_and_once_over_the_threshold,
     a_type_turned_off_is_not_sent,
     the_slack_form_sends_text_and_blocks,
+    the_slack_form_quotes_a_senders_id_in_a_code_span,
     a_failing_notices_destination_tells_nothing_of_itself,
     a_fingerprint_mismatch_is_told_once_per_event_id,
     a_refused_reload_is_told,
@@ -234,7 +235,9 @@ async fn a_type_turned_off_is_not_sent(backend: Backend) {
     assert!(notice_ids(&app).await.is_empty(), "nothing written either");
 }
 
-async fn the_slack_form_sends_text_and_blocks(backend: Backend) {
+/// An Inlet sending Slack-form notices, the event `id` posted and dead-lettered, and the
+/// notice it sent.
+async fn slack_notice_of(backend: Backend, id: &str) -> (TestApp, Value) {
     let app_server = answering(400).await;
     let notices = answering(200).await;
     let app = app_with_notices(
@@ -246,12 +249,17 @@ async fn the_slack_form_sends_text_and_blocks(backend: Backend) {
         false,
     )
     .await;
-    post(&app, "evt_slack_<!here>&").await;
+    post(&app, id).await;
     eventually("a notice in the Slack form", || async {
         !received(&notices).await.is_empty()
     })
     .await;
-    let slack = &received(&notices).await[0];
+    let slack = received(&notices).await.remove(0);
+    (app, slack)
+}
+
+async fn the_slack_form_sends_text_and_blocks(backend: Backend) {
+    let (app, slack) = slack_notice_of(backend, "evt_slack_<!here>&").await;
     let text = slack["text"].as_str().unwrap_or_default();
     assert!(
         text.starts_with("[Inlet] ") && text.contains("evt_slack_&lt;!here&gt;&amp;"),
@@ -281,6 +289,49 @@ async fn the_slack_form_sends_text_and_blocks(backend: Backend) {
         "{}",
         stored.text()
     );
+}
+
+/// The text outside the code spans of a Slack mrkdwn `text`, and the spans' contents.
+fn mrkdwn_parts(text: &str) -> (String, Vec<String>) {
+    let mut outside = String::new();
+    let mut spans = Vec::new();
+    for (n, part) in text.split('`').enumerate() {
+        match n % 2 {
+            0 => outside.push_str(part),
+            _ => spans.push(part.to_owned()),
+        }
+    }
+    (outside, spans)
+}
+
+/// An event id is the sender's text: in the Slack form it is quoted in a code span, so
+/// `*bold*`, `_italic_`, `~strike~` and links show as typed, `&`, `<` and `>` are escaped
+/// as Slack asks, and a backtick of its own cannot end the span early.
+async fn the_slack_form_quotes_a_senders_id_in_a_code_span(backend: Backend) {
+    let id = "evt_*bold*_it_~x~`<https://evil.example|click>`<!here>&";
+    let (_app, slack) = slack_notice_of(backend, id).await;
+    let texts = [
+        slack["text"].as_str().unwrap_or_default(),
+        slack["blocks"][0]["text"]["text"]
+            .as_str()
+            .unwrap_or_default(),
+    ];
+    for text in texts {
+        let (outside, spans) = mrkdwn_parts(text);
+        assert_eq!(text.matches('`').count(), 2, "one code span: {text}");
+        assert!(spans[0].starts_with("evt_*bold*_it_~x~"), "{text}");
+        assert!(
+            spans[0].contains("&lt;https://evil.example|click&gt;"),
+            "{text}"
+        );
+        assert!(spans[0].ends_with("&lt;!here&gt;&amp;"), "{text}");
+        for sent in ["*bold*", "_it_", "~x~", "<", "evil.example", "!here"] {
+            assert!(
+                !outside.contains(sent),
+                "{sent} outside a code span: {text}"
+            );
+        }
+    }
 }
 
 async fn a_failing_notices_destination_tells_nothing_of_itself(backend: Backend) {
