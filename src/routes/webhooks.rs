@@ -343,7 +343,10 @@ async fn receive(
     };
     match intake.receive(&state.committer, webhook, incoming).await {
         Err(Refusal::Ingest(IngestError::FingerprintMismatch(mismatch))) => {
-            tell_mismatch(state, source.name.as_str(), &mismatch).await;
+            // A notice sent back to Inlet is never told of: notices never loop.
+            if !crate::notices::is_notice_delivery(request.headers().all()) {
+                tell_mismatch(state, source.name.as_str(), &mismatch).await;
+            }
             Err(IngestError::FingerprintMismatch(mismatch).into())
         }
         Ok(received) => {
