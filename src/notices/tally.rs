@@ -30,7 +30,9 @@ const MAX_LOOKBACK: i64 = 64;
 /// The windows and how often the checks run.
 #[derive(Debug, Clone, Copy)]
 pub struct Spans {
+    /// `[notices] window`: one notice per destination per window.
     pub window: Duration,
+    /// `[notices] check_interval`: how late the checks may look at an ended window.
     pub check_interval: Duration,
 }
 
