@@ -2,24 +2,33 @@
 //! signing certificate a message names, fetched over HTTPS from an allowed host and kept
 //! for the life of the instance, and the visit that confirms a subscription.
 //!
+//! A confirmation is visited once per instance and URL as well: copies wait for the
+//! visit in progress, a confirmed URL is remembered for as long as its message can verify
+//! (the source's tolerance: a replay after it is refused before anything is visited), a
+//! failed visit as a failed fetch is. A replayed confirmation is answered from memory
+//! instead of queueing visits behind a slow URL.
+//!
 //! A certificate is public and AWS's never changes at its URL, so each instance keeps the
 //! ones it fetched, by URL and trusted roots ([`MAX_CACHED`] of them), while they are
 //! within their validity (one found expired is fetched again). Each URL is fetched
 //! by one request at a time: the others wait for it and take what it found; at most
 //! [`MAX_FETCHES`] fetches run at once. A fetch that failed is remembered — for
 //! [`FAILURE_REMEMBERED`] when the host could not answer (the webhook is answered `503`
-//! meanwhile and SNS retries it), for [`REFUSAL_REMEMBERED`] when it answered that there is
-//! no such certificate or served something else (no signature can then verify). The URLs
+//! meanwhile, `Retry-After` what is left of it, and SNS retries it), for
+//! [`REFUSAL_REMEMBERED`] when it answered that there is no such certificate or served
+//! something else (no signature can then verify). Time is the instance's clock. The URLs
 //! were checked by the scheme (HTTPS, an allowed host, one certificate's path) and so was
 //! everything about the message that needs no certificate, before they reach here;
 //! redirects are not followed, and every exchange is bounded in time and size.
 
+use crate::clock::Clock;
 use crate::secret::Secret;
 use crate::signature::{check_certificate, Fetch};
+use chrono::{DateTime, Utc};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long a fetch or a visit may take, connection included.
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -43,9 +52,24 @@ pub struct FetchError {
     /// The host answered, and there is no usable certificate at that URL (an answer other
     /// than 200, or not a certificate): asking again will not help.
     pub refused: bool,
+    /// How long from now the failure stays remembered: asking again sooner gets it again.
+    pub remembered_for: Duration,
 }
 
-/// What is known of one certificate URL.
+impl FetchError {
+    fn new(url: &str, why: String, refused: bool) -> Self {
+        let mut error = Self {
+            url: url.to_owned(),
+            why,
+            refused,
+            remembered_for: Duration::ZERO,
+        };
+        error.remembered_for = remembered(&error);
+        error
+    }
+}
+
+/// What is known of one certificate or confirmation URL.
 enum Slot {
     Unknown,
     /// The certificate's PEM, and the end of its validity (Unix seconds).
@@ -53,10 +77,31 @@ enum Slot {
         pem: Secret,
         until: i64,
     },
+    /// A subscription confirmed by visiting the URL, remembered until then.
+    Confirmed {
+        until: DateTime<Utc>,
+    },
     Failed {
-        at: Instant,
+        at: DateTime<Utc>,
         error: FetchError,
     },
+}
+
+impl Slot {
+    /// The failure this slot remembers at `now`, with what is left of its memory; `None`
+    /// once it is over — or when the clock was set back before it (never a longer wait
+    /// than the one first told).
+    fn failure(&self, now: DateTime<Utc>) -> Option<FetchError> {
+        let Slot::Failed { at, error } = self else {
+            return None;
+        };
+        let elapsed = (now - *at).to_std().ok()?;
+        let left = remembered(error).checked_sub(elapsed)?;
+        (!left.is_zero()).then(|| FetchError {
+            remembered_for: left,
+            ..error.clone()
+        })
+    }
 }
 
 /// A certificate URL, and the roots its fetch trusts.
@@ -82,26 +127,28 @@ impl Default for Certificates {
 
 impl Certificates {
     /// The certificate at `fetch.url` (its PEM), from this instance's cache or fetched now
-    /// (and then within its validity at `now`, Unix seconds); `source` labels the metric and
-    /// the log line of a fetch.
+    /// (and then within its validity at `clock`'s now); `source` labels the metric and the
+    /// log line of a fetch.
     pub async fn certificate(
         &self,
         source: &str,
         fetch: &Fetch,
-        now: i64,
+        clock: &dyn Clock,
     ) -> Result<Secret, FetchError> {
         let slot = self.slot(fetch);
         let mut slot = slot.lock().await;
+        let now = clock.now();
         match &*slot {
             // A certificate that has expired since is fetched again: its URL may serve its
             // successor.
-            Slot::Fetched { pem, until } if now <= *until => return Ok(pem.clone()),
-            Slot::Failed { at, error } if at.elapsed() < remembered(error) => {
-                return Err(error.clone())
+            Slot::Fetched { pem, until } if now.timestamp() <= *until => return Ok(pem.clone()),
+            failed => {
+                if let Some(error) = failed.failure(now) {
+                    return Err(error);
+                }
             }
-            _ => {}
         }
-        let fetched = self.fetch_certificate(fetch, now).await;
+        let fetched = self.fetch_certificate(fetch, now.timestamp()).await;
         let outcome = match &fetched {
             Ok(_) => "fetched",
             Err(_) => "failed",
@@ -118,8 +165,9 @@ impl Certificates {
             }
             Err(error) => {
                 tracing::warn!(%source, url = %fetch.url, why = %error.why, refused = error.refused, "signing certificate not fetched");
+                // Remembered from when the answer came, however long the fetch took.
                 Slot::Failed {
-                    at: Instant::now(),
+                    at: clock.now(),
                     error: error.clone(),
                 }
             }
@@ -127,9 +175,51 @@ impl Certificates {
         fetched.map(|(pem, _)| pem)
     }
 
-    /// Confirms a subscription: `GET fetch.url`, answered with a 2xx.
-    pub async fn visit(&self, fetch: &Fetch) -> Result<(), FetchError> {
-        self.get(fetch, false).await.map(drop)
+    /// Confirms a subscription: `GET fetch.url`, answered with a 2xx — once for this URL
+    /// while it is remembered: confirmed for `confirmed_for` (the tolerance within which
+    /// its message verifies), failed as a failed fetch is. Copies wait for the visit in
+    /// progress and take its outcome; `source` labels the metric and the log line.
+    pub async fn visit(
+        &self,
+        source: &str,
+        fetch: &Fetch,
+        clock: &dyn Clock,
+        confirmed_for: Duration,
+    ) -> Result<(), FetchError> {
+        let slot = self.slot(fetch);
+        let mut slot = slot.lock().await;
+        match &*slot {
+            Slot::Confirmed { until } if clock.now() < *until => return Ok(()),
+            failed => {
+                if let Some(error) = failed.failure(clock.now()) {
+                    return Err(error);
+                }
+            }
+        }
+        let visited = self.get(fetch, false).await.map(drop);
+        let outcome = match &visited {
+            Ok(()) => "confirmed",
+            Err(_) => "failed",
+        };
+        metrics::counter!("inlet_subscription_visits_total", "source" => source.to_owned(), "outcome" => outcome)
+            .increment(1);
+        let now = clock.now();
+        *slot = match &visited {
+            Ok(()) => Slot::Confirmed {
+                until: chrono::Duration::from_std(confirmed_for)
+                    .ok()
+                    .and_then(|span| now.checked_add_signed(span))
+                    .unwrap_or(DateTime::<Utc>::MAX_UTC),
+            },
+            Err(error) => {
+                tracing::warn!(%source, url = %fetch.url, why = %error.why, "SubscribeURL not visited");
+                Slot::Failed {
+                    at: now,
+                    error: error.clone(),
+                }
+            }
+        };
+        visited
     }
 
     /// The slot of `fetch`'s URL and roots, made when new. Past [`MAX_CACHED`] of them, the
@@ -140,7 +230,9 @@ impl Certificates {
         if !slots.contains_key(&key) && slots.len() >= MAX_CACHED {
             // A slot being fetched is locked: kept, so its URL is never fetched twice at once.
             slots.retain(|_, slot| {
-                (slot.try_lock()).map_or(true, |slot| matches!(*slot, Slot::Fetched { .. }))
+                (slot.try_lock()).map_or(true, |slot| {
+                    matches!(*slot, Slot::Fetched { .. } | Slot::Confirmed { .. })
+                })
             });
             let idle: Vec<SlotKey> = (slots.iter())
                 .filter(|(_, slot)| slot.try_lock().is_ok())
@@ -162,11 +254,7 @@ impl Certificates {
         now: i64,
     ) -> Result<(Secret, i64), FetchError> {
         let body = self.get(fetch, true).await?;
-        let refused = |why: String| FetchError {
-            url: fetch.url.clone(),
-            why,
-            refused: true,
-        };
+        let refused = |why: String| FetchError::new(&fetch.url, why, true);
         let until = check_certificate(&body, now).map_err(refused)?;
         let pem = String::from_utf8(body).map_err(|_| refused("not text".to_owned()))?;
         Ok((Secret::new(pem), until))
@@ -175,11 +263,7 @@ impl Certificates {
     /// `GET fetch.url`: the body of a 2xx answer (only a 200 for a certificate), at most
     /// [`MAX_BYTES`].
     async fn get(&self, fetch: &Fetch, only_ok: bool) -> Result<Vec<u8>, FetchError> {
-        let failed = |why: String, refused: bool| FetchError {
-            url: fetch.url.clone(),
-            why,
-            refused,
-        };
+        let failed = |why: String, refused: bool| FetchError::new(&fetch.url, why, refused);
         let client = self
             .client(fetch.roots.as_ref())
             .map_err(|why| failed(why, false))?;

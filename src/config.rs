@@ -412,6 +412,16 @@ impl Settings {
         }
         let operator = raw.operator.validate(raw.operators)?;
         let admin = raw.admin.validate();
+        let console = raw.console.validate(&operator, &admin)?;
+        if let Some(notices) = &notices {
+            let listeners = [
+                Some(("server.bind", server.bind.as_str())),
+                admin.bind.as_deref().map(|bind| ("admin.bind", bind)),
+                console.bind.as_deref().map(|bind| ("console.bind", bind)),
+            ];
+            let listeners: Vec<(&str, &str)> = listeners.into_iter().flatten().collect();
+            crate::notices::refuse_own_listeners(&notices.destination.url, &listeners)?;
+        }
         let horizons = sources
             .iter()
             .map(|source| AuditLine {
@@ -427,7 +437,7 @@ impl Settings {
             destinations,
             retention: raw.retention.validate(horizons)?,
             delivery,
-            console: raw.console.validate(&operator, &admin)?,
+            console,
             operator,
             admin,
             telemetry: raw.telemetry.validate()?,
@@ -860,6 +870,9 @@ events = [{events}]
             "notices.dead_letter_threshold"
         );
         assert_eq!(key("check_interval = \"soon\""), "notices.check_interval");
+        for window in ["0s", "500ms", "2d", "soon"] {
+            assert_eq!(key(&format!("window = \"{window}\"")), "notices.window");
+        }
         assert_eq!(key("timeout = \"2m\""), "notices.timeout");
         assert_eq!(key("max_attempts = 0"), "notices.max_attempts");
         for inlets in ["name = \"x\"", "events = [\"a\"]", "transform = \".\""] {

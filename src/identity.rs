@@ -205,6 +205,16 @@ pub enum Locator {
     Json(JsonPointer),
     /// A field of an `application/x-www-form-urlencoded` body.
     Form(String),
+    /// A field of a form body, or — in a form without it — `value`, when the form's field
+    /// `marker` holds exactly that (Twilio's type: `MessageStatus`, or `received` for an
+    /// incoming message, which has no `MessageStatus` and whose `SmsStatus` is `received`).
+    /// Only a provider profile names it: any other value of `marker` reads as absent, so
+    /// a form that is neither shape is still refused where the fact needs a type.
+    FormOrMarked {
+        field: String,
+        marker: String,
+        value: String,
+    },
     /// The sha256 of the raw body (hex) — or of the canonical content a scheme signs
     /// instead of the bytes (Twilio's sorted parameters): the default fact key of sources
     /// whose event id the signature does not cover, so a signed body re-sent under a
@@ -248,6 +258,11 @@ impl fmt::Display for Locator {
             Self::Header(names) => write!(f, "the {} header", names.join(" or ")),
             Self::Json(pointer) => write!(f, "{} in the JSON body", pointer.as_str()),
             Self::Form(field) => write!(f, "the form field {field}"),
+            Self::FormOrMarked {
+                field,
+                marker,
+                value,
+            } => write!(f, "the form field {field} (or {marker}={value})"),
             Self::BodyDigest => f.write_str("the sha256 of the body"),
             Self::SignedType => f.write_str("the type in the signed content"),
         }
@@ -361,19 +376,29 @@ impl<'r> Body<'r> {
             },
             Locator::BodyDigest => Ok(Some(self.request.content_digest())),
             Locator::SignedType => Ok(self.request.signed_type()),
-            Locator::Form(field) => {
-                let body = self.request.body();
-                let pairs = self.form.get_or_insert_with(|| {
-                    form_urlencoded::parse(body)
-                        .map(|(k, v)| (k.into_owned(), v.into_owned()))
-                        .collect()
-                });
-                Ok(pairs
-                    .iter()
-                    .find(|(k, _)| k == field)
-                    .map(|(_, v)| v.clone()))
-            }
+            Locator::Form(field) => Ok(self.form_field(field)),
+            Locator::FormOrMarked {
+                field,
+                marker,
+                value,
+            } => Ok(self.form_field(field).or_else(|| {
+                (self.form_field(marker).as_ref() == Some(value)).then(|| value.clone())
+            })),
         }
+    }
+
+    /// The first value of the form field `name`, the form parsed once.
+    fn form_field(&mut self, name: &str) -> Option<String> {
+        let body = self.request.body();
+        let pairs = self.form.get_or_insert_with(|| {
+            form_urlencoded::parse(body)
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect()
+        });
+        pairs
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
     }
 }
 

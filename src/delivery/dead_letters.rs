@@ -1,9 +1,11 @@
 //! Dead letters as an observer reads them: the rows a settlement just dead-lettered, and
-//! how many are dead now (for operational notices).
+//! how many are dead now, in all or of one destination over a span of time (for
+//! operational notices).
 
 use super::outbox::DEAD;
 use crate::db::schema::deliveries;
 use crate::db::DbConnection;
+use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 
 /// A dead-lettered delivery: which event, which destination, and why it gave up.
@@ -31,6 +33,41 @@ impl DeadLetter {
             .select(Self::as_select())
             .load(conn)
     }
+}
+
+/// `source`'s deliveries to `destination` dead-lettered (settled) at or after `from` and,
+/// with `until`, before it.
+pub fn count_dead_between(
+    conn: &mut DbConnection,
+    (source, destination): (&str, &str),
+    from: DateTime<Utc>,
+    until: Option<DateTime<Utc>>,
+) -> QueryResult<i64> {
+    let mut query = deliveries::table
+        .filter(deliveries::source.eq(source))
+        .filter(deliveries::destination.eq(destination))
+        .filter(deliveries::status.eq(DEAD))
+        .filter(deliveries::settled_at.ge(from.naive_utc()))
+        .into_boxed();
+    if let Some(until) = until {
+        query = query.filter(deliveries::settled_at.lt(until.naive_utc()));
+    }
+    query.count().get_result(conn)
+}
+
+/// The dead letter of `source`'s `destination` settled last, if any is dead.
+pub fn latest_dead(
+    conn: &mut DbConnection,
+    (source, destination): (&str, &str),
+) -> QueryResult<Option<DeadLetter>> {
+    deliveries::table
+        .filter(deliveries::source.eq(source))
+        .filter(deliveries::destination.eq(destination))
+        .filter(deliveries::status.eq(DEAD))
+        .order((deliveries::settled_at.desc(), deliveries::id.desc()))
+        .select(DeadLetter::as_select())
+        .first(conn)
+        .optional()
 }
 
 /// Dead deliveries of every source but `excluded`.

@@ -34,7 +34,9 @@ pub use settings::{
 };
 
 pub use bus::{BrokerHealth, BrokerState};
-pub use dead_letters::{count_dead_except, nth_dead_except, DeadLetter};
+pub use dead_letters::{
+    count_dead_between, count_dead_except, latest_dead, nth_dead_except, DeadLetter,
+};
 pub use gate_view::{gate_views, GateView};
 pub use gates::{
     BreakerSettings, BreakerState, GateSettings, RateLimit, DEFAULT_BREAKER_COOLDOWN,

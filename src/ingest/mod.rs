@@ -20,7 +20,7 @@ pub use committer::Committer;
 pub use event::{claim_all, NewEvent, STATUS_PROCESSED};
 pub use group::{process, process_group, Ingested};
 pub use intake::{Intake, Received, Refusal, Webhook};
-pub use stored_headers::REDACTED;
+pub use stored_headers::{read_stored_headers, REDACTED};
 
 use crate::db::StoreError;
 use crate::delivery::Route;

@@ -96,6 +96,11 @@ pub fn stored_headers(headers: &dyn Headers, header: Option<&str>, secrets: &[Se
     serde_json::to_string(&rows).unwrap_or_else(|_| "[]".to_owned())
 }
 
+/// The headers [`stored_headers`] wrote, by name; none when `stored` is not of that form.
+pub fn read_stored_headers(stored: &str) -> Vec<(String, String)> {
+    serde_json::from_str(stored).unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::{is_credential, Credentials};

@@ -1,7 +1,9 @@
 //! What no transaction tells: every `check_interval`, each instance looks whether its
-//! sweeper has stalled and whether the dead letters have passed the threshold. Several
-//! instances looking at the same thing write one notice: the ids name the occurrence
-//! (the sweeper's last success, the dead row that passed the threshold).
+//! sweeper has stalled, whether the dead letters have passed the threshold, and which
+//! destinations' dead letters a window's notice left untold once the window is over.
+//! Several instances looking at the same thing write one notice: the ids name the
+//! occurrence (the sweeper's last success, the dead row that passed the threshold, the
+//! destination and the window).
 
 use super::notice::Notice;
 use super::notifier::Notices;
@@ -44,6 +46,7 @@ impl Checks {
                     .collect();
                 found.extend(over_threshold(&notices, &mut conn, now).map_err(|e| e.to_string())?);
                 notices.send(&mut conn, found);
+                notices.send_untold_dead_letters(&mut conn, now);
                 Ok::<_, String>(())
             });
             match checked.await {

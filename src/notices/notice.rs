@@ -10,6 +10,20 @@ use serde_json::{json, Map, Value};
 /// Characters of a fingerprint (sha256 hex) kept in an event id.
 const SHORT_DIGEST: usize = 16;
 
+/// How many dead letters of one destination a `delivery.dead_lettered` notice stands for
+/// (one notice per destination per window: [`super::tally`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tally {
+    /// The start of the window the notice is written in.
+    pub window_start: DateTime<Utc>,
+    /// Since when it counts: the start of the destination's previous notice's window.
+    pub since: DateTime<Utc>,
+    /// The dead letters it stands for, the one it describes included.
+    pub dead_letters: i64,
+    /// Of those, how many are of its own window: the next notice counts the window's rest.
+    pub in_window: i64,
+}
+
 /// A notice about to be written.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Notice {
@@ -83,32 +97,72 @@ impl Notice {
         }
     }
 
-    /// A delivery gave up at `at`. Keyed on its row and lease: a dead letter requeued and
-    /// dead again is told again.
-    pub fn dead_lettered(dead: &DeadLetter, at: DateTime<Utc>) -> Self {
+    /// The id of `source`'s `destination`'s dead-letter notice of the window starting at
+    /// `window_start`: one per destination per window, whoever writes it. The pair is
+    /// named as `source~destination` when both are plain names, else by the SHA-256 of
+    /// both (a destination's default name is its URL's `host:port/path`, and an id must
+    /// stay one segment of an admin URL and name one pair only).
+    pub fn dead_lettered_id(
+        source: &str,
+        destination: &str,
+        window_start: DateTime<Utc>,
+    ) -> String {
+        let plain = |name: &str| {
+            (1..=60).contains(&name.len())
+                && (name.bytes())
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+        };
+        let pair = match plain(source) && plain(destination) {
+            true => format!("{source}~{destination}"),
+            false => {
+                let both = format!("{source}\n{destination}");
+                format!("sha256:{}", crate::ingest::fingerprint(both.as_bytes()))
+            }
+        };
+        format!("delivery.dead_lettered:{pair}:{}", time(window_start))
+    }
+
+    /// Deliveries to one destination gave up: `latest` the last of them, `tally` how many
+    /// this notice stands for.
+    pub fn dead_lettered(latest: &DeadLetter, tally: Tally, at: DateTime<Utc>) -> Self {
+        let attempts = format!(
+            "{} attempt{}",
+            latest.attempt,
+            if latest.attempt == 1 { "" } else { "s" }
+        );
+        let (source, destination) = (&latest.source, &latest.destination);
+        let summary = match tally.dead_letters {
+            ..=1 => format!(
+                "Delivery {} of event {} (source {source}) to destination {destination} was \
+                 dead-lettered after {attempts}.",
+                latest.id, latest.event_id,
+            ),
+            count => format!(
+                "{count} more dead letters of destination {destination} (source {source}) \
+                 since {}; the latest: delivery {} of event {}, after {attempts}.",
+                time(tally.since),
+                latest.id,
+                latest.event_id,
+            ),
+        };
         Self {
             kind: NoticeType::DeliveryDeadLettered,
-            id: format!("delivery.dead_lettered:{}:{}", dead.id, dead.attempt),
+            id: Self::dead_lettered_id(source, destination, tally.window_start),
             at,
-            summary: format!(
-                "Delivery {} of event {} (source {}) to destination {} was dead-lettered \
-                 after {} attempt{}.",
-                dead.id,
-                dead.event_id,
-                dead.source,
-                dead.destination,
-                dead.attempt,
-                if dead.attempt == 1 { "" } else { "s" }
-            ),
+            summary,
             fields: object(json!({
-                "source": dead.source,
-                "destination": dead.destination,
-                "event_id": dead.event_id,
-                "event_type": dead.event_type,
-                "delivery_id": dead.id,
-                "attempts": dead.attempt,
-                "last_status": dead.last_status,
-                "last_error": dead.last_error.as_deref().map(error_kind),
+                "source": source,
+                "destination": destination,
+                "event_id": latest.event_id,
+                "event_type": latest.event_type,
+                "delivery_id": latest.id,
+                "attempts": latest.attempt,
+                "last_status": latest.last_status,
+                "last_error": latest.last_error.as_deref().map(error_kind),
+                "dead_letters": tally.dead_letters,
+                "in_window": tally.in_window,
+                "since": time(tally.since),
+                "window_start": time(tally.window_start),
             })),
         }
     }
@@ -247,8 +301,8 @@ fn first_line(reason: &str) -> String {
         .collect()
 }
 
-/// An event id as a notice id quotes it: itself up to 128 bytes, else its SHA-256 (the
-/// notice id stays within the 255 bytes an event id may have).
+/// An event id (or a source and destination) as a notice id quotes it: itself up to 128
+/// bytes, else its SHA-256 (the notice id stays within the 255 bytes an event id may have).
 fn id_part(event_id: &str) -> String {
     match event_id.len() {
         0..=128 => event_id.to_owned(),
@@ -283,6 +337,23 @@ mod tests {
             Notice::sweeper_stalled(at(0), at(600)).id,
             Notice::sweeper_stalled(at(0), at(900)).id
         );
+    }
+
+    #[test]
+    fn a_destinations_dead_letter_notice_is_named_by_it_and_its_window() {
+        let id = |source, destination| Notice::dead_lettered_id(source, destination, at(0));
+        assert_eq!(
+            id("stripe", "app"),
+            "delivery.dead_lettered:stripe~app:2027-01-15T08:00:00.000Z"
+        );
+        // One segment of an admin URL, one pair only.
+        let by_url = id("stripe", "127.0.0.1:9000/events");
+        assert!(
+            !by_url.contains('/') && by_url.contains(":sha256:"),
+            "{by_url}"
+        );
+        assert_ne!(id("a~b", "c"), id("a", "b~c"));
+        assert!(id("s", &"d".repeat(128)).len() <= 255);
     }
 
     #[test]

@@ -1,15 +1,20 @@
 //! [`Notices`]: writes the notices that are turned on — inside the transaction of the
 //! change they tell of (a breaker's transition, a dead letter: [`SettleWatcher`]), or in
 //! a transaction of their own (a fingerprint mismatch, a refused reload, the periodic
-//! checks) — then counts and logs each one written.
+//! checks) — then counts and logs each one written. Dead letters are told once per
+//! destination per window ([`super::tally`]), and never of an event that was itself a
+//! notice sent back to Inlet.
 
 use super::notice::Notice;
 use super::settings::{NoticeSettings, NoticeType, SOURCE};
-use super::store::{write, Keeping};
+use super::store::{notices_among, write, Keeping};
+use super::tally::{dead_letters_notice, Pending, Spans};
 use crate::clock::Clock;
 use crate::db::{write_transaction, DbConnection, DbPool};
 use crate::delivery::{AfterCommit, DeadLetter, SettleWatcher, SettledChanges, Transition};
+use chrono::{DateTime, Utc};
 use diesel::QueryResult;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +24,8 @@ pub struct Notices {
     pub settings: NoticeSettings,
     keeping: Keeping,
     clock: Arc<dyn Clock>,
+    /// Destinations with dead letters settled in a window not over yet.
+    pending: Arc<Pending>,
 }
 
 impl Notices {
@@ -33,6 +40,14 @@ impl Notices {
             settings,
             keeping,
             clock,
+            pending: Arc::default(),
+        }
+    }
+
+    fn spans(&self) -> Spans {
+        Spans {
+            window: self.settings.window,
+            check_interval: self.settings.check_interval,
         }
     }
 
@@ -74,6 +89,64 @@ impl Notices {
         }
     }
 
+    /// The dead letters of each destination whose window ended before `now`'s, that its
+    /// window's notice did not tell: one notice each, in a transaction of its own.
+    pub fn send_untold_dead_letters(&self, conn: &mut DbConnection, now: DateTime<Utc>) {
+        if !self.settings.sends(NoticeType::DeliveryDeadLettered) {
+            return;
+        }
+        let spans = self.spans();
+        let window_start = spans.window_start(now);
+        for (source, name) in self.pending.over_before(window_start) {
+            let written = write_transaction(conn, |conn| {
+                let notice = dead_letters_notice(conn, (&source, &name), None, spans, now)?;
+                self.write_all(conn, notice.into_iter().collect())
+            });
+            match written {
+                Ok(after) => after.run(),
+                Err(error) => {
+                    tracing::warn!(%source, destination = %name, %error, "cannot write an operational notice");
+                    // Looked at again at the next check.
+                    let before = window_start - chrono::Duration::milliseconds(1);
+                    self.pending.saw((&source, &name), before);
+                }
+            }
+        }
+    }
+
+    /// The dead-letter notices of a settlement: one per destination per window, none of
+    /// the notices destination's own rows nor of an event that was itself a notice.
+    fn dead_letters_told(
+        &self,
+        conn: &mut DbConnection,
+        changes: &SettledChanges<'_>,
+    ) -> QueryResult<Vec<Notice>> {
+        let dead: Vec<DeadLetter> = DeadLetter::find_all(conn, changes.dead)?
+            .into_iter()
+            .filter(|row| row.source != SOURCE)
+            .collect();
+        if dead.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sent_back = notices_among(conn, &dead)?;
+        // The last dead letter of each destination, what its notice describes.
+        let mut latest: BTreeMap<(String, String), DeadLetter> = BTreeMap::new();
+        for row in dead {
+            if !sent_back.contains(&(row.source.clone(), row.event_id.clone())) {
+                latest.insert((row.source.clone(), row.destination.clone()), row);
+            }
+        }
+        let spans = self.spans();
+        let mut told = Vec::new();
+        for ((source, name), row) in &latest {
+            self.pending
+                .saw((source, name), spans.window_start(changes.now));
+            let notice = dead_letters_notice(conn, (source, name), Some(row), spans, changes.now)?;
+            told.extend(notice);
+        }
+        Ok(told)
+    }
+
     /// [`Notices::send`] on a connection of `pool`, off the async executor.
     pub async fn send_from(&self, pool: &DbPool, notices: Vec<Notice>) {
         if notices.iter().all(|n| !self.settings.sends(n.kind)) {
@@ -99,7 +172,8 @@ fn report(notice: &Notice) {
 }
 
 /// Breakers and dead letters, told in the transaction that changed them. Never about
-/// the notices destination itself: its outage would otherwise feed itself notices.
+/// the notices destination itself (its outage would otherwise feed itself notices), nor
+/// about the dead letters of an event that was a notice sent back to Inlet.
 impl SettleWatcher for Notices {
     fn settled(
         &self,
@@ -124,12 +198,7 @@ impl SettleWatcher for Notices {
             }
         }
         if self.settings.sends(NoticeType::DeliveryDeadLettered) && !changes.dead.is_empty() {
-            let dead = DeadLetter::find_all(conn, changes.dead)?;
-            notices.extend(
-                (dead.iter())
-                    .filter(|row| row.source != SOURCE)
-                    .map(|row| Notice::dead_lettered(row, now)),
-            );
+            notices.extend(self.dead_letters_told(conn, changes)?);
         }
         self.write_all(conn, notices)
     }

@@ -17,13 +17,36 @@ pub const DESTINATION: &str = "notices";
 /// `dead_letters.over_threshold` notice.
 pub const DEFAULT_DEAD_LETTER_THRESHOLD: u32 = 100;
 /// How often each instance looks at what no transaction tells it (a stalled sweeper,
-/// the number of dead letters).
+/// the number of dead letters, a window's dead letters not told yet).
 pub const DEFAULT_CHECK_INTERVAL: &str = "30s";
+/// The span within which one destination's dead letters make one notice.
+pub const DEFAULT_WINDOW: &str = "1m";
+
+/// The header every delivery carries its source in: a notice's says [`SOURCE`], which no
+/// configured source may be called, so it marks a notice wherever it arrives — at one of
+/// Inlet's own sources too, where its dead letters are never told of again.
+pub const MARKER_HEADER: &str = "Inlet-Source";
+
+/// Whether `headers` (as received, or as stored) carry the mark of a notice's delivery:
+/// an event that is itself a notice, sent back to Inlet.
+pub fn is_notice_delivery<'a>(headers: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> bool {
+    headers
+        .into_iter()
+        .any(|(name, value)| name.eq_ignore_ascii_case(MARKER_HEADER) && value == SOURCE.as_bytes())
+}
 
 /// The Slack form: the stored notice is the canonical JSON; a Slack incoming webhook is
-/// sent its summary as `text` and one `mrkdwn` section block, `&`, `<` and `>` escaped
-/// as Slack asks (an event id is the sender's text: `<!channel>` must not ping anyone).
-pub const SLACK_TRANSFORM: &str = r#"(.summary | gsub("&"; "&amp;") | gsub("<"; "&lt;") | gsub(">"; "&gt;")) as $summary | {text: ("[Inlet] " + $summary), blocks: [{type: "section", text: {type: "mrkdwn", text: ("*" + .type + "*\n" + $summary)}}]}"#;
+/// sent its summary as `text` and one `mrkdwn` section block. `&`, `<` and `>` are
+/// escaped as Slack asks, and the event id — the sender's text, the one value of a
+/// request a summary quotes — is set in a code span wherever it appears, so its `*`,
+/// `_`, `~` and links show as typed and `<!channel>` pings nobody; a backtick of its own,
+/// which would end the span (mrkdwn has no escape for it), is shown as `ˋ` (U+02CB).
+/// Written in jq, as any transform: it runs in the evaluator processes like the others.
+pub const SLACK_TRANSFORM: &str = r#"def esc: gsub("&"; "&amp;") | gsub("<"; "&lt;") | gsub(">"; "&gt;");
+def code: "`" + (gsub("`"; "ˋ") | esc) + "`";
+(.event_id | if type == "string" and . != "" then . else null end) as $id
+| (if $id == null then .summary | esc else .summary | split($id) | map(esc) | join($id | code) end) as $text
+| {text: ("[Inlet] " + $text), blocks: [{type: "section", text: {type: "mrkdwn", text: ("*" + .type + "*\n" + $text)}}]}"#;
 
 /// What Inlet tells about itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -89,12 +112,18 @@ pub struct NoticesFile {
     types: Option<Vec<String>>,
     dead_letter_threshold: Option<u32>,
     check_interval: Option<String>,
+    window: Option<String>,
 }
 
 impl NoticesFile {
     /// The keys above, for the list of keys `[notices]` accepts.
-    pub const KEYS: [&'static str; 4] =
-        ["format", "types", "dead_letter_threshold", "check_interval"];
+    pub const KEYS: [&'static str; 5] = [
+        "format",
+        "types",
+        "dead_letter_threshold",
+        "check_interval",
+        "window",
+    ];
 }
 
 /// Operational notices, validated.
@@ -107,6 +136,9 @@ pub struct NoticeSettings {
     pub types: BTreeSet<NoticeType>,
     pub dead_letter_threshold: u32,
     pub check_interval: Duration,
+    /// One `delivery.dead_lettered` notice per destination per window, with the count of
+    /// the dead letters it stands for.
+    pub window: Duration,
 }
 
 impl NoticeSettings {
@@ -146,15 +178,16 @@ impl NoticesFile {
                 "must be at least 1 (delivery.dead_lettered tells of every dead letter)",
             ));
         }
-        let check_interval = span(
+        let check_interval = positive_span(
             "notices.check_interval",
             self.check_interval.as_deref(),
             DEFAULT_CHECK_INTERVAL,
         )?;
-        if check_interval.is_zero() {
+        let window = positive_span("notices.window", self.window.as_deref(), DEFAULT_WINDOW)?;
+        if window < Duration::from_secs(1) || window > Duration::from_secs(86_400) {
             return Err(ConfigError::new(
-                "notices.check_interval",
-                "must be longer than 0",
+                "notices.window",
+                "must be between 1s and 1d (one notice per destination per window)",
             ));
         }
         Ok(NoticeSettings {
@@ -163,8 +196,18 @@ impl NoticesFile {
             types: parse_types(self.types)?,
             dead_letter_threshold: threshold,
             check_interval,
+            window,
         })
     }
+}
+
+/// The span at `key` (`default` when absent), longer than 0.
+fn positive_span(key: &str, value: Option<&str>, default: &str) -> Result<Duration, ConfigError> {
+    let parsed = span(key, value, default)?;
+    if parsed.is_zero() {
+        return Err(ConfigError::new(key, "must be longer than 0"));
+    }
+    Ok(parsed)
 }
 
 /// `types`: every type when absent; each entry a known type, once.

@@ -2,16 +2,20 @@
 //! NOTHING`, its fact recorded in the ledger, and its outbox row for the notices
 //! destination — in the caller's transaction, with the change it tells of where there is
 //! one. A second observation of the same occurrence (another instance, a re-sent body)
-//! finds the id claimed and writes nothing.
+//! finds the id claimed and writes nothing. Also what the notices read back of events:
+//! a notice already written, and which events were themselves notices sent back to Inlet.
 
 use super::notice::Notice;
-use super::settings::{DESTINATION, SOURCE};
+use super::settings::{is_notice_delivery, DESTINATION, SOURCE};
+use crate::db::schema::events;
 use crate::db::DbConnection;
-use crate::delivery::{Message, Route};
-use crate::ingest::{claim_all, fingerprint, NewEvent, STATUS_PROCESSED};
+use crate::delivery::{DeadLetter, Message, Route};
+use crate::ingest::{claim_all, fingerprint, read_stored_headers, NewEvent, STATUS_PROCESSED};
 use crate::ledger::{record_all, NewFact};
 use chrono::{DateTime, Utc};
+use diesel::prelude::*;
 use diesel::QueryResult;
+use std::collections::HashSet;
 use std::time::Duration;
 
 /// The stored request headers of a notice: it came with none.
@@ -81,4 +85,42 @@ pub fn write(conn: &mut DbConnection, notice: &Notice, keeping: Keeping) -> Quer
     };
     message.enqueue(conn, &[Route::taken(DESTINATION.to_owned(), deadline)], at)?;
     Ok(true)
+}
+
+/// The `in_window` of the dead-letter notice `id` (0 when its body does not say); `None`
+/// when no such notice was written.
+pub fn counted_in_window(conn: &mut DbConnection, id: &str) -> QueryResult<Option<i64>> {
+    let payload: Option<Vec<u8>> = events::table
+        .filter(events::source.eq(SOURCE))
+        .filter(events::event_id.eq(id))
+        .select(events::payload)
+        .first(conn)
+        .optional()?;
+    Ok(payload.map(|payload| {
+        let body = serde_json::from_slice::<serde_json::Value>(&payload).ok();
+        body.and_then(|b| b["in_window"].as_i64()).unwrap_or(0)
+    }))
+}
+
+/// Those of the events of `dead` that arrived as one of Inlet's notices (their stored
+/// request headers carry the mark every notice delivery does), by `(source, event_id)`.
+pub fn notices_among(
+    conn: &mut DbConnection,
+    dead: &[DeadLetter],
+) -> QueryResult<HashSet<(String, String)>> {
+    let ids: Vec<&str> = dead.iter().map(|row| row.event_id.as_str()).collect();
+    let sources: Vec<&str> = dead.iter().map(|row| row.source.as_str()).collect();
+    let stored: Vec<(String, String, Option<String>)> = events::table
+        .filter(events::event_id.eq_any(ids))
+        .filter(events::source.eq_any(sources))
+        .select((events::source, events::event_id, events::headers))
+        .load(conn)?;
+    Ok(stored
+        .into_iter()
+        .filter(|(_, _, headers)| {
+            let headers = read_stored_headers(headers.as_deref().unwrap_or("[]"));
+            is_notice_delivery(headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes())))
+        })
+        .map(|(source, event_id, _)| (source, event_id))
+        .collect())
 }

@@ -251,7 +251,11 @@ impl Provider {
                     .iter()
                     .any(|signed| signed.eq_ignore_ascii_case(name))
             }),
-            Locator::Json(_) | Locator::Form(_) | Locator::BodyDigest | Locator::SignedType => true,
+            Locator::Json(_)
+            | Locator::Form(_)
+            | Locator::FormOrMarked { .. }
+            | Locator::BodyDigest
+            | Locator::SignedType => true,
         }
     }
 }
@@ -262,6 +266,11 @@ fn locator(place: Place) -> Locator {
         Place::Json(pointer) => Locator::json(pointer),
         Place::Headers(names) => Locator::Header(names.iter().map(|n| (*n).to_owned()).collect()),
         Place::Form(field) => Locator::Form(field.to_owned()),
+        Place::FormOrMarked(field, marker, value) => Locator::FormOrMarked {
+            field: field.to_owned(),
+            marker: marker.to_owned(),
+            value: value.to_owned(),
+        },
         Place::BodyDigest => Locator::BodyDigest,
         Place::SignedType => Locator::SignedType,
     }

@@ -27,6 +27,9 @@ pub enum Place {
     Headers(&'static [&'static str]),
     /// A field of a form body.
     Form(&'static str),
+    /// A field of a form body, or, in a form without it, the value (the third) that
+    /// another field (the second) holds exactly ([`crate::identity::Locator::FormOrMarked`]).
+    FormOrMarked(&'static str, &'static str, &'static str),
     /// What was signed: the sha256 of the body, or of the scheme's canonical reading.
     BodyDigest,
     /// The type the scheme reads from the content it verified (Braintree's `<kind>`).
@@ -349,7 +352,9 @@ pub static PROFILES: [Profile; 26] = [
     // signed — the sorted parameters of a form, the bytes of a JSON body — (a retry
     // resends the same; the unsigned I-Twilio-Idempotency-Token is never the id); the
     // fact is one status of one message, so the same status re-sent in another signed
-    // content (a second callback) has no second effect. A form must carry both.
+    // content (a second callback) has no second effect. A form must carry both. An
+    // incoming message has no MessageStatus: its SmsStatus says `received`, its kind, and
+    // its MessageSid names it (a form with neither shape is still refused).
     Profile {
         signs_a_reading: true,
         ..plain(
@@ -357,7 +362,11 @@ pub static PROFILES: [Profile; 26] = [
             Signing::PublicUrl(twilio),
             Places {
                 event_id: Place::BodyDigest,
-                event_type: Some(Place::Form("MessageStatus")),
+                event_type: Some(Place::FormOrMarked(
+                    "MessageStatus",
+                    "SmsStatus",
+                    "received",
+                )),
                 fact_key: Some(Place::Form("MessageSid")),
                 form_requires_fact: true,
             },

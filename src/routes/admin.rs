@@ -56,8 +56,8 @@ fn authorize(
             )
         })?;
     let client = request.peer_addr().map(|peer| peer.ip());
-    if let Some(left) = state.sign_in.wait_left(client) {
-        let secs = left.as_secs().max(1);
+    if let Some(left) = state.sign_in.wait_left(client, state.clock.now()) {
+        let secs = super::seconds_to_wait(left);
         refused_token("waiting", client);
         return Err(Problem::new(
             Reason::TooManyAttempts,
@@ -68,7 +68,7 @@ fn authorize(
     let Some(account) = roles::find(&settings.operator.accounts, given.trim()) else {
         state
             .sign_in
-            .failed(client, settings.operator.lockout_after);
+            .failed(client, settings.operator.lockout_after, state.clock.now());
         refused_token("wrong_token", client);
         return Err(Problem::new(
             Reason::Unauthorized,

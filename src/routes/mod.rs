@@ -4,7 +4,7 @@
 
 pub use crate::idempotency::REPLAYED_HEADER;
 pub use middleware::{observe, RequestId};
-pub use problem::{Problem, Reason};
+pub use problem::{seconds_to_wait, Problem, Reason};
 pub use webhooks::read_body;
 
 use crate::state::AppState;

@@ -219,6 +219,13 @@ impl Reason {
     }
 }
 
+/// The `Retry-After` seconds for a wait of `left`: rounded up, at least 1. Rounded down, a
+/// client that waits exactly what it was told would ask too early and be refused again.
+pub fn seconds_to_wait(left: std::time::Duration) -> u64 {
+    let whole = left.as_secs() + u64::from(left.subsec_nanos() > 0);
+    whole.max(1)
+}
+
 /// A refused request: a reason and a human-readable detail.
 #[derive(Debug, Clone)]
 pub struct Problem {
@@ -283,7 +290,11 @@ impl Problem {
             }
             _ => return self,
         };
-        Self::new(self.reason, format!("{generic} (request id {request_id})"))
+        // The detail is Inlet's; when to retry is the caller's to know.
+        Self {
+            detail: format!("{generic} (request id {request_id})"),
+            ..self
+        }
     }
 
     /// The problem+json document.

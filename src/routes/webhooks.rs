@@ -112,7 +112,8 @@ fn request_id(request: &HttpRequest) -> String {
 /// `GET /webhooks/{source}`: the provider's endpoint verification, for a source whose
 /// provider sends one (Dropbox: the `challenge` echoed as `text/plain`, with `nosniff`
 /// against reflected XSS, never cached, nothing stored); for every other source, the
-/// `405` a method no route serves gets. Unsigned: the provider decides what it echoes.
+/// `405` a method no route serves gets (`404` for a source that is not configured).
+/// Unsigned: the provider decides what it echoes.
 pub async fn answer_challenge(request: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
     let settings = state.settings.current();
     let name = request.match_info().get("source").unwrap_or_default();
@@ -148,19 +149,26 @@ pub async fn answer_challenge(request: HttpRequest, state: web::Data<AppState>) 
 
 /// A method `/webhooks/{source}` does not serve for its source: `405` with `Allow` naming
 /// the ones it does (`POST`, and `GET` where the provider verifies with one), counted and
-/// logged as a refused webhook.
+/// logged as a refused webhook. A source that is not configured is `404 unknown_source`
+/// whatever the method, as its `POST` is: a `405` would send the client to a `POST` that
+/// is refused too.
 pub fn method_not_allowed(request: &HttpRequest, state: &AppState) -> HttpResponse {
     // No route took the request, so the path may not be captured; the route's pattern
     // matched, so the name is the one segment after the prefix. As in the webhook
     // handler, a name that is not configured is never a label as sent.
     let settings = state.settings.current();
-    let source = request
+    let Some(source) = request
         .path()
         .strip_prefix("/webhooks/")
-        .and_then(|name| settings.source(name));
-    let allow = match source {
-        Some(source) if source.provider.answers_get() => "POST, GET",
-        _ => "POST",
+        .and_then(|name| settings.source(name))
+    else {
+        let problem = unknown_source();
+        reject_webhook(state, "unknown", &problem, Some(request.method()));
+        return problem.error_response();
+    };
+    let allow = match source.provider.answers_get() {
+        true => "POST, GET",
+        false => "POST",
     };
     let problem = Problem::new(
         Reason::MethodNotAllowed,
@@ -169,8 +177,12 @@ pub fn method_not_allowed(request: &HttpRequest, state: &AppState) -> HttpRespon
             request.method()
         ),
     );
-    let label = source.map_or("unknown", |source| source.name.as_str());
-    reject_webhook(state, label, &problem, Some(request.method()));
+    reject_webhook(
+        state,
+        source.name.as_str(),
+        &problem,
+        Some(request.method()),
+    );
     let mut response = problem.error_response();
     response
         .headers_mut()
@@ -252,6 +264,14 @@ pub(super) fn reject_webhook(
     }
 }
 
+/// The refusal of a name no source of the configuration has, whatever the method.
+fn unknown_source() -> Problem {
+    Problem::new(
+        Reason::UnknownSource,
+        "no source of that name is configured",
+    )
+}
+
 /// A header an answer echoes (a handshake's secret).
 type Echoed = Option<(&'static str, String)>;
 
@@ -266,12 +286,7 @@ async fn handle(
     settings: &Settings,
     incoming: &mut Incoming,
 ) -> Result<(Received, Echoed), Problem> {
-    let source = settings.source(name).ok_or_else(|| {
-        Problem::new(
-            Reason::UnknownSource,
-            "no source of that name is configured",
-        )
-    })?;
+    let source = settings.source(name).ok_or_else(unknown_source)?;
     let body = read_body(request, payload, &settings.server).await?;
     // A provider's unauthenticated validation of the endpoint (Graph's ?validationToken=).
     if let Some(validated) = source.provider.validation(request.query_string()) {
@@ -328,7 +343,10 @@ async fn receive(
     };
     match intake.receive(&state.committer, webhook, incoming).await {
         Err(Refusal::Ingest(IngestError::FingerprintMismatch(mismatch))) => {
-            tell_mismatch(state, source.name.as_str(), &mismatch).await;
+            // A notice sent back to Inlet is never told of: notices never loop.
+            if !crate::notices::is_notice_delivery(request.headers().all()) {
+                tell_mismatch(state, source.name.as_str(), &mismatch).await;
+            }
             Err(IngestError::FingerprintMismatch(mismatch).into())
         }
         Ok(received) => {

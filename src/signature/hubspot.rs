@@ -19,7 +19,9 @@
 //! guaranteed to be unique", and a retried event comes back with its `attemptNumber`
 //! raised — in another request, signed anew. What identifies an event is therefore its
 //! every field but `attemptNumber`: an item's digest is that reading's, so a retry of it
-//! is the same event and fingerprint, answered from the stored copy.
+//! is the same event and fingerprint, answered from the stored copy. An element without
+//! what every HubSpot event carries ([`REQUIRED`]) refuses the whole request: it would be
+//! stored and delivered without a type.
 
 use super::{
     any_matches, base64_tag, hmac_sha256, json_objects, parse_timestamp, EventToSign, Items, Keys,
@@ -41,6 +43,23 @@ const METHOD: &[u8] = b"POST";
 
 /// The field that changes between the attempts of one event.
 const ATTEMPT: &str = "attemptNumber";
+
+/// What every HubSpot event carries, and must, for an element to be one: its ids and time
+/// as numbers, its type as text (the event's type).
+const REQUIRED: [(&str, Kind); 5] = [
+    ("eventId", Kind::Number),
+    ("subscriptionId", Kind::Number),
+    ("portalId", Kind::Number),
+    ("occurredAt", Kind::Number),
+    ("subscriptionType", Kind::Text),
+];
+
+/// The JSON type a required field must have.
+#[derive(Clone, Copy)]
+enum Kind {
+    Number,
+    Text,
+}
 
 /// The most events one request may carry: HubSpot sends at most 100; a thousand bounds the
 /// work one request can ask for without refusing a real one.
@@ -129,6 +148,7 @@ fn reading_digest(n: usize, item: &[u8]) -> Result<[u8; 32], SignatureError> {
     let fields: BTreeMap<String, &RawValue> = serde_json::from_slice(item).map_err(|e| {
         SignatureError::malformed("body", format!("event {n} is not a JSON object: {e}"))
     })?;
+    check_required(n, &fields)?;
     let mut hash = Sha256::new();
     for (key, value) in fields.iter().filter(|(key, _)| key.as_str() != ATTEMPT) {
         for part in [key.as_bytes(), value.get().as_bytes()] {
@@ -137,6 +157,29 @@ fn reading_digest(n: usize, item: &[u8]) -> Result<[u8; 32], SignatureError> {
         }
     }
     Ok(hash.finalize().into())
+}
+
+/// Refuses event `n` when one of [`REQUIRED`] is absent or of another JSON type (the last
+/// of a repeated key counts, as in the digest): the first such field, named.
+fn check_required(n: usize, fields: &BTreeMap<String, &RawValue>) -> Result<(), SignatureError> {
+    for (name, kind) in REQUIRED {
+        let value = fields.get(name).map(|value| value.get().trim_start());
+        let fits = value.is_some_and(|value| match kind {
+            Kind::Number => value.starts_with(|c: char| c == '-' || c.is_ascii_digit()),
+            Kind::Text => value.starts_with('"') && value != "\"\"",
+        });
+        if !fits {
+            let wanted = match kind {
+                Kind::Number => "a number",
+                Kind::Text => "a non-empty string",
+            };
+            return Err(SignatureError::malformed(
+                "body",
+                format!("event {n} has no {name} ({wanted}): not a HubSpot event"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl Scheme for HubSpot {
@@ -289,6 +332,49 @@ mod tests {
                 matches!(split(body, now, now), Err(SignatureError::Malformed { .. })),
                 "{body}"
             );
+        }
+    }
+
+    #[test]
+    fn an_element_without_a_hubspot_events_fields_is_refused() {
+        let now = Utc::now();
+        let good = event(1, 0);
+        let without = |field: &str, value: &str| {
+            let mut item: serde_json::Value = serde_json::from_str(&good).unwrap_or_default();
+            match value {
+                "" => item.as_object_mut().map(|o| o.remove(field)),
+                _ => item.as_object_mut().map(|o| {
+                    o.insert(
+                        field.to_owned(),
+                        serde_json::from_str(value).unwrap_or_default(),
+                    )
+                }),
+            };
+            item.to_string()
+        };
+        assert!(split(&format!("[{good}]"), now, now).is_ok());
+        for (item, named) in [
+            ("{}".to_owned(), "eventId"),
+            (r#"{"eventId":1}"#.to_owned(), "subscriptionId"),
+            (
+                without("subscriptionType", r#"{"a":1}"#),
+                "subscriptionType",
+            ),
+            (without("subscriptionType", r#""""#), "subscriptionType"),
+            (without("subscriptionType", "null"), "subscriptionType"),
+            (without("occurredAt", r#""1764850000000""#), "occurredAt"),
+            (without("portalId", ""), "portalId"),
+        ] {
+            let body = format!("[{good},{item}]");
+            match split(&body, now, now) {
+                Err(SignatureError::Malformed { detail, .. }) => {
+                    assert!(
+                        detail.contains("event 1") && detail.contains(named),
+                        "{detail}"
+                    )
+                }
+                other => panic!("{item}: {other:?}"),
+            }
         }
     }
 

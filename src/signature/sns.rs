@@ -336,14 +336,18 @@ impl Sns {
             return Err(refused("a certificate URL with a query"));
         }
         if !self.allows(host) {
-            return Err(refused(
-                "not on an allowed host (sns.<region>.amazonaws.com, or the source's \
-                 certificate_hosts)",
-            ));
+            return Err(refused(match &self.hosts {
+                CertificateHosts::Aws => {
+                    "not on an SNS host: sns.<region>.amazonaws.com (or .amazonaws.com.cn), \
+                     <region> a region's name such as us-east-1"
+                }
+                CertificateHosts::Listed(_) => "not on one of the source's certificate_hosts",
+            }));
         }
         if pem && !self.names_a_certificate(path) {
             return Err(refused(
-                "not a certificate's path (/SimpleNotificationService-<hex>.pem on AWS's hosts)",
+                "not a certificate's path: one file name ending .pem \
+                 (/SimpleNotificationService-<hex>.pem on AWS's hosts)",
             ));
         }
         Ok(Fetch {
@@ -402,20 +406,38 @@ pub fn kind_of(request: &Verified<'_>) -> Option<Kind> {
     Message::parse(request.body()).ok()?.kind().ok()
 }
 
-/// `sns.<region>.amazonaws.com` or `.amazonaws.com.cn`, as sns-validator's default
-/// `^sns\.[a-zA-Z0-9\-]{3,}\.amazonaws\.com(\.cn)?$`.
+/// `sns.<region>.amazonaws.com` or `.amazonaws.com.cn` where `<region>` has a region's
+/// shape ([`is_region`]). sns-validator's pattern,
+/// `^sns\.[a-zA-Z0-9\-]{3,}\.amazonaws\.com(\.cn)?$`, also takes names that are not SNS's:
+/// `sns.s3-us-west-2.amazonaws.com` is the legacy address of an S3 bucket named `sns`,
+/// which serves whatever its owner uploads.
 fn is_aws_host(host: &str) -> bool {
     let Some(rest) = host.strip_prefix("sns.") else {
         return false;
     };
     let region =
         (rest.strip_suffix(".amazonaws.com")).or_else(|| rest.strip_suffix(".amazonaws.com.cn"));
-    region.is_some_and(|region| {
-        region.len() >= 3
-            && region
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-    })
+    region.is_some_and(is_region)
+}
+
+/// An AWS region's shape: two lower-case letters, one to three words of lower-case
+/// letters, a number of one or two digits, joined by `-` (`us-east-1`, `cn-northwest-1`,
+/// `us-gov-west-1`, `us-isob-east-1`) — what no S3 endpoint (`s3-…`, `s3-website-…`)
+/// and no other service's host (`compute-1`) has.
+fn is_region(region: &str) -> bool {
+    let parts: Vec<&str> = region.split('-').collect();
+    let lower = |part: &&str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_lowercase());
+    match parts.as_slice() {
+        [area, words @ .., number] => {
+            area.len() == 2
+                && lower(area)
+                && (1..=3).contains(&words.len())
+                && words.iter().all(lower)
+                && (1..=2).contains(&number.len())
+                && number.bytes().all(|b| b.is_ascii_digit())
+        }
+        _ => false,
+    }
 }
 
 /// `arn:<partition>:sns:<region>:<account>:<name>`, printable ASCII.
@@ -569,10 +591,26 @@ mod tests {
         for host in [
             "sns.us-east-1.amazonaws.com",
             "sns.cn-north-1.amazonaws.com.cn",
+            "sns.cn-northwest-1.amazonaws.com.cn",
+            "sns.us-gov-west-1.amazonaws.com",
+            "sns.us-isob-east-1.amazonaws.com",
+            "sns.ap-southeast-12.amazonaws.com",
         ] {
             assert!(is_aws_host(host), "{host}");
         }
         for host in [
+            // S3 buckets named `sns` (legacy and website endpoints) and other services.
+            "sns.s3-us-west-2.amazonaws.com",
+            "sns.s3-external-1.amazonaws.com",
+            "sns.s3-website-us-east-1.amazonaws.com",
+            "sns.compute-1.amazonaws.com",
+            "sns.my-bucket.amazonaws.com",
+            "sns.US-EAST-1.amazonaws.com",
+            "sns.us-east.amazonaws.com",
+            "sns.us-east-123.amazonaws.com",
+            "sns.u-east-1.amazonaws.com",
+            "sns.us--1.amazonaws.com",
+            "sns.us-a-b-c-d-1.amazonaws.com",
             "sns.us-east-1.amazonaws.com.attacker.example",
             "evilsns.us-east-1.amazonaws.com",
             "sns.eu.amazonaws.com",

@@ -5,7 +5,8 @@
 //! gets the stored answer byte for byte, and tampering is refused.
 
 use crate::helpers::{
-    eventually, requests_per_key, spawn_app_with, Backend, TestApp, TestOptions, NO_HEADERS,
+    eventually, requests_per_key, spawn_app_with, webhooks_counted, Backend, TestApp, TestOptions,
+    NO_HEADERS,
 };
 use crate::on_both_backends;
 use crate::providers::headers_for;
@@ -38,26 +39,10 @@ async fn spawn_with_dropbox(backend: Backend, application: Option<&str>) -> Test
     spawn_app_with(backend, options).await
 }
 
-/// `inlet_webhooks_total{source, outcome}`, 0 when never counted. The recorder is the
-/// process's, shared with the other backend's run: tests compare before and after.
-async fn counted(app: &TestApp, source: &str, outcome: &str) -> f64 {
-    let metrics = app.get("/metrics").await.text();
-    let labels = [
-        format!("source=\"{source}\""),
-        format!("outcome=\"{outcome}\""),
-    ];
-    metrics
-        .lines()
-        .filter(|line| line.starts_with("inlet_webhooks_total{"))
-        .find(|line| labels.iter().all(|label| line.contains(label.as_str())))
-        .and_then(|line| line.rsplit(' ').next()?.parse().ok())
-        .unwrap_or(0.0)
-}
-
 async fn the_challenge_is_echoed_for_dropbox_sources_only(backend: Backend) {
     let app = spawn_with_dropbox(backend, None).await;
-    let handshakes = counted(&app, "dropbox", "handshake").await;
-    let refused = counted(&app, "dropbox", "invalid_challenge").await;
+    let handshakes = webhooks_counted(&app, "dropbox", "handshake").await;
+    let refused = webhooks_counted(&app, "dropbox", "invalid_challenge").await;
     let reply = app.get("/webhooks/dropbox?challenge=abc123").await;
     reply.assert_status(200);
     assert_eq!(reply.body, b"abc123");
@@ -67,7 +52,7 @@ async fn the_challenge_is_echoed_for_dropbox_sources_only(backend: Backend) {
     let reply = app.get("/webhooks/dropbox?challenge=a%2Bb%3D&x=1").await;
     reply.assert_status(200);
     assert_eq!(reply.body, b"a+b=");
-    assert!(counted(&app, "dropbox", "handshake").await >= handshakes + 2.0);
+    assert!(webhooks_counted(&app, "dropbox", "handshake").await >= handshakes + 2.0);
 
     let too_long = format!("challenge={}", "c".repeat(257));
     for query in [
@@ -84,18 +69,17 @@ async fn the_challenge_is_echoed_for_dropbox_sources_only(backend: Backend) {
             .await
             .assert_problem(400, "invalid_challenge");
     }
-    assert!(counted(&app, "dropbox", "invalid_challenge").await >= refused + 8.0);
+    assert!(webhooks_counted(&app, "dropbox", "invalid_challenge").await >= refused + 8.0);
 
-    // Every other source answers GET as before: 405, Allow: POST, counted as refused.
-    for path in [
-        "/webhooks/stripe?challenge=abc",
-        "/webhooks/nowhere?challenge=abc",
-    ] {
-        let reply = app.get(path).await;
-        reply.assert_problem(405, "method_not_allowed");
-        assert_eq!(reply.header("allow"), Some("POST"), "{path}");
-    }
-    assert!(counted(&app, "stripe", "method_not_allowed").await >= 1.0);
+    // Every other source answers GET as before: 405, Allow: POST, counted as refused; a
+    // source that is not configured is 404, whatever the method.
+    let reply = app.get("/webhooks/stripe?challenge=abc").await;
+    reply.assert_problem(405, "method_not_allowed");
+    assert_eq!(reply.header("allow"), Some("POST"));
+    app.get("/webhooks/nowhere?challenge=abc")
+        .await
+        .assert_problem(404, "unknown_source");
+    assert!(webhooks_counted(&app, "stripe", "method_not_allowed").await >= 1.0);
     // A dropbox source serves both.
     let reply = app.request("PUT", "/webhooks/dropbox").await;
     reply.assert_problem(405, "method_not_allowed");

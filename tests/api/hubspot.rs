@@ -16,6 +16,7 @@ on_both_backends!(
     a_tampered_or_stale_hubspot_batch_stores_nothing,
     concurrent_hubspot_attempts_that_share_events_deliver_each_once,
     a_hubspot_event_is_itself_however_written_and_twice_in_a_batch_is_once,
+    a_hubspot_batch_with_an_item_missing_its_fields_is_refused_whole,
 );
 
 /// The app's client secret, and the one it replaces.
@@ -242,4 +243,47 @@ async fn a_hubspot_event_is_itself_however_written_and_twice_in_a_batch_is_once(
         .assert_status(200);
     assert_eq!(app.count_events().await, 3);
     crate::helpers::each_delivered_once(&application, 3).await;
+}
+
+/// An element without what every HubSpot event carries — `eventId`, `subscriptionId`,
+/// `portalId` and `occurredAt` as numbers, `subscriptionType` as a string — refuses the
+/// whole request, properly signed or not (`400 malformed_signature` naming the element and
+/// the field, as the batches page says): nothing stored, nothing delivered, so no event
+/// without a type reaches an application.
+async fn a_hubspot_batch_with_an_item_missing_its_fields_is_refused_whole(backend: Backend) {
+    let application = crate::helpers::application_answering(200).await;
+    let app = spawn_hubspot(backend, &application).await;
+    let good = event(1, "contact.creation", 0);
+    let mut typed_object = event(2, "contact.creation", 0);
+    typed_object["subscriptionType"] = serde_json::json!({"name": "contact.creation"});
+    let mut no_portal = event(3, "contact.creation", 0);
+    no_portal.as_object_mut().map(|e| e.remove("portalId"));
+    let mut textual_id = event(4, "contact.creation", 0);
+    textual_id["eventId"] = serde_json::json!("4");
+    for (items, named) in [
+        (vec![serde_json::json!({})], "event 0"),
+        (
+            vec![good.clone(), serde_json::json!({"eventId": 1})],
+            "event 1",
+        ),
+        (vec![good.clone(), typed_object], "subscriptionType"),
+        (vec![no_portal, good.clone()], "portalId"),
+        (vec![textual_id], "eventId"),
+    ] {
+        let body = batch(&items);
+        let refused = post(&app, &body, &signed(&body, SECRET, 0)).await;
+        refused.assert_problem(400, "malformed_signature");
+        let detail = refused.json()["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(detail.contains(named), "{named}: {detail}");
+    }
+    assert_eq!(app.count_events().await, 0);
+    // The good event alone is taken.
+    let body = batch(&[good]);
+    post(&app, &body, &signed(&body, SECRET, 0))
+        .await
+        .assert_status(200);
+    crate::helpers::each_delivered_once(&application, 1).await;
 }

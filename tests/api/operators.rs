@@ -697,6 +697,76 @@ async fn wrong_tokens_slow_their_address_and_no_other() {
     assert!(refused >= 1.0, "{refused}");
 }
 
+/// A client that waits exactly the `Retry-After` it was told is served: what is left of
+/// an address's wait is rounded up, never down (1.5 s left is `2`, not `1`, which would
+/// be refused again). At the API and at the console's sign-in alike, on the instance's
+/// clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_the_advertised_retry_after_is_enough() {
+    let options = TestOptions {
+        lockout_after: Some(1),
+        clock_stopped: true,
+        ..TestOptions::default()
+    };
+    let app = spawn_app_with(Backend::Sqlite, options).await;
+    let client = from_address(5);
+    let ask = |token: &'static str| {
+        client
+            .get(format!("{}/admin/events", app.address))
+            .bearer_auth(token)
+            .send()
+    };
+    let sign_in = || {
+        client
+            .post(format!("{}/console/login", app.address))
+            .header("Content-Type", "application/x-www-form-urlencoded")
+            .body(format!(
+                "token={}&next=%2Fconsole",
+                crate::helpers::OPERATOR_TOKEN
+            ))
+            .send()
+    };
+    let wrong = "a-wrong-guess-of-the-token-000";
+    let status = |response: reqwest::Response| response.status().as_u16();
+    // One free failure; the second starts a 1 s wait, the third (once it is over) 2 s.
+    assert_eq!(status(ask(wrong).await.expect("an answer")), 401);
+    assert_eq!(status(ask(wrong).await.expect("an answer")), 401);
+    app.clock.advance(chrono::Duration::seconds(1));
+    assert_eq!(status(ask(wrong).await.expect("an answer")), 401);
+    app.clock.advance(chrono::Duration::milliseconds(500));
+    let retry_after = |response: &reqwest::Response| -> i64 {
+        let header = response.headers().get("retry-after");
+        let header = header.and_then(|v| v.to_str().ok()).unwrap_or_default();
+        header
+            .parse()
+            .unwrap_or_else(|_| panic!("Retry-After {header:?}"))
+    };
+    let refused = ask(crate::helpers::OPERATOR_TOKEN)
+        .await
+        .expect("an answer");
+    assert_eq!(refused.status().as_u16(), 429);
+    let wait = retry_after(&refused);
+    assert_eq!(wait, 2, "1.5 s left, rounded up");
+    let page = sign_in().await.expect("an answer");
+    assert_eq!(page.status().as_u16(), 429);
+    assert_eq!(retry_after(&page), 2);
+    assert!(page
+        .text()
+        .await
+        .unwrap_or_default()
+        .contains("Try again in 2 s"));
+    app.clock.advance(chrono::Duration::seconds(wait));
+    assert_eq!(
+        status(
+            ask(crate::helpers::OPERATOR_TOKEN)
+                .await
+                .expect("an answer")
+        ),
+        200
+    );
+    assert_eq!(status(sign_in().await.expect("an answer")), 303);
+}
+
 /// Audit rows outlive events but not `retention.audit`: the sweeper deletes them after it.
 /// The operators who opened each console session row.
 async fn session_rows(app: &TestApp) -> Vec<Option<String>> {

@@ -19,7 +19,10 @@ on_both_backends!(
     an_unavailable_certificate_is_503_a_missing_one_401_and_nothing_is_stored,
     concurrent_copies_fetch_the_certificate_once_and_are_one_event,
     an_event_id_read_from_an_unsigned_member_makes_no_second_effect,
-    a_cached_certificate_that_expired_is_fetched_again
+    a_cached_certificate_that_expired_is_fetched_again,
+    a_certificate_url_off_an_sns_region_is_refused_before_any_fetch,
+    an_unavailable_certificate_is_asked_again_once_its_retry_after_is_waited,
+    a_replayed_confirmation_visits_its_url_once,
 );
 
 const APP_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -59,6 +62,30 @@ async fn spawn_with_sns_at(backend: Backend, settings: &str, options: TestOption
 
 async fn post(app: &TestApp, message: &SnsMessage, body: &[u8]) -> crate::helpers::Reply {
     app.post_webhook("sns", body, &sns_headers(message)).await
+}
+
+/// `copies` copies of `body` posted at once (released together by a barrier), answered.
+async fn post_at_once(
+    app: &Arc<TestApp>,
+    message: &SnsMessage,
+    body: &[u8],
+    copies: usize,
+) -> Vec<crate::helpers::Reply> {
+    let barrier = Arc::new(tokio::sync::Barrier::new(copies));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..copies {
+        let (app, barrier, body, message) =
+            (app.clone(), barrier.clone(), body.to_vec(), message.clone());
+        tasks.spawn(async move {
+            barrier.wait().await;
+            post(&app, &message, &body).await
+        });
+    }
+    let mut replies = Vec::with_capacity(copies);
+    while let Some(reply) = tasks.join_next().await {
+        replies.push(reply.expect("the request task"));
+    }
+    replies
 }
 
 async fn a_notification_is_verified_with_its_certificate_and_delivered_once(backend: Backend) {
@@ -370,18 +397,8 @@ async fn concurrent_copies_fetch_the_certificate_once_and_are_one_event(backend:
         Utc::now(),
     );
     let body = message.signed("signing-key.pem", 2, &url);
-    let barrier = Arc::new(tokio::sync::Barrier::new(COPIES));
-    let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..COPIES {
-        let (app, barrier, body, message) =
-            (app.clone(), barrier.clone(), body.clone(), message.clone());
-        tasks.spawn(async move {
-            barrier.wait().await;
-            post(&app, &message, &body).await
-        });
-    }
-    while let Some(reply) = tasks.join_next().await {
-        reply.expect("the request task").assert_status(200);
+    for reply in post_at_once(&app, &message, &body, COPIES).await {
+        reply.assert_status(200);
     }
     assert_eq!(
         host.requests(CERTIFICATE),
@@ -497,4 +514,145 @@ async fn a_cached_certificate_that_expired_is_fetched_again(backend: Backend) {
         .assert_problem(401, "bad_signature");
     assert_eq!(host.requests(path), 2, "fetched again once expired");
     assert_eq!(app.count_events().await, 2);
+}
+
+/// With AWS's hosts (no `certificate_hosts`), `SigningCertURL` must be on
+/// `sns.<region>.amazonaws.com` (or `.com.cn`) where `<region>` has a region's shape:
+/// `sns.s3-us-west-2.amazonaws.com` is the legacy address of an S3 bucket named `sns`,
+/// which anyone could own. Refused `400` with the reason, before anything is fetched (no
+/// such host is reached: a fetch would be `503`).
+async fn a_certificate_url_off_an_sns_region_is_refused_before_any_fetch(backend: Backend) {
+    let topic = crate::helpers::SNS_TOPIC;
+    let options = TestOptions {
+        extra_sources: format!(
+            "\n[[sources]]\nname = \"sns\"\nscheme = \"sns\"\n[sources.sns]\ntopics = [\"{topic}\"]\n"
+        ),
+        ..Default::default()
+    };
+    let app = spawn_app_with(backend, options).await;
+    let message =
+        SnsMessage::notification("5e5e5e5e-0000-4000-8000-000000000001", "{}", Utc::now());
+    let file = "SimpleNotificationService-9c6465fa7f48f5cacd23014631ec1136.pem";
+    for host in [
+        "sns.s3-us-west-2.amazonaws.com",
+        "sns.s3-external-1.amazonaws.com",
+        "sns.s3-website-us-east-1.amazonaws.com",
+        "sns.my-bucket.amazonaws.com",
+        "sns.compute-1.amazonaws.com",
+        "sns.US-EAST-1.amazonaws.com",
+        "sns.us-east.amazonaws.com.cn",
+    ] {
+        let url = format!("https://{host}/{file}");
+        let refused = post(&app, &message, &message.signed("signing-key.pem", 2, &url)).await;
+        refused.assert_problem(400, "malformed_signature");
+        assert!(
+            refused.text().contains("region"),
+            "{host}: {}",
+            refused.text()
+        );
+    }
+    let url = "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-1.txt";
+    let refused = post(&app, &message, &message.signed("signing-key.pem", 2, url)).await;
+    refused.assert_problem(400, "malformed_signature");
+    assert!(refused.text().contains(".pem"), "{}", refused.text());
+    assert_eq!(app.count_events().await, 0);
+}
+
+/// The seconds a refusal's `Retry-After` asks for.
+fn retry_after(reply: &crate::helpers::Reply) -> i64 {
+    let header = reply.header("Retry-After").unwrap_or_default();
+    header
+        .parse()
+        .unwrap_or_else(|_| panic!("Retry-After {header:?}"))
+}
+
+/// A certificate host that cannot answer is remembered as such for a few seconds, and the
+/// `503`'s `Retry-After` is what is left of them, rounded up: a sender that waits exactly
+/// that long (on the instance's clock) has its certificate asked for again.
+async fn an_unavailable_certificate_is_asked_again_once_its_retry_after_is_waited(
+    backend: Backend,
+) {
+    let options = TestOptions {
+        clock_stopped: true,
+        ..Default::default()
+    };
+    let Sns { host, app, .. } = spawn_with_sns_at(backend, "", options).await;
+    let message =
+        SnsMessage::notification("7a7a7a7a-0000-4000-8000-000000000001", "{}", Utc::now());
+    let path = "/unavailable-cert.pem";
+    let body = message.signed("signing-key.pem", 1, &host.url(path));
+    let first = post(&app, &message, &body).await;
+    first.assert_problem(503, "certificate_unavailable");
+    let wait = retry_after(&first);
+    assert!(wait >= 1, "{wait}");
+    // Part of the wait, and not a whole second: what is left is rounded up.
+    app.clock.advance(Duration::milliseconds(1500));
+    let meanwhile = post(&app, &message, &body).await;
+    meanwhile.assert_problem(503, "certificate_unavailable");
+    assert_eq!(retry_after(&meanwhile), (wait * 1000 - 1500 + 999) / 1000);
+    assert_eq!(host.requests(path), 1, "remembered");
+    app.clock
+        .advance(Duration::seconds(retry_after(&meanwhile)));
+    post(&app, &message, &body)
+        .await
+        .assert_problem(503, "certificate_unavailable");
+    assert_eq!(host.requests(path), 2, "asked again once the wait was over");
+}
+
+/// SNS re-sends a confirmation it was not answered for, and anyone who captured one can
+/// replay it: each instance visits a `SubscribeURL` once — concurrent copies wait for that
+/// visit — and remembers a confirmed one for the tolerance window (no replay verifies
+/// later), a failing one for as long as its `Retry-After` says.
+async fn a_replayed_confirmation_visits_its_url_once(backend: Backend) {
+    const COPIES: usize = 12;
+    let options = TestOptions {
+        clock_stopped: true,
+        ..Default::default()
+    };
+    let Sns { host, app, .. } = spawn_with_sns_at(backend, "", options).await;
+    let app = Arc::new(app);
+    // A signed confirmation naming `path` on the host as its SubscribeURL.
+    let confirming = |id: &str, path: &str| {
+        let message = SnsMessage::confirmation("SubscriptionConfirmation", id, &host.url(path));
+        let body = message.signed("signing-key.pem", 2, &host.url(CERTIFICATE));
+        (message, body)
+    };
+    let confirm = "/confirm?Action=ConfirmSubscription&Token=replayed";
+    let (confirmation, body) = confirming("c0ffee00-0000-4000-8000-0000000000a1", confirm);
+    for reply in post_at_once(&app, &confirmation, &body, COPIES).await {
+        reply.assert_status(200);
+        assert_eq!(
+            reply.json()["subscription"],
+            "confirmed",
+            "{}",
+            reply.text()
+        );
+    }
+    app.clock.advance(Duration::minutes(60));
+    post(&app, &confirmation, &body).await.assert_status(200);
+    assert_eq!(host.requests(confirm), 1, "one visit for every copy");
+
+    let failing_path = "/fail?Action=ConfirmSubscription&Token=failing";
+    let (failing, failing_body) = confirming("c0ffee00-0000-4000-8000-0000000000a2", failing_path);
+    let mut waits = Vec::new();
+    for _ in 0..3 {
+        let refused = post(&app, &failing, &failing_body).await;
+        refused.assert_problem(503, "subscription_unconfirmed");
+        waits.push(retry_after(&refused));
+    }
+    assert_eq!(
+        host.requests(failing_path),
+        1,
+        "a failing visit is remembered"
+    );
+    app.clock.advance(Duration::seconds(waits[2]));
+    post(&app, &failing, &failing_body)
+        .await
+        .assert_problem(503, "subscription_unconfirmed");
+    assert_eq!(
+        host.requests(failing_path),
+        2,
+        "visited again after Retry-After"
+    );
+    assert_eq!(app.count_events().await, 0);
 }

@@ -16,6 +16,7 @@ on_both_backends!(
     twilio_every_body_that_reads_as_the_signed_parameters_is_one_event,
     twilio_a_copy_whose_status_absorbs_its_neighbours_has_no_effect_even_after_expiry,
     twilio_a_copy_whose_status_absorbs_a_control_character_is_refused_and_adds_nothing,
+    twilio_an_incoming_message_is_taken_by_default_as_kind_received,
 );
 
 const AUTH_TOKEN: &str = "twilio-auth-token-current-0123456789";
@@ -47,6 +48,25 @@ fn status_callback(message_sid: &str, status: &str) -> Vec<u8> {
         ("MessageSid", message_sid),
         ("AccountSid", "AC0123456789abcdef0123456789abcdef"),
         ("From", "+15017122661"),
+        ("ApiVersion", "2010-04-01"),
+    ])
+}
+
+/// An incoming message as Twilio posts it to a phone number's webhook: no
+/// `MessageStatus`, its `SmsStatus` is `received`.
+fn incoming_message(message_sid: &str, text: &str) -> Vec<u8> {
+    form(&[
+        ("ToCountry", "US"),
+        ("SmsMessageSid", message_sid),
+        ("NumMedia", "0"),
+        ("SmsSid", message_sid),
+        ("SmsStatus", "received"),
+        ("Body", text),
+        ("To", "+15017122661"),
+        ("NumSegments", "1"),
+        ("MessageSid", message_sid),
+        ("AccountSid", "AC0123456789abcdef0123456789abcdef"),
+        ("From", "+15558675310"),
         ("ApiVersion", "2010-04-01"),
     ])
 }
@@ -332,4 +352,56 @@ async fn twilio_a_copy_whose_status_absorbs_a_control_character_is_refused_and_a
         again.replayed(),
         "the original is still answered from the store"
     );
+}
+
+/// The default `twilio` source takes both of Twilio's shapes: a status callback keyed on
+/// `MessageStatus`, and an incoming message (no `MessageStatus`, `SmsStatus=received`) as
+/// kind `received` keyed on its `MessageSid` — one fact per message, a copy answered from
+/// the store. A form with neither shape is still refused: `SmsStatus` is read only as
+/// an incoming message's `received`.
+async fn twilio_an_incoming_message_is_taken_by_default_as_kind_received(backend: Backend) {
+    let app = spawn_with_twilio(backend).await;
+    let body = incoming_message("SM0100", "Hello *there*");
+    let headers = sign(&app, &body, AUTH_TOKEN);
+    let first = app.post_webhook("twilio", &body, &headers).await;
+    first.assert_status(200);
+    assert_eq!(first.json()["outcome"], "accepted", "{}", first.text());
+    assert!(app.post_webhook("twilio", &body, &headers).await.replayed());
+    assert_eq!(
+        app.facts_of("received").await,
+        [("SM0100".to_owned(), canonical_id(&body))]
+    );
+    let event = app
+        .admin(
+            &format!("/admin/events/twilio/{}", canonical_id(&body)),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(
+        event.json()["event"]["event_type"],
+        "received",
+        "{}",
+        event.text()
+    );
+
+    // A status callback still keys on MessageStatus.
+    let callback = status_callback("SM0100", "delivered");
+    let reply = app
+        .post_webhook("twilio", &callback, &sign(&app, &callback, AUTH_TOKEN))
+        .await;
+    assert_eq!(reply.json()["outcome"], "accepted", "{}", reply.text());
+    assert_eq!(app.facts_of("delivered").await.len(), 1);
+
+    // Neither shape: no MessageStatus, and an SmsStatus that is not an incoming message's.
+    let text = String::from_utf8(incoming_message("SM0101", "hi")).expect("a form");
+    let other = text.replace("SmsStatus=received", "SmsStatus=delivered");
+    app.post_webhook(
+        "twilio",
+        other.as_bytes(),
+        &sign(&app, other.as_bytes(), AUTH_TOKEN),
+    )
+    .await
+    .assert_problem(400, "missing_fact_key");
+    assert_eq!(status_facts(&app).await, 2);
 }

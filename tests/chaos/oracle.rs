@@ -1763,7 +1763,8 @@ fn absorbing(body: &[u8]) -> Option<(Vec<u8>, CopyAnswer)> {
 /// Copies of a Twilio form body that read as the same signed parameters — so the same
 /// signature verifies them — each with what was done and how it must be answered:
 /// reordered, a trailing `&`, a letter of a value `%`-escaped, `MessageStatus=v` re-split
-/// as `MessageStatu=sv` (no status left: `missing_fact_key`), `MessageStatus` absorbing
+/// as `MessageStatu=sv` (no status left: `missing_fact_key`, unless `SmsStatus=received`
+/// makes it an incoming message's shape: the stored answer), `MessageStatus` absorbing
 /// the next parameter. A copy that would not read as the same parameters (a body that
 /// repeats or escapes oddly) is left out.
 pub fn twilio_variants(body: &[u8]) -> Vec<(&'static str, Vec<u8>, CopyAnswer)> {
@@ -1805,13 +1806,17 @@ pub fn twilio_variants(body: &[u8]) -> Vec<(&'static str, Vec<u8>, CopyAnswer)> 
             moved.join(&b'&')
         });
     let stored = |copy: Option<Vec<u8>>| copy.map(|copy| (copy, CopyAnswer::Stored));
+    let resplit_answer = match pieces.iter().any(|p| *p == b"SmsStatus=received") {
+        true => CopyAnswer::Stored,
+        false => CopyAnswer::Refused("missing_fact_key"),
+    };
     let candidates = [
         ("reordered", stored(Some(reversed.join(&b'&')))),
         ("a trailing &", stored(Some([body, b"&"].concat()))),
         ("a letter %-escaped", stored(escaped)),
         (
             "MessageStatus re-split",
-            resplit.map(|copy| (copy, CopyAnswer::Refused("missing_fact_key"))),
+            resplit.map(|copy| (copy, resplit_answer)),
         ),
         (
             "MessageStatus absorbing the next parameter",
@@ -1874,9 +1879,10 @@ fn sendgrid_events(body: &[u8]) -> Option<Vec<serde_json::Map<String, serde_json
 }
 
 /// The ids HubSpot's events are stored under, when `body` is a JSON array of 1 to 1,000
-/// objects: for each, the hex sha256 of its members but `attemptNumber` in key order
-/// (the last of a repeated key), each key and each value's bytes as sent preceded by
-/// their length (8 bytes, big-endian).
+/// objects each holding `eventId`, `subscriptionId`, `portalId` and `occurredAt` as
+/// numbers and `subscriptionType` as a non-empty string: for each, the hex sha256 of its
+/// members but `attemptNumber` in key order (the last of a repeated key), each key and
+/// each value's bytes as sent preceded by their length (8 bytes, big-endian).
 pub fn hubspot_event_ids(body: &[u8]) -> Option<HashSet<Vec<u8>>> {
     use serde_json::value::RawValue;
     let list: Vec<&RawValue> = serde_json::from_slice(body).ok()?;
@@ -1887,6 +1893,16 @@ pub fn hubspot_event_ids(body: &[u8]) -> Option<HashSet<Vec<u8>>> {
     for item in list {
         let members: std::collections::BTreeMap<String, &RawValue> =
             serde_json::from_str(item.get()).ok()?;
+        let number = |name: &str| {
+            let value: serde_json::Value = serde_json::from_str(members.get(name)?.get()).ok()?;
+            value.is_number().then_some(())
+        };
+        ["eventId", "subscriptionId", "portalId", "occurredAt"]
+            .into_iter()
+            .try_for_each(number)?;
+        let kind: serde_json::Value =
+            serde_json::from_str(members.get("subscriptionType")?.get()).ok()?;
+        kind.as_str().filter(|kind| !kind.is_empty())?;
         let mut hash = Sha256::new();
         for (key, value) in members.iter().filter(|(key, _)| *key != "attemptNumber") {
             for part in [key.as_bytes(), value.get().as_bytes()] {

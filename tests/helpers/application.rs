@@ -146,6 +146,22 @@ pub async fn metric(app: &TestApp, series: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// `inlet_webhooks_total{source, outcome}`, 0 when never counted. The recorder is the
+/// process's, shared with the other backend's run: tests compare before and after.
+pub async fn webhooks_counted(app: &TestApp, source: &str, outcome: &str) -> f64 {
+    let metrics = app.get("/metrics").await.text();
+    let labels = [
+        format!("source=\"{source}\""),
+        format!("outcome=\"{outcome}\""),
+    ];
+    metrics
+        .lines()
+        .filter(|line| line.starts_with("inlet_webhooks_total{"))
+        .find(|line| labels.iter().all(|label| line.contains(label.as_str())))
+        .and_then(|line| line.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
 /// The book's bus encoding (docs/src/delivery/event-bus.md), written here independently
 /// of Inlet's: a value fills one subject or routing-key token, ASCII letters, digits, `-` and `_` as they are and every
 /// other UTF-8 byte as `%XX` (upper-case hex); a fact without a type is `~`.

@@ -45,9 +45,9 @@ pub async fn login(
         let message = "Enter an operator's token.";
         return Ok(view::page_response(401, view::login(&next, Some(message))));
     }
-    if let Some(left) = state.sign_in.wait_left(client) {
+    if let Some(left) = state.sign_in.wait_left(client, state.clock.now()) {
         refused_sign_in("waiting", &request);
-        let secs = left.as_secs().max(1);
+        let secs = crate::routes::seconds_to_wait(left);
         let message = format!("Too many wrong tokens in a row. Try again in {secs} s.");
         let mut page = view::page_response(429, view::login(&next, Some(&message)));
         if let Ok(value) = header::HeaderValue::from_str(&secs.to_string()) {
@@ -58,7 +58,7 @@ pub async fn login(
     let Some(account) = roles::find(accounts, given.trim()) else {
         state
             .sign_in
-            .failed(client, settings.operator.lockout_after);
+            .failed(client, settings.operator.lockout_after, state.clock.now());
         refused_sign_in("wrong_token", &request);
         let message = "That is not an operator's token.";
         return Ok(view::page_response(401, view::login(&next, Some(message))));
