@@ -341,17 +341,10 @@ async fn a_runaway_filter_is_bounded_while_other_webhooks_are_answered(backend: 
         "{dead}"
     );
     // Once the filter is fixed, a requeue decides it again, and delivers it.
-    let fixed = app.config_text().replace("(def f: f; f)", "true");
-    app.write_config(&fixed);
-    app.reload().await.assert_status(200);
-    let id = dead["deliveries"][0]["id"].clone();
-    app.admin(
-        "/admin/deliveries/requeue",
-        Some(&json!({ "ids": [id] })),
-        Some("requeue-runaway"),
-    )
-    .await
-    .assert_status(200);
+    let requeued = app
+        .fix_and_requeue(("(def f: f; f)", "true"), "requeue-runaway")
+        .await;
+    assert_eq!(requeued, 1);
     eventually("the requeued runaway", || async {
         keys(&application).await.contains("stripe:evt_runaway")
     })
@@ -393,20 +386,11 @@ async fn a_failing_transform_dead_letters_and_a_requeue_after_reload_delivers_th
     assert!(error.starts_with("transform failed: "), "{dead}");
     assert!(keys(&application).await.is_empty(), "nothing was sent");
 
-    let fixed = app.config_text().replace(
+    let fix = (
         "(.data.object.amount_cents | tonumber)",
         ".data.object.amount, currency: .data.object.currency",
     );
-    app.write_config(&fixed);
-    app.reload().await.assert_status(200);
-    let id = dead["deliveries"][0]["id"].clone();
-    app.admin(
-        "/admin/deliveries/requeue",
-        Some(&json!({ "ids": [id] })),
-        Some("requeue-shape"),
-    )
-    .await
-    .assert_status(200);
+    assert_eq!(app.fix_and_requeue(fix, "requeue-shape").await, 1);
     eventually("the fixed delivery", || async {
         !keys(&application).await.is_empty()
     })

@@ -252,23 +252,8 @@ async fn a_signed_payload_meeting_an_unlucky_filter_is_acknowledged_and_its_deli
     assert!(!keys(&application).await.contains("stripe:evt_huge"));
 
     // The filter fixed and reloaded, the failed delivery requeued: its filter decides now.
-    let fixed = app
-        .config_text()
-        .replace(unlucky, "(.data.object.rating // 0) >= 4");
-    app.write_config(&fixed);
-    app.reload().await.assert_status(200);
-    let dead = app
-        .admin("/admin/deliveries?status=dead", None, None)
-        .await
-        .json();
-    let id = dead["deliveries"][0]["id"].clone();
-    app.admin(
-        "/admin/deliveries/requeue",
-        Some(&json!({ "ids": [id] })),
-        Some("requeue-huge"),
-    )
-    .await
-    .assert_status(200);
+    let fix = (unlucky, "(.data.object.rating // 0) >= 4");
+    assert_eq!(app.fix_and_requeue(fix, "requeue-huge").await, 1);
     eventually("the requeued delivery", || async {
         keys(&application).await.contains("stripe:evt_huge")
     })

@@ -170,7 +170,17 @@ fn serve_logs_each_sources_webhook_url_and_the_metrics_and_console_urls() {
         if let Some(url) = fields["url"].as_str() {
             urls.push(url.to_owned());
         }
-        if fields["message"] == "console" {
+        // The console's line also says how to sign in.
+        if fields["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("console"))
+        {
+            assert!(
+                fields["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("operator's token")),
+                "{entry}"
+            );
             break;
         }
     }

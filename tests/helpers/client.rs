@@ -188,6 +188,28 @@ impl TestApp {
         std::fs::write(path, text).expect("write the configuration file");
     }
 
+    /// A fix to the configuration file (`from` replaced by `to`), reloaded, then every
+    /// dead letter requeued under `key`: what an operator does once a filter or a
+    /// transform is fixed. Returns how many were requeued.
+    pub async fn fix_and_requeue(&self, (from, to): (&str, &str), key: &str) -> usize {
+        let text = self.config_text();
+        assert!(text.contains(from), "the configuration holds {from}");
+        self.write_config(&text.replace(from, to));
+        self.reload().await.assert_status(200);
+        let dead = self
+            .admin("/admin/deliveries?status=dead", None, None)
+            .await
+            .json();
+        let ids: Vec<serde_json::Value> = (dead["deliveries"].as_array().into_iter().flatten())
+            .map(|d| d["id"].clone())
+            .collect();
+        let body = serde_json::json!({ "ids": ids });
+        self.admin("/admin/deliveries/requeue", Some(&body), Some(key))
+            .await
+            .assert_status(200);
+        ids.len()
+    }
+
     /// `POST /admin/reload`.
     pub async fn reload(&self) -> Reply {
         self.admin("/admin/reload", Some(&serde_json::json!({})), None)
