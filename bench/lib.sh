@@ -53,14 +53,20 @@ print(r)' "$@"
 median() { python3 -c 'import statistics, sys; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
 ratio() { python3 -c "import sys; print(f'{float(sys.argv[1]) / max(float(sys.argv[2]), 1e-9):.2f}x')" "$1" "$2"; }
 
-# cpu_ticks PID: the process's user and system CPU time so far, in clock ticks.
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# cpu_ticks PID: the user and system CPU time so far, in clock ticks, of the process and
+# of its children (Inlet's jq evaluator processes: running ones, and those it reaped).
+cpu_ticks() {
+  local own children
+  own=$(awk '{print $14 + $15 + $16 + $17}' "/proc/$1/stat")
+  children=$(for stat in /proc/[0-9]*/stat; do awk -v p="$1" '$4 == p {print $14 + $15}' "$stat" 2>/dev/null; done | awk '{s += $1} END {print s + 0}')
+  echo $((own + children))
+}
 
 # ingest BACKEND NAME CONFIG_ARG: accepted/s, p50, p99 of `inlet serve` (dispatcher off,
 # configured by `config NAME URL false CONFIG_ARG`) loaded at concurrency 64 for DURATION
 # on a fresh database, and the server's CPU time per accepted webhook in microseconds (its
-# own work, whatever else the machine runs: the steadier figure on a small, shared
-# machine). Call it in the script's own shell (not in `$(…)` or `< <(…)`): its server is
+# own work and its jq evaluators', whatever else the machine runs: the steadier figure on
+# a small, shared machine). Call it in the script's own shell (not in `$(…)` or `< <(…)`): its server is
 # then the one the exit trap stops.
 ingest() {
   local url cfg out="$work/$1-$2.json" before after

@@ -260,11 +260,12 @@ pub async fn decide_each(
     limits: &Limits,
     lane: Lane,
 ) -> Vec<Decision> {
-    let count = programs.len();
-    let (programs, limits) = (programs.to_vec(), *limits);
-    let job = move || decide_each_blocking(&programs, &input, &limits, lane);
-    let decisions = tokio::task::spawn_blocking(job).await;
-    decisions.unwrap_or_else(|_| vec![Err(EvalError::Crashed); count])
+    if programs.is_empty() {
+        return Vec::new();
+    }
+    let job = decide_job(programs, &input, limits);
+    let answered = run_async(limits, lane, &job, &input.payload).await;
+    decisions(programs.len(), answered)
 }
 
 /// [`decide_each`] for a caller on a blocking thread.
@@ -277,10 +278,22 @@ pub fn decide_each_blocking(
     if programs.is_empty() {
         return Vec::new();
     }
+    let job = decide_job(programs, input, limits);
+    decisions(
+        programs.len(),
+        run_blocking(limits, lane, &job, &input.payload),
+    )
+}
+
+fn decide_job(programs: &[Program], input: &Input, limits: &Limits) -> Job {
     let texts = programs.iter().map(|p| p.text.to_string()).collect();
-    let job = job(Task::Decide, texts, input, limits);
-    let mut decisions: Vec<Decision> = match run_blocking(limits, lane, &job, &input.payload) {
-        Err(error) => vec![Err(error); programs.len()],
+    job(Task::Decide, texts, input, limits)
+}
+
+/// One decision per program (`count` of them) from a decide job's answer.
+fn decisions(count: usize, answered: Result<pool::Answered, EvalError>) -> Vec<Decision> {
+    let mut decisions: Vec<Decision> = match answered {
+        Err(error) => vec![Err(error); count],
         Ok((answer, _)) => (answer.results.into_iter())
             .map(|result| match counted(result)? {
                 Output::Decision(takes) => Ok(takes),
@@ -288,7 +301,7 @@ pub fn decide_each_blocking(
             })
             .collect(),
     };
-    decisions.resize(programs.len(), Err(EvalError::Crashed));
+    decisions.resize(count, Err(EvalError::Crashed));
     decisions
 }
 
@@ -349,7 +362,30 @@ fn run_on(
 ) -> Result<pool::Answered, EvalError> {
     let queue = limits.time + QUEUE_MARGIN;
     let answer = worker::allowed_time(job);
-    match pool.run(job, payload, queue, answer) {
+    settled(job, pool.run(job, payload, queue, answer))
+}
+
+/// [`run_blocking`] for an async caller: it awaits, blocking no thread.
+async fn run_async(
+    limits: &Limits,
+    lane: Lane,
+    job: &Job,
+    payload: &[u8],
+) -> Result<pool::Answered, EvalError> {
+    let queue = limits.time + QUEUE_MARGIN;
+    let answer = worker::allowed_time(job);
+    let ran = pool(limits, lane)
+        .run_async(job, payload, queue, answer)
+        .await;
+    settled(job, ran)
+}
+
+/// A job's answer with its memory recorded, or its end as the error it is, counted.
+fn settled(
+    job: &Job,
+    ran: Result<pool::Answered, pool::Ended>,
+) -> Result<pool::Answered, EvalError> {
+    match ran {
         Ok(answered) => {
             record_memory(answered.0.memory);
             Ok(answered)

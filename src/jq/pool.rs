@@ -13,12 +13,14 @@ use super::error::{Bound, EvalError};
 use super::wire::{self, Answer, Job};
 use super::worker::TIME_EXIT;
 use parking_lot::{Condvar, Mutex};
+use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Which processes a job runs on.
@@ -43,56 +45,93 @@ impl Lane {
 /// how long its supervisor waits before it ends the process itself.
 const BACKSTOP: Duration = Duration::from_secs(1);
 
-/// A lane's evaluator processes.
+/// A lane's evaluator processes: a queue of jobs, and one driver thread per process that
+/// takes the next job, speaks to its process over the pipes, and hands the answer back —
+/// callers never block a thread of their own on a process (an async caller awaits, a
+/// blocking one waits on a channel).
 pub struct Pool {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
     lane: Lane,
     program: Result<PathBuf, String>,
-    size: usize,
-    state: Mutex<State>,
-    freed: Condvar,
+    queue: Mutex<Queue>,
+    queued: Condvar,
     /// The most memory one of its processes was resident with, so far (bytes).
     peak: AtomicU64,
 }
 
-struct State {
-    idle: Vec<Worker>,
-    busy: usize,
+struct Queue {
+    jobs: VecDeque<Queued>,
+    /// The pool is gone: its drivers end once the queue is empty.
+    closed: bool,
+}
+
+/// A job waiting for a driver.
+struct Queued {
+    frame: Vec<u8>,
+    /// Past this, nothing is evaluated: the job is answered `Saturated`.
+    start_by: Instant,
+    /// How long its answer may take once sent.
+    answer: Duration,
+    reply: Reply,
+}
+
+/// Where a job's result goes: an async caller's or a blocking caller's channel.
+enum Reply {
+    Awaited(tokio::sync::oneshot::Sender<Result<Answered, Ended>>),
+    Waited(std::sync::mpsc::SyncSender<Result<Answered, Ended>>),
+}
+
+impl Reply {
+    fn send(self, result: Result<Answered, Ended>) {
+        // A caller that stopped waiting has dropped its end: nothing to tell.
+        match self {
+            Reply::Awaited(sender) => drop(sender.send(result)),
+            Reply::Waited(sender) => drop(sender.send(result)),
+        }
+    }
 }
 
 /// A job's answer and the raw bytes after it.
 pub type Answered = (Answer, Vec<u8>);
 
 impl Pool {
-    /// A lane of at most `size` processes of `program` (`Err`: why there is none), started
-    /// when first needed.
+    /// A lane of `size` processes of `program` (`Err`: why there is none), each started
+    /// when its driver first has a job.
     pub fn new(lane: Lane, program: Result<PathBuf, String>, size: usize) -> Self {
-        Self {
+        let shared = Arc::new(Shared {
             lane,
             program,
-            size: size.max(1),
-            state: Mutex::new(State {
-                idle: Vec::new(),
-                busy: 0,
+            queue: Mutex::new(Queue {
+                jobs: VecDeque::new(),
+                closed: false,
             }),
-            freed: Condvar::new(),
+            queued: Condvar::new(),
             peak: AtomicU64::new(0),
+        });
+        for _ in 0..size.max(1) {
+            let driver = shared.clone();
+            let started = std::thread::Builder::new()
+                .name(format!("inlet-jq-{}", lane.as_str()))
+                .spawn(move || driver.drive());
+            if let Err(error) = started {
+                tracing::error!(%error, "could not start a jq driver thread");
+            }
         }
+        Self { shared }
     }
 
     /// The most memory one of this lane's processes was resident with, so far (bytes):
     /// from each answer, and from the kernel for each process that died.
     #[cfg(test)]
     pub fn peak_rss(&self) -> u64 {
-        self.peak.load(Ordering::Relaxed)
+        self.shared.peak.load(Ordering::Relaxed)
     }
 
-    fn record_peak(&self, bytes: u64) {
-        self.peak.fetch_max(bytes, Ordering::Relaxed);
-        record_peak(bytes);
-    }
-
-    /// Runs `job` (its frame) on a process of this lane, waiting at most `queue` for one to
-    /// be free and `answer` for its answer. Blocking: call it where blocking is allowed.
+    /// Runs `job` on a process of this lane, waiting at most `queue` for one to take it
+    /// and `answer` for its answer. Blocking: call it where blocking is allowed.
     pub fn run(
         &self,
         job: &Job,
@@ -100,64 +139,124 @@ impl Pool {
         queue: Duration,
         answer: Duration,
     ) -> Result<Answered, Ended> {
-        let mut frame = Vec::new();
+        let (sender, receiver) = std::sync::mpsc::sync_channel(1);
+        self.enqueue(job, payload, (queue, answer), Reply::Waited(sender))?;
+        receiver
+            .recv_timeout(queue + answer + BACKSTOP * 2)
+            .unwrap_or(Err(Ended::Time))
+    }
+
+    /// [`Pool::run`] for an async caller: it awaits the answer, blocking no thread.
+    pub async fn run_async(
+        &self,
+        job: &Job,
+        payload: &[u8],
+        queue: Duration,
+        answer: Duration,
+    ) -> Result<Answered, Ended> {
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        self.enqueue(job, payload, (queue, answer), Reply::Awaited(sender))?;
+        match tokio::time::timeout(queue + answer + BACKSTOP * 2, receiver).await {
+            Ok(Ok(result)) => result,
+            _ => Err(Ended::Time),
+        }
+    }
+
+    fn enqueue(
+        &self,
+        job: &Job,
+        payload: &[u8],
+        (queue, answer): (Duration, Duration),
+        reply: Reply,
+    ) -> Result<(), Ended> {
+        let mut frame = Vec::with_capacity(payload.len() + 512);
         wire::write_frame(&mut frame, job, payload)
             .map_err(|e| Ended::Unavailable(e.to_string()))?;
-        let worker = self.acquire(queue)?;
-        let mut worker = match worker {
-            Some(worker) => worker,
-            None => match self.start() {
-                Ok(worker) => worker,
-                Err(error) => {
-                    self.release(None);
-                    return Err(Ended::Unavailable(error));
-                }
-            },
+        let queued = Queued {
+            frame,
+            start_by: Instant::now() + queue,
+            answer,
+            reply,
         };
-        let result = worker.call(&frame, Instant::now() + answer + BACKSTOP);
-        match result {
+        self.shared.queue.lock().jobs.push_back(queued);
+        self.shared.queued.notify_one();
+        Ok(())
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        self.shared.queue.lock().closed = true;
+        self.shared.queued.notify_all();
+    }
+}
+
+impl Shared {
+    /// A driver: takes the next job, runs it on its process (started, or started again,
+    /// when needed), answers it; until the pool is gone.
+    fn drive(self: Arc<Self>) {
+        let mut worker: Option<Worker> = None;
+        while let Some(job) = self.next_job() {
+            if Instant::now() > job.start_by {
+                metrics::counter!("inlet_jq_saturated_total", "lane" => self.lane.as_str())
+                    .increment(1);
+                job.reply.send(Err(Ended::Saturated));
+                continue;
+            }
+            let result = self.run_on(&mut worker, &job);
+            job.reply.send(result);
+        }
+    }
+
+    /// The next job, waiting for one; `None` once the pool is gone and nothing is left.
+    fn next_job(&self) -> Option<Queued> {
+        let mut queue = self.queue.lock();
+        loop {
+            if let Some(job) = queue.jobs.pop_front() {
+                return Some(job);
+            }
+            if queue.closed {
+                return None;
+            }
+            self.queued.wait(&mut queue);
+        }
+    }
+
+    /// `job` on `worker`, started first if there is none; the worker is dropped when its
+    /// process ended or retired.
+    fn run_on(&self, worker: &mut Option<Worker>, job: &Queued) -> Result<Answered, Ended> {
+        if worker.is_none() {
+            *worker = Some(self.start().map_err(Ended::Unavailable)?);
+        }
+        let Some(running) = worker.as_mut() else {
+            return Err(Ended::Died);
+        };
+        match running.call(&job.frame, Instant::now() + job.answer + BACKSTOP) {
             Ok(answered) => {
                 self.record_peak(answered.0.memory.peak);
-                let keep = !answered.0.retire;
-                self.release(keep.then_some(worker));
-                if !keep {
-                    metrics::counter!("inlet_jq_worker_exits_total", "lane" => self.lane.as_str(), "reason" => "retired").increment(1);
+                if answered.0.retire {
+                    *worker = None;
+                    self.exited("retired");
                 }
                 Ok(answered)
             }
             Err((ended, peak)) => {
                 self.record_peak(peak);
-                self.release(None);
-                metrics::counter!("inlet_jq_worker_exits_total", "lane" => self.lane.as_str(), "reason" => ended.reason()).increment(1);
+                *worker = None;
+                self.exited(ended.reason());
                 Err(ended)
             }
         }
     }
 
-    /// A slot of this lane: an idle process, or `None` to start one. `Saturated` when none
-    /// was free within `queue`.
-    fn acquire(&self, queue: Duration) -> Result<Option<Worker>, Ended> {
-        let until = Instant::now() + queue;
-        let mut state = self.state.lock();
-        while state.busy >= self.size {
-            if self.freed.wait_until(&mut state, until).timed_out() && state.busy >= self.size {
-                metrics::counter!("inlet_jq_saturated_total", "lane" => self.lane.as_str())
-                    .increment(1);
-                return Err(Ended::Saturated);
-            }
-        }
-        state.busy += 1;
-        Ok(state.idle.pop())
+    fn exited(&self, reason: &'static str) {
+        metrics::counter!("inlet_jq_worker_exits_total", "lane" => self.lane.as_str(), "reason" => reason)
+            .increment(1);
     }
 
-    fn release(&self, worker: Option<Worker>) {
-        let mut state = self.state.lock();
-        state.busy -= 1;
-        if let Some(worker) = worker {
-            state.idle.push(worker);
-        }
-        drop(state);
-        self.freed.notify_one();
+    fn record_peak(&self, bytes: u64) {
+        self.peak.fetch_max(bytes, Ordering::Relaxed);
+        record_peak(bytes);
     }
 
     fn start(&self) -> Result<Worker, String> {

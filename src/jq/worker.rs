@@ -15,8 +15,8 @@ use super::run::{self, Input};
 use super::wire::{read_frame, write_frame, Answer, Job, Memory, Output, Task};
 use std::collections::HashMap;
 use std::io::{self, BufReader, BufWriter};
+use std::os::unix::fs::FileExt;
 use std::rc::Rc;
-use std::sync::mpsc;
 use std::time::Duration;
 
 /// How an evaluator process ends when a job outlives its time.
@@ -51,43 +51,58 @@ pub fn serve() -> ! {
     // Bounds unwind without the hook; a panic inside jaq is answered as `Crashed`, never
     // printed (its message may quote the payload).
     std::panic::set_hook(Box::new(|_| {}));
-    let code = match serve_jobs() {
-        Ok(()) => 0,
-        Err(_) => 2,
+    // SAFETY: the handler only calls `_exit`, which is async-signal-safe.
+    unsafe { libc::signal(libc::SIGALRM, on_alarm as *const () as libc::sighandler_t) };
+    // The jobs run on a thread with a large stack (the main thread's is the system's).
+    let served = std::thread::Builder::new()
+        .name("inlet-jq-eval".to_owned())
+        .stack_size(STACK_BYTES)
+        .spawn(serve_jobs)
+        .map(|thread| thread.join());
+    let code = match served {
+        Ok(Ok(Ok(()))) => 0,
+        _ => 2,
     };
     std::process::exit(code)
 }
 
+/// A job outlived its time: the process ends at once, whatever it was running.
+extern "C" fn on_alarm(_: libc::c_int) {
+    // SAFETY: `_exit` never returns and is async-signal-safe.
+    unsafe { libc::_exit(TIME_EXIT) }
+}
+
 fn serve_jobs() -> io::Result<()> {
-    let (jobs, job_rx) = mpsc::channel::<(Job, Vec<u8>)>();
-    let (answer_tx, answers) = mpsc::channel::<(Answer, Vec<u8>)>();
-    std::thread::Builder::new()
-        .name("inlet-jq-eval".to_owned())
-        .stack_size(STACK_BYTES)
-        .spawn(move || {
-            let mut evaluator = Evaluator::new();
-            for (job, payload) in job_rx {
-                if answer_tx.send(evaluator.run(job, payload)).is_err() {
-                    break;
-                }
-            }
-        })?;
+    let mut evaluator = Evaluator::new();
     let mut input = BufReader::new(io::stdin().lock());
     let mut output = BufWriter::new(io::stdout().lock());
     while let Some((job, payload)) = read_frame::<Job>(&mut input)? {
-        let allowed = allowed_time(&job);
-        jobs.send((job, payload))
-            .map_err(|_| io::Error::other("the evaluation thread is gone"))?;
-        let Ok((answer, bodies)) = answers.recv_timeout(allowed) else {
-            // SAFETY: `_exit` never returns; nothing of this process needs to run after.
-            unsafe { libc::_exit(TIME_EXIT) }
-        };
+        set_alarm(allowed_time(&job));
+        let (answer, bodies) = evaluator.run(job, payload);
+        set_alarm(Duration::ZERO);
         write_frame(&mut output, &answer, &bodies)?;
         if answer.retire {
             return Ok(());
         }
     }
     Ok(())
+}
+
+/// Arms the process's real-time alarm for `after` (zero: disarms it).
+fn set_alarm(after: Duration) {
+    let value = libc::timeval {
+        tv_sec: libc::time_t::try_from(after.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_usec: libc::suseconds_t::from(after.subsec_micros()),
+    };
+    let timer = libc::itimerval {
+        it_interval: libc::timeval {
+            tv_sec: 0,
+            tv_usec: 0,
+        },
+        it_value: value,
+    };
+    // SAFETY: a valid itimerval, read only; the old value is not asked for.
+    unsafe { libc::setitimer(libc::ITIMER_REAL, &timer, std::ptr::null_mut()) };
 }
 
 /// How long a job may take in all: each program's time bound, and the grace.
@@ -116,47 +131,20 @@ impl Evaluator {
 
     fn run(&mut self, job: Job, payload: Vec<u8>) -> (Answer, Vec<u8>) {
         let programs: Vec<_> = job.programs.iter().map(|t| self.program(t)).collect();
-        let input = Input {
-            payload: payload.into(),
-            headers: job.headers,
-            event_type: job.event_type,
-            source: job.source,
-            event_id: job.event_id,
-        };
         let mut bodies = Vec::new();
         let bounds = job.bounds;
-        let (results, memory) = match job.task {
+        let (results, measured) = match job.task {
             Task::Check => bounded(bounds, || check_each(&job.programs, &programs, bounds)),
-            Task::Decide | Task::Transform => match run::read(&input) {
-                Err(error) => (
-                    (programs.iter()).map(|_| Err(error.clone())).collect(),
-                    Memory::default(),
-                ),
-                Ok(read) => bounded(bounds, || {
-                    let each = |program: &Rc<Result<Compiled, CompileError>>| {
-                        let program = compiled(program)?;
-                        match job.task {
-                            Task::Transform => {
-                                let body = run::transform(program, &read, bounds, job.output)?;
-                                bodies.extend_from_slice(&body);
-                                Ok(Output::Body(body.len()))
-                            }
-                            _ => run::decide(program, &read, bounds).map(Output::Decision),
-                        }
-                    };
-                    programs.iter().map(each).collect()
-                }),
-            },
+            Task::Decide | Task::Transform => evaluate_each(&job, payload, &programs, &mut bodies),
         };
-        let retire = self.grown();
-        (
-            Answer {
-                results,
-                memory,
-                retire,
-            },
-            bodies,
-        )
+        let retire = self.grown(measured.size);
+        let memory = measured.shown;
+        let answer = Answer {
+            results,
+            memory,
+            retire,
+        };
+        (answer, bodies)
     }
 
     /// `text` compiled, once until the cache is full.
@@ -172,10 +160,10 @@ impl Evaluator {
         program
     }
 
-    /// Whether this process holds so much more than after its first job that it should
-    /// make way for a fresh one.
-    fn grown(&mut self) -> bool {
-        let Some(size) = address_space() else {
+    /// Whether this process, holding `size` of address space when its latest job started,
+    /// holds so much more than at its first job's that it should make way for a fresh one.
+    fn grown(&mut self, size: Option<u64>) -> bool {
+        let Some(size) = size else {
             return false;
         };
         match self.settled_size {
@@ -186,6 +174,51 @@ impl Evaluator {
             Some(settled) => size > settled.saturating_add(RETIRE_GROWTH),
         }
     }
+}
+
+/// Each program on the payload, as a filter or (its body appended to `bodies`) as a
+/// transform, under the job's bounds.
+fn evaluate_each(
+    job: &Job,
+    payload: Vec<u8>,
+    programs: &[Rc<Result<Compiled, CompileError>>],
+    bodies: &mut Vec<u8>,
+) -> (Vec<Result<Output, EvalError>>, Measured) {
+    let input = Input {
+        payload: payload.into(),
+        headers: job.headers.clone(),
+        event_type: job.event_type.clone(),
+        source: job.source.clone(),
+        event_id: job.event_id.clone(),
+    };
+    let read = match run::read(&input) {
+        Ok(read) => read,
+        Err(error) => {
+            let unread = Measured {
+                shown: Memory::default(),
+                size: None,
+            };
+            return (
+                programs.iter().map(|_| Err(error.clone())).collect(),
+                unread,
+            );
+        }
+    };
+    let bounds = job.bounds;
+    bounded(bounds, || {
+        let each = |program: &Rc<Result<Compiled, CompileError>>| {
+            let program = compiled(program)?;
+            match job.task {
+                Task::Transform => {
+                    let body = run::transform(program, &read, bounds, job.output)?;
+                    bodies.extend_from_slice(&body);
+                    Ok(Output::Body(body.len()))
+                }
+                _ => run::decide(program, &read, bounds).map(Output::Decision),
+            }
+        };
+        programs.iter().map(each).collect()
+    })
 }
 
 fn compiled(program: &Result<Compiled, CompileError>) -> Result<&Compiled, EvalError> {
@@ -224,13 +257,20 @@ fn check_each(
         .collect()
 }
 
+/// What [`bounded`] measured: the memory an answer shows, and the address space the job
+/// started with.
+struct Measured {
+    shown: Memory,
+    size: Option<u64>,
+}
+
 /// Runs `job` with the address space limited to what the process holds now plus the
 /// memory bound and [`HEADROOM`], and the resident peak reset first: its results and
 /// the memory it took.
-fn bounded<T>(bounds: Bounds, job: impl FnOnce() -> T) -> (T, Memory) {
-    let before = resident_size();
+fn bounded<T>(bounds: Bounds, job: impl FnOnce() -> T) -> (T, Measured) {
+    let (size, before) = sizes().unzip();
     reset_peak();
-    let limited = address_space().map(|size| {
+    let limited = size.map(|size| {
         let allowed = size
             .saturating_add(bounds.memory as u64)
             .saturating_add(HEADROOM as u64);
@@ -240,8 +280,15 @@ fn bounded<T>(bounds: Bounds, job: impl FnOnce() -> T) -> (T, Memory) {
     if limited.is_some() {
         set_address_space_limit(libc::RLIM_INFINITY);
     }
+    let before = before.unwrap_or(0);
     let peak = peak_resident_size().max(before);
-    (result, Memory { before, peak })
+    (
+        result,
+        Measured {
+            shown: Memory { before, peak },
+            size,
+        },
+    )
 }
 
 /// Sets the soft `RLIMIT_AS` (the hard one stays as it is; the soft one may not pass it).
@@ -259,11 +306,30 @@ fn set_address_space_limit(bytes: u64) -> bool {
     unsafe { libc::setrlimit(libc::RLIMIT_AS, &limit) == 0 }
 }
 
-/// This process's address space (`/proc/self/statm`, its first field), in bytes.
-fn address_space() -> Option<u64> {
-    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
-    let pages: u64 = statm.split_whitespace().next()?.parse().ok()?;
-    Some(pages * page_size())
+/// This process's address space and resident size now, in bytes (`/proc/self/statm`,
+/// its first two fields: one read).
+fn sizes() -> Option<(u64, u64)> {
+    let mut text = [0u8; 128];
+    let read = PROC.with(|proc| proc.statm.as_ref()?.read_at(&mut text, 0).ok())?;
+    let statm = std::str::from_utf8(&text[..read]).ok()?;
+    let mut pages = statm.split_whitespace().map(|n| n.parse::<u64>().ok());
+    let (size, resident) = (pages.next()??, pages.next()??);
+    let page = page_size();
+    Some((size * page, resident * page))
+}
+
+/// `/proc/self/statm` and `/proc/self/clear_refs`, opened once: every job reads and
+/// writes them (a path walk per job cost more than the rest of the measuring).
+struct Proc {
+    statm: Option<std::fs::File>,
+    clear_refs: Option<std::fs::File>,
+}
+
+thread_local! {
+    static PROC: Proc = Proc {
+        statm: std::fs::File::open("/proc/self/statm").ok(),
+        clear_refs: std::fs::OpenOptions::new().write(true).open("/proc/self/clear_refs").ok(),
+    };
 }
 
 fn page_size() -> u64 {
@@ -272,29 +338,23 @@ fn page_size() -> u64 {
     u64::try_from(size).unwrap_or(4096)
 }
 
-/// This process's resident size now, in bytes (0 where `/proc` does not say).
-fn resident_size() -> u64 {
-    status_kib("VmRSS:") * 1024
-}
-
-/// The most this process was resident since the last [`reset_peak`], in bytes.
+/// The most this process was resident since the last [`reset_peak`], in bytes (the
+/// kernel's high-water mark, which `getrusage` reads while no thread has exited).
 fn peak_resident_size() -> u64 {
-    status_kib("VmHWM:") * 1024
+    // SAFETY: zeroed rusage is a valid value to be overwritten.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid, writable rusage.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return 0;
+    }
+    u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024
 }
 
 /// Starts the resident peak again from the size now (Linux: `5` to `clear_refs`).
 fn reset_peak() {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
-}
-
-fn status_kib(field: &str) -> u64 {
-    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
-        return 0;
-    };
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix(field))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|kib| kib.parse().ok())
-        .unwrap_or(0)
+    PROC.with(|proc| {
+        if let Some(file) = &proc.clear_refs {
+            let _ = file.write_at(b"5", 0);
+        }
+    });
 }
