@@ -7,7 +7,6 @@
 //! docs/src/internals/architecture.md the layout of these modules (each imports only its own
 //! layer and the ones below).
 
-pub mod bench;
 pub mod certificates;
 pub mod cli;
 pub mod clock;
@@ -28,7 +27,6 @@ pub mod notices;
 pub mod observability;
 pub mod operator;
 pub mod provider;
-pub mod receive;
 pub mod reload;
 pub mod retention;
 pub mod routes;
@@ -36,6 +34,7 @@ pub mod secret;
 pub mod signature;
 pub mod startup;
 pub mod state;
+pub mod tools;
 pub mod traces;
 
 /// The system allocator, counting each thread's live bytes so a jq evaluation's memory can

@@ -737,7 +737,7 @@ fn man(dir: Option<PathBuf>) -> anyhow::Result<()> {
 /// on `bind`.
 async fn receive(bind: &str, secrets: Vec<String>, config: &std::path::Path) -> anyhow::Result<()> {
     let secrets = match secrets.is_empty() {
-        true => inlet::receive::secrets_for(&load_settings(config), bind)?,
+        true => inlet::tools::receive::secrets_for(&load_settings(config), bind)?,
         false => secrets
             .iter()
             .map(|reference| {
@@ -749,7 +749,7 @@ async fn receive(bind: &str, secrets: Vec<String>, config: &std::path::Path) -> 
             })
             .collect::<anyhow::Result<_>>()?,
     };
-    inlet::receive::run_receiver(bind, secrets).await
+    inlet::tools::receive::run_receiver(bind, secrets).await
 }
 
 /// The configuration, or exit 2 with the reason (the audit's table spans lines).
@@ -997,7 +997,7 @@ async fn bench(settings: Settings, options: BenchArgs) -> anyhow::Result<()> {
         let delay = inlet::duration::HumanDuration::parse(&options.sink_delay)
             .map_err(|e| anyhow::anyhow!("--sink-delay: {e}"))?
             .0;
-        let received = inlet::bench::run_sink(bind, delay).await?;
+        let received = inlet::tools::bench::run_sink(bind, delay).await?;
         println!("sink received {received} requests");
         return Ok(());
     }
@@ -1005,7 +1005,7 @@ async fn bench(settings: Settings, options: BenchArgs) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("--duration: {e}"))?
         .0;
     let report = if let Some(expression) = options.evaluate {
-        inlet::bench::run_evaluations(inlet::bench::EvaluateOptions {
+        inlet::tools::bench::run_evaluations(inlet::tools::bench::EvaluateOptions {
             expression,
             filters: options.filters,
             concurrency: options.concurrency,
@@ -1016,13 +1016,14 @@ async fn bench(settings: Settings, options: BenchArgs) -> anyhow::Result<()> {
         .await?
     } else if options.ceiling {
         let pool = open_database(&settings).await?;
-        let ceiling = inlet::bench::CeilingOptions {
+        let ceiling = inlet::tools::bench::CeilingOptions {
             concurrency: options.concurrency,
             duration,
             body_bytes: options.body_bytes,
             batch: options.batch,
         };
-        tokio::task::spawn_blocking(move || inlet::bench::run_ceiling(&pool, ceiling)).await??
+        tokio::task::spawn_blocking(move || inlet::tools::bench::run_ceiling(&pool, ceiling))
+            .await??
     } else {
         let source = settings
             .source(&options.source)
@@ -1030,7 +1031,7 @@ async fn bench(settings: Settings, options: BenchArgs) -> anyhow::Result<()> {
                 anyhow::anyhow!("no source named {} in the configuration", options.source)
             })?
             .clone();
-        inlet::bench::run_load(inlet::bench::LoadOptions {
+        inlet::tools::bench::run_load(inlet::tools::bench::LoadOptions {
             url: options
                 .url
                 .unwrap_or_else(|| inlet::cli::default_url(&settings, &options.source)),

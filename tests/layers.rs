@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 /// Top to bottom. A module may import its own layer and every layer below it.
 const LAYERS: &[&[&str]] = &[
-    &["main", "cli", "bench", "receive"],
+    &["main", "cli", "tools"],
     &["startup", "routes", "state", "reload"],
     &["config"],
     &[
@@ -41,7 +41,7 @@ const LAYERS: &[&[&str]] = &[
 /// The HTTP edge: the only modules that may name actix, status codes or `Problem` (the
 /// problem+json error type). Below it, modules return their own errors and take `http`
 /// and `bytes` types.
-const EDGE: &[&str] = &["main", "cli", "bench", "receive", "startup", "routes"];
+const EDGE: &[&str] = &["main", "cli", "tools", "startup", "routes"];
 
 /// What only the edge may write: actix's paths and the edge's error and response types.
 const EDGE_ONLY: &[&str] = &[
