@@ -984,6 +984,7 @@ async fn deliver_once(dispatcher: &std::sync::Arc<Dispatcher>) -> anyhow::Result
         Settled::Retrying,
         Settled::Dead,
         Settled::Discarded,
+        Settled::Parked,
         Settled::LeaseLost,
         Settled::Unrecorded,
     ] {
