@@ -118,7 +118,11 @@ pub struct BulkRequest {
     #[serde(default)]
     pub dry_run: bool,
     /// What the preview this confirms counted: the action acts on at most that.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::whole::option_object"
+    )]
     pub expect: Option<Previewed>,
 }
 
@@ -126,7 +130,9 @@ pub struct BulkRequest {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Previewed {
+    #[serde(deserialize_with = "super::whole::i64_value")]
     pub matched: i64,
+    #[serde(deserialize_with = "super::whole::i64_value")]
     pub upper_id: i64,
 }
 

@@ -85,6 +85,14 @@ pub fn option_u32<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u
         .transpose()
 }
 
+/// An `i64` (`expect.upper_id`).
+pub fn i64_value<'de, D: Deserializer<'de>>(deserializer: D) -> Result<i64, D::Error> {
+    read::<D, i64>(
+        serde_json::Number::deserialize(deserializer)?,
+        "a whole number that fits 64 bits",
+    )
+}
+
 /// An optional list of `i64` (`ids`).
 pub fn option_i64s<'de, D: Deserializer<'de>>(
     deserializer: D,
