@@ -1,86 +1,23 @@
 //! The request path from verification to the answer: a webhook's bytes are verified
 //! against its source's secrets, a setup handshake is answered, a verified request becomes
 //! a [`Claim`] (its identity, its facts, its stored copy and its outbox rows), the claim
-//! is committed with its group, and what follows a commit is done. The HTTP edge only
-//! reads the body and speaks HTTP around [`Intake::receive`].
+//! is committed with its group, and what follows a commit is done; a provider's setup
+//! (its validation, handshake, certificate and subscription: `setup.rs`) comes first for
+//! the few providers that have one. The HTTP edge only reads the body and speaks HTTP
+//! around [`Intake::receive`]: one call in, one result out.
 
+use super::setup::SetUp;
 use super::stored_headers::stored_headers;
-use super::{Claim, Committer, IngestError, Outcome};
+use super::told::Told;
+use super::{Claim, Committer, IngestError, Intake, Outcome, Received, Refusal, Webhook};
 use crate::delivery::filters::{self, Subject};
-use crate::delivery::Destinations;
-use crate::faults::Faults;
-use crate::idempotency::Answer;
 use crate::identity::{Identity, IdentityError};
 use crate::jq::Lane;
 use crate::ledger::{FactIdentity, BODY_KIND};
-use crate::provider::SourceSettings;
-use crate::signature::{Fetch, Headers, Items, Keys, SignatureError, Unverified, Verified};
+use crate::signature::{Headers, Items, Keys, SignatureError, Unverified, Verified};
 use crate::traces::{Attribute, Incoming};
 use bytes::Bytes;
-use chrono::{DateTime, Utc};
-use std::time::{Duration, Instant, SystemTime};
-use tokio::sync::Notify;
-
-/// Everything a webhook of one source is received under: one settings snapshot, read
-/// once per request by the edge.
-pub struct Intake<'a> {
-    pub source: &'a SourceSettings,
-    pub destinations: &'a Destinations,
-    /// How long an event's payload and answer are kept (`retention.events`).
-    pub retention: Duration,
-    pub now: DateTime<Utc>,
-    /// Wakes this instance's dispatcher when a new fact has deliveries.
-    pub waker: Option<&'a Notify>,
-    /// This instance's fault injection (nothing without the `fault-injection` feature).
-    pub faults: &'a Faults,
-}
-
-/// A webhook as received: its headers and its raw body (a shared buffer: the claim keeps
-/// it without a copy).
-pub struct Webhook<'r> {
-    pub headers: &'r dyn Headers,
-    pub body: &'r Bytes,
-}
-
-/// What a webhook was answered: its outcome, its event id (none for a handshake or a
-/// batch) and the answer itself; for a batch, each item's event id and outcome.
-#[derive(Debug)]
-pub struct Received {
-    pub outcome: Outcome,
-    pub event_id: Option<String>,
-    pub answer: Answer,
-    pub items: Vec<(String, Outcome)>,
-    /// How many of a batch's items were dropped: they did not authenticate (Graph).
-    pub dropped: usize,
-    /// For a handshake that confirms a subscription by a visit (SNS's
-    /// `SubscriptionConfirmation`): the URL to visit before the answer is sent.
-    pub visit: Option<Fetch>,
-}
-
-impl Received {
-    /// A provider's setup request, answered and never stored.
-    pub fn handshake(answer: Answer) -> Self {
-        Self {
-            outcome: Outcome::Handshake,
-            event_id: None,
-            answer,
-            items: Vec::new(),
-            dropped: 0,
-            visit: None,
-        }
-    }
-}
-
-/// Why a webhook was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum Refusal {
-    #[error(transparent)]
-    Signature(#[from] SignatureError),
-    #[error(transparent)]
-    Identity(#[from] IdentityError),
-    #[error(transparent)]
-    Ingest(#[from] IngestError),
-}
+use std::time::{Instant, SystemTime};
 
 /// Where a claim's fact goes: whether any destination takes its type, and whether the
 /// source has destinations at all (a fact none takes is counted as unrouted).
@@ -91,8 +28,9 @@ struct Routing {
 }
 
 impl Intake<'_> {
-    /// Verifies `webhook`, answers a handshake, or claims its event with its group; then
-    /// does what follows a commit.
+    /// Sets up `webhook`'s source (its provider's validation, handshake or keys), verifies
+    /// it, answers a handshake or claims its event with its group, and does what follows:
+    /// a subscription confirmed, a copy refused for its body told of.
     /// `incoming` is the request's span: started once the signature is checked (under the
     /// sender's trace only if it verified), each step's span under it.
     pub async fn receive(
@@ -101,10 +39,49 @@ impl Intake<'_> {
         webhook: Webhook<'_>,
         incoming: &mut Incoming,
     ) -> Result<Received, Refusal> {
+        let source = match self.set_up(&webhook).await? {
+            SetUp::Answered(received) => return Ok(received),
+            SetUp::VerifyAs(source) => source,
+        };
+        let intake = Intake {
+            source: &source,
+            ..*self
+        };
+        let received = intake.verify_and_claim(committer, &webhook, incoming).await;
+        match received {
+            Err(Refusal::Ingest(IngestError::FingerprintMismatch(mismatch))) => {
+                let source = source.name.as_str();
+                let headers = webhook.headers;
+                let told = Told::FingerprintMismatch {
+                    source,
+                    mismatch: &mismatch,
+                    headers,
+                };
+                self.tell(told).await;
+                Err(IngestError::FingerprintMismatch(mismatch).into())
+            }
+            Ok(received) => {
+                if let Some(visit) = &received.visit {
+                    intake.confirm(visit).await?;
+                }
+                Ok(received)
+            }
+            Err(refusal) => Err(refusal),
+        }
+    }
+
+    /// Verifies `webhook` with the source's keys, answers a handshake, or claims its event
+    /// with its group; then does what follows a commit.
+    async fn verify_and_claim(
+        &self,
+        committer: &Committer,
+        webhook: &Webhook<'_>,
+        incoming: &mut Incoming,
+    ) -> Result<Received, Refusal> {
         let seen = Instant::now();
         let source = self.source;
         let started = incoming.now();
-        let verified = self.verify(&webhook);
+        let verified = self.verify(webhook);
         incoming.start(verified.is_ok());
         let refused = verified.as_ref().err().map(|e| e as &dyn std::fmt::Display);
         self.step(incoming, "verify", started, refused);
@@ -118,12 +95,12 @@ impl Intake<'_> {
                 items: items?,
             };
             return self
-                .receive_batch(committer, batch, &webhook, incoming)
+                .receive_batch(committer, batch, webhook, incoming)
                 .await;
         }
         let started = incoming.now();
         let trace_parent = incoming.span().trace_parent();
-        let claimed = self.claim(&verified, &webhook, webhook.body.clone(), trace_parent);
+        let claimed = self.claim(&verified, webhook, webhook.body.clone(), trace_parent);
         let refused = claimed.as_ref().err().map(|e| e as &dyn std::fmt::Display);
         self.step(incoming, "identify", started, refused);
         let (mut claim, mut routing) = claimed?;
@@ -143,10 +120,7 @@ impl Intake<'_> {
         Ok(Received {
             outcome,
             event_id: Some(event_id),
-            answer,
-            items: Vec::new(),
-            dropped: 0,
-            visit: None,
+            ..Received::handshake(answer)
         })
     }
 
@@ -196,11 +170,9 @@ impl Intake<'_> {
         }
         Ok(Received {
             outcome: Outcome::of_batch(&items),
-            event_id: None,
-            answer,
             items,
             dropped,
-            visit: None,
+            ..Received::handshake(answer)
         })
     }
 

@@ -14,13 +14,17 @@ mod committer;
 mod event;
 mod group;
 mod intake;
+mod setup;
 mod stored_headers;
+mod told;
+mod webhook;
 
 pub use committer::Committer;
 pub use event::{claim_all, NewEvent, STATUS_PROCESSED};
 pub use group::{process, process_group, Ingested};
-pub use intake::{Intake, Received, Refusal, Webhook};
 pub use stored_headers::{read_stored_headers, REDACTED};
+pub use told::{IntakeWatcher, Told};
+pub use webhook::{Intake, Received, Refusal, SetupRefusal, Webhook};
 
 use crate::db::StoreError;
 use crate::delivery::Route;

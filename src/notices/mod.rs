@@ -16,6 +16,7 @@
 //! count: notices never loop.
 
 mod checks;
+mod intake;
 mod listeners;
 mod notice;
 mod notifier;
@@ -24,6 +25,7 @@ mod store;
 mod tally;
 
 pub use checks::Checks;
+pub use intake::IntakeNotices;
 pub use listeners::refuse_own_listeners;
 pub use notice::{Notice, Tally};
 pub use notifier::{start_notice_counters, Notices};

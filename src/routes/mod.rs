@@ -29,10 +29,8 @@ macro_rules! routes {
 }
 
 pub mod admin;
-mod certificate;
 pub mod console;
 pub mod health;
-mod hook_secret;
 mod middleware;
 mod problem;
 pub mod webhooks;

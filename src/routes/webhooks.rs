@@ -1,18 +1,15 @@
 //! `POST /webhooks/{source}` over HTTP: the source looked up, the body read within its
-//! size limit and time, then [`Intake::receive`] does the rest (verification, the claim,
-//! the group commit); this file turns its result into the answer. `GET` answers a
+//! size limit and time, then [`Intake::receive`] does the rest (the provider's setup,
+//! verification, the claim, the group commit); this file turns its result into the answer. `GET` answers a
 //! provider's endpoint verification (Dropbox's `?challenge=`) for its sources only. Every
 //! outcome and every rejection of a webhook is logged and counted here, in
 //! [`count_webhook`].
 
-use super::certificate;
-use super::hook_secret::{self, Echo};
-use super::{Problem, Reason, RequestId};
+use super::{seconds_to_wait, Problem, Reason, RequestId};
 use crate::config::{ServerSettings, Settings};
 use crate::idempotency::REPLAYED_HEADER;
-use crate::ingest::{IngestError, Intake, Mismatch, Outcome, Received, Refusal, Webhook};
-use crate::notices::Notice;
-use crate::provider::SourceSettings;
+use crate::ingest::{Intake, IntakeWatcher, Outcome, Received, Refusal, SetupRefusal, Webhook};
+use crate::notices::IntakeNotices;
 use crate::signature::Headers;
 use crate::state::AppState;
 use crate::traces::{self, Attribute, Incoming, Span};
@@ -39,6 +36,28 @@ impl From<Refusal> for Problem {
             Refusal::Signature(error) => error.into(),
             Refusal::Identity(error) => error.into(),
             Refusal::Ingest(error) => error.into(),
+            Refusal::Setup(refusal) => refusal.into(),
+        }
+    }
+}
+
+impl From<SetupRefusal> for Problem {
+    fn from(refusal: SetupRefusal) -> Self {
+        let detail = refusal.to_string();
+        match refusal {
+            SetupRefusal::InvalidChallenge(_) => Problem::new(Reason::InvalidChallenge, detail),
+            SetupRefusal::MalformedSecret(_) => Problem::new(Reason::MalformedSignature, detail),
+            SetupRefusal::HookSecretHeld(_) => Problem::new(Reason::HookSecretHeld, detail),
+            SetupRefusal::NoKey(_) => Problem::new(Reason::BadSignature, detail),
+            SetupRefusal::CertificateUnavailable { retry_after, .. } => {
+                Problem::new(Reason::CertificateUnavailable, detail)
+                    .retry_after(seconds_to_wait(retry_after))
+            }
+            SetupRefusal::SubscriptionUnconfirmed { retry_after, .. } => {
+                Problem::new(Reason::SubscriptionUnconfirmed, detail)
+                    .retry_after(seconds_to_wait(retry_after))
+            }
+            SetupRefusal::Store(error) => error.into(),
         }
     }
 }
@@ -67,7 +86,7 @@ pub async fn receive_webhook(
         tracing::Span::current().record("trace_id", trace_id.as_str());
     }
     match handled {
-        Ok((received, echo)) => {
+        Ok(received) => {
             let event_id = received.event_id.as_deref().unwrap_or("-");
             let outcome = received.outcome.as_str();
             tracing::Span::current().record("event_id", event_id);
@@ -89,7 +108,7 @@ pub async fn receive_webhook(
                 outcome,
                 received.event_id.as_deref(),
             );
-            answer_response(received, echo)
+            answer_response(received)
         }
         Err(problem) => {
             reject_webhook(&state, source, &problem, None);
@@ -272,12 +291,7 @@ fn unknown_source() -> Problem {
     )
 }
 
-/// A header an answer echoes (a handshake's secret).
-type Echoed = Option<(&'static str, String)>;
-
-/// The webhook's source, its body, and the intake under the request's `settings`; for a
-/// source whose secret a handshake establishes, the handshake or the stored secret; for
-/// one verified with a certificate, the certificate its request names.
+/// The webhook's source and its body, received under the request's `settings`.
 async fn handle(
     request: &HttpRequest,
     name: &str,
@@ -285,50 +299,13 @@ async fn handle(
     state: &AppState,
     settings: &Settings,
     incoming: &mut Incoming,
-) -> Result<(Received, Echoed), Problem> {
+) -> Result<Received, Problem> {
     let source = settings.source(name).ok_or_else(unknown_source)?;
     let body = read_body(request, payload, &settings.server).await?;
-    // A provider's unauthenticated validation of the endpoint (Graph's ?validationToken=).
-    if let Some(validated) = source.provider.validation(request.query_string()) {
-        let answer = validated.map_err(|detail| Problem::new(Reason::InvalidChallenge, detail))?;
-        return Ok((Received::handshake(answer), None));
-    }
-    let with_stored_secret;
-    let source = match source.provider.secret_by_handshake() {
-        None => source,
-        Some(header) => {
-            if let Some(value) = request.headers().get(header) {
-                let Echo { received, header } =
-                    hook_secret::handshake(state, source, header, value.as_bytes()).await?;
-                return Ok((received, Some(header)));
-            }
-            with_stored_secret = hook_secret::with_stored_secret(state, source).await?;
-            &with_stored_secret
-        }
-    };
-    let with_certificate;
-    let source = match certificate::with_certificate(state, source, request.headers(), &body).await
-    {
-        None => source,
-        Some(certified) => {
-            with_certificate = certified?;
-            &with_certificate
-        }
-    };
-    let received = receive(request, state, settings, source, &body, incoming).await?;
-    Ok((received, None))
-}
-
-/// The intake of a webhook of `source` (its keys known), and what its answer waits for: a
-/// fingerprint mismatch's notice, a subscription's confirmation.
-async fn receive(
-    request: &HttpRequest,
-    state: &AppState,
-    settings: &Settings,
-    source: &SourceSettings,
-    body: &web::Bytes,
-    incoming: &mut Incoming,
-) -> Result<Received, Problem> {
+    let watcher = (state.notices.as_deref()).map(|notices| IntakeNotices {
+        notices,
+        pool: &state.pool,
+    });
     let intake = Intake {
         source,
         destinations: &settings.destinations,
@@ -336,43 +313,19 @@ async fn receive(
         now: state.clock.now(),
         waker: state.dispatcher_waker.as_deref(),
         faults: &state.faults,
+        pool: &state.pool,
+        certificates: &state.certificates,
+        clock: state.clock.as_ref(),
+        watcher: watcher
+            .as_ref()
+            .map(|watcher| watcher as &dyn IntakeWatcher),
     };
     let webhook = Webhook {
         headers: request.headers(),
-        body,
+        body: &body,
+        query: request.query_string(),
     };
-    match intake.receive(&state.committer, webhook, incoming).await {
-        Err(Refusal::Ingest(IngestError::FingerprintMismatch(mismatch))) => {
-            // A notice sent back to Inlet is never told of: notices never loop.
-            if !crate::notices::is_notice_delivery(request.headers().all()) {
-                tell_mismatch(state, source.name.as_str(), &mismatch).await;
-            }
-            Err(IngestError::FingerprintMismatch(mismatch).into())
-        }
-        Ok(received) => {
-            if let Some(visit) = &received.visit {
-                certificate::confirm(state, source, visit).await?;
-            }
-            Ok(received)
-        }
-        Err(refusal) => Err(refusal.into()),
-    }
-}
-
-/// An `event.fingerprint_mismatch` notice, written before the 422 is answered (once per
-/// different body: the same wrong body sent again finds its notice written).
-async fn tell_mismatch(state: &AppState, source: &str, mismatch: &Mismatch) {
-    let Some(notices) = &state.notices else {
-        return;
-    };
-    let notice = Notice::fingerprint_mismatch(
-        source,
-        &mismatch.event_id,
-        &mismatch.stored,
-        &mismatch.received,
-        notices.now(),
-    );
-    notices.send_from(&state.pool, vec![notice]).await;
+    Ok(intake.receive(&state.committer, webhook, incoming).await?)
 }
 
 /// Reads a request body of at most `server.max_body_bytes`: 413 as soon as
@@ -428,11 +381,11 @@ fn body_deadline(length: usize, per_mib: std::time::Duration) -> std::time::Dura
     per_mib.saturating_mul(mibs)
 }
 
-fn answer_response(received: Received, echo: Echoed) -> HttpResponse {
+fn answer_response(received: Received) -> HttpResponse {
     let answer = received.answer;
     let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
     let mut response = HttpResponse::build(status);
-    if let Some((name, value)) = echo {
+    if let Some((name, value)) = received.echo {
         response.insert_header((name, value));
     }
     if let Ok(content_type) = HeaderValue::from_str(&answer.content_type) {

@@ -68,7 +68,7 @@ pub struct Keys<'a> {
 
 /// A request's headers as the schemes read them, whatever HTTP library received them
 /// (the edge implements it for its own header map).
-pub trait Headers: std::fmt::Debug {
+pub trait Headers: std::fmt::Debug + Sync {
     /// The raw bytes of the first header named `name` (case-insensitive), when present.
     fn first(&self, name: &str) -> Option<&[u8]>;
     /// Every header as received: its name in lower case, its raw value.
