@@ -3,15 +3,14 @@
 use anyhow::Context;
 use clap::{CommandFactory, Parser, Subcommand};
 use inlet::cli::{AdminClient, ReplaySelection};
-use inlet::config::{LiveSettings, Settings};
-use inlet::delivery::{Dispatcher, Settled};
+use inlet::config::Settings;
+use inlet::delivery::Settled;
 use inlet::observability::LogFormat;
-use inlet::reload::{reload_on_hangup, Reloader};
+use inlet::reload::reload_on_hangup;
 use inlet::retention::Sweeper;
 use inlet::secret::Secret;
 use inlet::signature::EventToSign;
-use inlet::startup::{open_database, open_serving_database, Application, Hooks};
-use inlet::traces::Traces;
+use inlet::startup::{open_database, Application, Delivering, Hooks};
 use std::path::PathBuf;
 
 /// `inlet --version`: the version and the commit built from.
@@ -927,58 +926,12 @@ async fn sweep(settings: Settings, dry_run: bool) -> anyhow::Result<()> {
 }
 
 async fn deliver(settings: Settings, config: &std::path::Path, once: bool) -> anyhow::Result<()> {
-    let pool = open_serving_database(&settings).await?;
-    let clock: std::sync::Arc<dyn inlet::clock::Clock> =
-        std::sync::Arc::new(inlet::clock::SystemClock);
-    let traces = Traces::start(&settings.telemetry, tokio::runtime::Handle::current())?;
-    let mut dispatcher = Dispatcher::new(
-        &settings.destinations,
-        &settings.delivery,
-        settings.server.shutdown_grace,
-        pool.clone(),
-        clock.clone(),
-    )?;
-    let notices = inlet::startup::notices_of(&settings, clock);
-    if let Some(notices) = &notices {
-        dispatcher = dispatcher.with_watcher(notices.clone());
+    let delivering = Delivering::build(&settings, Hooks::default()).await?;
+    if !once {
+        return delivering.run_until_stopped(settings, config).await;
     }
-    let dispatcher = std::sync::Arc::new(dispatcher.with_traces(traces.clone()));
-    let delivered = match once {
-        true => deliver_once(&dispatcher).await,
-        false => deliver_until_stopped(settings, config, pool, dispatcher, notices).await,
-    };
-    // The attempts' last spans go out before the command ends.
-    tokio::task::spawn_blocking(move || traces.shutdown()).await?;
-    delivered
-}
-
-/// `inlet deliver` without `--once`: until Ctrl-C, reloading on SIGHUP.
-async fn deliver_until_stopped(
-    settings: Settings,
-    config: &std::path::Path,
-    pool: inlet::db::DbPool,
-    dispatcher: std::sync::Arc<Dispatcher>,
-    notices: Option<std::sync::Arc<inlet::notices::Notices>>,
-) -> anyhow::Result<()> {
-    let reloader = Reloader::new(
-        Some(config.to_owned()),
-        LiveSettings::new(settings),
-        Some(dispatcher.clone()),
-        Some(pool),
-        &[],
-    )
-    .with_notices(notices);
-    tokio::spawn(reload_on_hangup(std::sync::Arc::new(reloader)));
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let run = tokio::spawn(dispatcher.run(stopped));
-    tokio::signal::ctrl_c().await?;
-    let _ = stop.send(true);
-    Ok(run.await?)
-}
-
-/// `inlet deliver --once`: what is due now, then a count of each outcome.
-async fn deliver_once(dispatcher: &std::sync::Arc<Dispatcher>) -> anyhow::Result<()> {
-    let report = dispatcher.run_once().await?;
+    // `--once`: what is due now, then a count of each outcome.
+    let report = delivering.run_once().await?;
     for settled in [
         Settled::Delivered,
         Settled::Retrying,

@@ -580,19 +580,34 @@ fn start_dispatcher(
     notices: &Option<Arc<Notices>>,
     background: &mut Vec<JoinHandle<()>>,
 ) -> anyhow::Result<Option<Arc<Dispatcher>>> {
-    let settings = starting.settings;
-    if !settings.delivery.enabled {
+    if !starting.settings.delivery.enabled {
         return Ok(None);
     }
+    let parts = (starting.settings, starting.pool, starting.hooks);
+    let dispatcher = dispatcher_of(parts, traces, notices)?;
+    background.push(tokio::spawn(
+        dispatcher.clone().run(starting.stopped.clone()),
+    ));
+    Ok(Some(dispatcher))
+}
+
+/// The dispatcher of `settings` on `pool`, as every command that delivers assembles it:
+/// its clock and faults, its traces, the notices it tells of breakers and dead letters,
+/// and its brokers probed in the background.
+fn dispatcher_of(
+    (settings, pool, hooks): (&Settings, &DbPool, &Hooks),
+    traces: &Traces,
+    notices: &Option<Arc<Notices>>,
+) -> anyhow::Result<Arc<Dispatcher>> {
     let dispatcher = Dispatcher::new(
         &settings.destinations,
         &settings.delivery,
         settings.server.shutdown_grace,
-        starting.pool.clone(),
-        starting.hooks.clock.clone(),
+        pool.clone(),
+        hooks.clock.clone(),
     )?;
     let mut dispatcher = dispatcher
-        .with_faults(starting.hooks.faults.clone())
+        .with_faults(hooks.faults.clone())
         .with_traces(traces.clone());
     if let Some(notices) = notices {
         dispatcher = dispatcher.with_watcher(notices.clone());
@@ -600,10 +615,68 @@ fn start_dispatcher(
     let dispatcher = Arc::new(dispatcher);
     let probing = dispatcher.clone();
     tokio::spawn(async move { probing.probe_brokers().await });
-    background.push(tokio::spawn(
-        dispatcher.clone().run(starting.stopped.clone()),
-    ));
-    Ok(Some(dispatcher))
+    Ok(dispatcher)
+}
+
+/// `inlet deliver`: the dispatcher alone, assembled as `serve` assembles its own, on the
+/// serving database.
+pub struct Delivering {
+    dispatcher: Arc<Dispatcher>,
+    pool: DbPool,
+    notices: Option<Arc<Notices>>,
+    traces: Traces,
+}
+
+impl Delivering {
+    pub async fn build(settings: &Settings, hooks: Hooks) -> anyhow::Result<Self> {
+        let pool = open_serving_database(settings).await?;
+        let traces = Traces::start(&settings.telemetry, tokio::runtime::Handle::current())
+            .context("cannot set up trace export (telemetry.otlp_endpoint)")?;
+        let notices = notices_of(settings, hooks.clock.clone());
+        let dispatcher = dispatcher_of((settings, &pool, &hooks), &traces, &notices)?;
+        Ok(Self {
+            dispatcher,
+            pool,
+            notices,
+            traces,
+        })
+    }
+
+    /// What is due now, delivered once: how each attempt settled.
+    pub async fn run_once(self) -> anyhow::Result<crate::delivery::Report> {
+        let report = self.dispatcher.run_once().await;
+        self.flush_traces().await?;
+        report
+    }
+
+    /// Delivers until Ctrl-C, reading `config` again on SIGHUP.
+    pub async fn run_until_stopped(
+        self,
+        settings: Settings,
+        config: &std::path::Path,
+    ) -> anyhow::Result<()> {
+        let reloader = Reloader::new(
+            Some(config.to_owned()),
+            LiveSettings::new(settings),
+            Some(self.dispatcher.clone()),
+            Some(self.pool.clone()),
+            &[],
+        )
+        .with_notices(self.notices.clone());
+        tokio::spawn(crate::reload::reload_on_hangup(Arc::new(reloader)));
+        let (stop, stopped) = watch::channel(false);
+        let run = tokio::spawn(self.dispatcher.clone().run(stopped));
+        tokio::signal::ctrl_c().await?;
+        let _ = stop.send(true);
+        run.await?;
+        self.flush_traces().await
+    }
+
+    /// The attempts' last spans go out before the command ends.
+    async fn flush_traces(self) -> anyhow::Result<()> {
+        let traces = self.traces;
+        Ok(tokio::task::spawn_blocking(move || traces.shutdown()).await?)
+    }
 }
 
 /// The runner of bulk operator actions (every instance has one; they share the work
