@@ -2,6 +2,7 @@
 //! how many are dead now, in all or of one destination over a span of time (for
 //! operational notices).
 
+use super::keys::DestinationKey;
 use super::outbox::DEAD;
 use crate::db::schema::deliveries;
 use crate::db::DbConnection;
@@ -24,6 +25,11 @@ pub struct DeadLetter {
 }
 
 impl DeadLetter {
+    /// Its destination's key.
+    pub fn destination_key(&self) -> DestinationKey {
+        DestinationKey::stored(self.source.clone(), self.destination.clone())
+    }
+
     /// The dead rows among `ids`, by id.
     pub fn find_all(conn: &mut DbConnection, ids: &[i64]) -> QueryResult<Vec<Self>> {
         deliveries::table
@@ -35,17 +41,17 @@ impl DeadLetter {
     }
 }
 
-/// `source`'s deliveries to `destination` dead-lettered (settled) at or after `from` and,
+/// The deliveries to the destination of `key` dead-lettered (settled) at or after `from` and,
 /// with `until`, before it.
 pub fn count_dead_between(
     conn: &mut DbConnection,
-    (source, destination): (&str, &str),
+    key: &DestinationKey,
     from: DateTime<Utc>,
     until: Option<DateTime<Utc>>,
 ) -> QueryResult<i64> {
     let mut query = deliveries::table
-        .filter(deliveries::source.eq(source))
-        .filter(deliveries::destination.eq(destination))
+        .filter(deliveries::source.eq(key.source()))
+        .filter(deliveries::destination.eq(key.name()))
         .filter(deliveries::status.eq(DEAD))
         .filter(deliveries::settled_at.ge(from.naive_utc()))
         .into_boxed();
@@ -55,14 +61,14 @@ pub fn count_dead_between(
     query.count().get_result(conn)
 }
 
-/// The dead letter of `source`'s `destination` settled last, if any is dead.
+/// The dead letter of the destination of `key` settled last, if any is dead.
 pub fn latest_dead(
     conn: &mut DbConnection,
-    (source, destination): (&str, &str),
+    key: &DestinationKey,
 ) -> QueryResult<Option<DeadLetter>> {
     deliveries::table
-        .filter(deliveries::source.eq(source))
-        .filter(deliveries::destination.eq(destination))
+        .filter(deliveries::source.eq(key.source()))
+        .filter(deliveries::destination.eq(key.name()))
         .filter(deliveries::status.eq(DEAD))
         .order((deliveries::settled_at.desc(), deliveries::id.desc()))
         .select(DeadLetter::as_select())

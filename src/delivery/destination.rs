@@ -10,6 +10,7 @@ use super::{
     filter_error, AttemptResult, DestinationKind, DestinationSettings, Destinations, Leased,
     RetryBudget,
 };
+use crate::delivery::DestinationKey;
 use crate::jq::{EvalError, Limits, Program};
 use crate::traces::{self, Attribute, Kind, Span, Traces};
 use chrono::{DateTime, Utc};
@@ -339,7 +340,7 @@ pub(super) fn prepare(
     let mut ready = HashMap::new();
     let mut built = Vec::new();
     for (source, settings) in wanted.iter() {
-        let key = (source.to_owned(), settings.name.clone());
+        let key = settings.key_in(source);
         let destination = match current.get(&key) {
             Some(kept) if same_destination(&kept.settings, settings) && kept.jq == wanted.jq => {
                 kept.clone()
@@ -370,7 +371,7 @@ pub(super) async fn probe(destinations: &[Arc<Destination>]) {
 }
 
 /// The destinations ready to send to, by (source, name).
-pub(super) type DestinationMap = HashMap<(String, String), Arc<Destination>>;
+pub(super) type DestinationMap = HashMap<DestinationKey, Arc<Destination>>;
 
 /// Whether two destination settings send alike (a reload keeps the one it has). `Debug`
 /// shows every field but the signing secret, which is compared itself.

@@ -19,6 +19,7 @@ use super::{
 };
 use crate::clock::Clock;
 use crate::db::DbPool;
+use crate::delivery::DestinationKey;
 use crate::faults::Faults;
 use crate::traces::{self, Traces};
 use chrono::{DateTime, Utc};
@@ -101,10 +102,10 @@ pub struct Dispatcher {
     in_flight: Mutex<HashMap<i64, Fence>>,
     /// Of those, how many wait for each destination's answer: its part of the slots
     /// (see [`Shares`]).
-    flying: Mutex<HashMap<(String, String), u32>>,
+    flying: Mutex<HashMap<DestinationKey, u32>>,
     /// Destinations the last lease round found calm (breaker closed, no failure counted):
     /// their answers are not recorded, so a healthy destination's settlements read no gate.
-    calm: Mutex<std::collections::HashSet<(String, String)>>,
+    calm: Mutex<std::collections::HashSet<DestinationKey>>,
     /// Lease rounds so far: which destination goes first when they are leased one by one.
     turns: std::sync::atomic::AtomicUsize,
     settler: Arc<Settler>,
@@ -136,17 +137,18 @@ fn health_of(result: &AttemptResult) -> Option<Health> {
 /// The gates a lease round saw: `inlet_breaker_state`, probes (the half-open transition)
 /// and limited destinations' deliveries in flight across every instance.
 fn report_gates(round: &lease::Round) {
-    for ((source, destination), state) in &round.breakers {
-        metrics::gauge!("inlet_breaker_state", "source" => source.clone(), "destination" => destination.clone())
+    for (key, state) in &round.breakers {
+        metrics::gauge!("inlet_breaker_state", "source" => key.source().to_owned(), "destination" => key.name().to_owned())
             .set(state.gauge());
     }
-    for (source, destination) in &round.probes {
-        metrics::counter!("inlet_breaker_transitions_total", "source" => source.clone(), "destination" => destination.clone(), "to" => BreakerState::HalfOpen.as_str())
+    for key in &round.probes {
+        let (source, destination) = (key.source(), key.name());
+        metrics::counter!("inlet_breaker_transitions_total", "source" => source.to_owned(), "destination" => destination.to_owned(), "to" => BreakerState::HalfOpen.as_str())
             .increment(1);
         tracing::info!(%source, %destination, "circuit breaker half-open: one probe delivery decides");
     }
-    for ((source, destination), n) in &round.in_flight {
-        metrics::gauge!("inlet_destination_in_flight", "source" => source.clone(), "destination" => destination.clone())
+    for (key, n) in &round.in_flight {
+        metrics::gauge!("inlet_destination_in_flight", "source" => key.source().to_owned(), "destination" => key.name().to_owned())
             .set(*n as f64);
     }
 }
@@ -162,7 +164,7 @@ fn log_dead_letter(delivery: &Leased, error: &str) {
 
 /// A delivery waiting for its destination's answer: counted in the dispatcher's shares
 /// (`flying`) until dropped — after the attempt, or if the task is cut short.
-struct Waiting<'a>(&'a Dispatcher, &'a (String, String));
+struct Waiting<'a>(&'a Dispatcher, &'a DestinationKey);
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
@@ -267,15 +269,15 @@ impl Dispatcher {
         self.faults.http_clients_built(prepared.clients_built);
         ready()?;
         let next = prepared.ready;
-        for (source, destination) in current.keys().filter(|key| !next.contains_key(*key)) {
+        for key in current.keys().filter(|key| !next.contains_key(*key)) {
             // A removed destination's gauges would otherwise keep their last value (an
             // open breaker would keep alerting).
             for gauge in ["inlet_breaker_state", "inlet_destination_in_flight"] {
-                metrics::gauge!(gauge, "source" => source.clone(), "destination" => destination.clone())
+                metrics::gauge!(gauge, "source" => key.source().to_owned(), "destination" => key.name().to_owned())
                     .set(0.0);
             }
         }
-        let added: Vec<(String, String)> = (next.keys())
+        let added: Vec<DestinationKey> = (next.keys())
             .filter(|key| !current.contains_key(*key))
             .cloned()
             .collect();
@@ -296,7 +298,7 @@ impl Dispatcher {
 
     /// Makes the rows parked for `added` destinations due now, and wakes the dispatcher
     /// (blocking; a failure only logged: the rows then wait out their park).
-    fn unpark(&self, added: &[(String, String)]) {
+    fn unpark(&self, added: &[DestinationKey]) {
         if added.is_empty() {
             return;
         }
@@ -326,7 +328,7 @@ impl Dispatcher {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn destination(&self, key: &(String, String)) -> Option<Arc<Destination>> {
+    fn destination(&self, key: &DestinationKey) -> Option<Arc<Destination>> {
         self.destinations().get(key).cloned()
     }
 
@@ -351,7 +353,7 @@ impl Dispatcher {
         let now = self.clock.now();
         let lease = self.lease;
         let gated = self.gated();
-        let configured: HashSet<&(String, String)> = gated.iter().map(|(key, _)| key).collect();
+        let configured: HashSet<&DestinationKey> = gated.iter().map(|(key, _)| key).collect();
         let shares = Shares::new(self.concurrency, gated.len(), lock(&self.flying).clone())
             .set_aside(|key| !configured.contains(key));
         let turn = self
@@ -379,7 +381,7 @@ impl Dispatcher {
     }
 
     /// A delivery no longer waits for its destination's answer (sent, or never to be).
-    fn answered(&self, key: &(String, String)) {
+    fn answered(&self, key: &DestinationKey) {
         let mut flying = lock(&self.flying);
         if let Some(n) = flying.get_mut(key) {
             *n = n.saturating_sub(1);
@@ -393,7 +395,7 @@ impl Dispatcher {
     fn gated(&self) -> Vec<gates::Gated> {
         self.destinations()
             .iter()
-            .map(|((source, name), d)| ((source.clone(), name.clone()), d.settings.gate))
+            .map(|(key, d)| (key.clone(), d.settings.gate))
             .collect()
     }
 
@@ -463,7 +465,7 @@ impl Dispatcher {
     fn observe(
         &self,
         destination: &Destination,
-        key: &(String, String),
+        key: &DestinationKey,
         result: &AttemptResult,
     ) -> Option<Observation> {
         let health = health_of(result);

@@ -6,6 +6,7 @@
 
 use super::gates::Health;
 use super::guard::lock;
+use crate::delivery::DestinationKey;
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -16,7 +17,7 @@ pub(super) const REMINDER: chrono::Duration = chrono::Duration::minutes(10);
 /// The destinations this instance has seen failing, by `(source, name)`.
 #[derive(Default)]
 pub(super) struct FailureLog {
-    failing: Mutex<HashMap<(String, String), Failing>>,
+    failing: Mutex<HashMap<DestinationKey, Failing>>,
 }
 
 /// A destination down: since when, how many attempts failed, when it was last logged.
@@ -31,12 +32,13 @@ impl FailureLog {
     /// of it, as a 409 or a filter's failure), with `error`, at `now`.
     pub(super) fn observe(
         &self,
-        (source, destination): &(String, String),
+        key: &DestinationKey,
         health: Option<Health>,
         error: Option<&str>,
         now: DateTime<Utc>,
     ) {
-        let key = (source.clone(), destination.clone());
+        let (source, destination) = (key.source(), key.name());
+        let key = key.clone();
         let mut failing = lock(&self.failing);
         match health {
             Some(Health::Failed) => {
@@ -83,7 +85,7 @@ mod tests {
     #[test]
     fn a_destination_is_logged_once_failing_once_recovered_and_forgotten() {
         let log = FailureLog::default();
-        let key = ("stripe".to_owned(), "app".to_owned());
+        let key = DestinationKey::stored("stripe".to_owned(), "app".to_owned());
         let start = DateTime::UNIX_EPOCH;
         for minute in 0..25 {
             let at = start + chrono::Duration::minutes(minute);

@@ -36,8 +36,8 @@ pub fn gate_views(
         let breaker = settings.breaker_of(&gate, now);
         let in_flight = in_flight_of(conn, key, now.naive_utc())?;
         views.push(GateView {
-            source: key.0.clone(),
-            destination: key.1.clone(),
+            source: key.source().to_owned(),
+            destination: key.name().to_owned(),
             breaker: breaker.as_str(),
             consecutive_failures: gate.failures,
             open_until: gate.open_until.map(|t| t.and_utc()),

@@ -88,7 +88,7 @@ pub fn lease_round(
         let leased = match limited.contains(key) {
             true => lease_limited(conn, (now, until), gate_of, allowed, &mut round)?,
             false => {
-                let scope = Scope::One(key.0.clone(), key.1.clone());
+                let scope = Scope::One(key.clone());
                 lease_scope(conn, now, until, &scope, allowed)?
             }
         };
@@ -171,7 +171,7 @@ fn lease_limited(
     left: i64,
     round: &mut Round,
 ) -> QueryResult<Vec<Leased>> {
-    let scope = Scope::One(key.0.clone(), key.1.clone());
+    let scope = Scope::One(key.clone());
     let span = (now.naive_utc(), until.naive_utc());
     if !any_due(conn, span.0, &scope)? {
         return Ok(Vec::new());

@@ -18,6 +18,7 @@ mod gate_view;
 mod gates;
 mod guard;
 mod headers;
+mod keys;
 mod lease;
 mod outbox;
 mod policy;
@@ -43,6 +44,7 @@ pub use gates::{
     DEFAULT_BREAKER_COOLDOWN_CAP, DEFAULT_BREAKER_FAILURES,
 };
 pub use headers::delivery_headers;
+pub use keys::{DestinationKey, DestinationName};
 pub use outbox::{
     count_by_status, filter_error, lease_due, settle_all, settle_observed, AttemptLog, Fence,
     Leased, Message, NewDelivery, Route, SettledGroup, Settlement, DEAD, DELIVERED, DISCARDED,

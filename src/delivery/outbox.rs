@@ -11,6 +11,7 @@ use super::watch::{AfterCommit, SettleWatcher, SettledChanges};
 use crate::db::arrays::{ArraySql, ArrayStatement};
 use crate::db::schema::{deliveries, delivery_attempts};
 use crate::db::{dialect, write_transaction, DbConnection};
+use crate::delivery::DestinationKey;
 use crate::jq::EvalError;
 use chrono::{DateTime, NaiveDateTime, Utc};
 use diesel::expression::SqlLiteral;
@@ -284,9 +285,9 @@ pub struct Fence {
 }
 
 impl Leased {
-    /// `(source, destination)`.
-    pub fn key(&self) -> (String, String) {
-        (self.source.clone(), self.destination.clone())
+    /// Its destination's key.
+    pub fn key(&self) -> DestinationKey {
+        DestinationKey::stored(self.source.clone(), self.destination.clone())
     }
 
     /// This lease's fence.
@@ -305,9 +306,9 @@ diesel::alias!(const QUEUED: Alias<Queued> = deliveries as queued);
 pub enum Scope {
     /// Any destination's, oldest first: one ordered range of `(status, next_attempt_at)`.
     All,
-    /// One destination's `(source, name)`: a range of `(source, destination, status,
-    /// next_attempt_at)`, so rows of other destinations are never read.
-    One(String, String),
+    /// One destination's: a range of `(source, destination, status, next_attempt_at)`, so
+    /// rows of other destinations are never read.
+    One(DestinationKey),
 }
 
 /// Leases, in one statement, the rows the subquery `$due` (over [`QUEUED`]: diesel wants
@@ -379,13 +380,14 @@ pub fn any_due(conn: &mut DbConnection, now: NaiveDateTime, scope: &Scope) -> Qu
         .filter(deliveries::next_attempt_at.le(now))
         .select(deliveries::id)
         .into_boxed();
-    if let Scope::One(source, destination) = scope {
+    if let Scope::One(key) = scope {
+        let (source, destination) = (key.source().to_owned(), key.name().to_owned());
         expired = expired
             .filter(deliveries::source.eq(source.clone()))
             .filter(deliveries::destination.eq(destination.clone()));
         pending = pending
-            .filter(deliveries::source.eq(source.clone()))
-            .filter(deliveries::destination.eq(destination.clone()));
+            .filter(deliveries::source.eq(source))
+            .filter(deliveries::destination.eq(destination));
     }
     if expired.first::<i64>(conn).optional()?.is_some() {
         return Ok(true);
@@ -403,20 +405,22 @@ const DESTINATIONS_PER_DUE_CHECK: usize = 500;
 pub fn due_among(
     conn: &mut DbConnection,
     now: NaiveDateTime,
-    keys: &[&(String, String)],
-) -> QueryResult<HashSet<(String, String)>> {
+    keys: &[&DestinationKey],
+) -> QueryResult<HashSet<DestinationKey>> {
     let postgres = matches!(conn, DbConnection::Postgres(_));
     let mut due = HashSet::new();
     for chunk in keys.chunks(DESTINATIONS_PER_DUE_CHECK) {
         let sql = due_sql(chunk.len(), postgres);
         let rows: Vec<DueKey> = dialect!(conn, c => {
             let mut query = diesel::sql_query(sql).into_boxed();
-            for (source, destination) in chunk {
-                query = query.bind::<Text, _>(source).bind::<Text, _>(destination);
+            for key in chunk {
+                query = query.bind::<Text, _>(key.source()).bind::<Text, _>(key.name());
             }
             query.bind::<Timestamp, _>(now).bind::<Timestamp, _>(now).load(c)
         })?;
-        due.extend(rows.into_iter().map(|row| (row.source, row.destination)));
+        due.extend(
+            (rows.into_iter()).map(|row| DestinationKey::stored(row.source, row.destination)),
+        );
     }
     Ok(due)
 }
@@ -508,10 +512,10 @@ fn lease_kind(
                         .select(id);
                     lease_selected!(conn, due, leasing)
                 }
-                Scope::One(source, destination) => {
+                Scope::One(key) => {
                     let due = QUEUED
-                        .filter(QUEUED.field(deliveries::source).eq(source))
-                        .filter(QUEUED.field(deliveries::destination).eq(destination))
+                        .filter(QUEUED.field(deliveries::source).eq(key.source()))
+                        .filter(QUEUED.field(deliveries::destination).eq(key.name()))
                         .filter(of_status.and($due_now))
                         .order(oldest)
                         .limit(limit)
@@ -903,17 +907,17 @@ struct SettledId {
 /// destination ends the wait of the rows parked while this instance did not know it.
 pub fn unpark(
     conn: &mut DbConnection,
-    keys: &[(String, String)],
+    keys: &[DestinationKey],
     now: DateTime<Utc>,
 ) -> QueryResult<usize> {
     let now = now.naive_utc();
     write_transaction(conn, |conn| {
         let mut unparked = 0;
-        for (source, destination) in keys {
+        for key in keys {
             unparked += diesel::update(
                 deliveries::table
-                    .filter(deliveries::source.eq(source))
-                    .filter(deliveries::destination.eq(destination))
+                    .filter(deliveries::source.eq(key.source()))
+                    .filter(deliveries::destination.eq(key.name()))
                     .filter(deliveries::status.eq(PENDING))
                     .filter(deliveries::parked.gt(0))
                     .filter(deliveries::next_attempt_at.gt(now)),
@@ -936,12 +940,12 @@ pub fn count_by_status(conn: &mut DbConnection, status: &str) -> QueryResult<i64
 /// One destination's deliveries leased and not yet settled, across every instance.
 pub(in crate::delivery) fn in_flight_of(
     conn: &mut DbConnection,
-    (source, destination): &(String, String),
+    key: &DestinationKey,
     now: NaiveDateTime,
 ) -> QueryResult<i64> {
     deliveries::table
-        .filter(deliveries::source.eq(source))
-        .filter(deliveries::destination.eq(destination))
+        .filter(deliveries::source.eq(key.source()))
+        .filter(deliveries::destination.eq(key.name()))
         .filter(deliveries::status.eq(IN_PROGRESS))
         .filter(deliveries::locked_until.gt(now))
         .count()

@@ -4,6 +4,7 @@
 mod routing;
 
 use super::gates::{BreakerFile, GateSettings};
+use super::keys::{DestinationKey, DestinationName};
 use super::outbox::Route;
 use super::target::DestinationKind;
 use super::RetryPolicy;
@@ -91,6 +92,14 @@ pub struct Destinations {
     pub jq: Limits,
 }
 
+impl DestinationSettings {
+    /// Its key as a destination of `source`.
+    pub fn key_in(&self, source: &str) -> DestinationKey {
+        let source = crate::provider::SourceName::stored(source.to_owned());
+        DestinationKey::new(source, DestinationName::new(self.name.clone()))
+    }
+}
+
 impl Destinations {
     /// Adds `source`'s destinations.
     pub fn insert(&mut self, source: &str, destinations: Vec<DestinationSettings>) {
@@ -139,7 +148,7 @@ impl Destinations {
     /// Every destination's key and gate settings.
     pub fn gated(&self) -> Vec<super::gates::Gated> {
         self.iter()
-            .map(|(source, d)| ((source.to_owned(), d.name.clone()), d.gate))
+            .map(|(source, d)| (d.key_in(source), d.gate))
             .collect()
     }
 

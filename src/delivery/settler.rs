@@ -137,11 +137,12 @@ impl Settler {
 
 /// Counts and logs the breakers a group opened or closed.
 fn report_transitions(transitions: &[BreakerChange]) {
-    for ((source, destination), transition) in transitions {
+    for (key, transition) in transitions {
+        let (source, destination) = (key.source(), key.name());
         let to = transition.to();
-        metrics::counter!("inlet_breaker_transitions_total", "source" => source.clone(), "destination" => destination.clone(), "to" => to.as_str())
+        metrics::counter!("inlet_breaker_transitions_total", "source" => source.to_owned(), "destination" => destination.to_owned(), "to" => to.as_str())
             .increment(1);
-        metrics::gauge!("inlet_breaker_state", "source" => source.clone(), "destination" => destination.clone())
+        metrics::gauge!("inlet_breaker_state", "source" => source.to_owned(), "destination" => destination.to_owned())
             .set(to.gauge());
         match to {
             super::BreakerState::Open => {

@@ -17,10 +17,11 @@
 //! and the same for all. The explicit cap across instances stays `max_in_flight`; this is
 //! per instance, by default.
 
+use crate::delivery::DestinationKey;
 use std::collections::{HashMap, HashSet};
 
-/// `(source, destination)`.
-type Key = (String, String);
+/// A destination sharing the slots.
+type Key = DestinationKey;
 
 /// One lease round's view of the slots: how many are in flight per destination.
 #[derive(Debug, Clone, Default)]
@@ -151,7 +152,7 @@ mod tests {
     use super::*;
 
     fn key(name: &str) -> Key {
-        ("source".to_owned(), name.to_owned())
+        crate::delivery::DestinationKey::stored("source".to_owned(), name.to_owned())
     }
 
     fn flying(pairs: &[(&str, u32)]) -> HashMap<Key, u32> {

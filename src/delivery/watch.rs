@@ -11,7 +11,7 @@ use diesel::QueryResult;
 /// What one settling transaction changed.
 #[derive(Debug, Clone, Copy)]
 pub struct SettledChanges<'a> {
-    /// The breakers it opened, opened again or closed, by `(source, destination)`.
+    /// The breakers it opened, opened again or closed, by destination.
     pub transitions: &'a [BreakerChange],
     /// The rows it dead-lettered (`deliveries.id`).
     pub dead: &'a [i64],

@@ -11,6 +11,7 @@ use super::store::{notices_among, write, Keeping};
 use super::tally::{dead_letters_notice, Pending, Spans};
 use crate::clock::Clock;
 use crate::db::{write_transaction, DbConnection, DbPool};
+use crate::delivery::DestinationKey;
 use crate::delivery::{AfterCommit, DeadLetter, SettleWatcher, SettledChanges, Transition};
 use chrono::{DateTime, Utc};
 use diesel::QueryResult;
@@ -97,18 +98,19 @@ impl Notices {
         }
         let spans = self.spans();
         let window_start = spans.window_start(now);
-        for (source, name) in self.pending.over_before(window_start) {
+        for key in self.pending.over_before(window_start) {
             let written = write_transaction(conn, |conn| {
-                let notice = dead_letters_notice(conn, (&source, &name), None, spans, now)?;
+                let notice = dead_letters_notice(conn, &key, None, spans, now)?;
                 self.write_all(conn, notice.into_iter().collect())
             });
             match written {
                 Ok(after) => after.run(),
                 Err(error) => {
-                    tracing::warn!(%source, destination = %name, %error, "cannot write an operational notice");
+                    let (source, destination) = (key.source(), key.name());
+                    tracing::warn!(%source, %destination, %error, "cannot write an operational notice");
                     // Looked at again at the next check.
                     let before = window_start - chrono::Duration::milliseconds(1);
-                    self.pending.saw((&source, &name), before);
+                    self.pending.saw(&key, before);
                 }
             }
         }
@@ -130,18 +132,17 @@ impl Notices {
         }
         let sent_back = notices_among(conn, &dead)?;
         // The last dead letter of each destination, what its notice describes.
-        let mut latest: BTreeMap<(String, String), DeadLetter> = BTreeMap::new();
+        let mut latest: BTreeMap<DestinationKey, DeadLetter> = BTreeMap::new();
         for row in dead {
             if !sent_back.contains(&(row.source.clone(), row.event_id.clone())) {
-                latest.insert((row.source.clone(), row.destination.clone()), row);
+                latest.insert(row.destination_key(), row);
             }
         }
         let spans = self.spans();
         let mut told = Vec::new();
-        for ((source, name), row) in &latest {
-            self.pending
-                .saw((source, name), spans.window_start(changes.now));
-            let notice = dead_letters_notice(conn, (source, name), Some(row), spans, changes.now)?;
+        for (key, row) in &latest {
+            self.pending.saw(key, spans.window_start(changes.now));
+            let notice = dead_letters_notice(conn, key, Some(row), spans, changes.now)?;
             told.extend(notice);
         }
         Ok(told)
@@ -182,7 +183,8 @@ impl SettleWatcher for Notices {
     ) -> QueryResult<AfterCommit> {
         let now = changes.now;
         let mut notices = Vec::new();
-        for ((source, destination), transition) in changes.transitions {
+        for (key, transition) in changes.transitions {
+            let (source, destination) = (key.source(), key.name());
             if source == SOURCE {
                 continue;
             }

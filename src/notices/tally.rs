@@ -17,6 +17,7 @@
 use super::notice::{Notice, Tally};
 use super::store::counted_in_window;
 use crate::db::DbConnection;
+use crate::delivery::DestinationKey;
 use crate::delivery::{count_dead_between, latest_dead, DeadLetter};
 use chrono::{DateTime, Utc};
 use diesel::QueryResult;
@@ -64,12 +65,12 @@ impl Spans {
 /// destination's last one).
 pub fn dead_letters_notice(
     conn: &mut DbConnection,
-    destination: (&str, &str),
+    destination: &DestinationKey,
     latest: Option<&DeadLetter>,
     spans: Spans,
     now: DateTime<Utc>,
 ) -> QueryResult<Option<Notice>> {
-    let (source, name) = destination;
+    let (source, name) = (destination.source(), destination.name());
     let window_start = spans.window_start(now);
     if counted_in_window(conn, &Notice::dead_lettered_id(source, name, window_start))?.is_some() {
         return Ok(None);
@@ -103,10 +104,11 @@ pub fn dead_letters_notice(
 /// still counted).
 fn previous(
     conn: &mut DbConnection,
-    (source, name): (&str, &str),
+    destination: &DestinationKey,
     window_start: DateTime<Utc>,
     spans: Spans,
 ) -> QueryResult<(DateTime<Utc>, i64)> {
+    let (source, name) = (destination.source(), destination.name());
     let mut earlier = window_start;
     for _ in 0..spans.lookback() {
         earlier -= spans.window();
@@ -123,19 +125,18 @@ fn previous(
 /// its first notice did not. Lost with the process: the destination's next notice counts
 /// them then.
 #[derive(Debug, Default)]
-pub struct Pending(Mutex<HashMap<(String, String), DateTime<Utc>>>);
+pub struct Pending(Mutex<HashMap<DestinationKey, DateTime<Utc>>>);
 
 impl Pending {
     /// `destination` had dead letters settle in the window starting at `window_start`.
-    pub fn saw(&self, destination: (&str, &str), window_start: DateTime<Utc>) {
-        let key = (destination.0.to_owned(), destination.1.to_owned());
-        self.0.lock().insert(key, window_start);
+    pub fn saw(&self, destination: &DestinationKey, window_start: DateTime<Utc>) {
+        self.0.lock().insert(destination.clone(), window_start);
     }
 
     /// The destinations whose window has ended before `window_start`, forgotten here.
-    pub fn over_before(&self, window_start: DateTime<Utc>) -> Vec<(String, String)> {
+    pub fn over_before(&self, window_start: DateTime<Utc>) -> Vec<DestinationKey> {
         let mut pending = self.0.lock();
-        let over: Vec<(String, String)> = (pending.iter())
+        let over: Vec<DestinationKey> = (pending.iter())
             .filter(|(_, seen)| **seen < window_start)
             .map(|(key, _)| key.clone())
             .collect();
@@ -175,12 +176,10 @@ mod tests {
     fn a_destination_is_pending_until_its_window_is_over() {
         let pending = Pending::default();
         let at = |secs| DateTime::from_timestamp(secs, 0).unwrap_or_default();
-        pending.saw(("stripe", "app"), at(60));
+        let app = DestinationKey::stored("stripe".to_owned(), "app".to_owned());
+        pending.saw(&app, at(60));
         assert!(pending.over_before(at(60)).is_empty());
-        assert_eq!(
-            pending.over_before(at(120)),
-            [("stripe".to_owned(), "app".to_owned())]
-        );
+        assert_eq!(pending.over_before(at(120)), [app]);
         assert!(pending.over_before(at(180)).is_empty(), "told once");
     }
 }

@@ -16,10 +16,16 @@ use std::time::Duration;
 pub const DEFAULT_TOLERANCE_SECS: u64 = 300;
 
 /// A source's name, as it appears in the URL path: `[a-z0-9_-]`, 1 to 64 characters.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SourceName(String);
 
 impl SourceName {
+    /// A name as the database holds it: checked when its source was configured (a row of
+    /// a source configured no more keeps its name).
+    pub fn stored(name: String) -> Self {
+        Self(name)
+    }
+
     pub fn parse(name: &str) -> Result<Self, String> {
         let valid = !name.is_empty()
             && name.len() <= 64

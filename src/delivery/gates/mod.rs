@@ -21,9 +21,10 @@ pub(super) use store::{
     gate_in, load_all, lock, read_all, read_committed, record_observations, save, Key,
 };
 
-/// A breaker's transition, by `(source, destination)`.
-pub type BreakerChange = ((String, String), Transition);
+/// A breaker's transition, by destination.
+pub type BreakerChange = (DestinationKey, Transition);
 
+use crate::delivery::DestinationKey;
 use crate::duration::{span, HumanDuration};
 use crate::error::ConfigError;
 use chrono::{DateTime, NaiveDateTime, Utc};
@@ -256,8 +257,8 @@ pub enum Health {
 /// One finished attempt's bearing on its destination's breaker.
 #[derive(Debug, Clone)]
 pub struct Observation {
-    /// `(source, destination)`.
-    pub key: (String, String),
+    /// Its destination.
+    pub key: DestinationKey,
     pub breaker: BreakerSettings,
     pub health: Health,
 }
@@ -265,8 +266,8 @@ pub struct Observation {
 /// Finished attempts for one destination's breaker, in the order they finished.
 #[derive(Debug, Clone)]
 pub struct Observed {
-    /// `(source, destination)`.
-    pub key: (String, String),
+    /// Their destination.
+    pub key: DestinationKey,
     pub settings: BreakerSettings,
     pub healths: Vec<Health>,
 }

@@ -5,12 +5,13 @@
 use super::{observe, Gate, GateSettings, Health, Observed};
 use crate::db::schema::destination_gates;
 use crate::db::{dialect, DbConnection};
+use crate::delivery::DestinationKey;
 use chrono::{DateTime, NaiveDateTime, Utc};
 use diesel::prelude::*;
 use std::collections::HashMap;
 
-/// `(source, destination)`.
-pub(in crate::delivery) type Key = (String, String);
+/// A gate row's destination.
+pub(in crate::delivery) type Key = DestinationKey;
 
 /// A destination and its gate settings, as the dispatcher has them.
 pub type Gated = (Key, GateSettings);
@@ -36,8 +37,8 @@ pub(in crate::delivery) struct GateRow {
 impl GateRow {
     fn fresh(key: &Key) -> Self {
         Self {
-            source: key.0.clone(),
-            destination: key.1.clone(),
+            source: key.source().to_owned(),
+            destination: key.name().to_owned(),
             failures: 0,
             open_until: None,
             cooldown_ms: 0,
@@ -48,7 +49,7 @@ impl GateRow {
     }
 
     fn key(&self) -> Key {
-        (self.source.clone(), self.destination.clone())
+        DestinationKey::stored(self.source.clone(), self.destination.clone())
     }
 
     pub(in crate::delivery) fn gate(&self) -> Gate {
@@ -125,8 +126,8 @@ pub(in crate::delivery) fn lock(
     ordered.sort();
     ordered.dedup();
     let mut rows = HashMap::new();
-    for (source, destination) in ordered {
-        let query = || destination_gates::table.find((source.as_str(), destination.as_str()));
+    for key in ordered {
+        let query = || destination_gates::table.find((key.source(), key.name()));
         let row: Option<GateRow> = match conn {
             DbConnection::Postgres(c) => query()
                 .select(GateRow::as_select())

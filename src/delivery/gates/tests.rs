@@ -207,7 +207,7 @@ fn defaults_and_refusals_name_the_key() {
 
 #[test]
 fn observations_group_by_destination_in_order() {
-    let key = |d: &str| ("s".to_owned(), d.to_owned());
+    let key = |d: &str| crate::delivery::DestinationKey::stored("s".to_owned(), d.to_owned());
     let o = |d: &str, health| Observation {
         key: key(d),
         breaker: breaker(1),
