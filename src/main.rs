@@ -170,7 +170,8 @@ enum Command {
     },
     /// A sample application to deliver to (the quickstart's last step): verifies each
     /// delivery's Standard Webhooks signature and prints it, until Ctrl-C.
-    Receive {
+    #[command(alias = "receive")]
+    SampleApp {
         /// Where to listen (HOST:PORT).
         #[arg(long, default_value = "127.0.0.1:9000")]
         bind: String,
@@ -697,7 +698,7 @@ async fn run() -> anyhow::Result<()> {
             print_answer(client.post("/admin/reload", &serde_json::json!({})).await?);
             Ok(())
         }
-        Command::Receive { bind, secrets } => receive(&bind, secrets, &config).await,
+        Command::SampleApp { bind, secrets } => sample_app(&bind, secrets, &config).await,
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "inlet", &mut std::io::stdout());
             Ok(())
@@ -732,11 +733,15 @@ fn man(dir: Option<PathBuf>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `inlet receive`: the secrets given, or else those of the configuration's destinations
+/// `inlet sample-app`: the secrets given, or else those of the configuration's destinations
 /// on `bind`.
-async fn receive(bind: &str, secrets: Vec<String>, config: &std::path::Path) -> anyhow::Result<()> {
+async fn sample_app(
+    bind: &str,
+    secrets: Vec<String>,
+    config: &std::path::Path,
+) -> anyhow::Result<()> {
     let secrets = match secrets.is_empty() {
-        true => inlet::tools::receive::secrets_for(&load_settings(config), bind)?,
+        true => inlet::tools::sample_app::secrets_for(&load_settings(config), bind)?,
         false => secrets
             .iter()
             .map(|reference| {
@@ -748,7 +753,7 @@ async fn receive(bind: &str, secrets: Vec<String>, config: &std::path::Path) -> 
             })
             .collect::<anyhow::Result<_>>()?,
     };
-    inlet::tools::receive::run_receiver(bind, secrets).await
+    inlet::tools::sample_app::run_sample_app(bind, secrets).await
 }
 
 /// The configuration, or exit 2 with the reason (the audit's table spans lines).
@@ -807,7 +812,7 @@ async fn run_locally(command: Command, config: &std::path::Path) -> anyhow::Resu
         | Command::Reload { .. }
         | Command::Audit { .. }
         | Command::Filter { .. }
-        | Command::Receive { .. }
+        | Command::SampleApp { .. }
         | Command::Completions { .. }
         | Command::Man { .. }
         | Command::Healthcheck { .. } => {

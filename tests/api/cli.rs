@@ -296,7 +296,7 @@ fn completions_and_man_pages_name_every_command() {
     let bash = inlet(STRIPE, &["completions", "bash"]);
     let script = text(&bash.stdout);
     assert!(bash.status.success(), "{}", text(&bash.stderr));
-    for command in ["serve", "receive", "check-config", "deadletters"] {
+    for command in ["serve", "sample-app", "check-config", "deadletters"] {
         assert!(
             script.contains(command),
             "{command} missing from the bash completions"
@@ -316,20 +316,25 @@ fn completions_and_man_pages_name_every_command() {
     let dir = std::env::temp_dir().join(format!("inlet-man-{}", std::process::id()));
     let written = inlet(STRIPE, &["man", "--dir", &dir.display().to_string()]);
     assert!(written.status.success(), "{}", text(&written.stderr));
-    for page in ["inlet.1", "inlet-serve.1", "inlet-receive.1"] {
+    for page in ["inlet.1", "inlet-serve.1", "inlet-sample-app.1"] {
         let roff = std::fs::read_to_string(dir.join(page)).unwrap_or_default();
         assert!(roff.contains(".TH"), "{page}: {roff}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `inlet receive` refuses a secret it could not trust, as a destination's is refused.
+/// `inlet sample-app` refuses a secret it could not trust, as a destination's is refused
+/// (under its former name `receive` too, which scripts may still use).
 #[test]
-fn receive_refuses_a_weak_secret() {
-    for weak in ["whsec_", "hunter2"] {
+fn the_sample_app_refuses_a_weak_secret() {
+    for (command, weak) in [
+        ("sample-app", "whsec_"),
+        ("sample-app", "hunter2"),
+        ("receive", "hunter2"),
+    ] {
         let output = inlet(
             STRIPE,
-            &["receive", "--bind", "127.0.0.1:0", "--secret", weak],
+            &[command, "--bind", "127.0.0.1:0", "--secret", weak],
         );
         let stderr = text(&output.stderr);
         assert!(!output.status.success(), "{weak} accepted");

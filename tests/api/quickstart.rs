@@ -1,4 +1,4 @@
-//! The quickstart, as a newcomer runs it: `inlet receive` (the sample application, the
+//! The quickstart, as a newcomer runs it: `inlet sample-app` (the sample application, the
 //! real binary) and Inlet delivering to it. The receiver prints one delivery for a
 //! payment, nothing for its duplicate nor for the same payment under another id, and
 //! refuses — and prints — a delivery whose signature does not verify.
@@ -15,7 +15,7 @@ on_both_backends!(the_receiver_prints_one_delivery_per_fact_and_refuses_a_forger
 
 const DESTINATION_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
-/// `inlet receive` on a free port: the child, its address, and the lines it prints.
+/// `inlet sample-app` on a free port: the child, its address, and the lines it prints.
 struct Receiver {
     child: Child,
     address: String,
@@ -26,7 +26,7 @@ impl Receiver {
     fn start() -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_inlet"))
             .args([
-                "receive",
+                "sample-app",
                 "--bind",
                 "127.0.0.1:0",
                 "--secret",
@@ -35,7 +35,7 @@ impl Receiver {
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .expect("run inlet receive");
+            .expect("run inlet sample-app");
         let stdout = child.stdout.take().expect("its stdout");
         let mut reader = BufReader::new(stdout);
         let mut first = String::new();

@@ -1,4 +1,4 @@
-//! `inlet receive`: a sample application to deliver to, where the quickstart ends. As
+//! `inlet sample-app`: a sample application to deliver to, where the quickstart ends. As
 //! every application behind Inlet should, it verifies each delivery's Standard Webhooks
 //! signature with the destination's secret before it trusts the body, answers `200` — or
 //! `401` to a delivery it cannot verify, which Inlet then retries — and prints one line
@@ -108,7 +108,7 @@ fn say(line: &str) {
     let _ = writeln!(std::io::stdout().lock(), "{line}");
 }
 
-async fn receive(
+async fn take_delivery(
     receiver: web::Data<Receiver>,
     request: HttpRequest,
     body: web::Bytes,
@@ -153,7 +153,7 @@ async fn receive(
     }
 }
 
-/// The secrets `inlet receive` verifies with when none is given: those of the
+/// The secrets `inlet sample-app` verifies with when none is given: those of the
 /// configuration's HTTP destinations whose URL is on `bind`'s port and host
 /// (`localhost` and `127.0.0.1` being one).
 pub fn secrets_for(settings: &Settings, bind: &str) -> anyhow::Result<Vec<Secret>> {
@@ -191,7 +191,7 @@ fn loopback(host: &str) -> &str {
 }
 
 /// Serves the receiver at `bind` until Ctrl-C or SIGTERM, printing each delivery.
-pub async fn run_receiver(bind: &str, secrets: Vec<Secret>) -> anyhow::Result<()> {
+pub async fn run_sample_app(bind: &str, secrets: Vec<Secret>) -> anyhow::Result<()> {
     let count = secrets.len();
     let receiver = web::Data::new(Receiver {
         secrets,
@@ -201,7 +201,7 @@ pub async fn run_receiver(bind: &str, secrets: Vec<Secret>) -> anyhow::Result<()
         App::new()
             .app_data(receiver.clone())
             .app_data(web::PayloadConfig::new(MAX_BODY))
-            .default_service(web::to(receive))
+            .default_service(web::to(take_delivery))
     })
     .workers(1)
     .max_connections(MAX_CONNECTIONS)
@@ -235,7 +235,7 @@ mod tests {
         let app = init_service(
             App::new()
                 .app_data(receiver.clone())
-                .default_service(web::to(receive)),
+                .default_service(web::to(take_delivery)),
         )
         .await;
         let body = br#"{"id":"evt_1"}"#;
