@@ -4,6 +4,7 @@
 //! keys are ignored. Event id and type come from the JSON body (`event_id`, `event_type`).
 
 use super::timestamped::SignatureList;
+use super::TimeFormat;
 use crate::secret::MinLength;
 
 pub static PADDLE: SignatureList = SignatureList {
@@ -13,7 +14,7 @@ pub static PADDLE: SignatureList = SignatureList {
     timestamp_key: Some("ts"),
     signature_key: "h1",
     joiner: b":",
-    millis: false,
+    time: TimeFormat::UnixSeconds,
     // Paddle issues `pdl_ntfset_`, the notification setting's id and a random part.
     secret: Some(MinLength {
         prefix: "pdl_ntfset_",

@@ -8,13 +8,6 @@ use super::timestamped::SignatureList;
 use crate::secret::MinLength;
 
 pub static STRIPE: SignatureList = SignatureList {
-    header: "Stripe-Signature",
-    separator: ',',
-    written_separator: ",",
-    timestamp_key: Some("t"),
-    signature_key: "v1",
-    joiner: b".",
-    millis: false,
     // Stripe issues `whsec_` and 32 characters (its CLI: 64 hex); the HMAC key is the
     // whole string, so a secret without the prefix can never verify.
     secret: Some(MinLength {
@@ -24,6 +17,7 @@ pub static STRIPE: SignatureList = SignatureList {
         rule: "a Stripe signing secret is whsec_ followed by at least 32 characters, \
                as Stripe issues them",
     }),
+    ..SignatureList::stripe_like("Stripe-Signature")
 };
 
 #[cfg(test)]
