@@ -208,3 +208,21 @@ impl Scheme for SignatureList {
         MinLength::check_rule(self.secret.as_ref(), secret)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{PADDLE, STRIPE};
+
+    #[test]
+    fn header_parsing_keeps_every_signature_and_ignores_unknown_keys() {
+        let (a, b, c) = ("aa".repeat(32), "bb".repeat(32), "cc".repeat(32));
+        for (list, header) in [
+            (&STRIPE, format!("t=12,v1={a},v0={b},v1={c}")),
+            (&PADDLE, format!("ts=12;h1={a};h2={b};h1={c}")),
+        ] {
+            let parsed = list.parse_header(header.as_bytes()).unwrap();
+            assert_eq!(parsed.timestamp, Some(12), "{header}");
+            assert_eq!(parsed.signatures, vec![vec![0xaa; 32], vec![0xcc; 32]]);
+        }
+    }
+}
