@@ -23,7 +23,7 @@
 //! what every HubSpot event carries ([`REQUIRED`]) refuses the whole request: it would be
 //! stored and delivered without a type.
 
-use super::timestamp::{check_millis_tolerance, parse_timestamp, TimeFormat};
+use super::timestamp::{parse_timestamp, TimeFormat};
 use super::{base64_tag, check_hmac, json_objects, secret_hmac, with_json_type, EventToSign};
 use super::{Items, Keys, PublicUrl, Scheme, SignatureError, Unverified, Verified};
 use crate::secret::Secret;
@@ -178,7 +178,7 @@ impl Scheme for HubSpot {
             &[tag],
             SIGNATURE,
         )?;
-        check_millis_tolerance(millis, now, keys.tolerance)?;
+        TimeFormat::UnixMillis.check(millis, now, keys.tolerance)?;
         json_objects(request.body, "HubSpot", MAX_ITEMS)?;
         Ok(request.into_verified())
     }

@@ -39,6 +39,36 @@ impl TimeFormat {
         }
     }
 
+    /// Refuses a signed time, counted in this format's unit, further than `tolerance` from
+    /// `now` in either direction: to the millisecond for [`TimeFormat::UnixMillis`]
+    /// (HubSpot's library counts milliseconds too), else to the second.
+    pub(super) fn check(
+        self,
+        signed_at: i64,
+        now: DateTime<Utc>,
+        tolerance: Duration,
+    ) -> Result<(), SignatureError> {
+        let (skew, holds, per_second) = match self {
+            Self::UnixMillis => {
+                let skew = now.timestamp_millis().saturating_sub(signed_at);
+                let limit = i64::try_from(tolerance.as_millis()).unwrap_or(i64::MAX);
+                (skew, skew.saturating_abs() <= limit, 1000)
+            }
+            Self::UnixSeconds | Self::Rfc3339 => {
+                let skew = now.timestamp().saturating_sub(signed_at);
+                (skew, skew.unsigned_abs() <= tolerance.as_secs(), 1)
+            }
+        };
+        match holds {
+            true => Ok(()),
+            false => Err(SignatureError::OutOfTolerance {
+                signed_at: signed_at.div_euclid(per_second),
+                skew_secs: skew / per_second,
+                tolerance_secs: tolerance.as_secs(),
+            }),
+        }
+    }
+
     /// `now` as the provider writes it.
     pub(super) fn write(self, now: DateTime<Utc>) -> String {
         match self {
@@ -58,44 +88,14 @@ pub(super) fn parse_timestamp(header: &str, value: &[u8]) -> Result<i64, Signatu
         .ok_or_else(|| SignatureError::malformed(header, "not a whole number of seconds"))
 }
 
-/// Refuses a signed timestamp further than `tolerance` from `now`, in either direction.
+/// Refuses a signed timestamp (Unix seconds) further than `tolerance` from `now`, in
+/// either direction.
 pub(super) fn check_tolerance(
     signed_at: i64,
     now: DateTime<Utc>,
     tolerance: Duration,
 ) -> Result<(), SignatureError> {
-    let skew = now.timestamp().saturating_sub(signed_at);
-    let holds = skew.unsigned_abs() <= tolerance.as_secs();
-    within(holds, signed_at, skew, tolerance)
-}
-
-/// Refuses a signed time (Unix milliseconds) further than `tolerance` from `now`, in
-/// either direction, to the millisecond (HubSpot's library counts milliseconds too).
-pub(super) fn check_millis_tolerance(
-    signed_at: i64,
-    now: DateTime<Utc>,
-    tolerance: Duration,
-) -> Result<(), SignatureError> {
-    let skew = now.timestamp_millis().saturating_sub(signed_at);
-    let holds = skew.saturating_abs() <= i64::try_from(tolerance.as_millis()).unwrap_or(i64::MAX);
-    within(holds, signed_at.div_euclid(1000), skew / 1000, tolerance)
-}
-
-/// The refusal of a time `skew_secs` away from now, unless the tolerance `holds`.
-fn within(
-    holds: bool,
-    signed_at: i64,
-    skew_secs: i64,
-    tolerance: Duration,
-) -> Result<(), SignatureError> {
-    match holds {
-        true => Ok(()),
-        false => Err(SignatureError::OutOfTolerance {
-            signed_at,
-            skew_secs,
-            tolerance_secs: tolerance.as_secs(),
-        }),
-    }
+    TimeFormat::UnixSeconds.check(signed_at, now, tolerance)
 }
 
 /// For a scheme that signs `"{timestamp}{body}"` with a private key (Discord, SendGrid):
@@ -149,11 +149,12 @@ mod tests {
         let now = DateTime::from_timestamp(1_000_000, 0).unwrap();
         let five_minutes = Duration::from_secs(300);
         let at = 1_000_000_000;
-        assert!(check_millis_tolerance(at - 300_000, now, five_minutes).is_ok());
-        assert!(check_millis_tolerance(at + 300_000, now, five_minutes).is_ok());
-        assert!(check_millis_tolerance(at - 300_001, now, five_minutes).is_err());
-        assert!(check_millis_tolerance(at + 300_001, now, five_minutes).is_err());
-        assert!(check_millis_tolerance(i64::MIN, now, five_minutes).is_err());
+        let check = |signed_at| TimeFormat::UnixMillis.check(signed_at, now, five_minutes);
+        assert!(check(at - 300_000).is_ok());
+        assert!(check(at + 300_000).is_ok());
+        assert!(check(at - 300_001).is_err());
+        assert!(check(at + 300_001).is_err());
+        assert!(check(i64::MIN).is_err());
     }
 
     #[test]
