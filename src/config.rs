@@ -629,35 +629,14 @@ mod tests {
     fn sources_with_unsigned_event_ids_key_facts_on_the_body() {
         let toml = format!(
             r#"
-[[sources]]
-name = "gh"
-scheme = "github"
-secrets = ["{GITHUB}"]
-[[sources]]
-name = "shop"
-scheme = "shopify"
-secrets = ["{SHOPIFY}"]
-[[sources]]
-name = "svix"
-scheme = "standard"
-secrets = ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]
-[[sources]]
-name = "stripe"
-scheme = "stripe"
-secrets = ["{STRIPE}"]
-[[sources]]
-name = "acme"
-scheme = "hmac"
-secrets = ["{GITHUB}"]
-event_id = "header:X-Acme-Id"
-replay_horizon = "1d"
-[sources.hmac]
-header = "X-Acme-Signature"
-[[sources]]
-name = "gh-keyed"
-scheme = "github"
-secrets = ["{GITHUB}"]
-fact_key = "json:/after"
+sources = [
+  {{ name = "gh", scheme = "github", secrets = ["{GITHUB}"] }},
+  {{ name = "shop", scheme = "shopify", secrets = ["{SHOPIFY}"] }},
+  {{ name = "svix", scheme = "standard", secrets = ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"] }},
+  {{ name = "stripe", scheme = "stripe", secrets = ["{STRIPE}"] }},
+  {{ name = "acme", scheme = "hmac", secrets = ["{GITHUB}"], event_id = "header:X-Acme-Id", replay_horizon = "1d", hmac = {{ header = "X-Acme-Signature" }} }},
+  {{ name = "gh-keyed", scheme = "github", secrets = ["{GITHUB}"], fact_key = "json:/after" }},
+]
 "#
         );
         let settings = Settings::from_toml(&toml).unwrap();

@@ -54,6 +54,9 @@ pub struct RetentionFile {
     sweeper: Option<bool>,
 }
 
+/// The floor of the windows an operator must be able to come back to.
+const DAY: Duration = Duration::from_secs(86_400);
+
 /// Refuses a window shorter than `minimum`, saying why it must be longer.
 fn at_least(
     key: &str,
@@ -71,30 +74,36 @@ fn at_least(
 }
 
 impl RetentionFile {
-    /// The windows with a floor: operator keys, dead letters, the audit trail.
+    /// The windows with a floor: operator keys, dead letters, the audit trail, each with
+    /// why it must be at least that long.
     fn windows(&self) -> Result<(HumanDuration, HumanDuration, HumanDuration), ConfigError> {
-        let key = "retention.operator_keys";
-        let operator_keys = at_least(
-            key,
-            setting(key, self.operator_keys.as_deref(), DEFAULT_OPERATOR_KEYS)?,
-            Duration::from_secs(86_400),
-            "an operator's retry a day later must still find its key",
-        )?;
-        let key = "retention.dead_letters";
-        let dead_letters = at_least(
-            key,
-            setting(key, self.dead_letters.as_deref(), DEFAULT_DEAD_LETTERS)?,
-            Duration::from_secs(86_400),
-            "dead letters must stay long enough for an operator to look at them",
-        )?;
-        let key = "retention.audit";
-        let audit_trail = at_least(
-            key,
-            setting(key, self.audit.as_deref(), DEFAULT_AUDIT)?,
-            Duration::from_secs(7 * 86_400),
-            "who did what must stay readable well after an incident",
-        )?;
-        Ok((operator_keys, dead_letters, audit_trail))
+        let [operator_keys, dead_letters, audit_trail] = [
+            (
+                "retention.operator_keys",
+                self.operator_keys.as_deref(),
+                DEFAULT_OPERATOR_KEYS,
+                DAY,
+                "an operator's retry a day later must still find its key",
+            ),
+            (
+                "retention.dead_letters",
+                self.dead_letters.as_deref(),
+                DEFAULT_DEAD_LETTERS,
+                DAY,
+                "dead letters must stay long enough for an operator to look at them",
+            ),
+            (
+                "retention.audit",
+                self.audit.as_deref(),
+                DEFAULT_AUDIT,
+                7 * DAY,
+                "who did what must stay readable well after an incident",
+            ),
+        ]
+        .map(|(key, value, default, floor, why)| {
+            at_least(key, setting(key, value, default)?, floor, why)
+        });
+        Ok((operator_keys?, dead_letters?, audit_trail?))
     }
 
     /// Validates the section and runs the audit against `source_horizons` (each source's

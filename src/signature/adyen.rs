@@ -17,10 +17,7 @@
 //! otherwise, so a refusal costs one retry of items that are each answered from their
 //! stored copy; accepting part would acknowledge an item no one authenticated.
 
-use super::{
-    any_matches, hmac_sha256, EventToSign, Items, Keys, Scheme, SignatureError, Unverified,
-    Verified,
-};
+use super::{any_matches, hmac_sha256, Items, Keys, Scheme, SignatureError, Unverified, Verified};
 use crate::secret::Secret;
 use base64::Engine;
 use chrono::{DateTime, Utc};
@@ -236,17 +233,6 @@ impl Scheme for Adyen {
             }
         }
         Ok(request.into_verified())
-    }
-
-    /// Adyen signs inside the body, not in a header: see [`Adyen::sign_items`].
-    fn sign(
-        &self,
-        _body: &[u8],
-        _secret: &Secret,
-        _now: DateTime<Utc>,
-        _event: &EventToSign,
-    ) -> Vec<(String, String)> {
-        Vec::new()
     }
 
     fn signs_timestamp(&self) -> bool {

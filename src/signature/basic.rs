@@ -4,7 +4,7 @@
 //! the request, not that its body is unaltered or fresh: there is no signature over the
 //! body and no signed timestamp.
 
-use super::{EventToSign, Keys, Scheme, SignatureError, Unverified, Verified};
+use super::{with_json_type, EventToSign, Keys, Scheme, SignatureError, Unverified, Verified};
 use crate::secret::{secrets_equal, too_weak, Secret, MIN_SECRET_BYTES};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
@@ -22,9 +22,7 @@ impl Scheme for Basic {
         keys: Keys<'_>,
         _now: DateTime<Utc>,
     ) -> Result<Verified<'r>, SignatureError> {
-        let value = request
-            .header(HEADER)
-            .ok_or_else(|| SignatureError::Missing(HEADER.to_owned()))?;
+        let value = request.required(HEADER)?;
         let (scheme, encoded) = value
             .trim_ascii()
             .split_at_checked(6)
@@ -48,13 +46,7 @@ impl Scheme for Basic {
         _now: DateTime<Utc>,
         _event: &EventToSign,
     ) -> Vec<(String, String)> {
-        vec![
-            (
-                HEADER.to_owned(),
-                format!("Basic {}", BASE64.encode(secret.expose())),
-            ),
-            ("Content-Type".to_owned(), "application/json".to_owned()),
-        ]
+        with_json_type([(HEADER, format!("Basic {}", BASE64.encode(secret.expose())))])
     }
 
     fn signs_timestamp(&self) -> bool {

@@ -15,7 +15,7 @@
 //! signed (the payload's sha256, [`Verified::content_digest`]), so the same notification
 //! form-encoded differently is one event.
 
-use super::{mac_matches, too_many_signatures, EventToSign, Keys, Scheme, SignatureError};
+use super::{mac_matches, too_many_signatures, Keys, Scheme, SignatureError};
 use super::{Unverified, Verified, MAX_SIGNATURES};
 use crate::secret::Secret;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -179,17 +179,6 @@ impl Scheme for Braintree {
             return Err(SignatureError::Mismatch(SIGNATURE_FIELD.to_owned()));
         }
         Ok(request.into_verified_reading(Sha256::digest(payload).into(), kind))
-    }
-
-    fn sign(
-        &self,
-        _body: &[u8],
-        _secret: &Secret,
-        _now: DateTime<Utc>,
-        _event: &EventToSign,
-    ) -> Vec<(String, String)> {
-        // Everything is in the body (sign_body); no header is signed.
-        Vec::new()
     }
 
     fn signs_timestamp(&self) -> bool {

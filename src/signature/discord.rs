@@ -6,7 +6,7 @@
 //! source's tolerance in both directions.
 
 use super::ed25519::{self, SIGNATURE_LENGTH};
-use super::{check_tolerance, signature_and_timestamp, timestamp_signed_headers};
+use super::timestamp::{check_tolerance, signature_and_timestamp, timestamp_signed_headers};
 use super::{EventToSign, Keys, Scheme, SignatureError, Unverified, Verified};
 use crate::secret::Secret;
 use chrono::{DateTime, Utc};

@@ -37,10 +37,9 @@
 //!   No timestamp is signed, and no event id is sent: the event is
 //!   the body's digest.
 
-use super::{
-    check_tolerance, hmac_sha256, Encoding, EventToSign, HmacScheme, Keys, Scheme, SignatureError,
-    TimeFormat, Unverified, Verified,
-};
+use super::timestamp::{check_tolerance, TimeFormat};
+use super::{hmac_sha256, Encoding, EventToSign, HmacScheme, Keys, Scheme, SignatureError};
+use super::{Unverified, Verified};
 use crate::secret::{MinLength, Secret};
 use chrono::{DateTime, Utc};
 use std::sync::OnceLock;
@@ -53,9 +52,18 @@ enum Sent {
     EventType,
 }
 
-/// One provider's fixed HMAC parameters and what its requests carry beside them.
+/// One provider's fixed HMAC parameters and what its requests carry beside them, read by
+/// one implementation of [`Scheme`].
 #[derive(Debug)]
 pub struct FixedHmac {
+    params: Params,
+    scheme: OnceLock<HmacScheme>,
+}
+
+/// The parameters themselves: plain data, so that each provider's entry states only what
+/// it changes from [`Params::hex_of_body`].
+#[derive(Debug)]
+struct Params {
     header: &'static str,
     prefix: Option<&'static str>,
     encoding: Encoding,
@@ -72,38 +80,43 @@ pub struct FixedHmac {
     body_time: Option<&'static str>,
     /// The provider's rule for its secrets; `None`: the floor for a chosen secret.
     secret: Option<MinLength>,
-    scheme: OnceLock<HmacScheme>,
 }
 
-pub static GITHUB: FixedHmac = FixedHmac {
-    header: "X-Hub-Signature-256",
+impl Params {
+    /// A provider that sends the hex HMAC-SHA256 of the body alone in `header`, keyed with
+    /// a secret of at least the floor for a chosen one, and nothing beside it: what the
+    /// others change.
+    const fn hex_of_body(header: &'static str) -> Self {
+        Self {
+            header,
+            prefix: None,
+            encoding: Encoding::Hex,
+            timestamp: None,
+            time_format: TimeFormat::UnixSeconds,
+            sends: &[],
+            forms: false,
+            body_time: None,
+            secret: None,
+        }
+    }
+}
+
+pub static GITHUB: FixedHmac = FixedHmac::new(Params {
     prefix: Some("sha256="),
-    encoding: Encoding::Hex,
-    timestamp: None,
-    time_format: TimeFormat::UnixSeconds,
     sends: &[
         ("X-GitHub-Delivery", Sent::EventId),
         ("X-GitHub-Event", Sent::EventType),
     ],
-    forms: false,
-    body_time: None,
-    secret: None,
-    scheme: OnceLock::new(),
-};
+    ..Params::hex_of_body("X-Hub-Signature-256")
+});
 
-pub static SHOPIFY: FixedHmac = FixedHmac {
-    header: "X-Shopify-Hmac-Sha256",
-    prefix: None,
+pub static SHOPIFY: FixedHmac = FixedHmac::new(Params {
     encoding: Encoding::Base64,
-    timestamp: None,
-    time_format: TimeFormat::UnixSeconds,
     sends: &[
         ("X-Shopify-Webhook-Id", Sent::EventId),
         ("X-Shopify-Event-Id", Sent::EventId),
         ("X-Shopify-Topic", Sent::EventType),
     ],
-    forms: false,
-    body_time: None,
     // Shopify issues 32 hex characters (an app's client secret, `shpss_` before them in
     // newer apps) or 64 (a store's notification key).
     secret: Some(MinLength {
@@ -113,114 +126,80 @@ pub static SHOPIFY: FixedHmac = FixedHmac {
         rule: "a Shopify client secret or webhook key has at least 32 characters \
                (after shpss_ where it has one), as Shopify issues them",
     }),
-    scheme: OnceLock::new(),
-};
+    ..Params::hex_of_body("X-Shopify-Hmac-Sha256")
+});
 
-pub static SLACK: FixedHmac = FixedHmac {
-    header: "X-Slack-Signature",
+pub static SLACK: FixedHmac = FixedHmac::new(Params {
     prefix: Some("v0="),
-    encoding: Encoding::Hex,
     timestamp: Some(("X-Slack-Request-Timestamp", "v0:{timestamp}:{body}")),
-    time_format: TimeFormat::UnixSeconds,
-    sends: &[],
     forms: true,
-    body_time: None,
     secret: Some(MinLength::issued(
         32,
         "a Slack signing secret is 32 characters, as Slack issues it",
     )),
-    scheme: OnceLock::new(),
-};
+    ..Params::hex_of_body("X-Slack-Signature")
+});
 
-pub static ZOOM: FixedHmac = FixedHmac {
-    header: "x-zm-signature",
+pub static ZOOM: FixedHmac = FixedHmac::new(Params {
     prefix: Some("v0="),
-    encoding: Encoding::Hex,
     timestamp: Some(("x-zm-request-timestamp", "v0:{timestamp}:{body}")),
-    time_format: TimeFormat::UnixSeconds,
-    sends: &[],
-    forms: false,
-    body_time: None,
-    secret: None,
-    scheme: OnceLock::new(),
-};
+    ..Params::hex_of_body("x-zm-signature")
+});
 
-pub static LINEAR: FixedHmac = FixedHmac {
-    header: "Linear-Signature",
-    prefix: None,
-    encoding: Encoding::Hex,
-    timestamp: None,
-    time_format: TimeFormat::UnixSeconds,
+pub static LINEAR: FixedHmac = FixedHmac::new(Params {
     sends: &[
         ("Linear-Delivery", Sent::EventId),
         ("Linear-Event", Sent::EventType),
     ],
-    forms: false,
     body_time: Some("/webhookTimestamp"),
-    secret: None,
-    scheme: OnceLock::new(),
-};
+    ..Params::hex_of_body("Linear-Signature")
+});
 
-pub static ZENDESK: FixedHmac = FixedHmac {
-    header: "X-Zendesk-Webhook-Signature",
-    prefix: None,
+pub static ZENDESK: FixedHmac = FixedHmac::new(Params {
     encoding: Encoding::Base64,
     // The timestamp, then the body: what Zendesk sends (docs/src/providers/zendesk.md says
     // why not the order of the published example).
     timestamp: Some(("X-Zendesk-Webhook-Signature-Timestamp", "{timestamp}{body}")),
     time_format: TimeFormat::Rfc3339,
     sends: &[("X-Zendesk-Webhook-Invocation-Id", Sent::EventId)],
-    forms: false,
-    body_time: None,
-    secret: None,
-    scheme: OnceLock::new(),
-};
+    ..Params::hex_of_body("X-Zendesk-Webhook-Signature")
+});
 
-pub static DROPBOX: FixedHmac = FixedHmac {
-    header: "X-Dropbox-Signature",
-    prefix: None,
-    encoding: Encoding::Hex,
-    timestamp: None,
-    time_format: TimeFormat::UnixSeconds,
-    sends: &[],
-    forms: false,
-    body_time: None,
+pub static DROPBOX: FixedHmac = FixedHmac::new(Params {
     // Dropbox issues 15-character app secrets: below the floor for a chosen secret.
     secret: Some(MinLength::issued(
         15,
         "a Dropbox app secret is 15 characters, as Dropbox issues it",
     )),
-    scheme: OnceLock::new(),
-};
+    ..Params::hex_of_body("X-Dropbox-Signature")
+});
 
-pub static ASANA: FixedHmac = FixedHmac {
-    header: "X-Hook-Signature",
-    prefix: None,
-    encoding: Encoding::Hex,
-    timestamp: None,
-    time_format: TimeFormat::UnixSeconds,
-    sends: &[],
-    forms: false,
-    body_time: None,
-    // The secret is the one Asana's handshake sent (64 hex characters in its example),
-    // or one an operator moved over: the floor for a secret applies to both.
-    secret: None,
-    scheme: OnceLock::new(),
-};
+// The secret is the one Asana's handshake sent (64 hex characters in its example), or one
+// an operator moved over: the floor for a secret applies to both.
+pub static ASANA: FixedHmac = FixedHmac::new(Params::hex_of_body("X-Hook-Signature"));
 
 impl FixedHmac {
+    const fn new(params: Params) -> Self {
+        Self {
+            params,
+            scheme: OnceLock::new(),
+        }
+    }
+
     /// The generic HMAC scheme with this provider's parameters.
     fn hmac(&self) -> &HmacScheme {
         self.scheme.get_or_init(|| {
             HmacScheme::new(
-                self.header.to_owned(),
-                self.prefix.map(str::to_owned),
-                self.encoding,
-                self.timestamp.map(|(header, _)| header.to_owned()),
-                self.timestamp.map(|(_, template)| template.to_owned()),
+                self.params.header.to_owned(),
+                self.params.prefix.map(str::to_owned),
+                self.params.encoding,
+                self.params.timestamp.map(|(header, _)| header.to_owned()),
+                self.params
+                    .timestamp
+                    .map(|(_, template)| template.to_owned()),
             )
             .unwrap_or_else(|_| unreachable!("built-in HMAC parameters are valid"))
-            .with_time_format(self.time_format)
+            .with_time_format(self.params.time_format)
         })
     }
 }
@@ -233,14 +212,14 @@ impl Scheme for FixedHmac {
         now: DateTime<Utc>,
     ) -> Result<Verified<'r>, SignatureError> {
         let verified = self.hmac().verify(request, keys, now)?;
-        if let Some(pointer) = self.body_time {
+        if let Some(pointer) = self.params.body_time {
             // Read only once the signature matched: the time is part of what was signed.
             let millis = serde_json::from_slice::<serde_json::Value>(verified.body())
                 .ok()
                 .and_then(|body| body.pointer(pointer).and_then(serde_json::Value::as_i64))
                 .ok_or_else(|| {
                     SignatureError::malformed(
-                        self.header,
+                        self.params.header,
                         format!("the signed body has no whole number of milliseconds at {pointer}"),
                     )
                 })?;
@@ -257,14 +236,14 @@ impl Scheme for FixedHmac {
         event: &EventToSign,
     ) -> Vec<(String, String)> {
         let mut headers = self.hmac().sign(body, secret, now, event);
-        if self.forms && !body.trim_ascii_start().starts_with(b"{") {
+        if self.params.forms && !body.trim_ascii_start().starts_with(b"{") {
             for (name, value) in &mut headers {
                 if name == "Content-Type" {
                     "application/x-www-form-urlencoded".clone_into(value);
                 }
             }
         }
-        for (name, sent) in self.sends {
+        for (name, sent) in self.params.sends {
             let value = match sent {
                 Sent::EventId => &event.id,
                 Sent::EventType => &event.event_type,
@@ -275,11 +254,11 @@ impl Scheme for FixedHmac {
     }
 
     fn signs_timestamp(&self) -> bool {
-        self.timestamp.is_some() || self.body_time.is_some()
+        self.params.timestamp.is_some() || self.params.body_time.is_some()
     }
 
     fn check_secret(&self, secret: &Secret) -> Result<(), String> {
-        MinLength::check_rule(self.secret.as_ref(), secret)
+        MinLength::check_rule(self.params.secret.as_ref(), secret)
     }
 }
 

@@ -14,7 +14,7 @@
 
 use super::adyen::MAX_ITEMS;
 use super::basic::any_secret_equals;
-use super::{EventToSign, Items, Keys, Scheme, SignatureError, Unverified, Verified};
+use super::{Items, Keys, Scheme, SignatureError, Unverified, Verified};
 use crate::secret::{MinLength, Secret};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
@@ -142,17 +142,6 @@ impl Scheme for Graph {
             }
         }
         Err(first_refusal.unwrap_or_else(|| SignatureError::Missing(FIELD.to_owned())))
-    }
-
-    /// Graph's credential is in the body: see [`Scheme::sign_body`].
-    fn sign(
-        &self,
-        _body: &[u8],
-        _secret: &Secret,
-        _now: DateTime<Utc>,
-        _event: &EventToSign,
-    ) -> Vec<(String, String)> {
-        Vec::new()
     }
 
     fn signs_timestamp(&self) -> bool {

@@ -9,7 +9,7 @@
 //! credential of another kind (see [`RESERVED`]).
 
 use super::basic::any_secret_equals;
-use super::{EventToSign, Keys, Scheme, SignatureError, Unverified, Verified};
+use super::{with_json_type, EventToSign, Keys, Scheme, SignatureError, Unverified, Verified};
 use crate::secret::{MinLength, Secret};
 use chrono::{DateTime, Utc};
 
@@ -98,9 +98,7 @@ impl Scheme for HeaderToken {
         keys: Keys<'_>,
         _now: DateTime<Utc>,
     ) -> Result<Verified<'r>, SignatureError> {
-        let token = request
-            .header(&self.header)
-            .ok_or_else(|| SignatureError::Missing(self.header.clone()))?;
+        let token = request.required(&self.header)?;
         if !any_secret_equals(keys.secrets, token) {
             return Err(SignatureError::Mismatch(self.header.clone()));
         }
@@ -114,10 +112,7 @@ impl Scheme for HeaderToken {
         _now: DateTime<Utc>,
         _event: &EventToSign,
     ) -> Vec<(String, String)> {
-        vec![
-            (self.header.clone(), secret.expose().to_owned()),
-            ("Content-Type".to_owned(), "application/json".to_owned()),
-        ]
+        with_json_type([(self.header.as_str(), secret.expose().to_owned())])
     }
 
     fn signs_timestamp(&self) -> bool {

@@ -4,14 +4,13 @@
 //! optionally behind a prefix such as `sha256=`. The timestamp is Unix seconds; a built-in
 //! provider may write it as an RFC 3339 date and time instead (Zendesk).
 
-use super::{
-    any_matches, check_tolerance, hmac_sha256, parse_timestamp, EventToSign, Keys, Scheme,
-    SignatureError, Unverified, Verified,
-};
+use super::timestamp::{check_tolerance, TimeFormat};
+use super::{check_hmac, json_content_type, secret_hmac, EventToSign, Keys, Scheme};
+use super::{SignatureError, Unverified, Verified};
 use crate::secret::Secret;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 
 /// How the signature is written in its header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,37 +39,6 @@ impl Encoding {
         match self {
             Self::Hex => hex::encode(bytes),
             Self::Base64 => BASE64.encode(bytes),
-        }
-    }
-}
-
-/// How a timestamp header writes the signed time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TimeFormat {
-    /// A whole number of seconds since the Unix epoch (`1627207200`).
-    UnixSeconds,
-    /// An RFC 3339 date and time (`2021-07-25T10:00:00Z`; any offset, fractions taken).
-    Rfc3339,
-}
-
-impl TimeFormat {
-    /// The signed time in `value`, in Unix seconds.
-    fn parse(self, header: &str, value: &[u8]) -> Result<i64, SignatureError> {
-        match self {
-            Self::UnixSeconds => parse_timestamp(header, value),
-            Self::Rfc3339 => std::str::from_utf8(value)
-                .ok()
-                .and_then(|text| DateTime::parse_from_rfc3339(text.trim()).ok())
-                .map(|time| time.timestamp())
-                .ok_or_else(|| SignatureError::malformed(header, "not an RFC 3339 date and time")),
-        }
-    }
-
-    /// `now` as the provider writes it.
-    fn write(self, now: DateTime<Utc>) -> String {
-        match self {
-            Self::UnixSeconds => now.timestamp().to_string(),
-            Self::Rfc3339 => now.to_rfc3339_opts(SecondsFormat::Secs, true),
         }
     }
 }
@@ -192,9 +160,7 @@ impl Scheme for HmacScheme {
         keys: Keys<'_>,
         now: DateTime<Utc>,
     ) -> Result<Verified<'r>, SignatureError> {
-        let value = request
-            .header(&self.header)
-            .ok_or_else(|| SignatureError::Missing(self.header.clone()))?;
+        let value = request.required(&self.header)?;
         let encoded = value.strip_prefix(self.prefix.as_bytes()).ok_or_else(|| {
             SignatureError::malformed(
                 &self.header,
@@ -210,17 +176,17 @@ impl Scheme for HmacScheme {
             })?;
         let (timestamp, signed_at) = match &self.timestamp_header {
             Some(name) => {
-                let value = request
-                    .header(name)
-                    .ok_or_else(|| SignatureError::Missing(name.clone()))?;
+                let value = request.required(name)?;
                 (value, Some(self.time_format.parse(name, value)?))
             }
             None => (&b""[..], None),
         };
-        let secrets = keys.secrets.iter().map(|s| s.expose().as_bytes());
-        if !any_matches(secrets, &self.content(timestamp, request.body), &[tag]) {
-            return Err(SignatureError::Mismatch(self.header.clone()));
-        }
+        check_hmac(
+            keys,
+            &self.content(timestamp, request.body),
+            &[tag],
+            &self.header,
+        )?;
         if let Some(signed_at) = signed_at {
             check_tolerance(signed_at, now, keys.tolerance)?;
         }
@@ -235,10 +201,7 @@ impl Scheme for HmacScheme {
         _event: &EventToSign,
     ) -> Vec<(String, String)> {
         let timestamp = self.time_format.write(now);
-        let tag = hmac_sha256(
-            secret.expose().as_bytes(),
-            &self.content(timestamp.as_bytes(), body),
-        );
+        let tag = secret_hmac(secret, &self.content(timestamp.as_bytes(), body));
         let mut headers = vec![(
             self.header.clone(),
             format!("{}{}", self.prefix, self.encoding.encode(&tag)),
@@ -246,7 +209,7 @@ impl Scheme for HmacScheme {
         if let Some(name) = &self.timestamp_header {
             headers.push((name.clone(), timestamp));
         }
-        headers.push(("Content-Type".to_owned(), "application/json".to_owned()));
+        headers.push(json_content_type());
         headers
     }
 

@@ -23,10 +23,9 @@
 //! what every HubSpot event carries ([`REQUIRED`]) refuses the whole request: it would be
 //! stored and delivered without a type.
 
-use super::{
-    any_matches, base64_tag, hmac_sha256, json_objects, parse_timestamp, EventToSign, Items, Keys,
-    PublicUrl, Scheme, SignatureError, Unverified, Verified,
-};
+use super::timestamp::{parse_timestamp, TimeFormat};
+use super::{base64_tag, check_hmac, json_objects, secret_hmac, with_json_type, EventToSign};
+use super::{Items, Keys, PublicUrl, Scheme, SignatureError, Unverified, Verified};
 use crate::secret::Secret;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
@@ -97,25 +96,6 @@ impl HubSpot {
     fn signed<'a>(&'a self, body: &'a [u8], timestamp: &'a [u8]) -> [&'a [u8]; 4] {
         [METHOD, self.signed_url.as_bytes(), body, timestamp]
     }
-}
-
-/// Refuses a signed time (Unix milliseconds) further than `tolerance` from `now`, in
-/// either direction, to the millisecond: HubSpot's library counts milliseconds too.
-fn check_millis_tolerance(
-    signed_at: i64,
-    now: DateTime<Utc>,
-    tolerance: std::time::Duration,
-) -> Result<(), SignatureError> {
-    let skew = now.timestamp_millis().saturating_sub(signed_at);
-    let limit = i64::try_from(tolerance.as_millis()).unwrap_or(i64::MAX);
-    if skew.saturating_abs() > limit {
-        return Err(SignatureError::OutOfTolerance {
-            signed_at: signed_at.div_euclid(1000),
-            skew_secs: skew / 1000,
-            tolerance_secs: tolerance.as_secs(),
-        });
-    }
-    Ok(())
 }
 
 /// `url` with the escapes of [`DECODED`] decoded (either case of hex digit), one pass, so
@@ -190,15 +170,15 @@ impl Scheme for HubSpot {
         now: DateTime<Utc>,
     ) -> Result<Verified<'r>, SignatureError> {
         let tag = base64_tag(&request, SIGNATURE, 32, "32-byte HMAC-SHA256")?;
-        let timestamp = request
-            .header(TIMESTAMP)
-            .ok_or_else(|| SignatureError::Missing(TIMESTAMP.to_owned()))?;
+        let timestamp = request.required(TIMESTAMP)?;
         let millis = parse_timestamp(TIMESTAMP, timestamp)?;
-        let secrets = keys.secrets.iter().map(|s| s.expose().as_bytes());
-        if !any_matches(secrets, &self.signed(request.body, timestamp), &[tag]) {
-            return Err(SignatureError::Mismatch(SIGNATURE.to_owned()));
-        }
-        check_millis_tolerance(millis, now, keys.tolerance)?;
+        check_hmac(
+            keys,
+            &self.signed(request.body, timestamp),
+            &[tag],
+            SIGNATURE,
+        )?;
+        TimeFormat::UnixMillis.check(millis, now, keys.tolerance)?;
         json_objects(request.body, "HubSpot", MAX_ITEMS)?;
         Ok(request.into_verified())
     }
@@ -210,16 +190,9 @@ impl Scheme for HubSpot {
         now: DateTime<Utc>,
         _event: &EventToSign,
     ) -> Vec<(String, String)> {
-        let timestamp = now.timestamp_millis().to_string();
-        let tag = hmac_sha256(
-            secret.expose().as_bytes(),
-            &self.signed(body, timestamp.as_bytes()),
-        );
-        vec![
-            (SIGNATURE.to_owned(), BASE64.encode(tag)),
-            (TIMESTAMP.to_owned(), timestamp),
-            ("Content-Type".to_owned(), "application/json".to_owned()),
-        ]
+        let timestamp = TimeFormat::UnixMillis.write(now);
+        let tag = secret_hmac(secret, &self.signed(body, timestamp.as_bytes()));
+        with_json_type([(SIGNATURE, BASE64.encode(tag)), (TIMESTAMP, timestamp)])
     }
 
     fn signs_timestamp(&self) -> bool {

@@ -14,7 +14,8 @@
 //! payload, and since the request is signed as a whole, what the signature vouches for an
 //! item is those bytes — its digest is theirs.
 
-use super::{check_tolerance, json_objects, signature_and_timestamp, timestamp_signed_headers};
+use super::json_objects;
+use super::timestamp::{check_tolerance, signature_and_timestamp, timestamp_signed_headers};
 use super::{EventToSign, Items, Keys, Scheme, SignatureError, Unverified, Verified};
 use crate::secret::Secret;
 use base64::engine::general_purpose::STANDARD as BASE64;

@@ -25,7 +25,8 @@
 //! [`Verified::content_digest`]): the same message re-encoded is one event.
 
 use super::fetch::Fetch;
-use super::{check_tolerance, EventToSign, Keys, Scheme, SignatureError, Unverified, Verified};
+use super::timestamp::check_tolerance;
+use super::{Keys, Scheme, SignatureError, Unverified, Verified};
 use crate::secret::Secret;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
@@ -524,17 +525,6 @@ impl Scheme for Sns {
             self.fetch("UnsubscribeURL", url, false)?;
         }
         Ok(request.into_verified_as(Sha256::digest(signed.as_bytes()).into()))
-    }
-
-    /// AWS signs with its own key: nothing to sign here ([`Scheme::sign_body`] says why).
-    fn sign(
-        &self,
-        _: &[u8],
-        _: &Secret,
-        _: DateTime<Utc>,
-        _: &EventToSign,
-    ) -> Vec<(String, String)> {
-        Vec::new()
     }
 
     fn sign_body(&self, _body: &[u8], _secret: &Secret) -> Option<Result<Vec<u8>, String>> {

@@ -4,10 +4,8 @@
 //! states it (`public_url`), byte for byte. No timestamp is signed. Event id and type come
 //! from the JSON body (`event_id`, `type`).
 
-use super::{
-    any_matches, base64_tag, hmac_sha256, EventToSign, Keys, PublicUrl, Scheme, SignatureError,
-    Unverified, Verified,
-};
+use super::{base64_tag, check_hmac, secret_hmac, with_json_type, EventToSign, Keys, PublicUrl};
+use super::{Scheme, SignatureError, Unverified, Verified};
 use crate::secret::{MinLength, Secret};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
@@ -36,10 +34,7 @@ impl Scheme for Square {
     ) -> Result<Verified<'r>, SignatureError> {
         let tag = base64_tag(&request, HEADER, 32, "32-byte HMAC-SHA256")?;
         let signed: [&[u8]; 2] = [self.notification_url.as_str().as_bytes(), request.body];
-        let secrets = keys.secrets.iter().map(|s| s.expose().as_bytes());
-        if !any_matches(secrets, &signed, &[tag]) {
-            return Err(SignatureError::Mismatch(HEADER.to_owned()));
-        }
+        check_hmac(keys, &signed, &[tag], HEADER)?;
         Ok(request.into_verified())
     }
 
@@ -50,14 +45,8 @@ impl Scheme for Square {
         _now: DateTime<Utc>,
         _event: &EventToSign,
     ) -> Vec<(String, String)> {
-        let tag = hmac_sha256(
-            secret.expose().as_bytes(),
-            &[self.notification_url.as_str().as_bytes(), body],
-        );
-        vec![
-            (HEADER.to_owned(), BASE64.encode(tag)),
-            ("Content-Type".to_owned(), "application/json".to_owned()),
-        ]
+        let tag = secret_hmac(secret, &[self.notification_url.as_str().as_bytes(), body]);
+        with_json_type([(HEADER, BASE64.encode(tag))])
     }
 
     fn signs_timestamp(&self) -> bool {

@@ -7,10 +7,9 @@
 //! unknown versions are ignored. Event id: `webhook-id`; type: the JSON body's `type`.
 
 use super::ed25519;
-use super::{
-    any_matches, check_tolerance, hmac_sha256, parse_timestamp, too_many_signatures, EventToSign,
-    Keys, Scheme, SignatureError, Unverified, Verified, MAX_SIGNATURES,
-};
+use super::timestamp::{check_tolerance, parse_timestamp, TimeFormat};
+use super::{any_matches, hmac_sha256, json_content_type, too_many_signatures, EventToSign, Keys};
+use super::{Scheme, SignatureError, Unverified, Verified, MAX_SIGNATURES};
 use crate::secret::{too_weak, Secret};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
@@ -179,7 +178,7 @@ impl Scheme for Standard {
         now: DateTime<Utc>,
         event: &EventToSign,
     ) -> Vec<(String, String)> {
-        let timestamp = now.timestamp().to_string();
+        let timestamp = TimeFormat::UnixSeconds.write(now);
         let signed = [event.id.as_bytes(), b".", timestamp.as_bytes(), b".", body];
         let signature = match private_key(secret) {
             Some(key) => key.ok().map(|key| {
@@ -196,7 +195,7 @@ impl Scheme for Standard {
         let mut headers = vec![
             (ID[0].to_owned(), event.id.clone()),
             (TIMESTAMP[0].to_owned(), timestamp),
-            ("Content-Type".to_owned(), "application/json".to_owned()),
+            json_content_type(),
         ];
         headers.extend(signature.map(|s| (SIGNATURE[0].to_owned(), s)));
         headers

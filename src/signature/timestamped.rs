@@ -18,10 +18,9 @@
 //!   keyed with the subscription's secret; one `v1` per secret while it rotates; no
 //!   timestamp. Event id and type: the body's `event.id` and `event.event_type`.
 
-use super::{
-    any_matches, check_tolerance, hmac_sha256, too_many_signatures, EventToSign, Keys, Scheme,
-    SignatureError, Unverified, Verified, MAX_SIGNATURES,
-};
+use super::timestamp::{check_tolerance, TimeFormat};
+use super::{check_hmac, secret_hmac, too_many_signatures, with_json_type, EventToSign, Keys};
+use super::{Scheme, SignatureError, Unverified, Verified, MAX_SIGNATURES};
 use crate::secret::{MinLength, Secret};
 use chrono::{DateTime, Utc};
 
@@ -38,43 +37,24 @@ pub struct SignatureList {
     pub(super) signature_key: &'static str,
     /// Between the timestamp and the body in the signed bytes.
     pub(super) joiner: &'static [u8],
-    /// The timestamp counts milliseconds (WorkOS), not seconds.
-    pub(super) millis: bool,
+    /// How the timestamp counts: Unix seconds, or milliseconds (WorkOS).
+    pub(super) time: TimeFormat,
     /// The provider's rule for its secrets; `None`: the floor for a chosen secret.
     pub(super) secret: Option<MinLength>,
 }
 
 pub static WORKOS: SignatureList = SignatureList {
-    header: "WorkOS-Signature",
-    separator: ',',
     written_separator: ", ",
-    timestamp_key: Some("t"),
-    signature_key: "v1",
-    joiner: b".",
-    millis: true,
-    secret: None,
+    time: TimeFormat::UnixMillis,
+    ..SignatureList::stripe_like("WorkOS-Signature")
 };
 
-pub static MUX: SignatureList = SignatureList {
-    header: "Mux-Signature",
-    separator: ',',
-    written_separator: ",",
-    timestamp_key: Some("t"),
-    signature_key: "v1",
-    joiner: b".",
-    millis: false,
-    secret: None,
-};
+pub static MUX: SignatureList = SignatureList::stripe_like("Mux-Signature");
 
 pub static PAGERDUTY: SignatureList = SignatureList {
-    header: "X-PagerDuty-Signature",
-    separator: ',',
-    written_separator: ",",
     timestamp_key: None,
-    signature_key: "v1",
     joiner: b"",
-    millis: false,
-    secret: None,
+    ..SignatureList::stripe_like("X-PagerDuty-Signature")
 };
 
 /// The parsed header: the signed timestamp (where the layout has one) and every
@@ -86,6 +66,21 @@ pub(super) struct Parsed {
 }
 
 impl SignatureList {
+    /// Stripe's spelling under another header: `t=<unix>,v1=<hex>` over `"{t}.{body}"`,
+    /// the floor for a chosen secret; what the other providers change.
+    pub(super) const fn stripe_like(header: &'static str) -> Self {
+        Self {
+            header,
+            separator: ',',
+            written_separator: ",",
+            timestamp_key: Some("t"),
+            signature_key: "v1",
+            joiner: b".",
+            time: TimeFormat::UnixSeconds,
+            secret: None,
+        }
+    }
+
     fn malformed(&self, detail: &str) -> SignatureError {
         SignatureError::malformed(self.header, detail)
     }
@@ -158,25 +153,12 @@ impl SignatureList {
         keys: Keys<'_>,
         now: DateTime<Utc>,
     ) -> Result<Verified<'r>, SignatureError> {
-        let header = request
-            .header(self.header)
-            .ok_or_else(|| SignatureError::Missing(self.header.to_owned()))?;
-        let parsed = self.parse_header(header)?;
+        let parsed = self.parse_header(request.required(self.header)?)?;
         let timestamp = parsed.timestamp.map(|t| t.to_string());
-        let secrets = keys.secrets.iter().map(|s| s.expose().as_bytes());
-        if !any_matches(
-            secrets,
-            &self.signed(timestamp.as_deref(), request.body),
-            &parsed.signatures,
-        ) {
-            return Err(SignatureError::Mismatch(self.header.to_owned()));
-        }
+        let signed = self.signed(timestamp.as_deref(), request.body);
+        check_hmac(keys, &signed, &parsed.signatures, self.header)?;
         if let Some(timestamp) = parsed.timestamp {
-            let seconds = match self.millis {
-                true => timestamp.div_euclid(1000),
-                false => timestamp,
-            };
-            check_tolerance(seconds, now, keys.tolerance)?;
+            check_tolerance(self.time.seconds(timestamp), now, keys.tolerance)?;
         }
         Ok(request.into_verified())
     }
@@ -187,21 +169,14 @@ impl SignatureList {
         secret: &Secret,
         now: DateTime<Utc>,
     ) -> Vec<(String, String)> {
-        let timestamp = match self.millis {
-            true => now.timestamp_millis().to_string(),
-            false => now.timestamp().to_string(),
-        };
-        let timestamp = self.timestamp_key.map(|key| (key, timestamp));
+        let timestamp = self.timestamp_key.map(|key| (key, self.time.write(now)));
         let signed = self.signed(timestamp.as_ref().map(|(_, t)| t.as_str()), body);
-        let signature = hmac_sha256(secret.expose().as_bytes(), &signed);
+        let signature = secret_hmac(secret, &signed);
         let time = timestamp
             .map(|(key, t)| format!("{key}={t}{}", self.written_separator))
             .unwrap_or_default();
         let value = format!("{time}{}={}", self.signature_key, hex::encode(signature));
-        vec![
-            (self.header.to_owned(), value),
-            ("Content-Type".to_owned(), "application/json".to_owned()),
-        ]
+        with_json_type([(self.header, value)])
     }
 }
 
@@ -231,5 +206,23 @@ impl Scheme for SignatureList {
 
     fn check_secret(&self, secret: &Secret) -> Result<(), String> {
         MinLength::check_rule(self.secret.as_ref(), secret)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{PADDLE, STRIPE};
+
+    #[test]
+    fn header_parsing_keeps_every_signature_and_ignores_unknown_keys() {
+        let (a, b, c) = ("aa".repeat(32), "bb".repeat(32), "cc".repeat(32));
+        for (list, header) in [
+            (&STRIPE, format!("t=12,v1={a},v0={b},v1={c}")),
+            (&PADDLE, format!("ts=12;h1={a};h2={b};h1={c}")),
+        ] {
+            let parsed = list.parse_header(header.as_bytes()).unwrap();
+            assert_eq!(parsed.timestamp, Some(12), "{header}");
+            assert_eq!(parsed.signatures, vec![vec![0xaa; 32], vec![0xcc; 32]]);
+        }
     }
 }
