@@ -34,6 +34,7 @@ pub mod console;
 pub mod health;
 mod hook_secret;
 mod middleware;
+mod operator_calls;
 mod problem;
 pub mod webhooks;
 

@@ -15,7 +15,7 @@ use crate::operator::{
     Called, Caller, DeadLetterAction, DeadLetterRequest, DeadLetters, EventRef, IdempotencyKey,
     Keyed, Replay, ReplayReport, ReplayRequest, Role,
 };
-use crate::routes::admin::{self, calls};
+use crate::routes::operator_calls::{calls, dead_letter_answer, forbidden, replay_answer};
 use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use maud::{html, Markup};
@@ -102,7 +102,7 @@ async fn preview_replay(
         settings.operator.max_replay,
     )?;
     let report = calls(state, &settings).preview_replay(replay).await?;
-    refused(&admin::replay_answer(&report, &settings)?)?;
+    refused(&replay_answer(&report, &settings)?)?;
     Ok(report)
 }
 
@@ -124,7 +124,7 @@ async fn call_replay(
     };
     let replay = Replay::parse(request, settings.operator.max_replay)?;
     Ok(calls(state, &settings)
-        .replay(keyed, replay, admin::replay_answer)
+        .replay(keyed, replay, replay_answer)
         .await?)
 }
 
@@ -149,7 +149,7 @@ pub(super) async fn permitted(
         .collect();
     let parameters = serde_json::Value::Object(shown);
     let needed = Role::Operator;
-    Ok(admin::forbidden(state, &settings, &caller, action, &parameters, needed).await?)
+    Ok(forbidden(state, &settings, &caller, action, &parameters, needed).await?)
 }
 
 /// The request as the key's fingerprint covers it.
@@ -249,7 +249,7 @@ async fn call_dead_letters(
     };
     let dead = DeadLetters::parse(action, request, settings.operator.max_replay)?;
     Ok(calls(state, &settings)
-        .dead_letters(keyed, dead, admin::dead_letter_answer)
+        .dead_letters(keyed, dead, dead_letter_answer)
         .await?)
 }
 

@@ -1,6 +1,6 @@
 //! Bulk actions in the console: a filter, a preview (counts per destination and a sample),
 //! one confirmation, then a progress page that reloads itself while the action runs. The
-//! form fills in the operator use case's request and calls it as `POST /admin/bulk` does,
+//! form fills in the operator use case's request and calls it as the API's bulk call does,
 //! under the session's caller and the Idempotency-Key the preview was rendered with: a
 //! second confirmation, a double click or a browser re-submit starts nothing new and shows
 //! the same action.
@@ -17,7 +17,7 @@ use crate::operator::{
     Bulk, BulkFilter, BulkKind, BulkPreview, BulkRequest, BulkRow, Keyed, OperatorError, Previewed,
     Role, PREVIEW_PLANNED,
 };
-use crate::routes::admin::{self, calls};
+use crate::routes::operator_calls::{bulk_answer, calls};
 use crate::state::AppState;
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -243,7 +243,7 @@ pub async fn bulk_start(
         request: &encoded,
     };
     let started = calls(&state, &settings)
-        .start_bulk(keyed, bulk, admin::bulk_answer)
+        .start_bulk(keyed, bulk, bulk_answer)
         .await;
     let called = match started {
         Err(OperatorError::Outdated(detail, _)) => {

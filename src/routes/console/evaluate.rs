@@ -12,7 +12,7 @@ use crate::delivery::filters::{recent_filter_errors, FilterError};
 use crate::operator::{
     DestinationEvaluation, EvaluateRequest, Evaluation, EvaluationOutcome, Role,
 };
-use crate::routes::admin::calls;
+use crate::routes::operator_calls::calls;
 use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use maud::{html, Markup};
