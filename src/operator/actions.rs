@@ -286,7 +286,7 @@ pub fn filter_deliveries<'a, ST: 'a>(
 
 /// What is known of one event.
 #[derive(Debug)]
-pub enum Shown {
+pub enum EventLookup {
     /// Everything: metadata, payload, stored answer, fact, deliveries with attempts.
     Stored(Box<StoredEvent>),
     /// Its row was swept after the retention window; the fact it recorded remains.
@@ -349,7 +349,11 @@ pub struct SweptFact {
 }
 
 /// Everything about one event, as far as it is still stored.
-pub fn show_event(conn: &mut DbConnection, source: &str, event_id: &str) -> QueryResult<Shown> {
+pub fn show_event(
+    conn: &mut DbConnection,
+    source: &str,
+    event_id: &str,
+) -> QueryResult<EventLookup> {
     let row = events::table
         .filter(events::source.eq(source))
         .filter(events::event_id.eq(event_id))
@@ -375,7 +379,8 @@ pub fn show_event(conn: &mut DbConnection, source: &str, event_id: &str) -> Quer
     let Some((summary, fingerprint, payload, status, content_type, body, (headers, trace_parent))) =
         row
     else {
-        return Ok(swept_event_fact(conn, source, event_id)?.map_or(Shown::Unknown, Shown::Swept));
+        return Ok(swept_event_fact(conn, source, event_id)?
+            .map_or(EventLookup::Unknown, EventLookup::Swept));
     };
     let fact = event_fact(conn, source, &summary)?;
     // Indexed by deliveries_event_idx (source, event_id).
@@ -386,7 +391,7 @@ pub fn show_event(conn: &mut DbConnection, source: &str, event_id: &str) -> Quer
         .select(DeliverySummary::as_select())
         .load(conn)?;
     let deliveries = with_attempts(conn, deliveries)?;
-    Ok(Shown::Stored(Box::new(StoredEvent {
+    Ok(EventLookup::Stored(Box::new(StoredEvent {
         event: summary,
         fingerprint,
         headers: headers.and_then(|h| serde_json::from_str(&h).ok()),

@@ -2,9 +2,9 @@
 //! every destination's breaker and limits.
 
 use super::actions::{
-    self, DeliveryFilter, DeliverySummary, EventFilter, EventSummary, Shown, StoredEvent,
+    self, DeliveryFilter, DeliverySummary, EventFilter, EventLookup, EventSummary, StoredEvent,
 };
-use super::calls::{Calls, Ground};
+use super::calls::{Ground, UseCases};
 use super::views;
 use super::OperatorError;
 use crate::db::DbConnection;
@@ -48,7 +48,7 @@ pub struct Listing<T> {
     pub next_cursor: Option<String>,
 }
 
-impl<S: Ground> Calls<S> {
+impl<S: Ground> UseCases<S> {
     /// Events in id order, `limit` (at most [`MAX_PAGE`]) after `cursor`; the filter is
     /// checked before any query runs.
     pub async fn list_events(
@@ -135,7 +135,7 @@ impl<S: Ground> Calls<S> {
             .read(move |c, _| {
                 let shown = actions::show_event(c, &s, &e)?;
                 let siblings = match (&shown, carried) {
-                    (Shown::Stored(stored), Some(limit)) => {
+                    (EventLookup::Stored(stored), Some(limit)) => {
                         let fact = (&stored.event.fact_kind, &stored.event.fact_key);
                         views::events_of_fact(c, &s, fact.0, fact.1, limit)?
                     }
@@ -146,13 +146,13 @@ impl<S: Ground> Calls<S> {
             .await?;
         let window = self.settings.retention().events;
         match shown {
-            Shown::Stored(event) => Ok((*event, siblings)),
-            Shown::Swept(fact) => Err(OperatorError::Expired(format!(
+            EventLookup::Stored(event) => Ok((*event, siblings)),
+            EventLookup::Swept(fact) => Err(OperatorError::Expired(format!(
                 "event {source}/{event_id} was swept after the retention window ({window}); \
                  its fact {}:{} remains in the ledger",
                 fact.kind, fact.key
             ))),
-            Shown::Unknown => Err(OperatorError::UnknownEvent(format!(
+            EventLookup::Unknown => Err(OperatorError::UnknownEvent(format!(
                 "no event {source}/{event_id} has been received"
             ))),
         }

@@ -7,7 +7,7 @@ use super::actions::{
     filter_deliveries, filter_events, Backend, DeliveryFilter, DeliverySummary, EventFilter,
     EventSummary,
 };
-use super::calls::{Calls, Ground};
+use super::calls::{Ground, UseCases};
 use super::OperatorError;
 use crate::db::schema::{deliveries, delivery_attempts, events, facts};
 use crate::db::DbConnection;
@@ -487,7 +487,7 @@ pub struct SourcesPage {
 }
 
 /// The console's reads, each on one connection under the request's snapshot and time.
-impl<S: Ground> Calls<S> {
+impl<S: Ground> UseCases<S> {
     /// The delivery backlog and the destinations' gates.
     pub async fn overview(&self) -> Result<Overview, OperatorError> {
         let gated = self.settings.destinations().gated();

@@ -3,7 +3,7 @@
 //! every call behind a configured operator's bearer token (compared in constant time,
 //! never logged; wrong ones in a row make the address wait) and that operator's role
 //! (`viewer` reads, `operator` also acts, `admin` also reloads). Each handler parses the
-//! request, calls one use case of [`crate::operator::Calls`] and answers; every mutating
+//! request, calls one use case of [`crate::operator::UseCases`] and answers; every mutating
 //! call is idempotent: it needs an `Idempotency-Key`, claimed in the same transaction as
 //! its effect (see [`crate::idempotency`]).
 
@@ -15,11 +15,11 @@ use super::{Problem, Reason};
 use crate::config::Settings;
 use crate::idempotency::{Answer, REPLAYED_HEADER};
 use crate::operator::actions::{self, DeliveryFilter, EventFilter};
-use crate::operator::whole;
+use crate::operator::as_documented;
 use crate::operator::{
-    json_answer, roles, AuditFilter, Bulk, BulkRequest, BulkRow, Called, Caller,
+    json_answer, roles, Answered, AuditFilter, Bulk, BulkRequest, BulkRow, Caller,
     ClearHookSecretRequest, DeadLetterAction, DeadLetterRequest, DeadLetters, EvaluateRequest,
-    HookSecretCleared, IdempotencyKey, Keyed, OperatorError, Replay, ReplayRequest, Role,
+    HookSecretCleared, IdempotencyKey, KeyedRequest, OperatorError, Replay, ReplayRequest, Role,
 };
 use crate::reload::AUDIT_KEY;
 use crate::state::AppState;
@@ -171,7 +171,7 @@ macro_rules! listing_query {
             since: Option<DateTime<Utc>>,
             #[serde(default, deserialize_with = "actions::time_bound")]
             until: Option<DateTime<Utc>>,
-            #[serde(default, deserialize_with = "whole::cursor")]
+            #[serde(default, deserialize_with = "as_documented::cursor")]
             cursor: Option<i64>,
             limit: Option<i64>,
         }
@@ -227,7 +227,7 @@ struct DeliveriesQuery {
     status: Option<String>,
     source: Option<String>,
     destination: Option<String>,
-    #[serde(default, deserialize_with = "whole::cursor")]
+    #[serde(default, deserialize_with = "as_documented::cursor")]
     cursor: Option<i64>,
     limit: Option<i64>,
 }
@@ -332,7 +332,7 @@ pub async fn clear_hook_secret(
             parsed.source
         )));
     }
-    let keyed = Keyed {
+    let keyed = KeyedRequest {
         caller,
         key,
         request: &body,
@@ -396,7 +396,7 @@ fn idempotency_key(request: &HttpRequest) -> Result<Option<IdempotencyKey>, Prob
 }
 
 /// A stored answer as the API sends it: byte for byte, marked when it is a copy's.
-fn called_response<T>(called: Called<T>) -> HttpResponse {
+fn called_response<T>(called: Answered<T>) -> HttpResponse {
     let answer = called.answer;
     let mut response =
         HttpResponse::build(StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK));
@@ -439,13 +439,13 @@ pub async fn replay(
     if replay.dry_run {
         let report = calls.preview_replay(replay).await?;
         let answer = replay_answer(&report, &settings)?;
-        return Ok(called_response(Called::<()> {
+        return Ok(called_response(Answered::<()> {
             answer,
             replayed: false,
             result: None,
         }));
     }
-    let keyed = Keyed {
+    let keyed = KeyedRequest {
         caller,
         key: IdempotencyKey::required(key)?,
         request: &body,
@@ -469,7 +469,7 @@ async fn on_dead_letters(
     let body = read_body(&request, payload, &settings.server).await?;
     let parsed: DeadLetterRequest = body_of(&body, "request")?;
     let dead = DeadLetters::parse(action, parsed, settings.operator.max_replay)?;
-    let keyed = Keyed {
+    let keyed = KeyedRequest {
         caller,
         key,
         request: &body,
@@ -533,7 +533,7 @@ pub async fn bulk(
         let preview = calls.preview_bulk(bulk).await?;
         return Ok(HttpResponse::Ok().json(preview));
     }
-    let keyed = Keyed {
+    let keyed = KeyedRequest {
         caller,
         key: IdempotencyKey::required(key)?,
         request: &body,

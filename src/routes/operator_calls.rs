@@ -1,5 +1,5 @@
 //! What both operator surfaces — the API (`admin.rs`) and the console (`console/`) — need
-//! to call the operator's use cases: the request's [`Calls`], its [`Caller`], the role
+//! to call the operator's use cases: the request's [`UseCases`], its [`Caller`], the role
 //! refusal that is written to the audit trail, and the encoding of the answers stored
 //! under an Idempotency-Key (keys are the operator's, shared by both surfaces, so both
 //! store an answer the same way). Both import this; neither imports the other.
@@ -8,8 +8,8 @@ use super::{Problem, Reason, RequestId};
 use crate::config::Settings;
 use crate::idempotency::Answer;
 use crate::operator::{
-    json_answer, Account, BulkCreated, Caller, Calls, DeadLetterReport, OperatorError,
-    ReplayReport, Role,
+    json_answer, Account, BulkCreated, Caller, DeadLetterReport, OperatorError, ReplayReport, Role,
+    UseCases,
 };
 use crate::state::AppState;
 use actix_web::{HttpMessage, HttpRequest};
@@ -17,8 +17,8 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 
 /// The use cases under the request's settings snapshot.
-pub fn calls(state: &AppState, settings: &Arc<Settings>) -> Calls<Settings> {
-    Calls {
+pub fn calls(state: &AppState, settings: &Arc<Settings>) -> UseCases<Settings> {
+    UseCases {
         pool: state.pool.clone(),
         settings: settings.clone(),
         now: state.clock.now(),

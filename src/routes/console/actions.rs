@@ -12,8 +12,8 @@ use super::view::{self, badge, csrf_field, event_link, layout, page_response};
 use crate::idempotency::Answer;
 use crate::operator::actions::{DeadLetterResult, RedeliveryResult};
 use crate::operator::{
-    Called, Caller, DeadLetterAction, DeadLetterRequest, DeadLetters, EventRef, IdempotencyKey,
-    Keyed, Replay, ReplayReport, ReplayRequest, Role,
+    Answered, Caller, DeadLetterAction, DeadLetterRequest, DeadLetters, EventRef, IdempotencyKey,
+    KeyedRequest, Replay, ReplayReport, ReplayRequest, Role,
 };
 use crate::routes::operator_calls::{calls, dead_letter_answer, forbidden, replay_answer};
 use crate::state::AppState;
@@ -113,11 +113,11 @@ async fn call_replay(
     key: IdempotencyKey,
     source: &str,
     event_id: &str,
-) -> Result<Called<ReplayReport>, ConsoleError> {
+) -> Result<Answered<ReplayReport>, ConsoleError> {
     let request = replay_of(source, event_id, false);
     let settings = state.settings.current();
     let encoded = encode(&request)?;
-    let keyed = Keyed {
+    let keyed = KeyedRequest {
         caller,
         key,
         request: &encoded,
@@ -235,14 +235,14 @@ async fn call_dead_letters(
     key: IdempotencyKey,
     action: DeadLetterAction,
     ids: Vec<i64>,
-) -> Result<Called<crate::operator::DeadLetterReport>, ConsoleError> {
+) -> Result<Answered<crate::operator::DeadLetterReport>, ConsoleError> {
     let request = DeadLetterRequest {
         ids: Some(ids),
         ..DeadLetterRequest::default()
     };
     let settings = state.settings.current();
     let encoded = encode(&request)?;
-    let keyed = Keyed {
+    let keyed = KeyedRequest {
         caller,
         key,
         request: &encoded,
@@ -274,7 +274,7 @@ fn refused(answer: &Answer) -> Result<(), ConsoleError> {
 }
 
 /// The call's result, or its refusal.
-pub(super) fn result_of<T>(called: &Called<T>) -> Result<&T, ConsoleError> {
+pub(super) fn result_of<T>(called: &Answered<T>) -> Result<&T, ConsoleError> {
     refused(&called.answer)?;
     called.result.as_ref().ok_or_else(|| {
         ConsoleError::Internal("the stored answer is not a result this console reads".to_owned())
@@ -282,7 +282,7 @@ pub(super) fn result_of<T>(called: &Called<T>) -> Result<&T, ConsoleError> {
 }
 
 /// Says so when the answer is the stored one of an earlier submission of this form.
-pub(super) fn resubmitted<T>(called: &Called<T>) -> Markup {
+pub(super) fn resubmitted<T>(called: &Answered<T>) -> Markup {
     html! {
         @if called.replayed {
             p.notice.calm role="status" { "This form was already submitted: nothing was done again. The result of the first submission:" }

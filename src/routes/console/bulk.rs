@@ -14,8 +14,8 @@ use super::view::{
     self, badge, csrf_field, layout, layout_refreshing, page_response, time, time_field,
 };
 use crate::operator::{
-    Bulk, BulkFilter, BulkKind, BulkPreview, BulkRequest, BulkRow, Keyed, OperatorError, Previewed,
-    Role, PREVIEW_PLANNED,
+    Bulk, BulkFilter, BulkKind, BulkPreview, BulkRequest, BulkRow, KeyedRequest, OperatorError,
+    Previewed, Role, PREVIEW_PLANNED,
 };
 use crate::routes::operator_calls::{bulk_answer, calls};
 use crate::state::AppState;
@@ -237,7 +237,7 @@ pub async fn bulk_start(
     let settings = state.settings.current();
     let encoded = encode(&bulk_request)?;
     let bulk = Bulk::parse(bulk_request)?;
-    let keyed = Keyed {
+    let keyed = KeyedRequest {
         caller,
         key,
         request: &encoded,
