@@ -2,7 +2,7 @@
 //! inside the caller's Idempotency-Key transaction.
 
 use super::OperatorError;
-use crate::clock::{rfc3339, serde_rfc3339};
+use crate::clock::serde_rfc3339;
 use crate::db::schema::{deliveries, delivery_attempts, events, facts};
 use crate::db::DbConnection;
 use crate::delivery::filters::{self, Subject};
@@ -204,6 +204,19 @@ fn bytes_json(bytes: &[u8]) -> Value {
     }
 }
 
+/// Serializes stored bytes as [`bytes_json`] writes them.
+fn serialize_bytes<S: serde::Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
+    bytes_json(bytes).serialize(serializer)
+}
+
+/// Serializes optional stored bytes as [`bytes_json`] writes them, or null.
+fn serialize_option_bytes<S: serde::Serializer>(
+    bytes: &Option<Vec<u8>>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    bytes.as_deref().map(bytes_json).serialize(serializer)
+}
+
 #[derive(Debug, Serialize, Queryable, Selectable)]
 #[diesel(table_name = deliveries)]
 pub struct DeliverySummary {
@@ -273,13 +286,59 @@ pub fn filter_deliveries<'a, ST: 'a>(
 
 /// What is known of one event.
 #[derive(Debug)]
-pub enum Shown {
+pub enum EventLookup {
     /// Everything: metadata, payload, stored answer, fact, deliveries with attempts.
-    Stored(Value),
+    Stored(Box<StoredEvent>),
     /// Its row was swept after the retention window; the fact it recorded remains.
     Swept(SweptFact),
     /// No such event was ever received (or it recorded no fact before it was swept).
     Unknown,
+}
+
+/// Everything stored about one event, as the API encodes it (bodies as
+/// `{"encoding", "data"}`) and the console shows it.
+#[derive(Debug, Serialize)]
+pub struct StoredEvent {
+    pub event: EventSummary,
+    /// The body's digest.
+    pub fingerprint: String,
+    /// The request's headers by name, credentials redacted (none: stored before Inlet
+    /// kept them).
+    pub headers: Option<Vec<(String, String)>>,
+    #[serde(serialize_with = "serialize_bytes")]
+    pub payload: Vec<u8>,
+    pub response: StoredResponse,
+    pub fact: Option<RecordedFact>,
+    /// Oldest first.
+    pub deliveries: Vec<DeliveryAttempts>,
+    pub trace_id: Option<String>,
+}
+
+/// The answer stored for an event.
+#[derive(Debug, Serialize)]
+pub struct StoredResponse {
+    pub status: Option<i32>,
+    pub content_type: Option<String>,
+    #[serde(serialize_with = "serialize_option_bytes")]
+    pub body: Option<Vec<u8>>,
+}
+
+/// The fact a stored event records, and which event recorded it first.
+#[derive(Debug, Serialize)]
+pub struct RecordedFact {
+    pub kind: String,
+    pub key: String,
+    pub first_event_id: String,
+    #[serde(with = "serde_rfc3339")]
+    pub created_at: NaiveDateTime,
+}
+
+/// A delivery with its attempts, oldest first.
+#[derive(Debug, Serialize)]
+pub struct DeliveryAttempts {
+    #[serde(flatten)]
+    pub delivery: DeliverySummary,
+    pub attempts: Vec<AttemptSummary>,
 }
 
 /// The fact a swept event recorded first.
@@ -290,7 +349,11 @@ pub struct SweptFact {
 }
 
 /// Everything about one event, as far as it is still stored.
-pub fn show_event(conn: &mut DbConnection, source: &str, event_id: &str) -> QueryResult<Shown> {
+pub fn show_event(
+    conn: &mut DbConnection,
+    source: &str,
+    event_id: &str,
+) -> QueryResult<EventLookup> {
     let row = events::table
         .filter(events::source.eq(source))
         .filter(events::event_id.eq(event_id))
@@ -316,7 +379,8 @@ pub fn show_event(conn: &mut DbConnection, source: &str, event_id: &str) -> Quer
     let Some((summary, fingerprint, payload, status, content_type, body, (headers, trace_parent))) =
         row
     else {
-        return Ok(swept_event_fact(conn, source, event_id)?.map_or(Shown::Unknown, Shown::Swept));
+        return Ok(swept_event_fact(conn, source, event_id)?
+            .map_or(EventLookup::Unknown, EventLookup::Swept));
     };
     let fact = event_fact(conn, source, &summary)?;
     // Indexed by deliveries_event_idx (source, event_id).
@@ -327,19 +391,19 @@ pub fn show_event(conn: &mut DbConnection, source: &str, event_id: &str) -> Quer
         .select(DeliverySummary::as_select())
         .load(conn)?;
     let deliveries = with_attempts(conn, deliveries)?;
-    Ok(Shown::Stored(json!({
-        "event": summary,
-        "fingerprint": fingerprint,
-        "headers": headers.and_then(|h| serde_json::from_str::<Value>(&h).ok()),
-        "payload": bytes_json(&payload),
-        "response": {
-            "status": status,
-            "content_type": content_type,
-            "body": body.as_deref().map(bytes_json),
+    Ok(EventLookup::Stored(Box::new(StoredEvent {
+        event: summary,
+        fingerprint,
+        headers: headers.and_then(|h| serde_json::from_str(&h).ok()),
+        payload,
+        response: StoredResponse {
+            status,
+            content_type,
+            body,
         },
-        "fact": fact,
-        "deliveries": deliveries,
-        "trace_id": trace_parent.as_deref().and_then(crate::traces::trace_id_of),
+        fact,
+        deliveries,
+        trace_id: trace_parent.as_deref().and_then(crate::traces::trace_id_of),
     })))
 }
 
@@ -348,7 +412,7 @@ fn event_fact(
     conn: &mut DbConnection,
     source: &str,
     summary: &EventSummary,
-) -> QueryResult<Option<Value>> {
+) -> QueryResult<Option<RecordedFact>> {
     let fact = facts::table
         .filter(facts::source.eq(source))
         .filter(facts::kind.eq(&summary.fact_kind))
@@ -356,13 +420,11 @@ fn event_fact(
         .select((facts::first_event_id, facts::created_at))
         .first::<(String, NaiveDateTime)>(conn)
         .optional()?;
-    Ok(fact.map(|(first_event_id, created_at)| {
-        json!({
-            "kind": summary.fact_kind,
-            "key": summary.fact_key,
-            "first_event_id": first_event_id,
-            "created_at": rfc3339(created_at),
-        })
+    Ok(fact.map(|(first_event_id, created_at)| RecordedFact {
+        kind: summary.fact_kind.clone(),
+        key: summary.fact_key.clone(),
+        first_event_id,
+        created_at,
     }))
 }
 
@@ -397,14 +459,14 @@ pub struct AttemptSummary {
     pub duration_ms: i64,
 }
 
-/// Each delivery as JSON with its attempts, oldest first (indexed by
+/// Each delivery with its attempts, oldest first (indexed by
 /// `delivery_attempts (delivery_id, attempt)`).
 fn with_attempts(
     conn: &mut DbConnection,
     deliveries: Vec<DeliverySummary>,
-) -> QueryResult<Vec<Value>> {
+) -> QueryResult<Vec<DeliveryAttempts>> {
     let ids: Vec<i64> = deliveries.iter().map(|d| d.id).collect();
-    let attempts: Vec<AttemptSummary> = delivery_attempts::table
+    let mut attempts: Vec<AttemptSummary> = delivery_attempts::table
         .filter(delivery_attempts::delivery_id.eq_any(&ids))
         .order((delivery_attempts::delivery_id, delivery_attempts::attempt))
         .select(AttemptSummary::as_select())
@@ -412,15 +474,14 @@ fn with_attempts(
     Ok(deliveries
         .into_iter()
         .map(|delivery| {
-            let mine: Vec<&AttemptSummary> = attempts
-                .iter()
-                .filter(|a| a.delivery_id == delivery.id)
-                .collect();
-            let mut value = serde_json::to_value(&delivery).unwrap_or(Value::Null);
-            if let Some(object) = value.as_object_mut() {
-                object.insert("attempts".to_owned(), json!(mine));
+            let (mine, rest) = attempts
+                .drain(..)
+                .partition(|a| a.delivery_id == delivery.id);
+            attempts = rest;
+            DeliveryAttempts {
+                delivery,
+                attempts: mine,
             }
-            value
         })
         .collect())
 }

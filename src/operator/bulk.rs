@@ -10,7 +10,7 @@
 //! preview. Without one, the action counts when it is created and keeps to that.
 
 use super::actions::{self, check_text, check_time, filter_events, Backend, EventFilter};
-use super::calls::{Called, Calls, Encode, Ground, Keyed, Summary};
+use super::calls::{Answered, Encode, Ground, KeyedRequest, Summary, UseCases};
 use super::OperatorError;
 use crate::db::schema::{bulk_actions, deliveries, events};
 use crate::db::{dialect, DbConnection};
@@ -113,7 +113,7 @@ impl BulkFilter {
 #[serde(deny_unknown_fields)]
 pub struct BulkRequest {
     pub action: String,
-    #[serde(default, deserialize_with = "super::whole::object")]
+    #[serde(default, deserialize_with = "super::as_documented::object")]
     pub filter: BulkFilter,
     #[serde(default)]
     pub dry_run: bool,
@@ -121,7 +121,7 @@ pub struct BulkRequest {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "super::whole::option_object"
+        deserialize_with = "super::as_documented::option_object"
     )]
     pub expect: Option<Previewed>,
 }
@@ -130,9 +130,9 @@ pub struct BulkRequest {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Previewed {
-    #[serde(deserialize_with = "super::whole::i64_value")]
+    #[serde(deserialize_with = "super::as_documented::i64_value")]
     pub matched: i64,
-    #[serde(deserialize_with = "super::whole::i64_value")]
+    #[serde(deserialize_with = "super::as_documented::i64_value")]
     pub upper_id: i64,
 }
 
@@ -541,7 +541,7 @@ pub(super) fn find(conn: &mut DbConnection, id: i64) -> Result<BulkRow, Operator
         .ok_or_else(|| OperatorError::NotFound(format!("no bulk action {id}")))
 }
 
-impl<S: Ground> Calls<S> {
+impl<S: Ground> UseCases<S> {
     /// What the bulk action would do, reading only.
     pub async fn preview_bulk(&self, bulk: Bulk) -> Result<BulkPreview, OperatorError> {
         let bulk = Bulk {
@@ -556,10 +556,10 @@ impl<S: Ground> Calls<S> {
     /// Creates the bulk action, once per key; the runner then works it through.
     pub async fn start_bulk(
         &self,
-        keyed: Keyed<'_>,
+        keyed: KeyedRequest<'_>,
         bulk: Bulk,
         encode: Encode<BulkCreated, S>,
-    ) -> Result<Called<BulkCreated>, OperatorError> {
+    ) -> Result<Answered<BulkCreated>, OperatorError> {
         bulk.check_names(self.settings.destinations())?;
         let operator = keyed.caller.name.clone();
         let action = bulk.kind.audit_name();

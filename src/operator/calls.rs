@@ -1,7 +1,7 @@
 //! The operator's use cases, one call each, shared by the admin API and the console (the
-//! CLI calls the API): typed requests in, typed results out. [`Calls`] holds what one
+//! CLI calls the API): typed requests in, typed results out. [`UseCases`] holds what one
 //! request runs under — the pool, one settings snapshot, the time — and every mutating
-//! call runs inside its Idempotency-Key's transaction ([`Calls::once`]): a retry, a double
+//! call runs inside its Idempotency-Key's transaction ([`UseCases::once`]): a retry, a double
 //! click or a re-submitted form gets the stored answer, byte for byte.
 
 use super::audit::{self, Entry};
@@ -60,7 +60,7 @@ impl IdempotencyKey {
 /// A mutating call's key: who calls, under which key, and the bytes of the request the
 /// key's fingerprint covers (the API's body as sent; the console's request as it encodes
 /// it), so that one key cannot be reused for another request.
-pub struct Keyed<'a> {
+pub struct KeyedRequest<'a> {
     pub caller: Caller,
     pub key: IdempotencyKey,
     pub request: &'a [u8],
@@ -70,13 +70,13 @@ pub struct Keyed<'a> {
 /// whether that is the stored answer of an earlier call with the same key, and its
 /// result — the call's own, or the stored answer's when it reads as one.
 #[derive(Debug)]
-pub struct Called<T> {
+pub struct Answered<T> {
     pub answer: Answer,
     pub replayed: bool,
     pub result: Option<T>,
 }
 
-impl<T: DeserializeOwned> Called<T> {
+impl<T: DeserializeOwned> Answered<T> {
     fn ran(result: T, answer: Answer) -> Self {
         Self {
             answer,
@@ -106,7 +106,7 @@ pub trait Summary {
 pub type Encode<T, S> = fn(&T, &S) -> Result<Answer, OperatorError>;
 
 /// The operator's use cases for one request.
-pub struct Calls<S> {
+pub struct UseCases<S> {
     pub pool: DbPool,
     /// The request's one settings snapshot.
     pub settings: Arc<S>,
@@ -117,7 +117,7 @@ pub struct Calls<S> {
     pub faults: Arc<Faults>,
 }
 
-impl<S: Ground> Calls<S> {
+impl<S: Ground> UseCases<S> {
     /// Runs `work` on a pooled connection off the executor, with the snapshot.
     pub(super) async fn read<T: Send + 'static>(
         &self,
@@ -135,12 +135,12 @@ impl<S: Ground> Calls<S> {
     pub(super) async fn once<T>(
         &self,
         (route, action): (&str, &'static str),
-        keyed: Keyed<'_>,
+        keyed: KeyedRequest<'_>,
         work: impl FnOnce(&mut DbConnection, &S, DateTime<Utc>) -> Result<T, OperatorError>
             + Send
             + 'static,
         encode: Encode<T, S>,
-    ) -> Result<Called<T>, OperatorError>
+    ) -> Result<Answered<T>, OperatorError>
     where
         T: DeserializeOwned + Summary + Send + 'static,
     {
@@ -192,10 +192,10 @@ impl<S: Ground> Calls<S> {
     }
 }
 
-fn answered<T: DeserializeOwned>(call: Once<T>) -> Result<Called<T>, OperatorError> {
+fn answered<T: DeserializeOwned>(call: Once<T>) -> Result<Answered<T>, OperatorError> {
     match call {
-        Once::Ran(result, answer) => Ok(Called::ran(result, answer)),
-        Once::Stored(answer) => Ok(Called::stored(answer)),
+        Once::Ran(result, answer) => Ok(Answered::ran(result, answer)),
+        Once::Stored(answer) => Ok(Answered::stored(answer)),
         Once::Mismatch { .. } => Err(OperatorError::KeyReused(
             "this Idempotency-Key was used for a different request".to_owned(),
         )),

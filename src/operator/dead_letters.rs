@@ -2,7 +2,7 @@
 //! aside, never sent, swept after `retention.dead_letters`), named by id or by a filter.
 
 use super::actions::{self, DeadLetterResult, DeliveryFilter};
-use super::calls::{Called, Calls, Encode, Ground, Keyed, Summary};
+use super::calls::{Answered, Encode, Ground, KeyedRequest, Summary, UseCases};
 use super::OperatorError;
 use crate::db::DbConnection;
 use crate::delivery::Destinations;
@@ -13,11 +13,11 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeadLetterRequest {
-    #[serde(default, deserialize_with = "super::whole::option_i64s")]
+    #[serde(default, deserialize_with = "super::as_documented::option_i64s")]
     pub ids: Option<Vec<i64>>,
-    #[serde(default, deserialize_with = "super::whole::option_object")]
+    #[serde(default, deserialize_with = "super::as_documented::option_object")]
     pub filter: Option<DeadLetterFilter>,
-    #[serde(default, deserialize_with = "super::whole::option_u32")]
+    #[serde(default, deserialize_with = "super::as_documented::option_u32")]
     pub limit: Option<u32>,
 }
 
@@ -147,14 +147,14 @@ impl Summary for DeadLetterReport {
     }
 }
 
-impl<S: Ground> Calls<S> {
+impl<S: Ground> UseCases<S> {
     /// Requeues or discards the dead letters, once per key.
     pub async fn dead_letters(
         &self,
-        keyed: Keyed<'_>,
+        keyed: KeyedRequest<'_>,
         dead: DeadLetters,
         encode: Encode<DeadLetterReport, S>,
-    ) -> Result<Called<DeadLetterReport>, OperatorError> {
+    ) -> Result<Answered<DeadLetterReport>, OperatorError> {
         let DeadLetters { action, selection } = dead;
         let work = move |conn: &mut DbConnection, settings: &S, now| {
             let ids = match selection {

@@ -5,7 +5,7 @@
 //! ([`MAX_PER_OPERATOR`]).
 
 use super::caller::Caller;
-use super::calls::{Calls, Ground};
+use super::calls::{Ground, UseCases};
 use super::OperatorError;
 use crate::db::schema::events;
 use crate::delivery::filters::error_reason;
@@ -97,16 +97,16 @@ pub struct DestinationEvaluation {
     /// destination).
     pub events_match: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub filter: Option<Outcome>,
+    pub filter: Option<ExpressionResult>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub transform: Option<Outcome>,
+    pub transform: Option<ExpressionResult>,
     /// Whether a webhook of this event would be enqueued for it now.
     pub enqueued: bool,
 }
 
 /// One expression's result: a filter's decision or a transform's body, or its error.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Outcome {
+pub struct ExpressionResult {
     pub expression: String,
     /// A filter's `enqueue` or `skip`, or `error`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -139,7 +139,7 @@ struct Plan {
     transform: Option<Program>,
 }
 
-impl<S: Ground> Calls<S> {
+impl<S: Ground> UseCases<S> {
     /// Runs the filters and transforms `request` names against its stored event, for
     /// `caller` (one evaluation at a time each).
     pub async fn evaluate(
@@ -283,7 +283,7 @@ async fn run(plan: Plan, input: &Input, limits: &jq::Limits) -> DestinationEvalu
                 Ok(false) => ("skip", None),
                 Err(e) => ("error", Some(e)),
             };
-            Outcome {
+            ExpressionResult {
                 decision: Some(decision.to_owned()),
                 ..outcome(p, None, error)
             }
@@ -309,8 +309,12 @@ fn input_for_transform(input: &Input) -> Input {
     }
 }
 
-fn outcome(program: &Program, body: Option<Value>, error: Option<jq::EvalError>) -> Outcome {
-    Outcome {
+fn outcome(
+    program: &Program,
+    body: Option<Value>,
+    error: Option<jq::EvalError>,
+) -> ExpressionResult {
+    ExpressionResult {
         expression: program.text().to_owned(),
         decision: None,
         body,

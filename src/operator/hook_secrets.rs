@@ -3,7 +3,7 @@
 //! handshake — a new webhook's — is taken. A clear is a mutating call like the others:
 //! once per Idempotency-Key, written to the audit trail in the same transaction.
 
-use super::calls::{Called, Calls, Encode, Ground, Keyed, Summary};
+use super::calls::{Answered, Encode, Ground, KeyedRequest, Summary, UseCases};
 use super::OperatorError;
 use crate::hook_secrets;
 use chrono::{DateTime, Utc};
@@ -46,7 +46,7 @@ pub struct HookSecretView {
     pub established_at: DateTime<Utc>,
 }
 
-impl<S: Ground> Calls<S> {
+impl<S: Ground> UseCases<S> {
     /// Every source holding a secret established by a handshake, by name.
     pub async fn hook_secrets(&self) -> Result<Vec<HookSecretView>, OperatorError> {
         self.read(|conn, _| {
@@ -66,10 +66,10 @@ impl<S: Ground> Calls<S> {
     /// the source is one whose secret a handshake establishes.
     pub async fn clear_hook_secret(
         &self,
-        keyed: Keyed<'_>,
+        keyed: KeyedRequest<'_>,
         source: String,
         encode: Encode<HookSecretCleared, S>,
-    ) -> Result<Called<HookSecretCleared>, OperatorError> {
+    ) -> Result<Answered<HookSecretCleared>, OperatorError> {
         let work = move |conn: &mut crate::db::DbConnection, _: &S, _| {
             let established = hook_secrets::clear(conn, &source)?;
             Ok(HookSecretCleared {

@@ -1,13 +1,15 @@
 //! What an operator reads: events and deliveries a page at a time, one event whole, and
 //! every destination's breaker and limits.
 
-use super::actions::{self, DeliveryFilter, DeliverySummary, EventFilter, EventSummary, Shown};
-use super::calls::{Calls, Ground};
+use super::actions::{
+    self, DeliveryFilter, DeliverySummary, EventFilter, EventLookup, EventSummary, StoredEvent,
+};
+use super::calls::{Ground, UseCases};
+use super::views;
 use super::OperatorError;
 use crate::db::DbConnection;
 use crate::delivery::GateView;
 use diesel::QueryResult;
-use serde_json::Value;
 
 /// Rows per page by default, and at most.
 pub const DEFAULT_PAGE: i64 = 100;
@@ -46,7 +48,7 @@ pub struct Listing<T> {
     pub next_cursor: Option<String>,
 }
 
-impl<S: Ground> Calls<S> {
+impl<S: Ground> UseCases<S> {
     /// Events in id order, `limit` (at most [`MAX_PAGE`]) after `cursor`; the filter is
     /// checked before any query runs.
     pub async fn list_events(
@@ -99,22 +101,58 @@ impl<S: Ground> Calls<S> {
     /// Everything about one event: metadata, payload, stored answer, its fact and its
     /// deliveries. `Expired` when its row was swept (its fact remains), `UnknownEvent`
     /// when it never arrived.
-    pub async fn show_event(&self, source: &str, event_id: &str) -> Result<Value, OperatorError> {
+    pub async fn show_event(
+        &self,
+        source: &str,
+        event_id: &str,
+    ) -> Result<StoredEvent, OperatorError> {
+        Ok(self.look_up_event(source, event_id, None).await?.0)
+    }
+
+    /// [`Self::show_event`], with every stored event that carried its fact, oldest first
+    /// (at most `limit`): the console's event page.
+    pub async fn event_with_its_fact(
+        &self,
+        source: &str,
+        event_id: &str,
+        limit: i64,
+    ) -> Result<(StoredEvent, Vec<EventSummary>), OperatorError> {
+        self.look_up_event(source, event_id, Some(limit)).await
+    }
+
+    /// One event and, when `carried` is a limit, the events that carried its fact, in one
+    /// read.
+    async fn look_up_event(
+        &self,
+        source: &str,
+        event_id: &str,
+        carried: Option<i64>,
+    ) -> Result<(StoredEvent, Vec<EventSummary>), OperatorError> {
         actions::check_stored_id("source", source)?;
         actions::check_stored_id("event_id", event_id)?;
         let (s, e) = (source.to_owned(), event_id.to_owned());
-        let shown = self
-            .read(move |c, _| Ok(actions::show_event(c, &s, &e)?))
+        let (shown, siblings) = self
+            .read(move |c, _| {
+                let shown = actions::show_event(c, &s, &e)?;
+                let siblings = match (&shown, carried) {
+                    (EventLookup::Stored(stored), Some(limit)) => {
+                        let fact = (&stored.event.fact_kind, &stored.event.fact_key);
+                        views::events_of_fact(c, &s, fact.0, fact.1, limit)?
+                    }
+                    _ => Vec::new(),
+                };
+                Ok((shown, siblings))
+            })
             .await?;
         let window = self.settings.retention().events;
         match shown {
-            Shown::Stored(event) => Ok(event),
-            Shown::Swept(fact) => Err(OperatorError::Expired(format!(
+            EventLookup::Stored(event) => Ok((*event, siblings)),
+            EventLookup::Swept(fact) => Err(OperatorError::Expired(format!(
                 "event {source}/{event_id} was swept after the retention window ({window}); \
                  its fact {}:{} remains in the ledger",
                 fact.kind, fact.key
             ))),
-            Shown::Unknown => Err(OperatorError::UnknownEvent(format!(
+            EventLookup::Unknown => Err(OperatorError::UnknownEvent(format!(
                 "no event {source}/{event_id} has been received"
             ))),
         }

@@ -1,9 +1,10 @@
 //! The operator's use cases: inspect events and deliveries, replay events (or preview a
-//! replay), requeue or discard dead letters — typed calls on [`Calls`], which the admin
+//! replay), requeue or discard dead letters — typed calls on [`UseCases`], which the admin
 //! API and the console adapt to HTTP; the mutating ones run inside the caller's
 //! Idempotency-Key transaction. `actions` holds their queries, `views` the console's.
 
 pub mod actions;
+pub mod as_documented;
 pub mod audit;
 mod bulk;
 mod bulk_runner;
@@ -21,7 +22,6 @@ mod settings;
 mod sign_in;
 mod trail;
 pub mod views;
-pub mod whole;
 
 pub use audit::{AuditFilter, AuditRow, Entry as AuditEntry, Outcome, Recorder};
 pub use bulk::{
@@ -30,12 +30,10 @@ pub use bulk::{
 };
 pub use bulk_runner::BulkRunner;
 pub use caller::Caller;
-pub use calls::{json_answer, Called, Calls, Encode, Ground, IdempotencyKey, Keyed};
+pub use calls::{json_answer, Answered, Encode, Ground, IdempotencyKey, KeyedRequest, UseCases};
 pub use dead_letters::{DeadLetterAction, DeadLetterReport, DeadLetterRequest, DeadLetters};
 pub use error::OperatorError;
-pub use evaluate::{
-    DestinationEvaluation, EvaluateRequest, Evaluation, Outcome as EvaluationOutcome,
-};
+pub use evaluate::{DestinationEvaluation, EvaluateRequest, Evaluation, ExpressionResult};
 pub use hook_secrets::{
     ClearHookSecretRequest, HookSecretCleared, HookSecretView, CLEAR_HOOK_SECRET_ROUTE,
 };

@@ -3,7 +3,7 @@
 //! Idempotency-Key. A preview (`dry_run`) says what it would do and changes nothing.
 
 use super::actions::{self, EventFilter, RedeliveryResult, RedeliverySummary};
-use super::calls::{Called, Calls, Encode, Ground, Keyed, Summary};
+use super::calls::{Answered, Encode, Ground, KeyedRequest, Summary, UseCases};
 use super::OperatorError;
 use crate::db::DbConnection;
 use crate::identity::EventKey;
@@ -24,11 +24,11 @@ pub struct EventRef {
 #[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReplayRequest {
-    #[serde(default, deserialize_with = "super::whole::option_objects")]
+    #[serde(default, deserialize_with = "super::as_documented::option_objects")]
     pub events: Option<Vec<EventRef>>,
-    #[serde(default, deserialize_with = "super::whole::option_object")]
+    #[serde(default, deserialize_with = "super::as_documented::option_object")]
     pub filter: Option<EventFilter>,
-    #[serde(default, deserialize_with = "super::whole::option_u32")]
+    #[serde(default, deserialize_with = "super::as_documented::option_u32")]
     pub limit: Option<u32>,
     #[serde(default)]
     pub dry_run: bool,
@@ -155,7 +155,7 @@ impl Summary for ReplayReport {
     }
 }
 
-impl<S: Ground> Calls<S> {
+impl<S: Ground> UseCases<S> {
     /// What replaying would do, reading only (no Idempotency-Key needed).
     pub async fn preview_replay(&self, replay: Replay) -> Result<ReplayReport, OperatorError> {
         self.read(move |conn, settings| {
@@ -169,10 +169,10 @@ impl<S: Ground> Calls<S> {
     /// The replay, once per key.
     pub async fn replay(
         &self,
-        keyed: Keyed<'_>,
+        keyed: KeyedRequest<'_>,
         replay: Replay,
         encode: Encode<ReplayReport, S>,
-    ) -> Result<Called<ReplayReport>, OperatorError> {
+    ) -> Result<Answered<ReplayReport>, OperatorError> {
         let work = move |conn: &mut DbConnection, settings: &S, now| {
             let (items, truncated) = replay.target.items(conn)?;
             let results = actions::redeliver(conn, settings.destinations(), &items, None, now)?;

@@ -3,12 +3,12 @@
 
 use super::audit::{list, record, AuditFilter, AuditRow, Entry, Outcome, Recorder};
 use super::caller::Caller;
-use super::calls::{Calls, Ground};
+use super::calls::{Ground, UseCases};
 use super::listing::{Listing, Page};
 use super::OperatorError;
 use crate::db::write_transaction;
 
-impl<S: Ground> Calls<S> {
+impl<S: Ground> UseCases<S> {
     /// The recorder of `caller`'s reload.
     pub fn reload_recorder(&self, caller: Caller) -> Recorder {
         Recorder {

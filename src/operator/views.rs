@@ -7,9 +7,11 @@ use super::actions::{
     filter_deliveries, filter_events, Backend, DeliveryFilter, DeliverySummary, EventFilter,
     EventSummary,
 };
+use super::calls::{Ground, UseCases};
+use super::OperatorError;
 use crate::db::schema::{deliveries, delivery_attempts, events, facts};
 use crate::db::DbConnection;
-use crate::delivery::{DEAD, IN_PROGRESS, PENDING};
+use crate::delivery::{GateView, DEAD, IN_PROGRESS, PENDING};
 use chrono::NaiveDateTime;
 use diesel::dsl::{count_star, exists};
 use diesel::prelude::*;
@@ -453,4 +455,108 @@ pub fn last_hour(
         p50_ms: at(0.50),
         p99_ms: at(0.99),
     })
+}
+
+/// What the overview shows of the database: the unfinished work per destination
+/// ([`backlog`]'s rows) and every gated destination's breaker and limits.
+#[derive(Debug)]
+pub struct Overview {
+    pub backlog: Vec<(String, String, String, i64)>,
+    pub gates: Vec<GateView>,
+}
+
+/// A page of the event search, and where each listed event's deliveries stand by
+/// (source, event id).
+#[derive(Debug)]
+pub struct EventsPage {
+    pub found: Found,
+    pub states: HashMap<(String, String), Vec<DeliveryState>>,
+}
+
+/// Each destination's recent record and its last hour, by (source, destination).
+pub type Records = HashMap<(String, String), (DestinationRecord, HourRecord)>;
+
+/// What the sources page shows of the database: every configured destination's record,
+/// every gated destination's breaker and limits, and the hook secrets established (by
+/// source, when).
+#[derive(Debug)]
+pub struct SourcesPage {
+    pub records: Records,
+    pub gates: Vec<GateView>,
+    pub established: Vec<(String, NaiveDateTime)>,
+}
+
+/// The console's reads, each on one connection under the request's snapshot and time.
+impl<S: Ground> UseCases<S> {
+    /// The delivery backlog and the destinations' gates.
+    pub async fn overview(&self) -> Result<Overview, OperatorError> {
+        let gated = self.settings.destinations().gated();
+        let now = self.now;
+        self.read(move |c, _| {
+            Ok(Overview {
+                backlog: backlog(c)?,
+                gates: crate::delivery::gate_views(c, &gated, now)?,
+            })
+        })
+        .await
+    }
+
+    /// Events matching `search`, newest first, older than `before`, `limit` of them, and
+    /// where their deliveries stand.
+    pub async fn search_events(
+        &self,
+        search: EventSearch,
+        before: Option<i64>,
+        limit: i64,
+    ) -> Result<EventsPage, OperatorError> {
+        self.read(move |c, _| {
+            let found = recent_events(c, &search, before, limit)?;
+            let keys: Vec<(String, String)> = (found.rows.iter())
+                .map(|r| (r.summary.source.clone(), r.summary.event_id.clone()))
+                .collect();
+            let states = delivery_states(c, &keys)?;
+            Ok(EventsPage { found, states })
+        })
+        .await
+    }
+
+    /// Deliveries matching `filter`, newest first, older than `before`.
+    pub async fn recent_deliveries(
+        &self,
+        filter: DeliveryFilter,
+        before: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<DeliverySummary>, OperatorError> {
+        self.read(move |c, _| Ok(recent_deliveries(c, &filter, before, limit)?))
+            .await
+    }
+
+    /// Every configured destination's record over its last `sample` deliveries and its
+    /// last hour, the gates, and the hook secrets established.
+    pub async fn sources_page(&self, sample: i64) -> Result<SourcesPage, OperatorError> {
+        let destinations = self.settings.destinations();
+        let pairs: Vec<(String, String)> = (destinations.iter())
+            .map(|(source, d)| (source.to_owned(), d.name.clone()))
+            .collect();
+        let gated = destinations.gated();
+        let now = self.now;
+        let hour_ago = (now - chrono::Duration::hours(1)).naive_utc();
+        self.read(move |c, _| {
+            let records = (pairs.into_iter())
+                .map(|(source, name)| {
+                    let record = destination_record(c, &source, &name, sample)?;
+                    let hour = last_hour(c, &source, &name, hour_ago)?;
+                    Ok(((source, name), (record, hour)))
+                })
+                .collect::<QueryResult<Records>>()?;
+            let gates = crate::delivery::gate_views(c, &gated, now)?;
+            let established = crate::hook_secrets::established(c)?;
+            Ok(SourcesPage {
+                records,
+                gates,
+                established,
+            })
+        })
+        .await
+    }
 }

@@ -3,27 +3,29 @@
 //! every call behind a configured operator's bearer token (compared in constant time,
 //! never logged; wrong ones in a row make the address wait) and that operator's role
 //! (`viewer` reads, `operator` also acts, `admin` also reloads). Each handler parses the
-//! request, calls one use case of [`crate::operator::Calls`] and answers; every mutating
+//! request, calls one use case of [`crate::operator::UseCases`] and answers; every mutating
 //! call is idempotent: it needs an `Idempotency-Key`, claimed in the same transaction as
 //! its effect (see [`crate::idempotency`]).
 
+use super::operator_calls::{
+    bulk_answer, caller_of, calls, dead_letter_answer, forbidden, replay_answer, to_json,
+};
 use super::webhooks::read_body;
-use super::{Problem, Reason, RequestId};
+use super::{Problem, Reason};
 use crate::config::Settings;
 use crate::idempotency::{Answer, REPLAYED_HEADER};
 use crate::operator::actions::{self, DeliveryFilter, EventFilter};
-use crate::operator::whole;
+use crate::operator::as_documented;
 use crate::operator::{
-    json_answer, roles, Account, AuditFilter, Bulk, BulkCreated, BulkRequest, BulkRow, Called,
-    Caller, Calls, ClearHookSecretRequest, DeadLetterAction, DeadLetterReport, DeadLetterRequest,
-    DeadLetters, EvaluateRequest, HookSecretCleared, IdempotencyKey, Keyed, OperatorError, Replay,
-    ReplayReport, ReplayRequest, Role,
+    json_answer, roles, Answered, AuditFilter, Bulk, BulkRequest, BulkRow, Caller,
+    ClearHookSecretRequest, DeadLetterAction, DeadLetterRequest, DeadLetters, EvaluateRequest,
+    HookSecretCleared, IdempotencyKey, KeyedRequest, OperatorError, Replay, ReplayRequest, Role,
 };
 use crate::reload::AUDIT_KEY;
 use crate::state::AppState;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
-use actix_web::{web, FromRequest, HttpMessage, HttpRequest, HttpResponse};
+use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -78,17 +80,6 @@ fn authorize(
     Ok(caller_of(account, "api", request))
 }
 
-/// `account` calling through `surface` (`api`, `console`) in `request`: with the request's
-/// id and the client's address, as the audit trail records them.
-pub fn caller_of(account: &Account, surface: &'static str, request: &HttpRequest) -> Caller {
-    let request_id = request
-        .extensions()
-        .get::<RequestId>()
-        .map(|id| id.0.clone());
-    let client = request.peer_addr().map(|peer| peer.ip().to_string());
-    Caller::new(account, surface, request_id, client)
-}
-
 /// Counts and logs a refused bearer token: the address, never the value.
 fn refused_token(reason: &'static str, client: Option<std::net::IpAddr>) {
     metrics::counter!("inlet_operator_auth_refused_total", "surface" => "api", "reason" => reason)
@@ -137,48 +128,6 @@ impl Authorized {
     }
 }
 
-/// Refuses `caller` `action` for lack of the `needed` role: `403`, counted, logged and
-/// written to the audit trail (a failure to write it is logged; the answer is the same).
-pub async fn forbidden<T>(
-    state: &AppState,
-    settings: &Arc<Settings>,
-    caller: &Caller,
-    action: &'static str,
-    parameters: &Value,
-    needed: Role,
-) -> Result<T, Problem> {
-    metrics::counter!("inlet_operator_forbidden_total", "surface" => caller.surface, "action" => action)
-        .increment(1);
-    tracing::warn!(operator = %caller.name, role = caller.role.as_str(), action, "operator action refused: role");
-    let bytes = parameters.to_string().into_bytes();
-    if let Err(error) = calls(state, settings)
-        .refused(caller, action, bytes, needed)
-        .await
-    {
-        tracing::error!(%error, action, "cannot write the audit row of a refusal");
-    }
-    Err(Problem::new(
-        Reason::Forbidden,
-        format!(
-            "{action} needs the {} role; operator {} has the {} role",
-            needed.as_str(),
-            caller.name,
-            caller.role.as_str()
-        ),
-    ))
-}
-
-/// The use cases under the request's settings snapshot.
-pub fn calls(state: &AppState, settings: &Arc<Settings>) -> Calls<Settings> {
-    Calls {
-        pool: state.pool.clone(),
-        settings: settings.clone(),
-        now: state.clock.now(),
-        waker: state.dispatcher_waker.clone(),
-        faults: state.faults.clone(),
-    }
-}
-
 fn invalid(detail: impl Into<String>) -> Problem {
     Problem::new(Reason::InvalidRequest, detail)
 }
@@ -210,21 +159,31 @@ fn listing<T: Serialize>(name: &str, listing: crate::operator::Listing<T>) -> Ht
     )
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct EventsQuery {
+/// A listing's query: `name`'s own filters, then the time range and the page that every
+/// listing of rows in time takes (unknown parameters refused).
+macro_rules! listing_query {
+    ($name:ident { $($filters:tt)* }) => {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct $name {
+            $($filters)*
+            #[serde(default, deserialize_with = "actions::time_bound")]
+            since: Option<DateTime<Utc>>,
+            #[serde(default, deserialize_with = "actions::time_bound")]
+            until: Option<DateTime<Utc>>,
+            #[serde(default, deserialize_with = "as_documented::cursor")]
+            cursor: Option<i64>,
+            limit: Option<i64>,
+        }
+    };
+}
+
+listing_query!(EventsQuery {
     source: Option<String>,
     #[serde(rename = "type")]
     event_type: Option<String>,
     status: Option<String>,
-    #[serde(default, deserialize_with = "actions::time_bound")]
-    since: Option<DateTime<Utc>>,
-    #[serde(default, deserialize_with = "actions::time_bound")]
-    until: Option<DateTime<Utc>>,
-    #[serde(default, deserialize_with = "whole::cursor")]
-    cursor: Option<i64>,
-    limit: Option<i64>,
-}
+});
 
 /// `GET /admin/events`: in id order, `limit` per page, `cursor` = the last page's
 /// `next_cursor`.
@@ -257,7 +216,9 @@ pub async fn show_event(
     let event = calls(&state, &settings)
         .show_event(&source, &event_id)
         .await?;
-    Ok(json_response(StatusCode::OK, &event))
+    let answer = serde_json::to_value(&event)
+        .map_err(|e| Problem::from(OperatorError::Internal(e.to_string())))?;
+    Ok(json_response(StatusCode::OK, &answer))
 }
 
 #[derive(Deserialize)]
@@ -266,7 +227,7 @@ struct DeliveriesQuery {
     status: Option<String>,
     source: Option<String>,
     destination: Option<String>,
-    #[serde(default, deserialize_with = "whole::cursor")]
+    #[serde(default, deserialize_with = "as_documented::cursor")]
     cursor: Option<i64>,
     limit: Option<i64>,
 }
@@ -371,7 +332,7 @@ pub async fn clear_hook_secret(
             parsed.source
         )));
     }
-    let keyed = Keyed {
+    let keyed = KeyedRequest {
         caller,
         key,
         request: &body,
@@ -435,7 +396,7 @@ fn idempotency_key(request: &HttpRequest) -> Result<Option<IdempotencyKey>, Prob
 }
 
 /// A stored answer as the API sends it: byte for byte, marked when it is a copy's.
-fn called_response<T>(called: Called<T>) -> HttpResponse {
+fn called_response<T>(called: Answered<T>) -> HttpResponse {
     let answer = called.answer;
     let mut response =
         HttpResponse::build(StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK));
@@ -448,47 +409,6 @@ fn called_response<T>(called: Called<T>) -> HttpResponse {
         response.insert_header((REPLAYED_HEADER, "true"));
     }
     response.body(answer.body)
-}
-
-fn to_json(value: &Value) -> Result<Vec<u8>, OperatorError> {
-    serde_json::to_vec(value)
-        .map_err(|e| OperatorError::Internal(format!("cannot encode the answer: {e}")))
-}
-
-/// A replay's (or its preview's) answer, as stored and sent: `410` when it named one
-/// event that was swept, else the results with their summary and whether a filter was cut
-/// at its limit. The console's replays are stored the same way.
-pub fn replay_answer(report: &ReplayReport, settings: &Settings) -> Result<Answer, OperatorError> {
-    if let Some(only) = report.only_expired() {
-        let window = settings.retention.events;
-        let problem = Problem::new(
-            Reason::Expired,
-            format!(
-                "event {}/{} was swept after the retention window ({window}); its fact \
-                 remains, so it can no longer be replayed",
-                only.source, only.event_id
-            ),
-        );
-        return Ok(json_answer(410, problem.body()));
-    }
-    let body = to_json(&json!({
-        "dry_run": report.dry_run,
-        "truncated": report.truncated,
-        "summary": report.summary,
-        "results": report.results,
-    }))?;
-    Ok(json_answer(200, body))
-}
-
-/// A requeue's or discard's answer: each dead letter's result.
-pub fn dead_letter_answer(
-    report: &DeadLetterReport,
-    _: &Settings,
-) -> Result<Answer, OperatorError> {
-    Ok(json_answer(
-        200,
-        to_json(&json!({ "results": report.results }))?,
-    ))
 }
 
 /// `POST /admin/replay`; with `"dry_run": true` a preview that changes nothing (and so
@@ -519,13 +439,13 @@ pub async fn replay(
     if replay.dry_run {
         let report = calls.preview_replay(replay).await?;
         let answer = replay_answer(&report, &settings)?;
-        return Ok(called_response(Called::<()> {
+        return Ok(called_response(Answered::<()> {
             answer,
             replayed: false,
             result: None,
         }));
     }
-    let keyed = Keyed {
+    let keyed = KeyedRequest {
         caller,
         key: IdempotencyKey::required(key)?,
         request: &body,
@@ -549,7 +469,7 @@ async fn on_dead_letters(
     let body = read_body(&request, payload, &settings.server).await?;
     let parsed: DeadLetterRequest = body_of(&body, "request")?;
     let dead = DeadLetters::parse(action, parsed, settings.operator.max_replay)?;
-    let keyed = Keyed {
+    let keyed = KeyedRequest {
         caller,
         key,
         request: &body,
@@ -578,14 +498,6 @@ pub async fn discard(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, Problem> {
     on_dead_letters(operator, request, payload, state, DeadLetterAction::Discard).await
-}
-
-/// A bulk action's creation, as stored and sent: `202` with the new action.
-pub fn bulk_answer(created: &BulkCreated, _: &Settings) -> Result<Answer, OperatorError> {
-    Ok(json_answer(
-        202,
-        to_json(&json!({ "action": created.action }))?,
-    ))
 }
 
 /// The bulk request in `body`, checked; a viewer may only preview it (`dry_run`).
@@ -621,7 +533,7 @@ pub async fn bulk(
         let preview = calls.preview_bulk(bulk).await?;
         return Ok(HttpResponse::Ok().json(preview));
     }
-    let keyed = Keyed {
+    let keyed = KeyedRequest {
         caller,
         key: IdempotencyKey::required(key)?,
         request: &body,
@@ -697,20 +609,11 @@ pub async fn reload(
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AuditQuery {
+listing_query!(AuditQuery {
     operator: Option<String>,
     action: Option<String>,
     outcome: Option<String>,
-    #[serde(default, deserialize_with = "actions::time_bound")]
-    since: Option<DateTime<Utc>>,
-    #[serde(default, deserialize_with = "actions::time_bound")]
-    until: Option<DateTime<Utc>>,
-    #[serde(default, deserialize_with = "whole::cursor")]
-    cursor: Option<i64>,
-    limit: Option<i64>,
-}
+});
 
 /// `GET /admin/audit`: the audit trail, newest first, `cursor` = the last page's
 /// `next_cursor`.

@@ -32,6 +32,7 @@ pub mod admin;
 pub mod console;
 pub mod health;
 mod middleware;
+mod operator_calls;
 mod problem;
 pub mod webhooks;
 

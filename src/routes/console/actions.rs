@@ -12,10 +12,10 @@ use super::view::{self, badge, csrf_field, event_link, layout, page_response};
 use crate::idempotency::Answer;
 use crate::operator::actions::{DeadLetterResult, RedeliveryResult};
 use crate::operator::{
-    Called, Caller, DeadLetterAction, DeadLetterRequest, DeadLetters, EventRef, IdempotencyKey,
-    Keyed, Replay, ReplayReport, ReplayRequest, Role,
+    Answered, Caller, DeadLetterAction, DeadLetterRequest, DeadLetters, EventRef, IdempotencyKey,
+    KeyedRequest, Replay, ReplayReport, ReplayRequest, Role,
 };
-use crate::routes::admin::{self, calls};
+use crate::routes::operator_calls::{calls, dead_letter_answer, forbidden, replay_answer};
 use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use maud::{html, Markup};
@@ -102,7 +102,7 @@ async fn preview_replay(
         settings.operator.max_replay,
     )?;
     let report = calls(state, &settings).preview_replay(replay).await?;
-    refused(&admin::replay_answer(&report, &settings)?)?;
+    refused(&replay_answer(&report, &settings)?)?;
     Ok(report)
 }
 
@@ -113,18 +113,18 @@ async fn call_replay(
     key: IdempotencyKey,
     source: &str,
     event_id: &str,
-) -> Result<Called<ReplayReport>, ConsoleError> {
+) -> Result<Answered<ReplayReport>, ConsoleError> {
     let request = replay_of(source, event_id, false);
     let settings = state.settings.current();
     let encoded = encode(&request)?;
-    let keyed = Keyed {
+    let keyed = KeyedRequest {
         caller,
         key,
         request: &encoded,
     };
     let replay = Replay::parse(request, settings.operator.max_replay)?;
     Ok(calls(state, &settings)
-        .replay(keyed, replay, admin::replay_answer)
+        .replay(keyed, replay, replay_answer)
         .await?)
 }
 
@@ -149,7 +149,7 @@ pub(super) async fn permitted(
         .collect();
     let parameters = serde_json::Value::Object(shown);
     let needed = Role::Operator;
-    Ok(admin::forbidden(state, &settings, &caller, action, &parameters, needed).await?)
+    Ok(forbidden(state, &settings, &caller, action, &parameters, needed).await?)
 }
 
 /// The request as the key's fingerprint covers it.
@@ -235,21 +235,21 @@ async fn call_dead_letters(
     key: IdempotencyKey,
     action: DeadLetterAction,
     ids: Vec<i64>,
-) -> Result<Called<crate::operator::DeadLetterReport>, ConsoleError> {
+) -> Result<Answered<crate::operator::DeadLetterReport>, ConsoleError> {
     let request = DeadLetterRequest {
         ids: Some(ids),
         ..DeadLetterRequest::default()
     };
     let settings = state.settings.current();
     let encoded = encode(&request)?;
-    let keyed = Keyed {
+    let keyed = KeyedRequest {
         caller,
         key,
         request: &encoded,
     };
     let dead = DeadLetters::parse(action, request, settings.operator.max_replay)?;
     Ok(calls(state, &settings)
-        .dead_letters(keyed, dead, admin::dead_letter_answer)
+        .dead_letters(keyed, dead, dead_letter_answer)
         .await?)
 }
 
@@ -274,7 +274,7 @@ fn refused(answer: &Answer) -> Result<(), ConsoleError> {
 }
 
 /// The call's result, or its refusal.
-pub(super) fn result_of<T>(called: &Called<T>) -> Result<&T, ConsoleError> {
+pub(super) fn result_of<T>(called: &Answered<T>) -> Result<&T, ConsoleError> {
     refused(&called.answer)?;
     called.result.as_ref().ok_or_else(|| {
         ConsoleError::Internal("the stored answer is not a result this console reads".to_owned())
@@ -282,7 +282,7 @@ pub(super) fn result_of<T>(called: &Called<T>) -> Result<&T, ConsoleError> {
 }
 
 /// Says so when the answer is the stored one of an earlier submission of this form.
-pub(super) fn resubmitted<T>(called: &Called<T>) -> Markup {
+pub(super) fn resubmitted<T>(called: &Answered<T>) -> Markup {
     html! {
         @if called.replayed {
             p.notice.calm role="status" { "This form was already submitted: nothing was done again. The result of the first submission:" }

@@ -6,7 +6,7 @@ use super::session::{Session, PATH};
 use super::view::{badge, layout, page_response, time};
 use crate::config::Settings;
 use crate::operator::{AuditFilter, AuditRow};
-use crate::routes::admin::calls;
+use crate::routes::operator_calls::calls;
 use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use maud::{html, Markup};

@@ -1,6 +1,6 @@
 //! Bulk actions in the console: a filter, a preview (counts per destination and a sample),
 //! one confirmation, then a progress page that reloads itself while the action runs. The
-//! form fills in the operator use case's request and calls it as `POST /admin/bulk` does,
+//! form fills in the operator use case's request and calls it as the API's bulk call does,
 //! under the session's caller and the Idempotency-Key the preview was rendered with: a
 //! second confirmation, a double click or a browser re-submit starts nothing new and shows
 //! the same action.
@@ -14,10 +14,10 @@ use super::view::{
     self, badge, csrf_field, layout, layout_refreshing, page_response, time, time_field,
 };
 use crate::operator::{
-    Bulk, BulkFilter, BulkKind, BulkPreview, BulkRequest, BulkRow, Keyed, OperatorError, Previewed,
-    Role, PREVIEW_PLANNED,
+    Bulk, BulkFilter, BulkKind, BulkPreview, BulkRequest, BulkRow, KeyedRequest, OperatorError,
+    Previewed, Role, PREVIEW_PLANNED,
 };
-use crate::routes::admin::{self, calls};
+use crate::routes::operator_calls::{bulk_answer, calls};
 use crate::state::AppState;
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -237,13 +237,13 @@ pub async fn bulk_start(
     let settings = state.settings.current();
     let encoded = encode(&bulk_request)?;
     let bulk = Bulk::parse(bulk_request)?;
-    let keyed = Keyed {
+    let keyed = KeyedRequest {
         caller,
         key,
         request: &encoded,
     };
     let started = calls(&state, &settings)
-        .start_bulk(keyed, bulk, admin::bulk_answer)
+        .start_bulk(keyed, bulk, bulk_answer)
         .await;
     let called = match started {
         Err(OperatorError::Outdated(detail, _)) => {

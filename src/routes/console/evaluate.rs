@@ -9,10 +9,8 @@ use super::forms::field;
 use super::session::{Session, PATH};
 use super::view::{badge, csrf_field, event_link, layout, page_response};
 use crate::delivery::filters::{recent_filter_errors, FilterError};
-use crate::operator::{
-    DestinationEvaluation, EvaluateRequest, Evaluation, EvaluationOutcome, Role,
-};
-use crate::routes::admin::calls;
+use crate::operator::{DestinationEvaluation, EvaluateRequest, Evaluation, ExpressionResult, Role};
+use crate::routes::operator_calls::calls;
 use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use maud::{html, Markup};
@@ -124,7 +122,7 @@ fn result_row(row: &DestinationEvaluation) -> Markup {
     }
 }
 
-fn outcome(outcome: Option<&EvaluationOutcome>, none: &str) -> Markup {
+fn outcome(outcome: Option<&ExpressionResult>, none: &str) -> Markup {
     let Some(outcome) = outcome else {
         return html! { span.muted { (none) } };
     };

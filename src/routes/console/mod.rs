@@ -8,8 +8,8 @@
 //! (`default-src 'self'`, no inline script or style), `X-Frame-Options: DENY`,
 //! `nosniff` and `no-store`. Every page needs a session ([`session::Session`]); every
 //! form that changes something carries the session's CSRF token and its own
-//! Idempotency-Key, and goes through the operator API's code path
-//! ([`crate::routes::admin::replay_call`], [`crate::routes::admin::dead_letter_call`]).
+//! Idempotency-Key, and calls the same operator use cases as the API, storing the same
+//! answer ([`crate::routes::operator_calls`]).
 
 mod actions;
 mod audit;
@@ -89,7 +89,7 @@ async fn stylesheet() -> HttpResponse {
 }
 
 /// Requests no page takes: a console path asked with another method is `405` with
-/// `Allow`, as under `/admin`, session or not; anything else needs a session first (so
+/// `Allow`, as the API's routes are, session or not; anything else needs a session first (so
 /// the console's paths are not shown to strangers), then is `404`.
 async fn no_page(request: HttpRequest) -> Result<HttpResponse, ConsoleError> {
     let allow = request

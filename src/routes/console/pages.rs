@@ -4,25 +4,23 @@ use super::chart;
 use super::error::ConsoleError;
 use super::evaluate::routing_section;
 use super::session::{Session, PATH};
-use super::view::{
-    self, api_time, badge, csrf_field, event_link, layout, page_response, time, time_field,
-};
+use super::view::{self, badge, csrf_field, event_link, layout, page_response, time, time_field};
 use crate::config::Settings;
-use crate::db::DbConnection;
 use crate::delivery::{
-    gate_views, BreakerState, DestinationSettings, GateView, DEAD, DELIVERED, DISCARDED,
-    IN_PROGRESS, PENDING,
+    BreakerState, DestinationSettings, GateView, DEAD, DELIVERED, DISCARDED, IN_PROGRESS, PENDING,
 };
 use crate::observability::TrafficCounts;
-use crate::operator::actions::{self, DeliveryFilter, EventFilter};
-use crate::operator::views::{self, EventSearch, StoredOutcome};
-use crate::operator::{EvaluateRequest, Role};
-use crate::routes::admin;
+use crate::operator::actions::{
+    self, AttemptSummary, DeliveryAttempts, DeliveryFilter, DeliverySummary, EventFilter,
+    StoredEvent,
+};
+use crate::operator::views::{self, EventSearch, EventsPage, Records, StoredOutcome};
+use crate::operator::{EvaluateRequest, OperatorError, Role};
+use crate::routes::operator_calls::calls;
 use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::{DateTime, NaiveDateTime, Utc};
 use maud::{html, Markup};
-use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 
 /// Rows per listing page.
@@ -46,17 +44,6 @@ fn gate_of<'a>(gates: &'a Gates, source: &str, destination: &str) -> Option<&'a 
     gates.get(&(source.to_owned(), destination.to_owned()))
 }
 
-async fn read<T: Send + 'static>(
-    state: &AppState,
-    work: impl FnOnce(&mut DbConnection) -> diesel::QueryResult<T> + Send + 'static,
-) -> Result<T, ConsoleError> {
-    let found = crate::db::on_connection(&state.pool, move |c| {
-        work(c).map_err(crate::routes::Problem::from)
-    })
-    .await?;
-    Ok(found)
-}
-
 pub(super) fn query_map(request: &HttpRequest) -> HashMap<String, String> {
     form_urlencoded::parse(request.query_string().as_bytes())
         .into_owned()
@@ -77,14 +64,9 @@ pub async fn overview(
         .filter(|r| REFRESH_CHOICES.contains(r));
     let now = state.clock.now();
     let traffic = state.traffic.since(now.timestamp() - 86_400);
-    let gated = state.settings.current().destinations.gated();
-    let (backlog, gates) = read(&state, move |c| {
-        Ok((
-            views::backlog(c)?,
-            by_destination(gate_views(c, &gated, now)?),
-        ))
-    })
-    .await?;
+    let settings = state.settings.current();
+    let overview = calls(&state, &settings).overview().await?;
+    let (backlog, gates) = (overview.backlog, by_destination(overview.gates));
     let body = html! {
         p.refresh { "Auto-refresh: "
             @if refresh.is_none() { strong { "off" } } @else { a href=(PATH) { "off" } }
@@ -235,20 +217,15 @@ pub async fn events(
         .and_then(|p| p.parse::<i64>().ok())
         .unwrap_or(1)
         .clamp(1, 1_000_000);
+    let settings = state.settings.current();
     let searched = search.clone();
-    let (found, states) = read(&state, move |c| {
-        let found = views::recent_events(c, &searched, before, PAGE)?;
-        let keys: Vec<(String, String)> = (found.rows.iter())
-            .map(|r| (r.summary.source.clone(), r.summary.event_id.clone()))
-            .collect();
-        Ok((found, views::delivery_states(c, &keys)?))
-    })
-    .await?;
+    let EventsPage { found, states } = calls(&state, &settings)
+        .search_events(searched, before, PAGE)
+        .await?;
     let rows = &found.rows;
     let older = (rows.len() as i64 == PAGE)
         .then(|| rows.last().map(|r| r.summary.id))
         .flatten();
-    let settings = state.settings.current();
     let body = html! {
         (event_filters(&q, &state))
         (found_line(&found, page, search.text.is_some()))
@@ -513,30 +490,19 @@ pub async fn event(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ConsoleError> {
     let (source, event_id) = path.into_inner();
-    actions::check_text("source", Some(&source))?;
-    actions::check_text("event_id", Some(&event_id))?;
-    let (s, e) = (source.clone(), event_id.clone());
-    let shown = read(&state, move |c| {
-        let actions::Shown::Stored(event) = actions::show_event(c, &s, &e)? else {
-            return Ok(None);
-        };
-        let fact = &event["event"];
-        let siblings = views::events_of_fact(
-            c,
-            &s,
-            fact["fact_kind"].as_str().unwrap_or_default(),
-            fact["fact_key"].as_str().unwrap_or_default(),
-            100,
-        )?;
-        Ok(Some((event, siblings)))
-    })
-    .await?;
-    let Some((shown, siblings)) = shown else {
-        return Err(ConsoleError::NotFound(format!(
-            "No stored event {source}/{event_id}: it never arrived, or it was swept after the retention window."
-        )));
-    };
     let settings = state.settings.current();
+    let found = calls(&state, &settings)
+        .event_with_its_fact(&source, &event_id, 100)
+        .await;
+    let (shown, siblings) = match found {
+        Ok(found) => found,
+        Err(OperatorError::Expired(_) | OperatorError::UnknownEvent(_)) => {
+            return Err(ConsoleError::NotFound(format!(
+                "No stored event {source}/{event_id}: it never arrived, or it was swept after the retention window."
+            )))
+        }
+        Err(error) => return Err(error.into()),
+    };
     let names: Vec<String> = (settings.destinations.of(&source).iter())
         .map(|d| d.name.clone())
         .collect();
@@ -550,10 +516,7 @@ pub async fn event(
     // The configured expressions only (any role may see them decide), on the tools'
     // evaluators, counted against this operator's one evaluation at a time.
     let caller = session.caller(&settings, &http)?;
-    let evaluation = (admin::calls(&state, &settings)
-        .evaluate(&caller, evaluate)
-        .await)
-        .ok();
+    let evaluation = (calls(&state, &settings).evaluate(&caller, evaluate).await).ok();
     let routing = routing_section(&session, evaluation.as_ref(), &source, &event_id, &names);
     let body = html! { (event_body(&session, &shown, &siblings)?) (routing) };
     Ok(page_response(
@@ -569,36 +532,36 @@ pub async fn event(
 
 /// What the event page says of the event first: where it came from, when, its digest,
 /// its trace and its deliveries at a glance.
-fn event_facts(shown: &Value, event: &Value) -> Markup {
-    let source = event["source"].as_str().unwrap_or_default();
-    let event_id = event["event_id"].as_str().unwrap_or_default();
+fn event_facts(shown: &StoredEvent) -> Markup {
+    let event = &shown.event;
     html! {
         dl.facts {
-            dt { "Source" } dd { (source) }
-            dt { "Event id" } dd.id { (event_id) }
-            dt { "Type" } dd { (event["event_type"].as_str().unwrap_or("—")) }
-            dt { "Received" } dd { (api_time(&event["received_at"], "")) }
-            dt { "Kept until" } dd { (api_time(&event["expires_at"], "")) }
-            dt { "Body digest" } dd.id { (shown["fingerprint"].as_str().unwrap_or_default()) }
-            @if let Some(trace_id) = shown["trace_id"].as_str() {
+            dt { "Source" } dd { (event.source) }
+            dt { "Event id" } dd.id { (event.event_id) }
+            dt { "Type" } dd { (event.event_type.as_deref().unwrap_or("—")) }
+            dt { "Received" } dd { (time(event.received_at)) }
+            dt { "Kept until" } dd { (time(event.expires_at)) }
+            dt { "Body digest" } dd.id { (shown.fingerprint) }
+            @if let Some(trace_id) = &shown.trace_id {
                 dt { "Trace id" } dd.id title="The OpenTelemetry trace of this webhook and its deliveries: search it in your tracing backend" { (trace_id) }
             }
-            dt { "Deliveries" } dd { (deliveries_at_a_glance(&shown["deliveries"])) }
+            dt { "Deliveries" } dd { (deliveries_at_a_glance(&shown.deliveries)) }
         }
     }
 }
 
 fn event_body(
     session: &Session,
-    shown: &Value,
+    shown: &StoredEvent,
     siblings: &[actions::EventSummary],
 ) -> Result<Markup, ConsoleError> {
-    let event = &shown["event"];
-    let source = event["source"].as_str().unwrap_or_default();
-    let event_id = event["event_id"].as_str().unwrap_or_default();
+    let (source, event_id) = (shown.event.source.as_str(), shown.event.event_id.as_str());
+    let response = &shown.response;
+    let deliveries: Vec<&DeliverySummary> =
+        (shown.deliveries.iter()).map(|d| &d.delivery).collect();
     Ok(html! {
         section.card {
-            (event_facts(shown, event))
+            (event_facts(shown))
             @if session.may(Role::Operator) {
                 form.inline method="post" action={ (PATH) "/replay/preview" } {
                     (csrf_field(session))
@@ -610,11 +573,11 @@ fn event_body(
         }
         section.card {
             h2 { "Request headers" }
-            (headers_table(&shown["headers"]))
+            (headers_table(shown.headers.as_deref()))
         }
         section.card {
             h2 { "Payload" }
-            (view::payload(&bytes_of(&shown["payload"])))
+            (view::payload(&shown.payload))
         }
         section.card {
             h2 { "Copy as curl" }
@@ -623,9 +586,9 @@ fn event_body(
         }
         section.card {
             h2 { "Stored answer" }
-            p { "Status " (shown["response"]["status"].as_i64().map_or("—".to_owned(), |s| s.to_string())) ", "
-                (shown["response"]["content_type"].as_str().unwrap_or("—")) }
-            (view::payload(&bytes_of(&shown["response"]["body"])))
+            p { "Status " (response.status.map_or("—".to_owned(), |s| s.to_string())) ", "
+                (response.content_type.as_deref().unwrap_or("—")) }
+            (view::payload(response.body.as_deref().unwrap_or_default()))
         }
         section.card {
             h2 { "Fact" }
@@ -633,26 +596,24 @@ fn event_body(
         }
         section.card {
             h2 { "Deliveries" }
-            (deliveries_table(None, &shown["deliveries"]))
+            (deliveries_table(None, &deliveries))
             h3 { "Attempts" }
-            (attempts_table(&shown["deliveries"]))
+            (attempts_table(&shown.deliveries))
         }
     })
 }
 
 /// Each delivery of the event in a line: its destination, status, and the first clause of
 /// its last error (the whole chain is in the attempts below).
-fn deliveries_at_a_glance(deliveries: &Value) -> Markup {
-    let rows = deliveries.as_array().cloned().unwrap_or_default();
+fn deliveries_at_a_glance(deliveries: &[DeliveryAttempts]) -> Markup {
     html! {
-        @if rows.is_empty() { span.muted { "none" } } @else {
+        @if deliveries.is_empty() { span.muted { "none" } } @else {
             ul.states {
-                @for d in &rows {
-                    @let status = d["status"].as_str().unwrap_or_default();
+                @for d in deliveries.iter().map(|d| &d.delivery) {
                     li {
-                        (d["destination"].as_str().unwrap_or_default()) " " (badge(status))
-                        " after " (d["attempt"]) @if d["attempt"] == 1 { " attempt" } @else { " attempts" }
-                        @if status != DELIVERED { @if let Some(error) = d["last_error"].as_str() {
+                        (d.destination) " " (badge(&d.status))
+                        " after " (d.attempt) @if d.attempt == 1 { " attempt" } @else { " attempts" }
+                        @if d.status != DELIVERED { @if let Some(error) = &d.last_error {
                             " " span.error title=(error) { (headline(error)) }
                         } }
                     }
@@ -663,13 +624,8 @@ fn deliveries_at_a_glance(deliveries: &Value) -> Markup {
 }
 
 /// The stored request as a `curl` command, to the host it was sent to.
-fn curl_of(source: &str, shown: &Value) -> String {
-    let headers: Vec<(String, String)> = (shown["headers"].as_array().into_iter().flatten())
-        .map(|pair| {
-            let text = |i: usize| pair[i].as_str().unwrap_or_default().to_owned();
-            (text(0), text(1))
-        })
-        .collect();
+fn curl_of(source: &str, shown: &StoredEvent) -> String {
+    let headers: &[(String, String)] = shown.headers.as_deref().unwrap_or_default();
     let find = |name: &str| {
         (headers.iter())
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
@@ -680,29 +636,17 @@ fn curl_of(source: &str, shown: &Value) -> String {
         .or(find("host"))
         .unwrap_or("localhost:8080");
     let url = format!("{scheme}://{host}/webhooks/{source}");
-    crate::curl::command(&url, &headers, &bytes_of(&shown["payload"]))
+    crate::curl::command(&url, headers, &shown.payload)
 }
 
-/// The API's `{"encoding", "data"}` back to bytes.
-fn bytes_of(value: &Value) -> Vec<u8> {
-    use base64::Engine;
-    let data = value["data"].as_str().unwrap_or_default();
-    match value["encoding"].as_str() {
-        Some("base64") => base64::engine::general_purpose::STANDARD
-            .decode(data)
-            .unwrap_or_default(),
-        _ => data.as_bytes().to_vec(),
-    }
-}
-
-fn headers_table(headers: &Value) -> Markup {
+fn headers_table(headers: Option<&[(String, String)]>) -> Markup {
     html! {
-        @match headers.as_array() {
+        @match headers {
             Some(rows) => {
                 table.headers {
                     tbody {
-                        @for row in rows {
-                            tr { th { (row[0].as_str().unwrap_or_default()) } td.id { (row[1].as_str().unwrap_or_default()) } }
+                        @for (name, value) in rows {
+                            tr { th { (name) } td.id { (value) } }
                         }
                     }
                 }
@@ -712,21 +656,21 @@ fn headers_table(headers: &Value) -> Markup {
     }
 }
 
-fn fact_section(shown: &Value, siblings: &[actions::EventSummary]) -> Markup {
-    let fact = &shown["fact"];
+fn fact_section(shown: &StoredEvent, siblings: &[actions::EventSummary]) -> Markup {
     html! {
-        @if fact.is_null() {
-            p.empty { "No fact recorded." }
-        } @else {
-            p {
-                code { (fact["kind"].as_str().unwrap_or_default()) ":" (fact["key"].as_str().unwrap_or_default()) }
-                " recorded " (api_time(&fact["created_at"], ""))
-                " by " (event_link(shown["event"]["source"].as_str().unwrap_or_default(), fact["first_event_id"].as_str().unwrap_or_default()))
-            }
-            h3 { "Every stored event that carried it" }
-            ul.siblings {
-                @for sibling in siblings {
-                    li { (event_link(&sibling.source, &sibling.event_id)) " · " (time(sibling.received_at)) }
+        @match &shown.fact {
+            None => { p.empty { "No fact recorded." } }
+            Some(fact) => {
+                p {
+                    code { (fact.kind) ":" (fact.key) }
+                    " recorded " (time(fact.created_at))
+                    " by " (event_link(&shown.event.source, &fact.first_event_id))
+                }
+                h3 { "Every stored event that carried it" }
+                ul.siblings {
+                    @for sibling in siblings {
+                        li { (event_link(&sibling.source, &sibling.event_id)) " · " (time(sibling.received_at)) }
+                    }
                 }
             }
         }
@@ -735,18 +679,9 @@ fn fact_section(shown: &Value, siblings: &[actions::EventSummary]) -> Markup {
 
 /// Every attempt of every delivery: when, how long the destination took to answer, and
 /// what it answered (its status and the start of its body) or why nothing came back.
-fn attempts_table(deliveries: &Value) -> Markup {
-    let rows: Vec<(&Value, &Value)> = deliveries
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|d| {
-            d["attempts"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(move |a| (d, a))
-        })
+fn attempts_table(deliveries: &[DeliveryAttempts]) -> Markup {
+    let rows: Vec<(&DeliverySummary, &AttemptSummary)> = (deliveries.iter())
+        .flat_map(|d| d.attempts.iter().map(move |a| (&d.delivery, a)))
         .collect();
     html! {
         @if rows.is_empty() {
@@ -759,19 +694,19 @@ fn attempts_table(deliveries: &Value) -> Markup {
                 } }
                 tbody {
                     @for (delivery, attempt) in &rows {
-                        @let (body, error) = answer_parts(attempt["error"].as_str());
+                        @let (body, error) = answer_parts(attempt.error.as_deref());
                         tr {
-                            td.num data-label="Delivery" { (delivery["id"]) }
-                            td data-label="Destination" { (delivery["destination"].as_str().unwrap_or_default()) }
-                            td.num data-label="Attempt" { (attempt["attempt"]) }
-                            td data-label="Outcome" { (badge(attempt["outcome"].as_str().unwrap_or_default())) }
+                            td.num data-label="Delivery" { (delivery.id) }
+                            td data-label="Destination" { (delivery.destination) }
+                            td.num data-label="Attempt" { (attempt.attempt) }
+                            td data-label="Outcome" { (badge(&attempt.outcome)) }
                             td.answer data-label="Answer" {
-                                @match attempt["status"].as_i64() { Some(status) => { strong { (status) } } None => { span.muted { "none" } } }
+                                @match attempt.status { Some(status) => { strong { (status) } } None => { span.muted { "none" } } }
                                 @if let Some(body) = body { " " code.body { (body) } }
                             }
                             td data-label="Error" { @match error { Some(error) => { span.error { (error) } } None => { span.muted { "—" } } } }
-                            td.time data-label="Started" { (api_time(&attempt["started_at"], "")) }
-                            td.num data-label="Response time" { (attempt["duration_ms"]) " ms" }
+                            td.time data-label="Started" { (time(attempt.started_at)) }
+                            td.num data-label="Response time" { (attempt.duration_ms) " ms" }
                         }
                     }
                 }
@@ -798,8 +733,7 @@ fn answer_parts(error: Option<&str>) -> (Option<&str>, Option<&str>) {
 }
 
 /// Deliveries as a table; with a session, dead letters get checkboxes for the actions.
-fn deliveries_table(selectable: Option<&Session>, deliveries: &Value) -> Markup {
-    let rows = deliveries.as_array().cloned().unwrap_or_default();
+fn deliveries_table(selectable: Option<&Session>, rows: &[&DeliverySummary]) -> Markup {
     html! {
         @if rows.is_empty() {
             p.empty { "No deliveries." }
@@ -811,23 +745,23 @@ fn deliveries_table(selectable: Option<&Session>, deliveries: &Value) -> Markup 
                     th { "Last answer" } th { "Last error" } th { "Next attempt" } th { "Settled" }
                 } }
                 tbody {
-                    @for d in &rows {
-                        @let status = d["status"].as_str().unwrap_or_default();
+                    @for d in rows {
+                        @let status = d.status.as_str();
                         tr {
                             @if selectable.is_some() {
                                 td { @if status == DEAD {
-                                    input type="checkbox" name="id" value=(d["id"]) aria-label={ "Select delivery " (d["id"]) };
+                                    input type="checkbox" name="id" value=(d.id) aria-label={ "Select delivery " (d.id) };
                                 } }
                             }
-                            td.num data-label="Id" { (d["id"]) }
-                            td.id data-label="Event" { (event_link(d["source"].as_str().unwrap_or_default(), d["event_id"].as_str().unwrap_or_default())) }
-                            td data-label="Destination" { (d["destination"].as_str().unwrap_or_default()) }
+                            td.num data-label="Id" { (d.id) }
+                            td.id data-label="Event" { (event_link(&d.source, &d.event_id)) }
+                            td data-label="Destination" { (d.destination) }
                             td data-label="Status" { (badge(status)) }
-                            td.num data-label="Attempts" { (d["attempt"]) }
-                            td data-label="Last answer" { (d["last_status"].as_i64().map_or("—".to_owned(), |s| s.to_string())) }
-                            td data-label="Last error" { @match d["last_error"].as_str() { Some(error) => { span.error { (error) } } None => { span.muted { "—" } } } }
-                            td.time data-label="Next attempt" { @if status == PENDING { (api_time(&d["next_attempt_at"], "")) } @else { span.muted { "—" } } }
-                            td.time data-label="Settled" { (api_time(if d["delivered_at"].is_string() { &d["delivered_at"] } else { &d["settled_at"] }, "—")) }
+                            td.num data-label="Attempts" { (d.attempt) }
+                            td data-label="Last answer" { (d.last_status.map_or("—".to_owned(), |s| s.to_string())) }
+                            td data-label="Last error" { @match &d.last_error { Some(error) => { span.error { (error) } } None => { span.muted { "—" } } } }
+                            td.time data-label="Next attempt" { @if status == PENDING { (time(d.next_attempt_at)) } @else { span.muted { "—" } } }
+                            td.time data-label="Settled" { @match d.delivered_at.or(d.settled_at) { Some(at) => { (time(at)) } None => { "—" } } }
                         }
                     }
                 }
@@ -851,16 +785,15 @@ pub async fn deliveries(
     };
     filter.validate()?;
     let before = parse_id(q.get("before"))?;
-    let rows = read(&state, move |c| {
-        views::recent_deliveries(c, &filter, before, PAGE)
-    })
-    .await?;
+    let settings = state.settings.current();
+    let rows = calls(&state, &settings)
+        .recent_deliveries(filter, before, PAGE)
+        .await?;
     let older = (rows.len() as i64 == PAGE)
         .then(|| rows.last().map(|r| r.id))
         .flatten();
     let any_dead = rows.iter().any(|d| d.status == DEAD);
-    let json = serde_json::to_value(&rows)
-        .map_err(|e| ConsoleError::Internal(format!("cannot encode deliveries: {e}")))?;
+    let shown: Vec<&DeliverySummary> = rows.iter().collect();
     let key = view::form_key()?;
     let body = html! {
         (delivery_filters(&q, &state))
@@ -868,7 +801,7 @@ pub async fn deliveries(
             form method="post" action={ (PATH) "/deliveries" } {
                 (csrf_field(&session))
                 input type="hidden" name="idempotency_key" value=(key);
-                (deliveries_table(Some(&session), &json))
+                (deliveries_table(Some(&session), &shown))
                 @if any_dead {
                     div.actions {
                         button type="submit" name="action" value="requeue" { "Requeue selected" }
@@ -877,7 +810,7 @@ pub async fn deliveries(
                 }
             }
         } @else {
-            (deliveries_table(None, &json))
+            (deliveries_table(None, &shown))
         }
         @if let Some(older) = older {
             p.pager { a href=(pager_href("/deliveries", &q, older, None)) { "Older →" } }
@@ -939,27 +872,9 @@ pub async fn sources(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ConsoleError> {
     let settings = state.settings.current();
-    let pairs: Vec<(String, String)> = settings
-        .destinations
-        .iter()
-        .map(|(source, d)| (source.to_owned(), d.name.clone()))
-        .collect();
-    let gated = settings.destinations.gated();
-    let now = state.clock.now();
-    let hour_ago = (now - chrono::Duration::hours(1)).naive_utc();
-    let (records, gates, held) = read(&state, move |c| {
-        let records = pairs
-            .into_iter()
-            .map(|(source, name)| {
-                let record = views::destination_record(c, &source, &name, RECORD_SAMPLE)?;
-                let hour = views::last_hour(c, &source, &name, hour_ago)?;
-                Ok(((source, name), (record, hour)))
-            })
-            .collect::<diesel::QueryResult<Records>>()?;
-        let gates = by_destination(gate_views(c, &gated, now)?);
-        Ok((records, gates, crate::hook_secrets::established(c)?))
-    })
-    .await?;
+    let page = calls(&state, &settings).sources_page(RECORD_SAMPLE).await?;
+    let (records, gates) = (page.records, by_destination(page.gates));
+    let held = page.established;
     let body = html! {
         @for source in &settings.sources {
             @let name = source.name.as_str();
@@ -988,9 +903,6 @@ pub async fn sources(
         layout(Some(&session), "/sources", "Sources", body),
     ))
 }
-
-/// Recent records and the last hour's attempts by (source, destination).
-type Records = HashMap<(String, String), (views::DestinationRecord, views::HourRecord)>;
 
 /// A source's destinations: what they receive, their breaker and limits, their record.
 fn destinations_table(

@@ -76,7 +76,7 @@ impl Session {
 
 /// `account` acting through the console in `request`.
 pub(super) fn console_caller(account: &Account, request: &HttpRequest) -> Caller {
-    crate::routes::admin::caller_of(account, "console", request)
+    crate::routes::operator_calls::caller_of(account, "console", request)
 }
 
 /// The operators that sign in, when the console is on.

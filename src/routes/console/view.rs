@@ -160,18 +160,6 @@ fn relative(at: NaiveDateTime, now: NaiveDateTime) -> String {
     }
 }
 
-/// A time the operator API gave as RFC 3339 text, shown as [`time`] shows it; `missing`
-/// when there is none, the text itself when it is not RFC 3339.
-pub fn api_time(value: &serde_json::Value, missing: &str) -> Markup {
-    match value.as_str() {
-        None => html! { (missing) },
-        Some(text) => match chrono::DateTime::parse_from_rfc3339(text) {
-            Ok(at) => time(at.naive_utc()),
-            Err(_) => html! { (text) },
-        },
-    }
-}
-
 /// An outcome or status as a coloured label.
 pub fn badge(text: &str) -> Markup {
     let tone = match text {
