@@ -5,7 +5,7 @@
 
 mod helpers;
 
-use helpers::{spawn_app_with, stripe_event, Backend, TestApp, TestOptions};
+use helpers::{first_within, spawn_app_with, stripe_event, Backend, TestApp, TestOptions};
 use std::time::Duration;
 
 on_both_backends!(an_unavailable_database_means_503_and_recovery_without_restart);
@@ -89,14 +89,21 @@ impl Outage {
 
 /// Posts until the status matches (the pool reconnects on demand), for at most 10 s.
 async fn wait_for_status(app: &TestApp, body: &[u8], status: u16) -> crate::helpers::Reply {
-    let mut last = app.post_stripe(body).await;
-    for _ in 0..50 {
-        if last.status == status {
-            return last;
+    let last = std::sync::Mutex::new(None);
+    let matched = first_within(Duration::from_secs(10), || async {
+        let reply = app.post_stripe(body).await;
+        if reply.status == status {
+            return Some(reply);
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        last = app.post_stripe(body).await;
+        *last.lock().expect("the last answer") = Some(reply);
+        None
+    })
+    .await;
+    if let Some(reply) = matched {
+        return reply;
     }
+    let last = last.lock().expect("the last answer");
+    let last = last.as_ref().expect("an answer");
     panic!(
         "still {} after the database came back: {}",
         last.status,

@@ -6,9 +6,7 @@
 //! application once, and an operator's clear (admin API, Idempotency-Key, audited) makes
 //! room for a new webhook's handshake. The secret is never shown.
 
-use crate::helpers::{
-    eventually, requests_per_key, spawn_app_with, Backend, Reply, TestApp, TestOptions, NO_HEADERS,
-};
+use crate::helpers::{spawn_app_with, Backend, Reply, TestApp, TestOptions, NO_HEADERS};
 use crate::on_both_backends;
 use crate::providers::headers_for;
 use std::sync::Arc;
@@ -146,13 +144,7 @@ async fn the_handshake_stores_the_secret_that_verifies_every_later_request(backe
 
     // The events signed with FIRST (1, 2, the heartbeat, 7) and with SECOND (3), each
     // delivered once.
-    eventually("every event delivered", || async {
-        requests_per_key(&application).await.len() == 5
-    })
-    .await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let per_key = requests_per_key(&application).await;
-    assert!(per_key.values().all(|n| *n == 1), "{per_key:?}");
+    let per_key = crate::helpers::each_delivered_once(&first, &application, 5).await;
     assert!(
         per_key.contains_key(&format!("asana:{event_id}")),
         "{per_key:?}"

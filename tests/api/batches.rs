@@ -156,13 +156,7 @@ async fn an_adyen_batch_is_one_event_per_item_and_answered_accepted(backend: Bac
     assert!(!reply.replayed());
     assert_eq!(app.count_events().await, 4);
 
-    eventually("four items delivered", || async {
-        requests_per_key(&application).await.len() == 4
-    })
-    .await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let per_key = requests_per_key(&application).await;
-    assert!(per_key.values().all(|n| *n == 1), "{per_key:?}");
+    crate::helpers::each_delivered_once(&app, &application, 4).await;
     // Each delivery is its item, as received: the wrapper and its signed fields.
     let mut codes: Vec<String> = (delivered(&application).await.values())
         .map(|body| body["NotificationRequestItem"]["eventCode"].to_string())
@@ -274,14 +268,7 @@ pub(crate) async fn every_batch_answered_and_each_item_delivered_once(
         assert_eq!(reply.text(), answer);
     }
     assert_eq!(app.count_events().await, n as i64);
-    eventually("every item delivered", || async {
-        requests_per_key(application).await.len() == n
-    })
-    .await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let per_key = requests_per_key(application).await;
-    assert_eq!(per_key.len(), n);
-    assert!(per_key.values().all(|n| *n == 1), "{per_key:?}");
+    crate::helpers::each_delivered_once(app, application, n).await;
 }
 
 /// The clientStates of two Graph subscriptions that notify one URL.

@@ -101,7 +101,7 @@ async fn a_notification_is_one_event_of_its_kind_delivered_once(backend: Backend
     app.post_webhook("braintree", &other, &FORM)
         .await
         .assert_status(200);
-    crate::helpers::each_delivered_once(&application, 2).await;
+    crate::helpers::each_delivered_once(&app, &application, 2).await;
     let delivered = application.received_requests().await.expect("recorded");
     assert!(delivered.iter().any(|request| request.body == form));
     assert_eq!(app.count_events().await, 2);
@@ -130,7 +130,7 @@ async fn concurrent_copies_are_one_event_and_one_delivery(backend: Backend) {
         reply.expect("the request task").assert_status(200);
     }
     assert_eq!(app.count_events().await, 1);
-    crate::helpers::each_delivered_once(&application, 1).await;
+    crate::helpers::each_delivered_once(&app, &application, 1).await;
     assert_eq!(
         listed_types(&app, "braintree").await,
         ["transaction_settled"]

@@ -5,8 +5,9 @@
 //! cuts RabbitMQ through a TCP proxy it controls.
 
 use crate::helpers::{
-    bus_token, eventually, spawn_app_with, stripe_event, unique_name, Backend, OtlpReceiver,
-    TestApp, TestOptions, ToggleProxy, STRIPE_SECRET,
+    bus_token, eventually, holds_within, spawn_app_with, stripe_event, unique_name, wait_for,
+    wait_for_blocking, Backend, OtlpReceiver, TestApp, TestOptions, ToggleProxy, EVENTUALLY,
+    STRIPE_SECRET,
 };
 use crate::on_both_backends;
 use async_nats::jetstream::{self, stream};
@@ -190,12 +191,13 @@ async fn rows(app: &TestApp) -> Vec<Row> {
 /// Waits (up to 60 s: an outage test waits out reconnect backoff) until every delivery
 /// row is delivered.
 async fn all_delivered(app: &TestApp, expected: usize) {
-    for _ in 0..1200 {
+    let delivered = holds_within(Duration::from_secs(60), || async {
         let rows = rows(app).await;
-        if rows.len() == expected && rows.iter().all(|r| r.status == "delivered") {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        rows.len() == expected && rows.iter().all(|r| r.status == "delivered")
+    })
+    .await;
+    if delivered {
+        return;
     }
     let rows = rows(app).await;
     let pending: Vec<_> = rows
@@ -464,13 +466,11 @@ impl OwnNats {
             .expect("nats-server is installed (.ci/run installs it)");
         self.child = Some(child);
         let address: SocketAddr = ([127, 0, 0, 1], self.port).into();
-        for _ in 0..100 {
-            if std::net::TcpStream::connect(address).is_ok() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("the test's nats-server did not start");
+        wait_for_blocking(
+            "the test's nats-server to start",
+            Duration::from_secs(5),
+            || std::net::TcpStream::connect(address).ok(),
+        );
     }
 
     fn stop(&mut self) {
@@ -570,13 +570,11 @@ async fn a_republish_after_a_lost_settlement_is_dropped_by_jetstream_and_keeps_i
         bus.nats_count().await == 1
     })
     .await;
-    let first = loop {
+    let first = wait_for("the first RabbitMQ message", EVENTUALLY, || async {
         let got = bus.rabbit_messages().await;
-        if !got.is_empty() {
-            break got;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+        (!got.is_empty()).then_some(got)
+    })
+    .await;
     assert!(rows(&app).await.iter().all(|r| r.status == "in_progress"));
 
     // The lease (15 s in tests) expires: the next lease publishes again.

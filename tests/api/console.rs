@@ -4,8 +4,8 @@
 //! `target/console-screenshots/`.
 
 use crate::helpers::{
-    application_answering, eventually, gate, requests_per_key, spawn_app_with, stripe_event,
-    Backend, TestApp, TestOptions, OPERATOR_TOKEN,
+    application_answering, eventually, eventually_within, first_within, gate, nothing_left_to_send,
+    requests_per_key, spawn_app_with, stripe_event, Backend, TestApp, TestOptions, OPERATOR_TOKEN,
 };
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
@@ -168,25 +168,26 @@ impl Browser {
             }),
         );
         let url = format!("http://127.0.0.1:{}", driver.port);
-        let mut last_error = String::new();
-        for _ in 0..100 {
-            match ClientBuilder::native()
+        let last_error = std::sync::Mutex::new(String::new());
+        let session = first_within(Duration::from_secs(10), || async {
+            let connected = ClientBuilder::native()
                 .capabilities(capabilities.clone())
                 .connect(&url)
-                .await
-            {
-                Ok(client) => {
-                    return Self {
-                        client,
-                        base: app.address.clone(),
-                        _driver: driver,
-                    }
-                }
-                Err(error) => last_error = error.to_string(),
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+                .await;
+            connected
+                .map_err(|error| *last_error.lock().expect("last error") = error.to_string())
+                .ok()
+        })
+        .await;
+        let Some(client) = session else {
+            let last_error = last_error.lock().expect("last error");
+            panic!("no browser session from chromedriver within 10 s: {last_error}");
+        };
+        Self {
+            client,
+            base: app.address.clone(),
+            _driver: driver,
         }
-        panic!("no browser session from chromedriver: {last_error}");
     }
 
     async fn visit(&self, path: &str) {
@@ -235,13 +236,11 @@ impl Browser {
     async fn submit(&self, css: &str) {
         let button = self.element(css).await;
         button.click().await.expect("click");
-        for _ in 0..200 {
-            if button.text().await.is_err() {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("submitting {css} loaded no page");
+        let loaded = format!("submitting {css} to load a page");
+        eventually_within(&loaded, Duration::from_secs(10), || async {
+            button.text().await.is_err()
+        })
+        .await;
     }
 
     async fn sign_in(&self, token: &str) {
@@ -583,7 +582,8 @@ async fn a_dead_letter_is_requeued_once_however_often_the_form_is_sent(backend: 
     let (status, page) = browser.post_from_page("/console/deliveries", &form).await;
     assert_eq!(status, 200, "{page}");
     assert!(page.contains("already submitted"), "{page}");
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A second requeue would be tried before this holds.
+    nothing_left_to_send(&app).await;
     assert_eq!(attempts().await, Some(2));
 
     // Dead again: set aside for good from the page.
@@ -632,7 +632,8 @@ async fn a_replay_is_previewed_then_confirmed(backend: Backend) {
         "{preview}"
     );
     browser.screenshot("replay-preview", backend).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Had the preview requeued anything, it would be sent before this holds.
+    nothing_left_to_send(&app).await;
     assert_eq!(delivered().await, Some(1), "a preview changes nothing");
     let confirm = browser
         .form_body("form[action='/console/replay']", &[])
@@ -648,7 +649,8 @@ async fn a_replay_is_previewed_then_confirmed(backend: Backend) {
     let (status, page) = browser.post_from_page("/console/replay", &confirm).await;
     assert_eq!(status, 200, "{page}");
     assert!(page.contains("already submitted"), "{page}");
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A second replay would be sent before this holds.
+    nothing_left_to_send(&app).await;
     assert_eq!(delivered().await, Some(2), "the confirmation replays once");
     browser.close().await;
 }
@@ -869,7 +871,8 @@ async fn repeated_wrong_tokens_make_sign_in_wait() {
     let (status, cookie, page) = attempt(OPERATOR_TOKEN).await;
     assert_eq!((status, cookie), (429, false), "{page}");
     assert!(page.contains("Try again in"), "{page}");
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // The limiter runs on the instance's clock: the wait is waited out on it.
+    app.clock.advance(chrono::Duration::milliseconds(1100));
     let (status, cookie, _) = attempt(OPERATOR_TOKEN).await;
     assert_eq!((status, cookie), (303, true));
 }

@@ -3,7 +3,7 @@
 
 use crate::helpers::{
     eventually, requests_per_key, serve_application, spawn_app_with, stripe_event,
-    verifies_as_standard_webhook, Backend, Seen, TestApp, TestOptions,
+    verifies_as_standard_webhook, wait_for, Backend, Seen, TestApp, TestOptions,
 };
 use crate::on_both_backends;
 use chrono::{DateTime, NaiveDateTime, SubsecRound, Utc};
@@ -128,18 +128,18 @@ async fn rows(app: &TestApp) -> Vec<Row> {
 }
 
 async fn wait_for_status(app: &TestApp, status: &str) -> Row {
-    let mut last = None;
-    for _ in 0..300 {
-        let all = rows(app).await;
-        if let Some(row) = all.first() {
-            if row.status == status {
-                return row.clone();
-            }
-        }
-        last = all.first().cloned();
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the delivery never became {status}: {last:?}");
+    wait_for(
+        &format!("the delivery to become {status}"),
+        Duration::from_secs(15),
+        || async {
+            rows(app)
+                .await
+                .into_iter()
+                .next()
+                .filter(|row| row.status == status)
+        },
+    )
+    .await
 }
 
 async fn a_new_fact_is_delivered_once_signed_and_duplicates_add_nothing(backend: Backend) {
@@ -184,9 +184,26 @@ async fn a_new_fact_is_delivered_once_signed_and_duplicates_add_nothing(backend:
         app.post_stripe(&other).await.json()["outcome"],
         "duplicate_fact"
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Enqueued in the request's transaction: no row now means none later.
     assert_eq!(rows(&app).await.len(), 1);
-    assert_eq!(requests(&server).await.len(), 1);
+    // A later fact delivered: the dispatcher has had its rounds since, and sent the first
+    // fact no second time.
+    app.post_stripe(&stripe_event(
+        "evt_deliver_3",
+        "payment_intent.succeeded",
+        "pi_deliver_3",
+    ))
+    .await
+    .assert_status(200);
+    eventually("the later fact delivered", || async {
+        requests_per_key(&server)
+            .await
+            .contains_key("stripe:evt_deliver_3")
+    })
+    .await;
+    let per_key = requests_per_key(&server).await;
+    assert_eq!(per_key.get("stripe:evt_deliver"), Some(&1), "{per_key:?}");
+    assert_eq!(per_key.len(), 2, "{per_key:?}");
 }
 
 /// The application answers `status` `failures` times, then accepts: the delivery is
@@ -243,8 +260,30 @@ async fn a_permanent_failure_is_dead_after_one_attempt(backend: Backend) {
             .is_some_and(|e| e.contains("amount must be positive")),
         "{row:?}"
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(requests(&server).await.len(), 1, "never retried");
+    // A later event, dead too: the dispatcher has had its rounds since, and sent the
+    // first one no second time.
+    app.post_stripe(&stripe_event(
+        "evt_400_later",
+        "charge.succeeded",
+        "ch_400_later",
+    ))
+    .await
+    .assert_status(200);
+    eventually("the later event's delivery dead", || async {
+        rows(&app)
+            .await
+            .iter()
+            .filter(|r| r.status == "dead")
+            .count()
+            == 2
+    })
+    .await;
+    let per_key = requests_per_key(&server).await;
+    assert_eq!(
+        per_key.get("stripe:evt_400"),
+        Some(&1),
+        "never retried: {per_key:?}"
+    );
 }
 
 async fn retry_after_is_honoured(backend: Backend) {
@@ -262,21 +301,14 @@ async fn retry_after_is_honoured(backend: Backend) {
         .await
         .assert_status(200);
 
-    let mut first_answered = None;
-    for _ in 0..300 {
-        first_answered = rows(&app)
+    let first_answered = wait_for("the 429 recorded", Duration::from_secs(15), || async {
+        rows(&app)
             .await
             .into_iter()
-            .find(|r| r.last_status == Some(429));
-        if first_answered.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let scheduled = first_answered
-        .expect("the 429 is recorded")
-        .next_attempt_at
-        .and_utc();
+            .find(|r| r.last_status == Some(429))
+    })
+    .await;
+    let scheduled = first_answered.next_attempt_at.and_utc();
     assert!(
         scheduled >= before + chrono::Duration::seconds(2),
         "next attempt {scheduled} is 2 s after {before}"

@@ -4,10 +4,7 @@
 //! the body's digest its event and its fact — is accepted and delivered once, its retry
 //! gets the stored answer byte for byte, and tampering is refused.
 
-use crate::helpers::{
-    eventually, requests_per_key, spawn_app_with, webhooks_counted, Backend, TestApp, TestOptions,
-    NO_HEADERS,
-};
+use crate::helpers::{spawn_app_with, webhooks_counted, Backend, TestApp, TestOptions, NO_HEADERS};
 use crate::on_both_backends;
 use crate::providers::headers_for;
 use sha2::{Digest, Sha256};
@@ -151,14 +148,7 @@ async fn a_notification_is_one_event_delivered_once(backend: Backend) {
     )
     .await
     .assert_status(200);
-    eventually("both notifications delivered", || async {
-        requests_per_key(&application).await.len() == 2
-    })
-    .await;
-    // The dispatcher had time to deliver twice; it did not.
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let per_key = requests_per_key(&application).await;
-    assert!(per_key.values().all(|n| *n == 1), "{per_key:?}");
+    crate::helpers::each_delivered_once(&app, &application, 2).await;
     assert_eq!(app.count_events().await, 2);
     assert_eq!(app.count_facts().await, 2);
 }

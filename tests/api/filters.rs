@@ -294,8 +294,9 @@ async fn a_runaway_filter_is_bounded_while_other_webhooks_are_answered(backend: 
         })
     };
     // Twenty other webhooks at once, answered while the runaway evaluation still runs.
-    // Let the runaway request reach its filter first (not a timing claim: the assertion
-    // below is about order).
+    // Real time must pass: nothing outside marks that the runaway request has reached its
+    // filter, and it should get there first (not a timing claim: the assertion below is
+    // about order).
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let mut others = tokio::task::JoinSet::new();
     for i in 0..20 {

@@ -110,6 +110,8 @@ async fn ended(app: &TestApp) -> i64 {
 
 /// Gives the dispatcher (polling every 50 ms) time to do what it should not.
 async fn let_it_poll() {
+    // Real time must pass: what is checked is that nothing more is sent (while a breaker
+    // is open, past a rate or a share), and nothing marks the absence of a request.
     tokio::time::sleep(Duration::from_millis(400)).await;
 }
 
@@ -226,6 +228,7 @@ async fn answer_slowly(
     state: actix_web::web::Data<Slow>,
 ) -> actix_web::HttpResponse {
     state.seen.lock().expect("seen").arrive(&request);
+    // Real time must pass: a slow application, so that deliveries overlap in flight.
     tokio::time::sleep(Duration::from_millis(100)).await;
     state.seen.lock().expect("seen").in_flight -= 1;
     let status = state.status.load(Ordering::SeqCst);

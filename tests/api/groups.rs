@@ -3,7 +3,7 @@
 //! are queued (`Faults::gather_next_group`), then checks that they were one group.
 
 use crate::helpers::{
-    post_as_one_group, spawn_app_with, stripe_event, Backend, TestApp, TestOptions,
+    eventually, post_as_one_group, spawn_app_with, stripe_event, Backend, TestApp, TestOptions,
 };
 use crate::on_both_backends;
 use diesel::connection::SimpleConnection;
@@ -273,6 +273,18 @@ async fn a_group_with_many_destinations_stays_inside_the_parameter_limits(backen
 }
 
 /// PostgreSQL: a transaction outside Inlet holds the claim of one event.
+/// PostgreSQL only: sessions of the test's database waiting for a lock.
+async fn waiting_on_locks(app: &TestApp) -> i64 {
+    app.with_conn(|c| {
+        diesel::select(diesel::dsl::sql::<diesel::sql_types::BigInt>(
+            "(SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock')",
+        ))
+        .get_result(c)
+    })
+    .await
+}
+
 fn hold_claims(app: &TestApp, ids: &[&str]) -> inlet::db::DbConnection {
     let rows = ids
         .iter()
@@ -348,7 +360,10 @@ async fn postgres_held_keys_do_not_stall_other_webhooks() {
         })
         .collect();
     // Both are queued and waiting on their keys (they wait 5 s for them at least).
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    eventually("both webhooks to wait on their held keys", || async {
+        waiting_on_locks(&app).await >= 2
+    })
+    .await;
 
     let unrelated = app
         .post_stripe(&stripe_event(

@@ -102,7 +102,7 @@ async fn a_hubspot_batch_is_one_event_per_item_and_a_later_attempt_the_same_even
         "a later attempt is the same event"
     );
 
-    crate::helpers::each_delivered_once(&application, 4).await;
+    crate::helpers::each_delivered_once(&app, &application, 4).await;
     // Each delivery is its event as first received.
     let mut seen: Vec<(u64, u64)> = (delivered(&application).await.values())
         .map(|e| {
@@ -242,7 +242,7 @@ async fn a_hubspot_event_is_itself_however_written_and_twice_in_a_batch_is_once(
         .await
         .assert_status(200);
     assert_eq!(app.count_events().await, 3);
-    crate::helpers::each_delivered_once(&application, 3).await;
+    crate::helpers::each_delivered_once(&app, &application, 3).await;
 }
 
 /// An element without what every HubSpot event carries — `eventId`, `subscriptionId`,
@@ -285,5 +285,5 @@ async fn a_hubspot_batch_with_an_item_missing_its_fields_is_refused_whole(backen
     post(&app, &body, &signed(&body, SECRET, 0))
         .await
         .assert_status(200);
-    crate::helpers::each_delivered_once(&application, 1).await;
+    crate::helpers::each_delivered_once(&app, &application, 1).await;
 }

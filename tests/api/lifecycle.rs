@@ -2,8 +2,9 @@
 //! request it has begun to read, exits 0, and a restart carries on delivering.
 
 use crate::helpers::{
-    sigterm, spawn_database_holder, start_process, start_process_reading_logs, stripe_event,
-    stripe_signature, wait_exit, Backend, TestApp, STRIPE_SECRET,
+    eventually, holds_within, sigterm, spawn_database_holder, start_process,
+    start_process_reading_logs, stripe_event, stripe_signature, wait_exit, Backend, TestApp,
+    STRIPE_SECRET,
 };
 use crate::on_both_backends;
 use diesel::prelude::*;
@@ -95,19 +96,18 @@ async fn sigterm_under_load_loses_nothing_and_a_restart_carries_on(backend: Back
             }
         });
     }
-    // Until the load has run (a count, not a time: the machine may be busy).
-    for _ in 0..600 {
+    // Until the load has run (a count, not a time: the machine may be busy); at most 30 s,
+    // then on regardless, as the signal would come under any load.
+    holds_within(Duration::from_secs(30), || async {
         let answered = sent
             .lock()
             .expect("lock")
             .iter()
             .filter(|s| s.result.is_ok())
             .count();
-        if answered > 20 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        answered > 20
+    })
+    .await;
     // Requests Inlet has begun to handle when the signal comes: their heads read (Inlet
     // answered `100 Continue`), their bodies still to come.
     let mut held = Vec::new();
@@ -115,6 +115,8 @@ async fn sigterm_under_load_loses_nothing_and_a_restart_carries_on(backend: Back
         held.push(HeldRequest::open(process.port, &format!("evt_term_held_{n}")).await);
     }
     sigterm(&process);
+    // Real time must pass: nothing outside marks that Inlet has taken the signal; a moment
+    // lets the shutdown begin before the held bodies come.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let finishing: Vec<_> = held.into_iter().map(|r| tokio::spawn(r.finish())).collect();
     let mut finished = Vec::new();
@@ -195,19 +197,13 @@ async fn sigterm_under_load_loses_nothing_and_a_restart_carries_on(backend: Back
     let mut restarted = tokio::task::spawn_blocking(move || start_process(&config))
         .await
         .expect("restart");
-    let mut delivered = false;
-    for _ in 0..300 {
-        if delivery_statuses(&holder)
+    eventually("every delivery completed after the restart", || async {
+        delivery_statuses(&holder)
             .await
             .iter()
             .all(|s| s == "delivered")
-        {
-            delivered = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(delivered, "every delivery completed after the restart");
+    })
+    .await;
     sigterm(&restarted);
     let status =
         tokio::task::spawn_blocking(move || wait_exit(&mut restarted, Duration::from_secs(20)))

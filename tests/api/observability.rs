@@ -1,11 +1,10 @@
 //! Metrics, request ids and readiness as an operator sees them.
 
 use crate::helpers::{
-    spawn_app, spawn_app_with, start_process, stripe_event, stripe_signature, Backend, Reply,
-    TestApp, TestOptions, MAX_BODY_BYTES, SOURCES, STRIPE_SECRET,
+    eventually, spawn_app, spawn_app_with, start_process, stripe_event, stripe_signature, wait_for,
+    Backend, Reply, TestApp, TestOptions, EVENTUALLY, MAX_BODY_BYTES, SOURCES, STRIPE_SECRET,
 };
 use crate::on_both_backends;
-use std::time::Duration;
 
 on_both_backends!(
     every_webhook_outcome_moves_its_counter_by_exactly_one,
@@ -298,11 +297,19 @@ async fn readiness_reports_a_stalled_sweeper_and_recovers(backend: Backend) {
         ..Default::default()
     };
     let app = spawn_app_with(backend, options).await;
-    // Let the first round finish, then pretend an hour passed without another.
-    tokio::time::sleep(Duration::from_millis(300)).await;
     app.get("/readyz").await.assert_status(200);
-    app.clock.advance(chrono::Duration::hours(1));
-    let stalled = app.get("/readyz").await;
+    // Pretend an hour passed without another round. Should the first round finish only
+    // after the clock moved, it counts from there: move the clock again.
+    let stalled = wait_for(
+        "readiness to report the stalled sweeper",
+        EVENTUALLY,
+        || async {
+            app.clock.advance(chrono::Duration::hours(1));
+            let reply = app.get("/readyz").await;
+            (reply.status == 503).then_some(reply)
+        },
+    )
+    .await;
     stalled.assert_problem(503, "database_unavailable");
     assert!(
         stalled.json()["detail"]
@@ -312,15 +319,10 @@ async fn readiness_reports_a_stalled_sweeper_and_recovers(backend: Backend) {
     );
 
     // The next round succeeds, and readiness comes back by itself.
-    let mut status = 0;
-    for _ in 0..60 {
-        status = app.get("/readyz").await.status;
-        if status == 200 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(status, 200);
+    eventually("readiness back after the next round", || async {
+        app.get("/readyz").await.status == 200
+    })
+    .await;
 }
 
 /// The samples of `metric` whose labels include all of `labels`.

@@ -1,8 +1,8 @@
 //! The operator API: authentication, reads, replay and requeue — themselves idempotent.
 
 use crate::helpers::{
-    eventually, requests_per_key, spawn_app, spawn_app_with, stripe_event, Backend, TestApp,
-    TestOptions,
+    eventually, nothing_left_to_send, requests_per_key, spawn_app, spawn_app_with, stripe_event,
+    Backend, TestApp, TestOptions,
 };
 use crate::on_both_backends;
 use serde_json::json;
@@ -152,7 +152,8 @@ async fn twenty_simultaneous_replays_with_one_key_run_once(backend: Backend) {
         requests_per_key(&server).await.values().sum::<usize>() >= 2
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Had the replay run twice, the second requeue would be sent before this holds.
+    nothing_left_to_send(&app).await;
     let per_key = requests_per_key(&server).await;
     assert_eq!(
         per_key.get("stripe:evt_replayed"),
@@ -318,6 +319,8 @@ async fn pages_hold_every_event_exactly_once_while_new_ones_arrive(backend: Back
             Some(next) => cursor = Some(next.to_owned()),
             None => break,
         }
+        // Real time must pass: not a wait for anything, a pause that lets the writer add
+        // events between two pages, which is what paging is tested against.
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     writer.await.expect("writer");

@@ -4,7 +4,8 @@
 //! sessions keyed by a server secret, ended per operator.
 
 use crate::helpers::{
-    application_answering, eventually, spawn_app_with, stripe_event, Backend, TestApp, TestOptions,
+    application_answering, eventually, spawn_app_with, stripe_event, wait_for, Backend, TestApp,
+    TestOptions, EVENTUALLY,
 };
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -51,24 +52,19 @@ async fn dead_letter(app: &TestApp, event_id: &str) -> i64 {
     app.post_stripe(&stripe_event(event_id, "charge.succeeded", event_id))
         .await
         .assert_status(200);
-    let mut found = None;
-    for _ in 0..300 {
+    wait_for(&format!("{event_id}'s dead letter"), EVENTUALLY, || async {
         let dead = app
             .admin_as(ADMIN, "/admin/deliveries?status=dead", None, None)
             .await
             .json();
-        found = dead["deliveries"]
+        dead["deliveries"]
             .as_array()
             .into_iter()
             .flatten()
             .find(|d| d["event_id"] == event_id)
-            .and_then(|d| d["id"].as_i64());
-        if found.is_some() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    found.expect("a dead letter")
+            .and_then(|d| d["id"].as_i64())
+    })
+    .await
 }
 
 /// The audit trail's rows matching `query` (newest first).

@@ -3,9 +3,7 @@
 //! duplicate gets the stored answer byte for byte, and a tampered body, a removed secret
 //! or a stale timestamp gets a 401 problem.
 
-use crate::helpers::{
-    eventually, requests_per_key, spawn_app_with, Backend, TestApp, TestOptions, NO_HEADERS,
-};
+use crate::helpers::{spawn_app_with, Backend, TestApp, TestOptions, NO_HEADERS};
 use crate::on_both_backends;
 use crate::providers::headers_for;
 use chrono::{DateTime, Utc};
@@ -278,14 +276,7 @@ async fn every_plain_variant_is_accepted_once_and_refused_when_altered(backend: 
     linear_retries_are_one_fact_and_stale_bodies_refused(&app).await;
     // Each variant's event, and Linear's second delivery.
     let delivered = VARIANTS.len() + 1;
-    eventually("every variant's event delivered", || async {
-        requests_per_key(&application).await.len() == delivered
-    })
-    .await;
-    // The dispatcher had time to deliver twice; it did not.
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let per_key = requests_per_key(&application).await;
-    assert!(per_key.values().all(|n| *n == 1), "{per_key:?}");
+    let per_key = crate::helpers::each_delivered_once(&app, &application, delivered).await;
     for variant in &VARIANTS {
         assert!(
             per_key

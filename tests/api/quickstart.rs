@@ -4,7 +4,8 @@
 //! refuses — and prints — a delivery whose signature does not verify.
 
 use crate::helpers::{
-    eventually, serve_logging_json, spawn_app_with, stripe_event, Backend, TestOptions,
+    eventually, nothing_left_to_send, serve_logging_json, spawn_app_with, stripe_event, Backend,
+    TestOptions,
 };
 use crate::on_both_backends;
 use std::io::{BufRead, BufReader};
@@ -122,8 +123,8 @@ async fn the_receiver_prints_one_delivery_per_fact_and_refuses_a_forgery(backend
         !receiver.printed("REFUSED").is_empty()
     })
     .await;
-    // Time for a second delivery, were there one.
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    // A second delivery, were there one, would be made before this holds.
+    nothing_left_to_send(&app).await;
 
     let delivered = receiver.printed("delivered");
     assert_eq!(delivered.len(), 1, "{:?}", receiver.lines());

@@ -3,12 +3,12 @@
 //! refused reload changes nothing and says which key is to blame.
 
 use crate::helpers::{
-    application_answering, eventually, metric, spawn_app_with, spawn_database_holder,
+    application_answering, eventually, holds_within, metric, spawn_app_with, spawn_database_holder,
     start_process, stripe_event, stripe_signature, Backend, TestApp, TestOptions,
     STRIPE_OLD_SECRET, STRIPE_SECRET,
 };
 use crate::on_both_backends;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -150,7 +150,15 @@ async fn secrets_rotate_under_load_without_a_failed_or_lost_request(backend: Bac
         let clock: Arc<dyn inlet::clock::Clock> = app.clock.clone();
         senders.spawn(send(load.clone(), sender, app.address.clone(), clock));
     }
-    let pause = || tokio::time::sleep(Duration::from_millis(300));
+    // Every configuration meets requests: 25 more answers between two steps (not a
+    // moment's sleep, which a busy machine can fill with none).
+    let pause = || async {
+        let from = load.answers.lock().expect("answers").len();
+        eventually("25 more answers under this configuration", || async {
+            load.answers.lock().expect("answers").len() >= from + 25
+        })
+        .await;
+    };
     let mut current = STRIPE_SECRET.to_owned();
     for next in [
         "whsec_rotated_in_1_0123456789abcdefghijklmn",
@@ -432,6 +440,8 @@ async fn a_request_in_flight_finishes_on_the_configuration_it_started_with(backe
     stream.write_all(head.as_bytes()).await.expect("head");
     stream.write_all(first).await.expect("first half");
     stream.flush().await.expect("flush");
+    // Real time must pass: nothing outside marks that Inlet has begun this request; a
+    // moment lets it read the head and start on the configuration of now.
     tokio::time::sleep(Duration::from_millis(200)).await;
 
     apply(
@@ -508,15 +518,12 @@ async fn sighup_reloads_the_file_of_a_running_process() {
         .status()
         .expect("kill");
     assert!(status.success());
-    let mut accepted = false;
-    for attempt in 0..100 {
-        if post(["evt_hup_2", "evt_hup_3"][attempt % 2], rotated).await == 200 {
-            accepted = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(accepted, "the secret added before SIGHUP is not accepted");
+    let attempts = AtomicUsize::new(0);
+    eventually("the secret added before SIGHUP to be accepted", || async {
+        let attempt = attempts.fetch_add(1, Ordering::SeqCst);
+        post(["evt_hup_2", "evt_hup_3"][attempt % 2], rotated).await == 200
+    })
+    .await;
     assert_eq!(post("evt_hup_4", STRIPE_SECRET).await, 200);
     // In the audit trail like an operator's reload: by the process itself, on a signal.
     let trail = holder
@@ -606,21 +613,21 @@ async fn sighup_moves_the_destinations_of_a_running_dispatcher() {
     assert!(hup.success());
     // Until the reload is applied a fact may still go to the first URL: post until one
     // reaches the second.
-    let mut moved = false;
-    for i in 0..40 {
-        let id = format!("evt_deliver_moved_{i}");
+    let posted = AtomicUsize::new(0);
+    let moved = holds_within(Duration::from_secs(10), || async {
+        let id = format!(
+            "evt_deliver_moved_{}",
+            posted.fetch_add(1, Ordering::SeqCst)
+        );
         app.post_stripe(&stripe_event(&id, "charge.captured", &id))
             .await
             .assert_status(200);
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        if crate::helpers::requests_per_key(&after)
+        crate::helpers::requests_per_key(&after)
             .await
-            .contains_key(&format!("stripe:{id}"))
-        {
-            moved = true;
-            break;
-        }
-    }
+            .keys()
+            .any(|key| key.starts_with("stripe:evt_deliver_moved_"))
+    })
+    .await;
     let alive = dispatcher.try_wait().expect("wait").is_none();
     let _ = dispatcher.kill();
     let _ = dispatcher.wait();

@@ -2,8 +2,8 @@
 //! requeue and discard of dead letters, and facts of sources whose event ids are unsigned.
 
 use crate::helpers::{
-    application_answering, eventually, requests_per_key, spawn_app_with, stripe_event, Backend,
-    TestApp, TestOptions,
+    application_answering, eventually, nothing_left_to_send, requests_per_key, spawn_app_with,
+    stripe_event, wait_for, Backend, TestApp, TestOptions, EVENTUALLY,
 };
 use crate::on_both_backends;
 use serde_json::json;
@@ -107,7 +107,7 @@ async fn replaying_a_later_event_of_a_fact_delivers_nothing_and_names_the_first(
         requests_per_key(&server).await.get("stripe:evt_A") == Some(&2)
     })
     .await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    nothing_left_to_send(&app).await;
     let per_key = requests_per_key(&server).await;
     assert_eq!(
         per_key.get("stripe:evt_B"),
@@ -154,7 +154,8 @@ async fn a_replay_preview_changes_nothing_and_counts_deliveries_per_destination(
         json!({ "requeued": 2, "duplicate_fact": 1 })
     );
     assert_eq!(answer["results"][1]["first_event_id"], "evt_A");
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // Had the preview requeued anything, it would be sent again before this holds.
+    nothing_left_to_send(&app).await;
     assert_eq!(requests_per_key(&server).await.values().sum::<usize>(), 2);
     assert_eq!(deliveries_of(&app, "pending").await.len(), 0);
     assert_eq!(deliveries_of(&app, "delivered").await.len(), 2);
@@ -196,20 +197,14 @@ async fn one_dead_letter(app: &TestApp, event_id: &str) -> i64 {
     app.post_stripe(&stripe_event(event_id, "charge.succeeded", event_id))
         .await
         .assert_status(200);
-    let wanted = event_id.to_owned();
-    let mut id = None;
-    for _ in 0..300 {
-        id = deliveries_of(app, "dead")
+    wait_for(&format!("{event_id}'s dead letter"), EVENTUALLY, || async {
+        deliveries_of(app, "dead")
             .await
             .iter()
-            .find(|d| d["event_id"] == wanted.as_str())
-            .and_then(|d| d["id"].as_i64());
-        if id.is_some() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    id.expect("the dead letter")
+            .find(|d| d["event_id"] == event_id)
+            .and_then(|d| d["id"].as_i64())
+    })
+    .await
 }
 
 fn dead_letter_gauge(metrics: &str) -> Option<f64> {
@@ -397,7 +392,7 @@ async fn a_captured_github_body_under_a_fresh_delivery_id_is_no_new_fact(backend
         requests_per_key(&server).await.values().sum::<usize>() == 2
     })
     .await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    nothing_left_to_send(&app).await;
     let per_key = requests_per_key(&server).await;
     assert_eq!(per_key.get("gh:delivery-1"), Some(&1), "{per_key:?}");
     assert_eq!(per_key.get("gh:delivery-4"), Some(&1), "{per_key:?}");
@@ -497,7 +492,7 @@ async fn a_fresh_id_and_another_type_do_not_escape_fact_rules_or_keys(backend: B
         server.received_requests().await.unwrap_or_default().len() == 2
     })
     .await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    nothing_left_to_send(&app).await;
     assert_eq!(
         server.received_requests().await.unwrap_or_default().len(),
         2

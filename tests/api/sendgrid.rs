@@ -6,7 +6,7 @@
 
 use crate::batches::{delivered, every_batch_answered_and_each_item_delivered_once};
 use crate::batches::{listed_types, signed_ago, spawn_batch_source};
-use crate::helpers::{eventually, requests_per_key, Backend, TestApp};
+use crate::helpers::{Backend, TestApp};
 use crate::on_both_backends;
 use inlet::signature::SENDGRID;
 use std::sync::Arc;
@@ -82,13 +82,7 @@ async fn a_sendgrid_batch_is_one_event_per_item_answered_the_same_on_every_retry
     assert!(!reply.replayed());
     assert_eq!(app.count_events().await, 4);
 
-    eventually("four events delivered", || async {
-        requests_per_key(&application).await.len() == 4
-    })
-    .await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let per_key = requests_per_key(&application).await;
-    assert!(per_key.values().all(|n| *n == 1), "{per_key:?}");
+    crate::helpers::each_delivered_once(&app, &application, 4).await;
     // Each delivery is its event, as received.
     let mut ids: Vec<String> = (delivered(&application).await.values())
         .map(|body| body["sg_event_id"].as_str().unwrap_or_default().to_owned())

@@ -4,6 +4,7 @@
 //! everything the script started and removes the directory, so a failing campaign leaves
 //! nothing behind. The machine's own PostgreSQL is never used.
 
+use crate::helpers::first_within_blocking;
 use diesel::connection::SimpleConnection;
 use diesel::{Connection, PgConnection};
 use std::collections::HashMap;
@@ -129,19 +130,16 @@ impl Cluster {
 
     /// Waits until a member other than `old` leads; how long that took from `since`.
     pub fn wait_new_leader(&self, old: &str, since: Instant, within: Duration) -> Duration {
-        loop {
-            if let Some(leader) = self.leader() {
-                if leader != old {
-                    return since.elapsed();
-                }
-            }
-            assert!(
-                since.elapsed() < within,
-                "no new leader within {within:?}: {:?}",
-                self.members()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let left = within.saturating_sub(since.elapsed());
+        let new_leader = first_within_blocking(left, Duration::from_millis(100), || {
+            self.leader().filter(|leader| leader != old)
+        });
+        assert!(
+            new_leader.is_some(),
+            "no new leader within {within:?}: {:?}",
+            self.members()
+        );
+        since.elapsed()
     }
 
     /// Every process of `node`: runuser, Patroni, the postmaster and its children.

@@ -21,7 +21,7 @@
 //! seconds longer after the promotion (CI: thawed at once).
 
 use crate::cluster::{Cluster, Member};
-use crate::helpers::Process;
+use crate::helpers::{first_within, first_within_blocking, Process};
 use crate::load::{retry_unacknowledged, Ledger};
 use crate::support::{
     assert_none, check_invariants, drained, knob, post_stripe, report, seeded, serve, stop,
@@ -264,6 +264,8 @@ impl Campaign {
             &tag,
             seed,
         );
+        // Real time must pass: the fault comes at a moment of the load, two to three
+        // seconds in, not after anything.
         tokio::time::sleep(Duration::from_millis(2_000 + seed % 1_000)).await;
 
         let fault_at = Instant::now();
@@ -272,6 +274,7 @@ impl Campaign {
             .await
             .expect("the fault");
         let recovered = self.wait_recovered(&attempts, fault_at + failover).await;
+        // Real time must pass: the load goes on for two seconds on the recovered cluster.
         tokio::time::sleep(Duration::from_secs(2)).await;
         load.stop().await;
         self.heal(fault, &old).await;
@@ -307,33 +310,28 @@ impl Campaign {
     /// Until every instance has answered 200 to a request it got after `after` (at most
     /// 60 s); how long from the fault that took.
     async fn wait_recovered(&mut self, attempts: &Mutex<Vec<Attempt>>, after: Instant) -> Duration {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let recovered: Option<Instant> = {
-                let attempts = attempts.lock().expect("attempts");
-                (0..INSTANCES)
-                    .map(|i| {
-                        attempts
-                            .iter()
-                            .filter(|a| a.instance == i && a.ok() && a.started >= after)
-                            .map(|a| a.ended)
-                            .min()
-                    })
-                    .collect::<Option<Vec<Instant>>>()
-                    .and_then(|ends| ends.into_iter().max())
-            };
-            if let Some(at) = recovered {
-                return at.saturating_duration_since(after);
-            }
-            if Instant::now() > deadline {
-                self.failures.push(format!(
-                    "{}: an instance answered no 200 within 60 s of the new leader",
-                    self.topology.name()
-                ));
-                return Duration::from_secs(60);
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+        let recovered = first_within(Duration::from_secs(60), || async {
+            let attempts = attempts.lock().expect("attempts");
+            (0..INSTANCES)
+                .map(|i| {
+                    attempts
+                        .iter()
+                        .filter(|a| a.instance == i && a.ok() && a.started >= after)
+                        .map(|a| a.ended)
+                        .min()
+                })
+                .collect::<Option<Vec<Instant>>>()
+                .and_then(|ends| ends.into_iter().max())
+        })
+        .await;
+        if let Some(at) = recovered {
+            return at.saturating_duration_since(after);
         }
+        self.failures.push(format!(
+            "{}: an instance answered no 200 within 60 s of the new leader",
+            self.topology.name()
+        ));
+        Duration::from_secs(60)
     }
 
     /// Brings the cluster back to three members (a killed node restarted) and checks that
@@ -346,15 +344,13 @@ impl Campaign {
             if fault == Fault::Kill {
                 cluster.start_node(&old_node);
             }
-            let deadline = Instant::now() + Duration::from_secs(120);
-            loop {
-                cluster.wait_healthy(120);
-                let members = cluster.members();
-                if is_replica(&members, &old_node) || Instant::now() > deadline {
-                    return members;
-                }
-                std::thread::sleep(Duration::from_millis(500));
-            }
+            let healed =
+                first_within_blocking(Duration::from_secs(120), Duration::from_millis(500), || {
+                    cluster.wait_healthy(120);
+                    let members = cluster.members();
+                    is_replica(&members, &old_node).then_some(members)
+                });
+            healed.unwrap_or_else(|| cluster.members())
         })
         .await
         .expect("heal the cluster");
@@ -495,6 +491,7 @@ fn inject(cluster: &Cluster, fault: Fault) -> (String, Duration) {
             let pids = cluster.pids(&old);
             Cluster::signal(&pids, "STOP");
             let promoted = cluster.wait_new_leader(&old, at, within);
+            // Real time must pass: the frozen primary stays frozen this long (the knob).
             std::thread::sleep(Duration::from_secs(knob(
                 "INLET_CHAOS_FAILOVER_FREEZE_HOLD",
                 0,
@@ -577,7 +574,7 @@ impl ProviderLoad {
                     });
                     ledger.lock().expect("ledger").record(&id, result);
                     if answer.is_none_or(|(status, _)| status != 200) {
-                        // A provider backs off before its retry.
+                        // Real time must pass: a provider backs off before its retry.
                         tokio::time::sleep(Duration::from_millis(100)).await;
                     }
                 }

@@ -190,6 +190,7 @@ async fn send_until_decided(client: &reqwest::Client, port: u16, body: &[u8]) ->
             return (answer, conflicts);
         }
         conflicts += 1;
+        // Real time must pass: "retry in a moment" is what the contract asks of a provider.
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

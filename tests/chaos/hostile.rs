@@ -7,7 +7,7 @@
 //! visible failed delivery naming its bound — none skipped — and the process that receives
 //! webhooks stayed small.
 
-use crate::helpers::Backend;
+use crate::helpers::{first_within, Backend};
 use crate::load::{Ledger, Load};
 use crate::support::{
     assert_none, check_invariants, knob, load_client, post_stripe, report, seeded, serve, stop,
@@ -71,6 +71,7 @@ async fn hostile_expressions_and_payloads_under_load_skip_nothing(backend: Backe
     let operators: Vec<_> = (0..OPERATORS)
         .map(|i| tokio::spawn(evaluate_in_a_loop(port, i, stop_hostile.clone())))
         .collect();
+    // Real time must pass: the campaign is load for a length of time.
     tokio::time::sleep(Duration::from_secs(seconds)).await;
     stop_hostile.store(true, Ordering::SeqCst);
     load.stop().await;
@@ -160,6 +161,7 @@ async fn send_hostile(port: u16, stop: Arc<AtomicBool>) -> HashSet<String> {
                 acknowledged.insert(id);
                 break;
             }
+            // Real time must pass: a provider backs off before its retry.
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         n += 1;
@@ -200,7 +202,8 @@ async fn evaluate_in_a_loop(port: u16, i: usize, stop: Arc<AtomicBool>) -> (u64,
                 bound += u64::from(answer["destinations"][0]["filter"]["bound"].is_string());
             }
             429 => busy += 1,
-            // The first event may not be stored yet.
+            // The first event may not be stored yet. Real time must pass: an operator
+            // pauses before trying again.
             404 => tokio::time::sleep(Duration::from_millis(50)).await,
             other => panic!("an evaluation answered {other}: {answer}"),
         }
@@ -210,18 +213,19 @@ async fn evaluate_in_a_loop(port: u16, i: usize, stop: Arc<AtomicBool>) -> (u64,
 
 /// Waits until no delivery is pending or in progress, at most `within`.
 async fn settled(url: &str, within: Duration) -> Snapshot {
-    let deadline = Instant::now() + within;
-    loop {
+    let settled = first_within(within, || async {
         let snapshot = Snapshot::read(url).await;
         let statuses = snapshot.delivery_statuses();
-        if !statuses.contains_key("pending") && !statuses.contains_key("in_progress") {
-            return snapshot;
+        let settled = !statuses.contains_key("pending") && !statuses.contains_key("in_progress");
+        settled.then_some(snapshot)
+    })
+    .await;
+    match settled {
+        Some(snapshot) => snapshot,
+        None => {
+            let statuses = Snapshot::read(url).await.delivery_statuses();
+            panic!("not settled within {within:?}: {statuses:?}")
         }
-        assert!(
-            Instant::now() < deadline,
-            "not settled within {within:?}: {statuses:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

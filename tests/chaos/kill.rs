@@ -41,7 +41,8 @@ async fn kill_9_under_load_loses_nothing(backend: Backend) {
             &format!("r{round}"),
             rng.u64(..),
         );
-        // Anywhere from just after start-up to a few seconds into the load.
+        // Anywhere from just after start-up to a few seconds into the load. Real time must
+        // pass: the kill comes at a random moment of the load, not after anything.
         let moment = Duration::from_millis(rng.u64(0..3_000));
         tokio::time::sleep(moment).await;
         kill_9(process).await;

@@ -182,7 +182,8 @@ impl Load {
                     let failed = result.is_err();
                     ledger.lock().expect("ledger").record(&id, result);
                     if failed {
-                        // The server is gone; a provider backs off before its retry.
+                        // The server is gone; a provider backs off before its retry (real
+                        // time must pass).
                         tokio::time::sleep(Duration::from_millis(50)).await;
                     }
                 }
@@ -221,6 +222,7 @@ pub async fn retry_unacknowledged(ledger: &Arc<Mutex<Ledger>>, port: u16) -> usi
                         attempt < 50,
                         "{id} was never acknowledged after the restart"
                     );
+                    // Real time must pass: a provider retries after a moment, as 409 asks.
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             }

@@ -175,11 +175,12 @@ async fn drained(app: &TestApp) -> Result<usize, i64> {
             }
         })
     };
-    for _ in 0..600 {
-        if count(false).await == 0 {
-            return Ok(usize::try_from(count(true).await).unwrap_or(0));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    let drained = crate::helpers::holds_within(Duration::from_secs(60), || async {
+        count(false).await == 0
+    })
+    .await;
+    if drained {
+        return Ok(usize::try_from(count(true).await).unwrap_or(0));
     }
     Err(count(false).await)
 }

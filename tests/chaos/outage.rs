@@ -4,6 +4,7 @@
 //! `503` with `Retry-After` and `/readyz` is not ready; afterwards the same process
 //! recovers by itself, and nothing it acknowledged is lost.
 
+use crate::helpers::{eventually_within, holds_within, wait_for};
 use crate::private_postgres::PrivatePostgres;
 use crate::support::{
     assert_none, check_invariants, drained, knob, load_client, post_stripe, report, serve, stop,
@@ -92,6 +93,7 @@ async fn postgres_outage_on_a_private_instance() {
                     if acknowledged {
                         break;
                     }
+                    // Real time must pass: a provider backs off before its retry.
                     // Honouring Retry-After (5 s) would make a slow test; a provider's
                     // first retry comes soon anyway.
                     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -112,7 +114,13 @@ async fn postgres_outage_on_a_private_instance() {
     };
     let mut failures = Vec::new();
     let mut windows = Vec::new();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The load runs before the first outage: webhooks acknowledged (a count, not a time).
+    eventually_within(
+        "the load's first 20 acknowledgements",
+        Duration::from_secs(30),
+        || async { record.lock().expect("record").receipts.len() >= 20 },
+    )
+    .await;
     for round in 1..=rounds {
         let mode = if round % 2 == 1 { "fast" } else { "immediate" };
         let down_begin = Instant::now();
@@ -126,6 +134,7 @@ async fn postgres_outage_on_a_private_instance() {
             *ready_during
                 .entry(readyz(client.clone()).await)
                 .or_insert(0u32) += 1;
+            // Real time must pass: readiness is sampled over the whole outage, not awaited.
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
         if ready_during.keys().any(|s| *s != 503) {
@@ -140,19 +149,20 @@ async fn postgres_outage_on_a_private_instance() {
             .expect("start PostgreSQL");
         let up_done = Instant::now();
         // Recovery, without restarting Inlet.
-        let recovered = loop {
-            if readyz(client.clone()).await == 200 {
-                break Some(up_done.elapsed());
-            }
-            if up_done.elapsed() > Duration::from_secs(30) {
-                break None;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
-        let Some(recovered) = recovered else {
-            panic!("round {round}: /readyz still not ready 30 s after PostgreSQL came back");
-        };
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+        wait_for(
+            &format!("round {round}: /readyz ready after PostgreSQL came back"),
+            Duration::from_secs(30),
+            || async { (readyz(client.clone()).await == 200).then_some(()) },
+        )
+        .await;
+        let recovered = up_done.elapsed();
+        // A webhook acknowledged since (a fact, not a moment's sleep); the failure below
+        // says so when none comes.
+        holds_within(Duration::from_secs(30), || async {
+            (record.lock().expect("record").attempts.iter())
+                .any(|a| a.started >= up_done && a.answer.as_ref().is_some_and(|a| a.status == 200))
+        })
+        .await;
         let first_acceptance = record
             .lock()
             .expect("record")

@@ -485,18 +485,18 @@ impl Snapshot {
 /// Waits until every delivery is `delivered` (the outbox drained), at most `within`;
 /// returns the last snapshot.
 pub async fn drained(url: &str, within: Duration) -> Snapshot {
-    let deadline = std::time::Instant::now() + within;
-    loop {
+    let drained = crate::helpers::first_within(within, || async {
         let snapshot = Snapshot::read(url).await;
-        if snapshot.deliveries.iter().all(|d| d.status == "delivered") {
-            return snapshot;
+        let drained = snapshot.deliveries.iter().all(|d| d.status == "delivered");
+        drained.then_some(snapshot)
+    })
+    .await;
+    match drained {
+        Some(snapshot) => snapshot,
+        None => {
+            let statuses = Snapshot::read(url).await.delivery_statuses();
+            panic!("the outbox did not drain within {within:?}: {statuses:?}")
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the outbox did not drain within {within:?}: {:?}",
-            snapshot.delivery_statuses()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

@@ -1,5 +1,5 @@
 //! Stand-ins for the user's application and what a test watches through it: deliveries per
-//! key, gates, metrics, the bus encoding, and waiting for something to hold.
+//! key, gates, metrics, the bus encoding.
 
 use super::*;
 use actix_web::dev::ServerHandle;
@@ -15,16 +15,44 @@ pub async fn requests_per_key(
     per_key
 }
 
-/// Waits until the application has received `keys` distinct deliveries, then a moment
-/// more, and asserts each key came once: `keys` events, each delivered once.
-pub async fn each_delivered_once(application: &wiremock::MockServer, keys: usize) {
+/// Waits until the application has received `keys` distinct deliveries and `app` has
+/// nothing left to send ([`nothing_left_to_send`]), and asserts each key came once: `keys`
+/// events, each delivered once. Returns the deliveries per key.
+pub async fn each_delivered_once(
+    app: &TestApp,
+    application: &wiremock::MockServer,
+    keys: usize,
+) -> std::collections::HashMap<String, usize> {
     eventually(&format!("{keys} deliveries"), || async {
         requests_per_key(application).await.len() == keys
     })
     .await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    nothing_left_to_send(app).await;
     let per_key = requests_per_key(application).await;
+    assert_eq!(per_key.len(), keys, "{per_key:?}");
     assert!(per_key.values().all(|n| *n == 1), "{per_key:?}");
+    per_key
+}
+
+/// Waits until no delivery is pending or in progress: the dispatcher sends only those, so
+/// what the applications received by then is all they will receive. The barrier for a
+/// check that nothing more is sent (a preview requeued nothing, a duplicate enqueued
+/// nothing), instead of a moment's sleep.
+pub async fn nothing_left_to_send(app: &TestApp) {
+    use diesel::prelude::*;
+    use inlet::db::schema::deliveries;
+    eventually("no delivery left pending or in progress", || async {
+        let left: i64 = app
+            .with_conn(|c| {
+                deliveries::table
+                    .filter(deliveries::status.eq_any(["pending", "in_progress"]))
+                    .count()
+                    .get_result(c)
+            })
+            .await;
+        left == 0
+    })
+    .await;
 }
 
 /// The `Idempotency-Key` a delivery carried (empty without one).
@@ -46,33 +74,6 @@ pub async fn gate(app: &TestApp, destination: &str) -> serde_json::Value {
         .and_then(|all| all.iter().find(|d| d["destination"] == destination))
         .cloned()
         .unwrap_or_else(|| panic!("no destination {destination} in {}", reply.text()))
-}
-
-/// Waits (up to 15 s) until `check` holds.
-pub async fn eventually<F, Fut>(what: &str, check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    eventually_within(what, std::time::Duration::from_secs(15), check).await
-}
-
-/// Waits up to `limit` until `check` holds: for work whose size, not its speed, is what
-/// a test is about (hundreds of deliveries on a busy machine).
-pub async fn eventually_within<F, Fut>(what: &str, limit: std::time::Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    // 50 ms between checks, the time of the checks not counted (as before: a slow
-    // machine slows the checks too).
-    for _ in 0..limit.as_millis() / 50 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for {what}");
 }
 
 /// A stand-in for the user's application: answers every POST with `status`.

@@ -18,6 +18,7 @@ mod otlp;
 mod process;
 mod signing;
 mod sns;
+mod wait;
 
 // Each binary uses part of the harness, so some re-exports go unused in each.
 #[allow(unused_imports)]
@@ -38,6 +39,8 @@ pub use process::*;
 pub use signing::*;
 #[allow(unused_imports)]
 pub use sns::*;
+#[allow(unused_imports)]
+pub use wait::*;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {

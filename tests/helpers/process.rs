@@ -1,8 +1,9 @@
 //! A real `inlet serve` process, started from the binary, its logs and its stopping.
 
+use super::wait_for_blocking;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A running `inlet serve` process (the real binary) and the port it reported. Dropping
 /// it kills the process, so a failing test leaves no server behind.
@@ -78,15 +79,7 @@ pub fn sigterm(process: &Process) {
 
 /// Waits for the process to exit, at most `within`.
 pub fn wait_exit(process: &mut Process, within: Duration) -> std::process::ExitStatus {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(status) = process.child.try_wait().expect("wait") {
-            return status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "inlet did not exit within {within:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_blocking("inlet to exit", within, || {
+        process.child.try_wait().expect("wait")
+    })
 }
