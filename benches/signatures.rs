@@ -60,15 +60,14 @@ fn verification(c: &mut Criterion) {
             let keys = Keys {
                 secrets: &source.secrets,
                 tolerance: source.tolerance,
+                now: Utc::now(),
             };
-            let now = Utc::now();
             group.bench_with_input(BenchmarkId::new(scheme, size), &body, |b, body| {
                 b.iter(|| {
-                    let verified =
-                        source
-                            .provider
-                            .scheme()
-                            .verify(Unverified::new(&headers, body), keys, now);
+                    let verified = source
+                        .provider
+                        .scheme()
+                        .verify(Unverified::new(&headers, body), keys);
                     black_box(verified.is_ok())
                 })
             });
@@ -86,11 +85,12 @@ fn extraction(c: &mut Criterion) {
         let keys = Keys {
             secrets: &source.secrets,
             tolerance: source.tolerance,
+            now: Utc::now(),
         };
         let verified = source
             .provider
             .scheme()
-            .verify(Unverified::new(&headers, &body), keys, Utc::now())
+            .verify(Unverified::new(&headers, &body), keys)
             .expect("verifies");
         group.bench_function(scheme, |b| {
             b.iter(|| black_box(Identity::locate(&verified, &source.locators).is_ok()))
@@ -130,15 +130,14 @@ fn hostile_lists(c: &mut Criterion) {
         let keys = Keys {
             secrets: &source.secrets,
             tolerance: source.tolerance,
+            now: Utc::now(),
         };
-        let now = Utc::now();
         group.bench_function(BenchmarkId::from_parameter(entries), |b| {
             b.iter(|| {
-                let verified =
-                    source
-                        .provider
-                        .scheme()
-                        .verify(Unverified::new(&headers, &body), keys, now);
+                let verified = source
+                    .provider
+                    .scheme()
+                    .verify(Unverified::new(&headers, &body), keys);
                 black_box(verified.is_err())
             })
         });

@@ -45,12 +45,13 @@ fn verify(
     let keys = Keys {
         secrets: &source.secrets,
         tolerance: source.tolerance,
+        now,
     };
     let map = header_map(headers);
     source
         .provider
         .scheme()
-        .verify(Unverified::new(&map, body), keys, now)
+        .verify(Unverified::new(&map, body), keys)
         .map(drop)
 }
 
@@ -330,11 +331,12 @@ fn discord_ping_is_a_handshake_answered_pong() {
         let keys = Keys {
             secrets: &discord.secrets,
             tolerance: discord.tolerance,
+            now,
         };
         let verified = discord
             .provider
             .scheme()
-            .verify(Unverified::new(&headers, body), keys, now)
+            .verify(Unverified::new(&headers, body), keys)
             .expect("signed");
         discord.provider.handshake(&verified, &discord.secrets)
     };

@@ -123,11 +123,12 @@ fn verify(
     let keys = Keys {
         secrets: &source.secrets,
         tolerance: source.tolerance,
+        now,
     };
     source
         .provider
         .scheme()
-        .verify(Unverified::new(headers, body), keys, now)
+        .verify(Unverified::new(headers, body), keys)
         .map(drop)
 }
 
@@ -673,11 +674,12 @@ fn zoom_url_validation_answers_the_documented_token() {
             let keys = Keys {
                 secrets: &source.secrets,
                 tolerance: source.tolerance,
+                now,
             };
             let verified = source
                 .provider
                 .scheme()
-                .verify(Unverified::new(&map, body), keys, now)
+                .verify(Unverified::new(&map, body), keys)
                 .expect("the validation request is signed");
             let answer = source
                 .provider
@@ -699,11 +701,12 @@ fn zoom_url_validation_answers_the_documented_token() {
     let keys = Keys {
         secrets: &source.secrets,
         tolerance: source.tolerance,
+        now,
     };
     let verified = source
         .provider
         .scheme()
-        .verify(Unverified::new(&map, body), keys, now)
+        .verify(Unverified::new(&map, body), keys)
         .expect("verifies");
     assert!(source
         .provider
@@ -1372,9 +1375,10 @@ fn split_batch(
     let keys = Keys {
         secrets: &source.secrets,
         tolerance: source.tolerance,
+        now,
     };
     let scheme = source.provider.scheme();
-    let verified = scheme.verify(Unverified::new(headers, body), keys, now)?;
+    let verified = scheme.verify(Unverified::new(headers, body), keys)?;
     let items = scheme.items(&verified, keys).expect("a batch scheme")?;
     let kept = (items.verified.into_iter())
         .map(|(item, stored)| {
@@ -1720,9 +1724,10 @@ fn sns_verify(
     let keys = Keys {
         secrets: &secrets,
         tolerance: std::time::Duration::from_secs(3_900),
+        now,
     };
     let headers = HeaderMap::new();
-    let verified = scheme.verify(Unverified::new(&headers, body), keys, now)?;
+    let verified = scheme.verify(Unverified::new(&headers, body), keys)?;
     Ok(verified.content_digest())
 }
 
@@ -1765,8 +1770,9 @@ fn sns_vectors_verify_as_the_library_judges_them_but_for_its_unsubscribe_keys() 
         let keys = Keys {
             secrets: &[],
             tolerance: std::time::Duration::from_secs(3_900),
+            now,
         };
-        let fetch = scheme.certificate(&Unverified::new(&headers, body), keys, now);
+        let fetch = scheme.certificate(&Unverified::new(&headers, body), keys);
         if result.is_ok() {
             let url = fetch.expect("a certificate").expect("an allowed URL").url;
             assert!(

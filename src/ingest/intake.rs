@@ -244,11 +244,12 @@ impl Intake<'_> {
         });
     }
 
-    /// The source's secrets and tolerance.
+    /// The source's secrets and tolerance, now.
     fn keys(&self) -> Keys<'_> {
         Keys {
             secrets: &self.source.secrets,
             tolerance: self.source.tolerance,
+            now: self.now,
         }
     }
 
@@ -259,10 +260,7 @@ impl Intake<'_> {
             ..self.keys()
         };
         let unverified = Unverified::new(webhook.headers, webhook.body);
-        self.source
-            .provider
-            .scheme()
-            .verify(unverified, keys, self.now)
+        self.source.provider.scheme().verify(unverified, keys)
     }
 
     /// What a verified request claims: its event, its fact (and, for a source keyed on

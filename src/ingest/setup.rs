@@ -46,13 +46,10 @@ impl<'a> Intake<'a> {
         let keys = Keys {
             secrets: &keyed.secrets,
             tolerance: self.faults.tolerance(source.tolerance),
+            now: self.now,
         };
         let request = Unverified::new(webhook.headers, webhook.body);
-        match source
-            .provider
-            .scheme()
-            .certificate(&request, keys, self.now)
-        {
+        match source.provider.scheme().certificate(&request, keys) {
             None => Ok(SetUp::VerifyAs(Box::new(keyed))),
             Some(fetch) => {
                 let certified = self.certified(fetch).await?;

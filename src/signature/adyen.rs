@@ -17,10 +17,11 @@
 //! otherwise, so a refusal costs one retry of items that are each answered from their
 //! stored copy; accepting part would acknowledge an item no one authenticated.
 
-use super::{any_matches, hmac_sha256, Items, Keys, Scheme, SignatureError, Unverified, Verified};
+use super::{
+    any_matches, hmac_sha256, Items, Keys, Scheme, SignatureError, Unverified, Verdict, Verified,
+};
 use crate::secret::Secret;
 use base64::Engine;
-use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -215,12 +216,7 @@ impl Adyen {
 impl Scheme for Adyen {
     /// Every item's signature must match one of the source's keys: one request, one
     /// verdict.
-    fn verify<'r>(
-        &self,
-        request: Unverified<'r>,
-        keys: Keys<'_>,
-        _now: DateTime<Utc>,
-    ) -> Result<Verified<'r>, SignatureError> {
+    fn verify<'r>(&self, request: Unverified<'r>, keys: Keys<'_>) -> Verdict<'r> {
         let decoded: Vec<Vec<u8>> = keys.secrets.iter().filter_map(key_of).collect();
         for (n, item) in items(request.body)?.iter().enumerate() {
             let tag = item.signature(n)?;
@@ -296,8 +292,9 @@ mod tests {
         let keys = Keys {
             secrets: &[Secret::new(key)],
             tolerance: std::time::Duration::from_secs(300),
+            now: chrono::Utc::now(),
         };
-        let verified = ADYEN.verify(Unverified::new(&headers, body), keys, Utc::now())?;
+        let verified = ADYEN.verify(Unverified::new(&headers, body), keys)?;
         Ok(ADYEN.split(&verified)?.len())
     }
 

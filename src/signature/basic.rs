@@ -4,7 +4,7 @@
 //! the request, not that its body is unaltered or fresh: there is no signature over the
 //! body and no signed timestamp.
 
-use super::{with_json_type, EventToSign, Keys, Scheme, SignatureError, Unverified, Verified};
+use super::{with_json_type, EventToSign, Keys, Scheme, SignatureError, Unverified, Verdict};
 use crate::secret::{secrets_equal, too_weak, Secret, MIN_SECRET_BYTES};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
@@ -16,12 +16,7 @@ const HEADER: &str = "Authorization";
 pub struct Basic;
 
 impl Scheme for Basic {
-    fn verify<'r>(
-        &self,
-        request: Unverified<'r>,
-        keys: Keys<'_>,
-        _now: DateTime<Utc>,
-    ) -> Result<Verified<'r>, SignatureError> {
+    fn verify<'r>(&self, request: Unverified<'r>, keys: Keys<'_>) -> Verdict<'r> {
         let value = request.required(HEADER)?;
         let (scheme, encoded) = value
             .trim_ascii()

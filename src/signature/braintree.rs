@@ -15,12 +15,11 @@
 //! signed (the payload's sha256, [`Verified::content_digest`]), so the same notification
 //! form-encoded differently is one event.
 
-use super::{mac_matches, too_many_signatures, Keys, Scheme, SignatureError};
-use super::{Unverified, Verified, MAX_SIGNATURES};
+use super::{mac_matches, too_many_signatures, Keys, Scheme, SignatureError, Verdict};
+use super::{Unverified, MAX_SIGNATURES};
 use crate::secret::Secret;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
-use chrono::{DateTime, Utc};
 use hmac::Hmac;
 use sha1::Sha1;
 use sha2::{Digest, Sha256};
@@ -150,12 +149,7 @@ fn encode_lines(xml: &[u8]) -> String {
 }
 
 impl Scheme for Braintree {
-    fn verify<'r>(
-        &self,
-        request: Unverified<'r>,
-        keys: Keys<'_>,
-        _now: DateTime<Utc>,
-    ) -> Result<Verified<'r>, SignatureError> {
+    fn verify<'r>(&self, request: Unverified<'r>, keys: Keys<'_>) -> Verdict<'r> {
         let fields = fields(request.body)?;
         if !in_alphabet(&fields.payload) {
             return Err(SignatureError::malformed(

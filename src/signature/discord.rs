@@ -7,7 +7,7 @@
 
 use super::ed25519::{self, SIGNATURE_LENGTH};
 use super::timestamp::{check_tolerance, signature_and_timestamp, timestamp_signed_headers};
-use super::{EventToSign, Keys, Scheme, SignatureError, Unverified, Verified};
+use super::{EventToSign, Keys, Scheme, SignatureError, Unverified, Verdict};
 use crate::secret::Secret;
 use chrono::{DateTime, Utc};
 use ed25519_dalek::VerifyingKey;
@@ -52,12 +52,8 @@ fn signature(value: &[u8]) -> Result<ed25519_dalek::Signature, SignatureError> {
 }
 
 impl Scheme for Discord {
-    fn verify<'r>(
-        &self,
-        request: Unverified<'r>,
-        keys: Keys<'_>,
-        now: DateTime<Utc>,
-    ) -> Result<Verified<'r>, SignatureError> {
+    fn verify<'r>(&self, request: Unverified<'r>, keys: Keys<'_>) -> Verdict<'r> {
+        let now = keys.now;
         let (signed, timestamp, signed_at) =
             signature_and_timestamp(&request, SIGNATURE, TIMESTAMP)?;
         let signature = signature(signed)?;

@@ -38,7 +38,9 @@
 //!   the body's digest.
 
 use super::timestamp::{check_tolerance, TimeFormat};
-use super::{hmac_sha256, Encoding, EventToSign, HmacScheme, Keys, Scheme, SignatureError};
+use super::{
+    hmac_sha256, Encoding, EventToSign, HmacScheme, Keys, Scheme, SignatureError, Verdict,
+};
 use super::{Unverified, Verified};
 use crate::secret::{MinLength, Secret};
 use chrono::{DateTime, Utc};
@@ -205,13 +207,9 @@ impl FixedHmac {
 }
 
 impl Scheme for FixedHmac {
-    fn verify<'r>(
-        &self,
-        request: Unverified<'r>,
-        keys: Keys<'_>,
-        now: DateTime<Utc>,
-    ) -> Result<Verified<'r>, SignatureError> {
-        let verified = self.hmac().verify(request, keys, now)?;
+    fn verify<'r>(&self, request: Unverified<'r>, keys: Keys<'_>) -> Verdict<'r> {
+        let now = keys.now;
+        let verified = self.hmac().verify(request, keys)?;
         if let Some(pointer) = self.params.body_time {
             // Read only once the signature matched: the time is part of what was signed.
             let millis = serde_json::from_slice::<serde_json::Value>(verified.body())
@@ -276,10 +274,9 @@ pub fn url_validation_token(
         let keys = Keys {
             secrets: std::slice::from_ref(*secret),
             tolerance: any_time,
+            now: DateTime::<Utc>::UNIX_EPOCH,
         };
-        ZOOM.hmac()
-            .verify(request.request, keys, DateTime::<Utc>::UNIX_EPOCH)
-            .is_ok()
+        ZOOM.hmac().verify(request.request, keys).is_ok()
     })?;
     Some(hex::encode(hmac_sha256(
         signer.expose().as_bytes(),

@@ -14,9 +14,8 @@
 
 use super::adyen::MAX_ITEMS;
 use super::basic::any_secret_equals;
-use super::{Items, Keys, Scheme, SignatureError, Unverified, Verified};
+use super::{Items, Keys, Scheme, SignatureError, Unverified, Verdict, Verified};
 use crate::secret::{MinLength, Secret};
-use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
@@ -128,12 +127,7 @@ fn authenticated(n: usize, item: &RawValue, secrets: &[Secret]) -> Result<Vec<u8
 impl Scheme for Graph {
     /// At least one notification's `clientState` must be a secret of the source; the
     /// others are dropped when the request is split ([`Scheme::items`]).
-    fn verify<'r>(
-        &self,
-        request: Unverified<'r>,
-        keys: Keys<'_>,
-        _now: DateTime<Utc>,
-    ) -> Result<Verified<'r>, SignatureError> {
+    fn verify<'r>(&self, request: Unverified<'r>, keys: Keys<'_>) -> Verdict<'r> {
         let mut first_refusal = None;
         for (n, item) in notifications(request.body)?.into_iter().enumerate() {
             match authenticated(n, item, keys.secrets) {
@@ -212,17 +206,14 @@ mod tests {
         Keys {
             secrets,
             tolerance: std::time::Duration::from_secs(300),
+            now: chrono::Utc::now(),
         }
     }
 
     fn split(body: &str, secret: &str) -> Result<(Vec<String>, usize), SignatureError> {
         let headers = http::HeaderMap::new();
         let secrets = [Secret::new(secret)];
-        let verified = GRAPH.verify(
-            Unverified::new(&headers, body.as_bytes()),
-            keys(&secrets),
-            Utc::now(),
-        )?;
+        let verified = GRAPH.verify(Unverified::new(&headers, body.as_bytes()), keys(&secrets))?;
         let items = GRAPH.items(&verified, keys(&secrets)).expect("a batch")?;
         let stored = (items.verified.iter())
             .map(|(_, stored)| String::from_utf8(stored.clone().unwrap_or_default()).unwrap())

@@ -9,7 +9,7 @@
 //! credential of another kind (see [`RESERVED`]).
 
 use super::basic::any_secret_equals;
-use super::{with_json_type, EventToSign, Keys, Scheme, SignatureError, Unverified, Verified};
+use super::{with_json_type, EventToSign, Keys, Scheme, SignatureError, Unverified, Verdict};
 use crate::secret::{MinLength, Secret};
 use chrono::{DateTime, Utc};
 
@@ -92,12 +92,7 @@ impl HeaderToken {
 }
 
 impl Scheme for HeaderToken {
-    fn verify<'r>(
-        &self,
-        request: Unverified<'r>,
-        keys: Keys<'_>,
-        _now: DateTime<Utc>,
-    ) -> Result<Verified<'r>, SignatureError> {
+    fn verify<'r>(&self, request: Unverified<'r>, keys: Keys<'_>) -> Verdict<'r> {
         let token = request.required(&self.header)?;
         if !any_secret_equals(keys.secrets, token) {
             return Err(SignatureError::Mismatch(self.header.clone()));

@@ -5,8 +5,8 @@
 //! provider may write it as an RFC 3339 date and time instead (Zendesk).
 
 use super::timestamp::{check_tolerance, TimeFormat};
-use super::{check_hmac, json_content_type, secret_hmac, EventToSign, Keys, Scheme};
-use super::{SignatureError, Unverified, Verified};
+use super::{check_hmac, json_content_type, secret_hmac, EventToSign, Keys, Scheme, Verdict};
+use super::{SignatureError, Unverified};
 use crate::secret::Secret;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
@@ -154,12 +154,8 @@ fn parse_template(template: &str) -> Result<Vec<Part>, String> {
 }
 
 impl Scheme for HmacScheme {
-    fn verify<'r>(
-        &self,
-        request: Unverified<'r>,
-        keys: Keys<'_>,
-        now: DateTime<Utc>,
-    ) -> Result<Verified<'r>, SignatureError> {
+    fn verify<'r>(&self, request: Unverified<'r>, keys: Keys<'_>) -> Verdict<'r> {
+        let now = keys.now;
         let value = request.required(&self.header)?;
         let encoded = value.strip_prefix(self.prefix.as_bytes()).ok_or_else(|| {
             SignatureError::malformed(

@@ -24,7 +24,9 @@
 //! stored and delivered without a type.
 
 use super::timestamp::{parse_timestamp, TimeFormat};
-use super::{base64_tag, check_hmac, json_objects, secret_hmac, with_json_type, EventToSign};
+use super::{
+    base64_tag, check_hmac, json_objects, secret_hmac, with_json_type, EventToSign, Verdict,
+};
 use super::{Items, Keys, PublicUrl, Scheme, SignatureError, Unverified, Verified};
 use crate::secret::Secret;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -163,12 +165,8 @@ fn check_required(n: usize, fields: &BTreeMap<String, &RawValue>) -> Result<(), 
 }
 
 impl Scheme for HubSpot {
-    fn verify<'r>(
-        &self,
-        request: Unverified<'r>,
-        keys: Keys<'_>,
-        now: DateTime<Utc>,
-    ) -> Result<Verified<'r>, SignatureError> {
+    fn verify<'r>(&self, request: Unverified<'r>, keys: Keys<'_>) -> Verdict<'r> {
+        let now = keys.now;
         let tag = base64_tag(&request, SIGNATURE, 32, "32-byte HMAC-SHA256")?;
         let timestamp = request.required(TIMESTAMP)?;
         let millis = parse_timestamp(TIMESTAMP, timestamp)?;
@@ -259,8 +257,9 @@ mod tests {
         let keys = Keys {
             secrets: &secrets,
             tolerance: Duration::from_secs(300),
+            now,
         };
-        let verified = scheme().verify(Unverified::new(&headers, body.as_bytes()), keys, now)?;
+        let verified = scheme().verify(Unverified::new(&headers, body.as_bytes()), keys)?;
         let items = scheme().items(&verified, keys).expect("a batch")?;
         Ok(items
             .verified

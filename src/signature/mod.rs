@@ -60,13 +60,18 @@ use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 use std::time::Duration;
 
-/// What a source verifies with: every active secret, and the timestamp tolerance for
-/// schemes that sign one.
+/// What a source verifies with: every active secret, the timestamp tolerance for schemes
+/// that sign one, and the time the request is verified at (what the tolerance is
+/// measured from).
 #[derive(Debug, Clone, Copy)]
 pub struct Keys<'a> {
     pub secrets: &'a [Secret],
     pub tolerance: Duration,
+    pub now: DateTime<Utc>,
 }
+
+/// A scheme's verdict on a request: verified, or why not.
+pub type Verdict<'r> = Result<Verified<'r>, SignatureError>;
 
 /// A request's headers as the schemes read them, whatever HTTP library received them
 /// (the edge implements it for its own header map).
@@ -272,13 +277,9 @@ pub struct EventToSign {
 /// One provider's signing scheme.
 pub trait Scheme: Sync + std::fmt::Debug {
     /// Checks the signature over the raw bytes against every secret, then the timestamp
-    /// tolerance where the scheme signs one. A pure function of its arguments.
-    fn verify<'r>(
-        &self,
-        request: Unverified<'r>,
-        keys: Keys<'_>,
-        now: DateTime<Utc>,
-    ) -> Result<Verified<'r>, SignatureError>;
+    /// tolerance (at `keys.now`) where the scheme signs one. A pure function of its
+    /// arguments.
+    fn verify<'r>(&self, request: Unverified<'r>, keys: Keys<'_>) -> Verdict<'r>;
 
     /// The headers the provider would send for `body`, signed with `secret` at `now`. By
     /// default none: a scheme that signs inside the body ([`Scheme::sign_body`]) sends no
@@ -339,7 +340,6 @@ pub trait Scheme: Sync + std::fmt::Debug {
         &self,
         _request: &Unverified<'_>,
         _keys: Keys<'_>,
-        _now: DateTime<Utc>,
     ) -> Option<Result<Fetch, SignatureError>> {
         None
     }

@@ -16,7 +16,7 @@
 
 use super::json_objects;
 use super::timestamp::{check_tolerance, signature_and_timestamp, timestamp_signed_headers};
-use super::{EventToSign, Items, Keys, Scheme, SignatureError, Unverified, Verified};
+use super::{EventToSign, Items, Keys, Scheme, SignatureError, Unverified, Verdict, Verified};
 use crate::secret::Secret;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
@@ -86,12 +86,8 @@ pub fn events(body: &[u8]) -> Result<Vec<&[u8]>, SignatureError> {
 }
 
 impl Scheme for SendGrid {
-    fn verify<'r>(
-        &self,
-        request: Unverified<'r>,
-        keys: Keys<'_>,
-        now: DateTime<Utc>,
-    ) -> Result<Verified<'r>, SignatureError> {
+    fn verify<'r>(&self, request: Unverified<'r>, keys: Keys<'_>) -> Verdict<'r> {
+        let now = keys.now;
         let (signed, timestamp, signed_at) =
             signature_and_timestamp(&request, SIGNATURE, TIMESTAMP)?;
         let signature = BASE64
@@ -188,8 +184,9 @@ mod tests {
         let keys = Keys {
             secrets: &[Secret::new(key)],
             tolerance: std::time::Duration::from_secs(300),
+            now: Utc::now(),
         };
-        let verified = SENDGRID.verify(Unverified::new(&map, body), keys, Utc::now())?;
+        let verified = SENDGRID.verify(Unverified::new(&map, body), keys)?;
         Ok(SENDGRID.items(&verified, keys).unwrap()?.verified.len())
     }
 
@@ -232,6 +229,7 @@ mod tests {
         let keys = Keys {
             secrets: &[],
             tolerance: std::time::Duration::from_secs(300),
+            now: chrono::Utc::now(),
         };
         let items = SENDGRID.items(&verified, keys).unwrap().unwrap().verified;
         assert_eq!(items[0].0.body(), br#"{"sg_event_id":"a"}"#);

@@ -26,7 +26,7 @@
 
 use super::fetch::Fetch;
 use super::timestamp::check_tolerance;
-use super::{Keys, Scheme, SignatureError, Unverified, Verified};
+use super::{Keys, Scheme, SignatureError, Unverified, Verdict, Verified};
 use crate::secret::Secret;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
@@ -506,12 +506,8 @@ fn signed_by(
 }
 
 impl Scheme for Sns {
-    fn verify<'r>(
-        &self,
-        request: Unverified<'r>,
-        keys: Keys<'_>,
-        now: DateTime<Utc>,
-    ) -> Result<Verified<'r>, SignatureError> {
+    fn verify<'r>(&self, request: Unverified<'r>, keys: Keys<'_>) -> Verdict<'r> {
+        let now = keys.now;
         let message = Message::parse(request.body)?;
         let (digest, signature, signed) = self.checked(&message, keys, now)?;
         let by_any = (keys.secrets.iter())
@@ -554,8 +550,8 @@ impl Scheme for Sns {
         &self,
         request: &Unverified<'_>,
         keys: Keys<'_>,
-        now: DateTime<Utc>,
     ) -> Option<Result<Fetch, SignatureError>> {
+        let now = keys.now;
         let url = Message::parse(request.body).and_then(|message| {
             self.checked(&message, keys, now)?;
             (message.signing_cert_url).ok_or_else(|| missing(CERTIFICATE_FIELD))

@@ -4,8 +4,10 @@
 //! states it (`public_url`), byte for byte. No timestamp is signed. Event id and type come
 //! from the JSON body (`event_id`, `type`).
 
-use super::{base64_tag, check_hmac, secret_hmac, with_json_type, EventToSign, Keys, PublicUrl};
-use super::{Scheme, SignatureError, Unverified, Verified};
+use super::{
+    base64_tag, check_hmac, secret_hmac, with_json_type, EventToSign, Keys, PublicUrl, Verdict,
+};
+use super::{Scheme, Unverified};
 use crate::secret::{MinLength, Secret};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
@@ -26,12 +28,7 @@ impl Square {
 }
 
 impl Scheme for Square {
-    fn verify<'r>(
-        &self,
-        request: Unverified<'r>,
-        keys: Keys<'_>,
-        _now: DateTime<Utc>,
-    ) -> Result<Verified<'r>, SignatureError> {
+    fn verify<'r>(&self, request: Unverified<'r>, keys: Keys<'_>) -> Verdict<'r> {
         let tag = base64_tag(&request, HEADER, 32, "32-byte HMAC-SHA256")?;
         let signed: [&[u8]; 2] = [self.notification_url.as_str().as_bytes(), request.body];
         check_hmac(keys, &signed, &[tag], HEADER)?;

@@ -8,8 +8,10 @@
 
 use super::ed25519;
 use super::timestamp::{check_tolerance, parse_timestamp, TimeFormat};
-use super::{any_matches, hmac_sha256, json_content_type, too_many_signatures, EventToSign, Keys};
-use super::{Scheme, SignatureError, Unverified, Verified, MAX_SIGNATURES};
+use super::{
+    any_matches, hmac_sha256, json_content_type, too_many_signatures, EventToSign, Keys, Verdict,
+};
+use super::{Scheme, SignatureError, Unverified, MAX_SIGNATURES};
 use crate::secret::{too_weak, Secret};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
@@ -140,12 +142,8 @@ fn any_entry_matches(secrets: &[Secret], signed: &[&[u8]; 5], found: &Entries) -
 }
 
 impl Scheme for Standard {
-    fn verify<'r>(
-        &self,
-        request: Unverified<'r>,
-        keys: Keys<'_>,
-        now: DateTime<Utc>,
-    ) -> Result<Verified<'r>, SignatureError> {
+    fn verify<'r>(&self, request: Unverified<'r>, keys: Keys<'_>) -> Verdict<'r> {
+        let now = keys.now;
         let (_, id) = request
             .any_header(&ID)
             .ok_or_else(|| SignatureError::Missing(ID[0].to_owned()))?;

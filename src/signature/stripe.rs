@@ -82,18 +82,18 @@ mod tests {
         let keys = Keys {
             secrets: &secrets,
             tolerance: Duration::from_secs(300),
+            now,
         };
-        assert!(STRIPE
-            .verify(Unverified::new(&map, body), keys, now)
-            .is_ok());
+        assert!(STRIPE.verify(Unverified::new(&map, body), keys).is_ok());
         let only_new = [new];
         let keys = Keys {
             secrets: &only_new,
             tolerance: Duration::from_secs(300),
+            now,
         };
         assert_eq!(
             STRIPE
-                .verify(Unverified::new(&map, body), keys, now)
+                .verify(Unverified::new(&map, body), keys)
                 .unwrap_err(),
             SignatureError::Mismatch(STRIPE.header.to_owned())
         );

@@ -19,7 +19,9 @@
 //!   timestamp. Event id and type: the body's `event.id` and `event.event_type`.
 
 use super::timestamp::{check_tolerance, TimeFormat};
-use super::{check_hmac, secret_hmac, too_many_signatures, with_json_type, EventToSign, Keys};
+use super::{
+    check_hmac, secret_hmac, too_many_signatures, with_json_type, EventToSign, Keys, Verdict,
+};
 use super::{Scheme, SignatureError, Unverified, Verified, MAX_SIGNATURES};
 use crate::secret::{MinLength, Secret};
 use chrono::{DateTime, Utc};
@@ -181,12 +183,8 @@ impl SignatureList {
 }
 
 impl Scheme for SignatureList {
-    fn verify<'r>(
-        &self,
-        request: Unverified<'r>,
-        keys: Keys<'_>,
-        now: DateTime<Utc>,
-    ) -> Result<Verified<'r>, SignatureError> {
+    fn verify<'r>(&self, request: Unverified<'r>, keys: Keys<'_>) -> Verdict<'r> {
+        let now = keys.now;
         self.check(request, keys, now)
     }
 

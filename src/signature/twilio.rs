@@ -22,10 +22,10 @@
 //! the sha256 of the sorted parameters ([`Verified::content_digest`]) — and every variant
 //! that verifies is one event with one fingerprint; see the provider profile for its fact.
 
+use super::Unverified;
 use super::{
-    base64_tag, mac_matches, mac_of, EventToSign, Keys, PublicUrl, Scheme, SignatureError,
+    base64_tag, mac_matches, mac_of, EventToSign, Keys, PublicUrl, Scheme, SignatureError, Verdict,
 };
-use super::{Unverified, Verified};
 use crate::secret::{MinLength, Secret};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
@@ -179,12 +179,7 @@ fn is_form(request: &Unverified<'_>) -> bool {
 }
 
 impl Scheme for Twilio {
-    fn verify<'r>(
-        &self,
-        request: Unverified<'r>,
-        keys: Keys<'_>,
-        _now: DateTime<Utc>,
-    ) -> Result<Verified<'r>, SignatureError> {
+    fn verify<'r>(&self, request: Unverified<'r>, keys: Keys<'_>) -> Verdict<'r> {
         let algorithm = Algorithm::of(&request)?;
         let tag = base64_tag(&request, HEADER, algorithm.tag_len(), "HMAC")?;
         let form = is_form(&request);

@@ -117,9 +117,10 @@ async fn take_delivery(
     let keys = Keys {
         secrets: &receiver.secrets,
         tolerance: TOLERANCE,
+        now: Utc::now(),
     };
     let unverified = Unverified::new(request.headers(), &body);
-    let verdict = match Standard.verify(unverified, keys, Utc::now()) {
+    let verdict = match Standard.verify(unverified, keys) {
         Err(error) => Err(error.to_string()),
         Ok(_) => match (&delivery.key, delivery.unsigned_key(&request)) {
             (Some(key), None) => Ok(key.clone()),

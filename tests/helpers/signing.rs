@@ -69,6 +69,7 @@ pub fn verifies_as_standard_webhook(secret: &str, request: &wiremock::Request) -
     let keys = inlet::signature::Keys {
         secrets: &source.secrets,
         tolerance: source.tolerance,
+        now: chrono::Utc::now(),
     };
     source
         .provider
@@ -76,7 +77,6 @@ pub fn verifies_as_standard_webhook(secret: &str, request: &wiremock::Request) -
         .verify(
             inlet::signature::Unverified::new(&headers, &request.body),
             keys,
-            chrono::Utc::now(),
         )
         .is_ok()
 }
