@@ -8,6 +8,7 @@ use crate::identity::Locator;
 use crate::provider::SourceSettings;
 use crate::secret::Secret;
 use crate::signature::EventToSign;
+use crate::signature::ToSign;
 use anyhow::{anyhow, Context};
 use chrono::{DateTime, Utc};
 
@@ -123,7 +124,10 @@ pub fn signed_headers_with(
     now: DateTime<Utc>,
     event: &EventToSign,
 ) -> Vec<(String, String)> {
-    let mut headers = source.provider.scheme().sign(body, signer, now, event);
+    let mut headers = source
+        .provider
+        .scheme()
+        .sign(ToSign::new(body, signer, now, event));
     let located = [
         (Some(&source.locators.event_id), &event.id),
         (source.locators.event_type.as_ref(), &event.event_type),

@@ -1628,7 +1628,7 @@ proptest! {
         let now = Utc::now();
         let source = unchecked_source("sendgrid", &[SENDGRID_PUBLIC], None);
         let event = EventToSign { id: String::new(), event_type: String::new() };
-        let pairs = source.provider.scheme().sign(&body, &Secret::new(SENDGRID_PRIVATE), now, &event);
+        let pairs = source.provider.scheme().sign(inlet::signature::ToSign::new(&body, &Secret::new(SENDGRID_PRIVATE), now, &event));
         let headers = header_map(&pairs);
         let items = batch_items("sendgrid", SENDGRID_PUBLIC, &headers, &body, now).expect("signed");
         let expected: Vec<Vec<u8>> = (list.iter()).map(|e| serde_json::to_vec(e).expect("JSON")).collect();

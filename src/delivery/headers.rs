@@ -6,6 +6,7 @@
 
 use super::outbox::Leased;
 use super::DestinationSettings;
+use crate::signature::ToSign;
 use crate::signature::{EventToSign, Scheme, Standard};
 use chrono::{DateTime, Utc};
 
@@ -23,7 +24,12 @@ pub fn delivery_headers(
         event_type: delivery.event_type.clone().unwrap_or_default(),
     };
     let mut headers: Vec<(String, String)> = Standard
-        .sign(delivery.body(), &destination.secret, now, &message)
+        .sign(ToSign::new(
+            delivery.body(),
+            &destination.secret,
+            now,
+            &message,
+        ))
         .into_iter()
         .filter(|(name, _)| !name.eq_ignore_ascii_case("content-type"))
         .collect();

@@ -4,11 +4,11 @@
 //! the request, not that its body is unaltered or fresh: there is no signature over the
 //! body and no signed timestamp.
 
-use super::{with_json_type, EventToSign, Keys, Scheme, SignatureError, Unverified, Verdict};
+use super::{with_json_type, Keys, Scheme, SignatureError, Unverified, Verdict};
+use super::{SignedHeaders, ToSign};
 use crate::secret::{secrets_equal, too_weak, Secret, MIN_SECRET_BYTES};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
-use chrono::{DateTime, Utc};
 
 const HEADER: &str = "Authorization";
 
@@ -34,13 +34,8 @@ impl Scheme for Basic {
         Ok(request.into_verified())
     }
 
-    fn sign(
-        &self,
-        _body: &[u8],
-        secret: &Secret,
-        _now: DateTime<Utc>,
-        _event: &EventToSign,
-    ) -> Vec<(String, String)> {
+    fn sign(&self, signing: ToSign<'_>) -> SignedHeaders {
+        let ToSign { secret, .. } = signing;
         with_json_type([(HEADER, format!("Basic {}", BASE64.encode(secret.expose())))])
     }
 

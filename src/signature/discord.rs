@@ -7,9 +7,9 @@
 
 use super::ed25519::{self, SIGNATURE_LENGTH};
 use super::timestamp::{check_tolerance, signature_and_timestamp, timestamp_signed_headers};
-use super::{EventToSign, Keys, Scheme, SignatureError, Unverified, Verdict};
+use super::{Keys, Scheme, SignatureError, Unverified, Verdict};
+use super::{SignedHeaders, ToSign};
 use crate::secret::Secret;
-use chrono::{DateTime, Utc};
 use ed25519_dalek::VerifyingKey;
 
 const SIGNATURE: &str = "X-Signature-Ed25519";
@@ -73,13 +73,10 @@ impl Scheme for Discord {
 
     /// `secret` is the private key (the source's secrets are public keys, which cannot
     /// sign); a key that does not parse signs nothing.
-    fn sign(
-        &self,
-        body: &[u8],
-        secret: &Secret,
-        now: DateTime<Utc>,
-        _event: &EventToSign,
-    ) -> Vec<(String, String)> {
+    fn sign(&self, signing: ToSign<'_>) -> SignedHeaders {
+        let ToSign {
+            body, secret, now, ..
+        } = signing;
         timestamp_signed_headers((SIGNATURE, TIMESTAMP), body, now, |message| {
             let key = signing_key(secret).ok()?;
             Some(hex::encode(ed25519::sign(&key, message)))

@@ -39,7 +39,7 @@
 
 use super::timestamp::{check_tolerance, TimeFormat};
 use super::{
-    hmac_sha256, Encoding, EventToSign, HmacScheme, Keys, Scheme, SignatureError, Verdict,
+    hmac_sha256, Encoding, HmacScheme, Keys, Scheme, SignatureError, SignedHeaders, ToSign, Verdict,
 };
 use super::{Unverified, Verified};
 use crate::secret::{MinLength, Secret};
@@ -226,14 +226,14 @@ impl Scheme for FixedHmac {
         Ok(verified)
     }
 
-    fn sign(
-        &self,
-        body: &[u8],
-        secret: &Secret,
-        now: DateTime<Utc>,
-        event: &EventToSign,
-    ) -> Vec<(String, String)> {
-        let mut headers = self.hmac().sign(body, secret, now, event);
+    fn sign(&self, signing: ToSign<'_>) -> SignedHeaders {
+        let ToSign {
+            body,
+            secret,
+            now,
+            event,
+        } = signing;
+        let mut headers = self.hmac().sign(ToSign::new(body, secret, now, event));
         if self.params.forms && !body.trim_ascii_start().starts_with(b"{") {
             for (name, value) in &mut headers {
                 if name == "Content-Type" {

@@ -9,9 +9,9 @@
 //! credential of another kind (see [`RESERVED`]).
 
 use super::basic::any_secret_equals;
-use super::{with_json_type, EventToSign, Keys, Scheme, SignatureError, Unverified, Verdict};
+use super::{with_json_type, Keys, Scheme, SignatureError, Unverified, Verdict};
+use super::{SignedHeaders, ToSign};
 use crate::secret::{MinLength, Secret};
-use chrono::{DateTime, Utc};
 
 /// Headers a token may not travel in (compared without case), and why. A proxy or HTTP
 /// server in front of Inlet may read, rewrite, drop or log them, so the token would not
@@ -100,13 +100,8 @@ impl Scheme for HeaderToken {
         Ok(request.into_verified())
     }
 
-    fn sign(
-        &self,
-        _body: &[u8],
-        secret: &Secret,
-        _now: DateTime<Utc>,
-        _event: &EventToSign,
-    ) -> Vec<(String, String)> {
+    fn sign(&self, signing: ToSign<'_>) -> SignedHeaders {
+        let ToSign { secret, .. } = signing;
         with_json_type([(self.header.as_str(), secret.expose().to_owned())])
     }
 

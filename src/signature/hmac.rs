@@ -5,12 +5,11 @@
 //! provider may write it as an RFC 3339 date and time instead (Zendesk).
 
 use super::timestamp::{check_tolerance, TimeFormat};
-use super::{check_hmac, json_content_type, secret_hmac, EventToSign, Keys, Scheme, Verdict};
+use super::{check_hmac, json_content_type, secret_hmac, Keys, Scheme, Verdict};
 use super::{SignatureError, Unverified};
-use crate::secret::Secret;
+use super::{SignedHeaders, ToSign};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
-use chrono::{DateTime, Utc};
 
 /// How the signature is written in its header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -189,13 +188,10 @@ impl Scheme for HmacScheme {
         Ok(request.into_verified())
     }
 
-    fn sign(
-        &self,
-        body: &[u8],
-        secret: &Secret,
-        now: DateTime<Utc>,
-        _event: &EventToSign,
-    ) -> Vec<(String, String)> {
+    fn sign(&self, signing: ToSign<'_>) -> SignedHeaders {
+        let ToSign {
+            body, secret, now, ..
+        } = signing;
         let timestamp = self.time_format.write(now);
         let tag = secret_hmac(secret, &self.content(timestamp.as_bytes(), body));
         let mut headers = vec![(

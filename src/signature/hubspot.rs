@@ -25,13 +25,12 @@
 
 use super::timestamp::{parse_timestamp, TimeFormat};
 use super::{
-    base64_tag, check_hmac, json_objects, secret_hmac, with_json_type, EventToSign, Verdict,
+    base64_tag, check_hmac, json_objects, secret_hmac, with_json_type, SignedHeaders, ToSign,
+    Verdict,
 };
 use super::{Items, Keys, PublicUrl, Scheme, SignatureError, Unverified, Verified};
-use crate::secret::Secret;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
-use chrono::{DateTime, Utc};
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -181,13 +180,10 @@ impl Scheme for HubSpot {
         Ok(request.into_verified())
     }
 
-    fn sign(
-        &self,
-        body: &[u8],
-        secret: &Secret,
-        now: DateTime<Utc>,
-        _event: &EventToSign,
-    ) -> Vec<(String, String)> {
+    fn sign(&self, signing: ToSign<'_>) -> SignedHeaders {
+        let ToSign {
+            body, secret, now, ..
+        } = signing;
         let timestamp = TimeFormat::UnixMillis.write(now);
         let tag = secret_hmac(secret, &self.signed(body, timestamp.as_bytes()));
         with_json_type([(SIGNATURE, BASE64.encode(tag)), (TIMESTAMP, timestamp)])
@@ -221,6 +217,9 @@ impl Scheme for HubSpot {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::secret::Secret;
+    use crate::signature::EventToSign;
+    use chrono::{DateTime, Utc};
     use std::time::Duration;
 
     const SECRET: &str = "0f2a6c1e-8d4b-4f3a-9c7e-5b1d2e3f4a5b";
@@ -247,7 +246,7 @@ mod tests {
             event_type: String::new(),
         };
         let mut headers = http::HeaderMap::new();
-        for (name, value) in scheme().sign(body.as_bytes(), &secret, at, &event) {
+        for (name, value) in scheme().sign(ToSign::new(body.as_bytes(), &secret, at, &event)) {
             headers.insert(
                 http::HeaderName::from_bytes(name.as_bytes()).expect("name"),
                 value.parse().expect("value"),

@@ -73,6 +73,35 @@ pub struct Keys<'a> {
 /// A scheme's verdict on a request: verified, or why not.
 pub type Verdict<'r> = Result<Verified<'r>, SignatureError>;
 
+/// What a scheme signs: a body, with a secret, at a time, as an event (`inlet sign`,
+/// `inlet send`, the dispatcher's own signature).
+#[derive(Debug, Clone, Copy)]
+pub struct ToSign<'a> {
+    pub body: &'a [u8],
+    pub secret: &'a Secret,
+    pub now: DateTime<Utc>,
+    pub event: &'a EventToSign,
+}
+
+impl<'a> ToSign<'a> {
+    pub fn new(
+        body: &'a [u8],
+        secret: &'a Secret,
+        now: DateTime<Utc>,
+        event: &'a EventToSign,
+    ) -> Self {
+        Self {
+            body,
+            secret,
+            now,
+            event,
+        }
+    }
+}
+
+/// The headers a signature travels in, as `(name, value)`.
+pub type SignedHeaders = Vec<(String, String)>;
+
 /// A request's headers as the schemes read them, whatever HTTP library received them
 /// (the edge implements it for its own header map).
 pub trait Headers: std::fmt::Debug + Sync {
@@ -284,13 +313,7 @@ pub trait Scheme: Sync + std::fmt::Debug {
     /// The headers the provider would send for `body`, signed with `secret` at `now`. By
     /// default none: a scheme that signs inside the body ([`Scheme::sign_body`]) sends no
     /// signature header.
-    fn sign(
-        &self,
-        _body: &[u8],
-        _secret: &Secret,
-        _now: DateTime<Utc>,
-        _event: &EventToSign,
-    ) -> Vec<(String, String)> {
+    fn sign(&self, _signing: ToSign<'_>) -> SignedHeaders {
         Vec::new()
     }
 

@@ -16,11 +16,11 @@
 
 use super::json_objects;
 use super::timestamp::{check_tolerance, signature_and_timestamp, timestamp_signed_headers};
-use super::{EventToSign, Items, Keys, Scheme, SignatureError, Unverified, Verdict, Verified};
+use super::{Items, Keys, Scheme, SignatureError, Unverified, Verdict, Verified};
+use super::{SignedHeaders, ToSign};
 use crate::secret::Secret;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
-use chrono::{DateTime, Utc};
 use ring::signature::{EcdsaKeyPair, UnparsedPublicKey, ECDSA_P256_SHA256_ASN1};
 
 const SIGNATURE: &str = "X-Twilio-Email-Event-Webhook-Signature";
@@ -113,13 +113,10 @@ impl Scheme for SendGrid {
 
     /// `secret` is the private key (the source's secrets are public keys, which cannot
     /// sign); a key that does not parse signs nothing.
-    fn sign(
-        &self,
-        body: &[u8],
-        secret: &Secret,
-        now: DateTime<Utc>,
-        _event: &EventToSign,
-    ) -> Vec<(String, String)> {
+    fn sign(&self, signing: ToSign<'_>) -> SignedHeaders {
+        let ToSign {
+            body, secret, now, ..
+        } = signing;
         timestamp_signed_headers((SIGNATURE, TIMESTAMP), body, now, |message| {
             let rng = ring::rand::SystemRandom::new();
             let signature = signing_key(secret).ok()?.sign(&rng, message).ok()?;
@@ -164,6 +161,8 @@ impl Scheme for SendGrid {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::signature::EventToSign;
+    use chrono::Utc;
 
     /// A P-256 key pair made with Node's crypto (PKCS#8 and SPKI DER, base64).
     const PRIVATE: &str = "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg31jOBCaKSexhRAswJBOovG0Hi/lffNCGyipy7gK6VaqhRANCAASspFU3Y5aPBIhzEZv1FipVb841CrDt2CZjEHmB6uDaCpoX8Fu7a4ASIwZX4UVB0uvBUZ504+0xUgOI6AoxzHtA";
@@ -201,7 +200,12 @@ mod tests {
     fn a_batch_signed_as_a_whole_verifies_and_splits() {
         let body =
             br#"[{"sg_event_id":"a","event":"delivered"},{"sg_event_id":"b","event":"open"}]"#;
-        let headers = SENDGRID.sign(body, &Secret::new(PRIVATE), Utc::now(), &event());
+        let headers = SENDGRID.sign(ToSign::new(
+            body,
+            &Secret::new(PRIVATE),
+            Utc::now(),
+            &event(),
+        ));
         assert_eq!(verify(body, &headers, PUBLIC), Ok(2));
         let changed =
             br#"[{"sg_event_id":"a","event":"delivered"},{"sg_event_id":"b","event":"click"}]"#;
@@ -209,12 +213,12 @@ mod tests {
             verify(changed, &headers, PUBLIC),
             Err(SignatureError::Mismatch(_))
         ));
-        let stale = SENDGRID.sign(
+        let stale = SENDGRID.sign(ToSign::new(
             body,
             &Secret::new(PRIVATE),
             Utc::now() - chrono::Duration::minutes(6),
             &event(),
-        );
+        ));
         assert!(matches!(
             verify(body, &stale, PUBLIC),
             Err(SignatureError::OutOfTolerance { .. })
@@ -244,7 +248,12 @@ mod tests {
     #[test]
     fn malformed_batches_and_keys_are_refused() {
         for body in [&b"{}"[..], b"[]", b"[1]", b"not json", b"[{}"] {
-            let headers = SENDGRID.sign(body, &Secret::new(PRIVATE), Utc::now(), &event());
+            let headers = SENDGRID.sign(ToSign::new(
+                body,
+                &Secret::new(PRIVATE),
+                Utc::now(),
+                &event(),
+            ));
             assert!(
                 matches!(
                     verify(body, &headers, PUBLIC),

@@ -5,13 +5,13 @@
 //! from the JSON body (`event_id`, `type`).
 
 use super::{
-    base64_tag, check_hmac, secret_hmac, with_json_type, EventToSign, Keys, PublicUrl, Verdict,
+    base64_tag, check_hmac, secret_hmac, with_json_type, Keys, PublicUrl, SignedHeaders, ToSign,
+    Verdict,
 };
 use super::{Scheme, Unverified};
 use crate::secret::{MinLength, Secret};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
-use chrono::{DateTime, Utc};
 
 const HEADER: &str = "x-square-hmacsha256-signature";
 
@@ -35,13 +35,8 @@ impl Scheme for Square {
         Ok(request.into_verified())
     }
 
-    fn sign(
-        &self,
-        body: &[u8],
-        secret: &Secret,
-        _now: DateTime<Utc>,
-        _event: &EventToSign,
-    ) -> Vec<(String, String)> {
+    fn sign(&self, signing: ToSign<'_>) -> SignedHeaders {
+        let ToSign { body, secret, .. } = signing;
         let tag = secret_hmac(secret, &[self.notification_url.as_str().as_bytes(), body]);
         with_json_type([(HEADER, BASE64.encode(tag))])
     }

@@ -9,13 +9,13 @@
 use super::ed25519;
 use super::timestamp::{check_tolerance, parse_timestamp, TimeFormat};
 use super::{
-    any_matches, hmac_sha256, json_content_type, too_many_signatures, EventToSign, Keys, Verdict,
+    any_matches, hmac_sha256, json_content_type, too_many_signatures, Keys, SignedHeaders, ToSign,
+    Verdict,
 };
 use super::{Scheme, SignatureError, Unverified, MAX_SIGNATURES};
 use crate::secret::{too_weak, Secret};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
-use chrono::{DateTime, Utc};
 use ed25519_dalek::{Signature, VerifyingKey};
 
 const ID: [&str; 2] = ["webhook-id", "svix-id"];
@@ -169,13 +169,13 @@ impl Scheme for Standard {
         Ok(request.into_verified())
     }
 
-    fn sign(
-        &self,
-        body: &[u8],
-        secret: &Secret,
-        now: DateTime<Utc>,
-        event: &EventToSign,
-    ) -> Vec<(String, String)> {
+    fn sign(&self, signing: ToSign<'_>) -> SignedHeaders {
+        let ToSign {
+            body,
+            secret,
+            now,
+            event,
+        } = signing;
         let timestamp = TimeFormat::UnixSeconds.write(now);
         let signed = [event.id.as_bytes(), b".", timestamp.as_bytes(), b".", body];
         let signature = match private_key(secret) {

@@ -24,6 +24,7 @@ pub static STRIPE: SignatureList = SignatureList {
 mod tests {
     use super::*;
     use crate::secret::Secret;
+    use crate::signature::ToSign;
     use crate::signature::{EventToSign, Keys, Scheme, SignatureError, Unverified};
     use chrono::DateTime;
     use http::{HeaderMap, HeaderName, HeaderValue};
@@ -76,7 +77,7 @@ mod tests {
             id: "evt_1".into(),
             event_type: "x".into(),
         };
-        let signed = STRIPE.sign(body, &old, now, &event);
+        let signed = STRIPE.sign(ToSign::new(body, &old, now, &event));
         let map = headers(&signed[0].1);
         let secrets = [new.clone(), old];
         let keys = Keys {

@@ -20,7 +20,8 @@
 
 use super::timestamp::{check_tolerance, TimeFormat};
 use super::{
-    check_hmac, secret_hmac, too_many_signatures, with_json_type, EventToSign, Keys, Verdict,
+    check_hmac, secret_hmac, too_many_signatures, with_json_type, Keys, SignedHeaders, ToSign,
+    Verdict,
 };
 use super::{Scheme, SignatureError, Unverified, Verified, MAX_SIGNATURES};
 use crate::secret::{MinLength, Secret};
@@ -188,13 +189,10 @@ impl Scheme for SignatureList {
         self.check(request, keys, now)
     }
 
-    fn sign(
-        &self,
-        body: &[u8],
-        secret: &Secret,
-        now: DateTime<Utc>,
-        _event: &EventToSign,
-    ) -> Vec<(String, String)> {
+    fn sign(&self, signing: ToSign<'_>) -> SignedHeaders {
+        let ToSign {
+            body, secret, now, ..
+        } = signing;
         self.signed_headers(body, secret, now)
     }
 

@@ -24,12 +24,12 @@
 
 use super::Unverified;
 use super::{
-    base64_tag, mac_matches, mac_of, EventToSign, Keys, PublicUrl, Scheme, SignatureError, Verdict,
+    base64_tag, mac_matches, mac_of, Keys, PublicUrl, Scheme, SignatureError, SignedHeaders,
+    ToSign, Verdict,
 };
 use crate::secret::{MinLength, Secret};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
-use chrono::{DateTime, Utc};
 use hmac::Hmac;
 use sha1::Sha1;
 use sha2::{Digest, Sha256};
@@ -205,13 +205,8 @@ impl Scheme for Twilio {
 
     /// Signs as Twilio does with an Auth Token: a JSON body with `bodySHA256`, anything
     /// else as a form.
-    fn sign(
-        &self,
-        body: &[u8],
-        secret: &Secret,
-        _now: DateTime<Utc>,
-        _event: &EventToSign,
-    ) -> Vec<(String, String)> {
+    fn sign(&self, signing: ToSign<'_>) -> SignedHeaders {
+        let ToSign { body, secret, .. } = signing;
         let form = serde_json::from_slice::<serde_json::Value>(body).is_err();
         let (url, params) = self.signed_parts(body, form);
         let tag = mac_of::<Hmac<Sha1>>(

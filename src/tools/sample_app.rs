@@ -222,6 +222,7 @@ pub async fn run_sample_app(bind: &str, secrets: Vec<Secret>) -> anyhow::Result<
 mod tests {
     use super::*;
     use crate::signature::EventToSign;
+    use crate::signature::ToSign;
     use actix_web::test::{call_service, init_service, TestRequest};
 
     const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -244,7 +245,7 @@ mod tests {
             id: "stripe:evt_1".to_owned(),
             event_type: "payment_intent.succeeded".to_owned(),
         };
-        let mut signed = Standard.sign(body, &secret, Utc::now(), &event);
+        let mut signed = Standard.sign(ToSign::new(body, &secret, Utc::now(), &event));
         signed.push(("Idempotency-Key".to_owned(), event.id.clone()));
         let post = |headers: &[(String, String)], body: &[u8]| {
             let mut request = TestRequest::post()

@@ -53,7 +53,12 @@ pub(crate) fn signed_ago(
         id: String::new(),
         event_type: String::new(),
     };
-    scheme.sign(body, &inlet::secret::Secret::new(key), at, &event)
+    scheme.sign(inlet::signature::ToSign::new(
+        body,
+        &inlet::secret::Secret::new(key),
+        at,
+        &event,
+    ))
 }
 
 /// [`spawn_batch_source`], with `settings` (TOML lines) added to the source's table.

@@ -159,7 +159,12 @@ fn signed_header_names(profile: &inlet::provider::Profile) -> Option<BTreeSet<St
             profile.name
         );
     }
-    let headers = scheme.sign(b"{\"id\":\"evt_1\"}", &secret, chrono::Utc::now(), &event);
+    let headers = scheme.sign(inlet::signature::ToSign::new(
+        b"{\"id\":\"evt_1\"}",
+        &secret,
+        chrono::Utc::now(),
+        &event,
+    ));
     Some(
         headers
             .into_iter()
