@@ -27,7 +27,7 @@ use crate::operator::{
     OperatorSettings,
 };
 use crate::provider::{FactRuleFile, HmacFile, SnsFile, SourceFile, SourceName, SourceSettings};
-use crate::retention::{AuditLine, RetentionFile, RetentionSettings};
+use crate::retention::{CheckLine, RetentionFile, RetentionSettings};
 use crate::traces::{TelemetryFile, TelemetrySettings};
 use figment::providers::{Env, Format, Toml};
 use figment::value::{Dict, Value};
@@ -396,7 +396,7 @@ impl Settings {
         Ok(settings)
     }
 
-    /// Each section by its owner, then what spans sections: the retention audit over
+    /// Each section by its owner, then what spans sections: the retention check over
     /// every source's horizon, and each destination's timeout against the lease.
     fn validate(raw: RawSettings) -> Result<Self, ConfigError> {
         let server = raw.server.validate()?;
@@ -424,7 +424,7 @@ impl Settings {
         }
         let horizons = sources
             .iter()
-            .map(|source| AuditLine {
+            .map(|source| CheckLine {
                 name: format!("source {} ({})", source.name, source.provider.name()),
                 value: source.resend_horizon.0,
                 origin: source.resend_horizon.1.clone(),

@@ -2,7 +2,7 @@
 //!
 //! Hand-written rather than `humantime`: the grammar is five units and whole numbers, and
 //! `Display` prints the largest exact unit (`35d`, not `1month 4days 13h…`), which is
-//! what the retention audit and its error messages show.
+//! what the retention check and its error messages show.
 
 use crate::error::ConfigError;
 use std::fmt;

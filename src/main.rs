@@ -51,7 +51,7 @@ enum Command {
     Serve,
     /// Apply pending database migrations and exit.
     Migrate,
-    /// Validate the configuration and print the retention audit.
+    /// Validate the configuration and print the retention check.
     CheckConfig,
     /// Delete expired event rows, old delivered deliveries, dead letters past
     /// retention.dead_letters, expired operator keys and audit rows older than
@@ -756,7 +756,7 @@ async fn sample_app(
     inlet::tools::sample_app::run_sample_app(bind, secrets).await
 }
 
-/// The configuration, or exit 2 with the reason (the audit's table spans lines).
+/// The configuration, or exit 2 with the reason (the check's table spans lines).
 fn load_settings(config: &std::path::Path) -> Settings {
     Settings::load(config).unwrap_or_else(|error| {
         eprintln!("invalid configuration: {error}");
@@ -841,11 +841,11 @@ async fn filter(action: FilterAction, client: AdminClient) -> anyhow::Result<()>
     Ok(())
 }
 
-/// `inlet check-config` on a configuration that loaded: the retention audit, each
+/// `inlet check-config` on a configuration that loaded: the retention check, each
 /// destination's routing, and what each source's scheme really proves.
 fn check_config(settings: &Settings, config: &std::path::Path) {
     println!("configuration {} is valid", config.display());
-    println!("{}", settings.retention.audit);
+    println!("{}", settings.retention.check);
     for (source, destination) in settings.destinations.iter() {
         println!(
             "destination {source}/{} ({}) receives {}",

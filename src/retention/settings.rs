@@ -1,7 +1,7 @@
 //! `[retention]`: how long each kind of row is kept, and the audit that refuses a window
 //! not longer than the replay horizon.
 
-use super::{AuditLine, RetentionAudit};
+use super::{CheckLine, RetentionCheck};
 use crate::duration::{setting, span, HumanDuration};
 use crate::error::ConfigError;
 use serde::Deserialize;
@@ -37,7 +37,7 @@ pub struct RetentionSettings {
     /// Rows deleted per short transaction.
     pub sweep_batch: u32,
     /// The numbers compared at startup.
-    pub audit: RetentionAudit,
+    pub check: RetentionCheck,
 }
 
 /// `[retention]` as written.
@@ -110,7 +110,7 @@ impl RetentionFile {
     /// replay horizon and where it comes from).
     pub fn validate(
         self,
-        source_horizons: Vec<AuditLine>,
+        source_horizons: Vec<CheckLine>,
     ) -> Result<RetentionSettings, ConfigError> {
         let events = setting(
             "retention.events",
@@ -123,22 +123,22 @@ impl RetentionFile {
             DEFAULT_REPLAY_HORIZON,
         )?;
         let (operator_keys, dead_letters, audit_trail) = self.windows()?;
-        let mut horizons = vec![AuditLine {
+        let mut horizons = vec![CheckLine {
             name: "replay horizon (retention.replay_horizon)".to_owned(),
             value: replay_horizon,
             origin: "configuration: manual resends and operator replays".to_owned(),
         }];
         horizons.extend(source_horizons);
-        let audit = RetentionAudit {
+        let check = RetentionCheck {
             events,
             horizons,
             operator_keys,
             audit_trail,
         };
-        if !audit.passes() {
+        if !check.passes() {
             return Err(ConfigError::new(
                 "retention.events",
-                format!("the retention audit failed:\n{audit}"),
+                format!("the retention check failed:\n{check}"),
             ));
         }
         Ok(RetentionSettings {
@@ -154,7 +154,7 @@ impl RetentionFile {
             )?,
             sweep_batch: self.sweep_batch.unwrap_or(DEFAULT_SWEEP_BATCH).max(1),
             sweeper: self.sweeper.unwrap_or(true),
-            audit,
+            check,
         })
     }
 }

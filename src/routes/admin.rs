@@ -362,11 +362,11 @@ pub async fn evaluate(
     Ok(json_response(StatusCode::OK, &answer))
 }
 
-/// `GET /admin/retention`: the audit's numbers.
+/// `GET /admin/retention`: the retention check's numbers.
 pub async fn retention(Authorized(_, settings): Authorized) -> Result<HttpResponse, Problem> {
     let retention = &settings.retention;
-    let audit = &retention.audit;
-    let horizons: Vec<Value> = audit
+    let check = &retention.check;
+    let horizons: Vec<Value> = check
         .horizons
         .iter()
         .map(|h| json!({ "name": h.name, "value": h.value.to_string(), "origin": h.origin }))
@@ -374,13 +374,13 @@ pub async fn retention(Authorized(_, settings): Authorized) -> Result<HttpRespon
     Ok(json_response(
         StatusCode::OK,
         &json!({
-            "events": audit.events.to_string(),
+            "events": check.events.to_string(),
             "horizons": horizons,
-            "effective_horizon": audit.effective_horizon().map(|h| h.value.to_string()),
-            "operator_keys": audit.operator_keys.to_string(),
+            "effective_horizon": check.effective_horizon().map(|h| h.value.to_string()),
+            "operator_keys": check.operator_keys.to_string(),
             "dead_letters": retention.dead_letters.to_string(),
             "audit": retention.audit_trail.to_string(),
-            "passes": audit.passes(),
+            "passes": check.passes(),
             "sweep_interval": crate::duration::HumanDuration(retention.sweep_interval).to_string(),
             "sweep_batch": retention.sweep_batch,
         }),

@@ -1,4 +1,4 @@
-//! The `inlet` binary as an operator runs it: the retention audit at startup and in
+//! The `inlet` binary as an operator runs it: the retention check at startup and in
 //! `check-config`, the maintenance commands, `inlet send`, and its logs.
 
 use crate::helpers::{

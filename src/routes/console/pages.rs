@@ -52,7 +52,7 @@ pub(super) fn query_map(request: &HttpRequest) -> HashMap<String, String> {
 }
 
 /// `GET /console`: traffic by source and outcome, the last hour per minute, the delivery
-/// backlog, the retention audit and the last sweep.
+/// backlog, the retention check and the last sweep.
 pub async fn overview(
     session: Session,
     request: HttpRequest,
@@ -173,15 +173,15 @@ fn backlog_table(backlog: &[(String, String, String, i64)], gates: &Gates) -> Ma
 fn retention(state: &AppState, now: DateTime<Utc>) -> Markup {
     let settings = state.settings.current();
     let retention = &settings.retention;
-    let audit = &retention.audit;
+    let check = &retention.check;
     html! {
         p {
-            "Events are kept " strong { (audit.events) } "; "
-            @match audit.effective_horizon() {
+            "Events are kept " strong { (check.events) } "; "
+            @match check.effective_horizon() {
                 Some(line) => { "the longest resend horizon is " strong { (line.value) } ", that of the " (line.name) ". " }
                 None => { "no source has a resend horizon. " }
             }
-            @if audit.passes() { (badge("window covers resends")) " every copy that can still arrive finds its record." }
+            @if check.passes() { (badge("window covers resends")) " every copy that can still arrive finds its record." }
             @else { (badge("window too short")) " a copy can arrive after its record was swept." }
         }
         p {

@@ -1,4 +1,4 @@
-//! The retention audit: a dedupe store whose records expire before the last copy of an
+//! The retention check: a dedupe store whose records expire before the last copy of an
 //! event can arrive is a cache of recent successes, not a guarantee. The effective replay
 //! horizon is the widest of the configured `retention.replay_horizon` and every source's
 //! horizon (its scheme's documented retry and resend window, or its own
@@ -9,7 +9,7 @@ use std::fmt;
 
 /// One number of the audit and where it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AuditLine {
+pub struct CheckLine {
     pub name: String,
     pub value: HumanDuration,
     pub origin: String,
@@ -17,20 +17,20 @@ pub struct AuditLine {
 
 /// The numbers and the verdict.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RetentionAudit {
+pub struct RetentionCheck {
     /// `retention.events`.
     pub events: HumanDuration,
     /// Every horizon considered.
-    pub horizons: Vec<AuditLine>,
+    pub horizons: Vec<CheckLine>,
     /// The operator API's Idempotency-Key window.
     pub operator_keys: HumanDuration,
     /// How long the audit trail of operator actions is kept.
     pub audit_trail: HumanDuration,
 }
 
-impl RetentionAudit {
+impl RetentionCheck {
     /// The widest horizon (zero when there is none).
-    pub fn effective_horizon(&self) -> Option<&AuditLine> {
+    pub fn effective_horizon(&self) -> Option<&CheckLine> {
         self.horizons.iter().max_by_key(|line| line.value)
     }
 
@@ -41,20 +41,20 @@ impl RetentionAudit {
     }
 }
 
-impl fmt::Display for RetentionAudit {
+impl fmt::Display for RetentionCheck {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{:<52} {:>8}  from", "number", "value")?;
-        let events = AuditLine {
+        let events = CheckLine {
             name: "event retention (retention.events)".to_owned(),
             value: self.events,
             origin: "configuration".to_owned(),
         };
-        let keys = AuditLine {
+        let keys = CheckLine {
             name: "operator Idempotency-Keys (retention.operator_keys)".to_owned(),
             value: self.operator_keys,
             origin: "configuration (at least 24h)".to_owned(),
         };
-        let trail = AuditLine {
+        let trail = CheckLine {
             name: "audit trail of operator actions (retention.audit)".to_owned(),
             value: self.audit_trail,
             origin: "configuration (at least 7d)".to_owned(),
@@ -92,8 +92,8 @@ impl fmt::Display for RetentionAudit {
 mod tests {
     use super::*;
 
-    fn line(name: &str, value: &str) -> AuditLine {
-        AuditLine {
+    fn line(name: &str, value: &str) -> CheckLine {
+        CheckLine {
             name: name.to_owned(),
             value: HumanDuration::parse(value).unwrap(),
             origin: "test".to_owned(),
@@ -102,7 +102,7 @@ mod tests {
 
     #[test]
     fn the_widest_horizon_decides_and_equality_is_refused() {
-        let mut audit = RetentionAudit {
+        let mut audit = RetentionCheck {
             events: HumanDuration::parse("35d").unwrap(),
             horizons: vec![
                 line("configured", "7d"),
