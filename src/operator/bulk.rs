@@ -575,16 +575,32 @@ impl<S: Ground> UseCases<S> {
                 Ok((upper, count(conn, &counted, upper, None)?))
             })
             .await?;
-        if let Some(expect) = bulk.expect.filter(|e| e.matched != matched) {
-            return Err(self.outdated(&bulk, expect, matched).await);
-        }
+        // A preview that no longer holds refuses only a confirmation not answered yet: the
+        // same form sent again (a double click, a re-submit after the runner moved on) finds
+        // the action it started, stored under its Idempotency-Key, before this is asked.
+        let outdated = bulk.expect.filter(|e| e.matched != matched);
+        let refused = bulk.clone();
         let work = move |conn: &mut DbConnection, _: &S, now| {
+            if outdated.is_some() {
+                return Err(OperatorError::Outdated(
+                    String::new(),
+                    serde_json::Value::Null,
+                ));
+            }
             let row = create(conn, &bulk, (&operator, upper, matched), now)?;
             Ok(BulkCreated {
                 action: row.to_json(),
             })
         };
-        self.once((BULK_ROUTE, action), keyed, work, encode).await
+        match (
+            self.once((BULK_ROUTE, action), keyed, work, encode).await,
+            outdated,
+        ) {
+            (Err(OperatorError::Outdated(..)), Some(expect)) => {
+                Err(self.outdated(&refused, expect, matched).await)
+            }
+            (started, _) => started,
+        }
     }
 
     /// The refusal of a confirmation whose preview counted `expect` where `matched` rows

@@ -17,6 +17,7 @@ on_both_backends!(
     a_bulk_request_is_checked_and_a_viewer_only_previews,
     a_bulk_replay_killed_mid_way_resumes_and_delivers_each_fact_once_more,
     a_confirmation_acts_on_at_most_what_its_preview_counted,
+    a_confirmation_sent_again_after_the_action_ran_finds_it,
 );
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -443,5 +444,52 @@ async fn a_confirmation_acts_on_at_most_what_its_preview_counted(backend: Backen
         actions["actions"].as_array().map(Vec::len),
         Some(1),
         "nothing was started"
+    );
+}
+
+/// A confirmation sent again under its Idempotency-Key (a double click, a browser
+/// re-submit) once its action has changed what the preview counted: the same action,
+/// answered from its stored call — not a refusal for an outdated preview inviting a
+/// second action.
+async fn a_confirmation_sent_again_after_the_action_ran_finds_it(backend: Backend) {
+    let server = refusing_first(3, "not yet").await;
+    let options = TestOptions {
+        destination: Some(destination("app", &server)),
+        ..Default::default()
+    };
+    let app = Arc::new(spawn_app_with(backend, options).await);
+    post_events(&app, "evt_again", 3, &["charge.succeeded"]).await;
+    eventually_within("3 dead letters", Duration::from_secs(30), || async {
+        dead_letters(&app).await == 3
+    })
+    .await;
+    let preview =
+        json!({ "action": "requeue", "filter": { "destination": "app" }, "dry_run": true });
+    let previewed = app.admin("/admin/bulk", Some(&preview), None).await.json();
+    let expect = json!({ "matched": previewed["matched"], "upper_id": previewed["upper_id"] });
+    let confirm =
+        json!({ "action": "requeue", "filter": { "destination": "app" }, "expect": expect });
+    let created = app
+        .admin("/admin/bulk", Some(&confirm), Some("confirm-once"))
+        .await;
+    created.assert_status(202);
+    let id = created.json()["action"]["id"].clone();
+    // Requeued and delivered: none of the 3 the preview counted is dead any more.
+    eventually_within("the 3 delivered", Duration::from_secs(30), || async {
+        bulk_action(&app, &id).await["status"] == "done" && dead_letters(&app).await == 0
+    })
+    .await;
+
+    let again = app
+        .admin("/admin/bulk", Some(&confirm), Some("confirm-once"))
+        .await;
+    again.assert_status(202);
+    assert!(again.replayed(), "answered from the stored call");
+    assert_eq!(again.json()["action"]["id"], id);
+    let actions = app.admin("/admin/bulk", None, None).await.json();
+    assert_eq!(
+        actions["actions"].as_array().map(Vec::len),
+        Some(1),
+        "{actions}"
     );
 }
