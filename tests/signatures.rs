@@ -1379,7 +1379,8 @@ fn split_batch(
     };
     let scheme = source.provider.scheme();
     let verified = scheme.verify(Unverified::new(headers, body), keys)?;
-    let items = scheme.items(&verified, keys).expect("a batch scheme")?;
+    let batch = scheme.batch().expect("a batch scheme");
+    let items = batch.items(&verified, keys).expect("a batch")?;
     let kept = (items.verified.into_iter())
         .map(|(item, stored)| {
             let bytes = stored.unwrap_or_else(|| item.body().to_vec());
@@ -1766,7 +1767,7 @@ fn sns_vectors_verify_as_the_library_judges_them_but_for_its_unsubscribe_keys() 
         }
         // The certificate URL of every vector is on AWS's hosts.
         let headers = HeaderMap::new();
-        use inlet::signature::Scheme;
+        use inlet::signature::Certified;
         let keys = Keys {
             secrets: &[],
             tolerance: std::time::Duration::from_secs(3_900),

@@ -7,7 +7,7 @@
 use super::outbox::Leased;
 use super::DestinationSettings;
 use crate::signature::ToSign;
-use crate::signature::{EventToSign, Scheme, Standard};
+use crate::signature::{EventToSign, Signer, Standard};
 use chrono::{DateTime, Utc};
 
 /// The headers of an attempt; `trace_parent` (W3C Trace Context, tracing on) puts the

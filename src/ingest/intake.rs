@@ -89,7 +89,8 @@ impl Intake<'_> {
         if let Some(received) = self.handshake(&verified)? {
             return Ok(received);
         }
-        if let Some(items) = source.provider.scheme().items(&verified, self.keys()) {
+        let batch = source.provider.scheme().batch();
+        if let Some(items) = batch.and_then(|batch| batch.items(&verified, self.keys())) {
             let batch = Batch {
                 request: verified,
                 items: items?,
@@ -220,7 +221,10 @@ impl Intake<'_> {
         let Some(answer) = provider.handshake(verified, &self.source.secrets) else {
             return Ok(None);
         };
-        let visit = provider.scheme().subscription(verified).transpose()?;
+        let certified = provider.scheme().certified();
+        let visit = certified
+            .and_then(|c| c.subscription(verified))
+            .transpose()?;
         Ok(Some(Received {
             visit,
             ..Received::handshake(answer)

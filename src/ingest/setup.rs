@@ -49,7 +49,8 @@ impl<'a> Intake<'a> {
             now: self.now,
         };
         let request = Unverified::new(webhook.headers, webhook.body);
-        match source.provider.scheme().certificate(&request, keys) {
+        let certified = source.provider.scheme().certified();
+        match certified.and_then(|c| c.certificate(&request, keys)) {
             None => Ok(SetUp::VerifyAs(Box::new(keyed))),
             Some(fetch) => {
                 let certified = self.certified(fetch).await?;

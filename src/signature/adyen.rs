@@ -20,6 +20,7 @@
 use super::{
     any_matches, hmac_sha256, Items, Keys, Scheme, SignatureError, Unverified, Verdict, Verified,
 };
+use super::{Batched, Signer};
 use crate::secret::Secret;
 use base64::Engine;
 use serde::Deserialize;
@@ -246,10 +247,18 @@ impl Scheme for Adyen {
         }
     }
 
+    fn batch(&self) -> Option<&dyn Batched> {
+        Some(self)
+    }
+}
+
+impl Signer for Adyen {
     fn sign_body(&self, body: &[u8], secret: &Secret) -> Option<Result<Vec<u8>, String>> {
         Some(self.sign_items(body, secret))
     }
+}
 
+impl Batched for Adyen {
     /// Every item: [`Scheme::verify`] refused the request unless each verified.
     fn items<'r>(
         &self,

@@ -4,6 +4,7 @@
 //! the request, not that its body is unaltered or fresh: there is no signature over the
 //! body and no signed timestamp.
 
+use super::Signer;
 use super::{with_json_type, Keys, Scheme, SignatureError, Unverified, Verdict};
 use super::{SignedHeaders, ToSign};
 use crate::secret::{secrets_equal, too_weak, Secret, MIN_SECRET_BYTES};
@@ -34,11 +35,6 @@ impl Scheme for Basic {
         Ok(request.into_verified())
     }
 
-    fn sign(&self, signing: ToSign<'_>) -> SignedHeaders {
-        let ToSign { secret, .. } = signing;
-        with_json_type([(HEADER, format!("Basic {}", BASE64.encode(secret.expose())))])
-    }
-
     fn signs_timestamp(&self) -> bool {
         false
     }
@@ -60,6 +56,13 @@ impl Scheme for Basic {
             ));
         }
         Ok(())
+    }
+}
+
+impl Signer for Basic {
+    fn sign(&self, signing: ToSign<'_>) -> SignedHeaders {
+        let ToSign { secret, .. } = signing;
+        with_json_type([(HEADER, format!("Basic {}", BASE64.encode(secret.expose())))])
     }
 }
 

@@ -15,6 +15,7 @@
 //! signed (the payload's sha256, [`Verified::content_digest`]), so the same notification
 //! form-encoded differently is one event.
 
+use super::Signer;
 use super::{mac_matches, too_many_signatures, Keys, Scheme, SignatureError, Verdict};
 use super::{Unverified, MAX_SIGNATURES};
 use crate::secret::Secret;
@@ -187,7 +188,9 @@ impl Scheme for Braintree {
             _ => Err(format!("the secret must be {rule}")),
         }
     }
+}
 
+impl Signer for Braintree {
     /// The form Braintree would POST: `body` is the notification's XML (or a Braintree
     /// form, whose `bt_payload` is signed again), signed with the source's key pair.
     fn sign_body(&self, body: &[u8], secret: &Secret) -> Option<Result<Vec<u8>, String>> {

@@ -7,6 +7,7 @@
 
 use super::ed25519::{self, SIGNATURE_LENGTH};
 use super::timestamp::{check_tolerance, signature_and_timestamp, timestamp_signed_headers};
+use super::Signer;
 use super::{Keys, Scheme, SignatureError, Unverified, Verdict};
 use super::{SignedHeaders, ToSign};
 use crate::secret::Secret;
@@ -71,6 +72,16 @@ impl Scheme for Discord {
         Ok(request.into_verified())
     }
 
+    fn signs_timestamp(&self) -> bool {
+        true
+    }
+
+    fn check_secret(&self, secret: &Secret) -> Result<(), String> {
+        public_key(secret).map(drop)
+    }
+}
+
+impl Signer for Discord {
     /// `secret` is the private key (the source's secrets are public keys, which cannot
     /// sign); a key that does not parse signs nothing.
     fn sign(&self, signing: ToSign<'_>) -> SignedHeaders {
@@ -81,14 +92,6 @@ impl Scheme for Discord {
             let key = signing_key(secret).ok()?;
             Some(hex::encode(ed25519::sign(&key, message)))
         })
-    }
-
-    fn signs_timestamp(&self) -> bool {
-        true
-    }
-
-    fn check_secret(&self, secret: &Secret) -> Result<(), String> {
-        public_key(secret).map(drop)
     }
 
     fn signs_with(&self, _secret: &Secret) -> bool {

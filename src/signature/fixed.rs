@@ -38,6 +38,7 @@
 //!   the body's digest.
 
 use super::timestamp::{check_tolerance, TimeFormat};
+use super::Signer;
 use super::{
     hmac_sha256, Encoding, HmacScheme, Keys, Scheme, SignatureError, SignedHeaders, ToSign, Verdict,
 };
@@ -226,6 +227,16 @@ impl Scheme for FixedHmac {
         Ok(verified)
     }
 
+    fn signs_timestamp(&self) -> bool {
+        self.params.timestamp.is_some() || self.params.body_time.is_some()
+    }
+
+    fn check_secret(&self, secret: &Secret) -> Result<(), String> {
+        MinLength::check_rule(self.params.secret.as_ref(), secret)
+    }
+}
+
+impl Signer for FixedHmac {
     fn sign(&self, signing: ToSign<'_>) -> SignedHeaders {
         let ToSign {
             body,
@@ -249,14 +260,6 @@ impl Scheme for FixedHmac {
             headers.push(((*name).to_owned(), value.clone()));
         }
         headers
-    }
-
-    fn signs_timestamp(&self) -> bool {
-        self.params.timestamp.is_some() || self.params.body_time.is_some()
-    }
-
-    fn check_secret(&self, secret: &Secret) -> Result<(), String> {
-        MinLength::check_rule(self.params.secret.as_ref(), secret)
     }
 }
 

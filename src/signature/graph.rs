@@ -14,6 +14,7 @@
 
 use super::adyen::MAX_ITEMS;
 use super::basic::any_secret_equals;
+use super::{Batched, Signer};
 use super::{Items, Keys, Scheme, SignatureError, Unverified, Verdict, Verified};
 use crate::secret::{MinLength, Secret};
 use serde::Deserialize;
@@ -152,6 +153,12 @@ impl Scheme for Graph {
         }
     }
 
+    fn batch(&self) -> Option<&dyn Batched> {
+        Some(self)
+    }
+}
+
+impl Signer for Graph {
     /// Every notification's `clientState` set to `secret` (tests, `inlet send`).
     fn sign_body(&self, body: &[u8], secret: &Secret) -> Option<Result<Vec<u8>, String>> {
         let signed = || -> Result<Vec<u8>, String> {
@@ -170,7 +177,9 @@ impl Scheme for Graph {
         };
         Some(signed())
     }
+}
 
+impl Batched for Graph {
     /// The notifications whose `clientState` is a secret of the source, each stored with it
     /// redacted; why each other is dropped.
     fn items<'r>(

@@ -9,6 +9,7 @@
 //! credential of another kind (see [`RESERVED`]).
 
 use super::basic::any_secret_equals;
+use super::Signer;
 use super::{with_json_type, Keys, Scheme, SignatureError, Unverified, Verdict};
 use super::{SignedHeaders, ToSign};
 use crate::secret::{MinLength, Secret};
@@ -100,11 +101,6 @@ impl Scheme for HeaderToken {
         Ok(request.into_verified())
     }
 
-    fn sign(&self, signing: ToSign<'_>) -> SignedHeaders {
-        let ToSign { secret, .. } = signing;
-        with_json_type([(self.header.as_str(), secret.expose().to_owned())])
-    }
-
     fn signs_timestamp(&self) -> bool {
         false
     }
@@ -119,6 +115,13 @@ impl Scheme for HeaderToken {
             return Err("a header token cannot start or end with whitespace".to_owned());
         }
         MinLength::CHOSEN.check(secret)
+    }
+}
+
+impl Signer for HeaderToken {
+    fn sign(&self, signing: ToSign<'_>) -> SignedHeaders {
+        let ToSign { secret, .. } = signing;
+        with_json_type([(self.header.as_str(), secret.expose().to_owned())])
     }
 }
 

@@ -5,6 +5,7 @@
 //! provider may write it as an RFC 3339 date and time instead (Zendesk).
 
 use super::timestamp::{check_tolerance, TimeFormat};
+use super::Signer;
 use super::{check_hmac, json_content_type, secret_hmac, Keys, Scheme, Verdict};
 use super::{SignatureError, Unverified};
 use super::{SignedHeaders, ToSign};
@@ -188,6 +189,12 @@ impl Scheme for HmacScheme {
         Ok(request.into_verified())
     }
 
+    fn signs_timestamp(&self) -> bool {
+        self.timestamp_header.is_some()
+    }
+}
+
+impl Signer for HmacScheme {
     fn sign(&self, signing: ToSign<'_>) -> SignedHeaders {
         let ToSign {
             body, secret, now, ..
@@ -203,10 +210,6 @@ impl Scheme for HmacScheme {
         }
         headers.push(json_content_type());
         headers
-    }
-
-    fn signs_timestamp(&self) -> bool {
-        self.timestamp_header.is_some()
     }
 }
 

@@ -28,6 +28,7 @@ use super::{
     base64_tag, check_hmac, json_objects, secret_hmac, with_json_type, SignedHeaders, ToSign,
     Verdict,
 };
+use super::{Batched, Signer};
 use super::{Items, Keys, PublicUrl, Scheme, SignatureError, Unverified, Verified};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
@@ -180,6 +181,16 @@ impl Scheme for HubSpot {
         Ok(request.into_verified())
     }
 
+    fn signs_timestamp(&self) -> bool {
+        true
+    }
+
+    fn batch(&self) -> Option<&dyn Batched> {
+        Some(self)
+    }
+}
+
+impl Signer for HubSpot {
     fn sign(&self, signing: ToSign<'_>) -> SignedHeaders {
         let ToSign {
             body, secret, now, ..
@@ -188,11 +199,9 @@ impl Scheme for HubSpot {
         let tag = secret_hmac(secret, &self.signed(body, timestamp.as_bytes()));
         with_json_type([(SIGNATURE, BASE64.encode(tag)), (TIMESTAMP, timestamp)])
     }
+}
 
-    fn signs_timestamp(&self) -> bool {
-        true
-    }
-
+impl Batched for HubSpot {
     /// Each event of the array, its digest that of its fields but `attemptNumber`.
     fn items<'r>(
         &self,

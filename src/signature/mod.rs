@@ -303,19 +303,16 @@ pub struct EventToSign {
     pub event_type: String,
 }
 
-/// One provider's signing scheme.
-pub trait Scheme: Sync + std::fmt::Debug {
+/// One provider's signing scheme: the common path every provider takes — verify a
+/// request, say what the scheme signs and which secrets it takes — and the capabilities
+/// the few providers that need one add explicitly: requests that carry several events
+/// ([`Batched`]), a certificate the request names ([`Certified`]). Every scheme also signs
+/// ([`Signer`]), for `inlet sign`, `inlet send` and the tests.
+pub trait Scheme: Signer + Sync + std::fmt::Debug {
     /// Checks the signature over the raw bytes against every secret, then the timestamp
     /// tolerance (at `keys.now`) where the scheme signs one. A pure function of its
     /// arguments.
     fn verify<'r>(&self, request: Unverified<'r>, keys: Keys<'_>) -> Verdict<'r>;
-
-    /// The headers the provider would send for `body`, signed with `secret` at `now`. By
-    /// default none: a scheme that signs inside the body ([`Scheme::sign_body`]) sends no
-    /// signature header.
-    fn sign(&self, _signing: ToSign<'_>) -> SignedHeaders {
-        Vec::new()
-    }
 
     /// Whether the scheme signs a timestamp (and so has a tolerance).
     fn signs_timestamp(&self) -> bool;
@@ -332,46 +329,38 @@ pub trait Scheme: Sync + std::fmt::Debug {
         crate::secret::MinLength::CHOSEN.check(secret)
     }
 
-    /// Whether a source's configured `secret` can sign (`inlet sign`): a public key only
-    /// verifies, and signing then needs the private key.
-    fn signs_with(&self, _secret: &Secret) -> bool {
-        true
-    }
-
-    /// For a scheme whose requests carry several events (Adyen's `notificationItems`,
-    /// Microsoft Graph's `value`): the items of a request it verified. `None`: a request
-    /// is one event.
-    fn items<'r>(
-        &self,
-        _request: &Verified<'r>,
-        _keys: Keys<'_>,
-    ) -> Option<Result<Items<'r>, SignatureError>> {
+    /// The batch capability, for a scheme whose requests carry several events. `None`: a
+    /// request is one event.
+    fn batch(&self) -> Option<&dyn Batched> {
         None
     }
 
+    /// The certificate capability, for a scheme that verifies with a certificate the
+    /// request names. `None`: the keys are the source's.
+    fn certified(&self) -> Option<&dyn Certified> {
+        None
+    }
+}
+
+/// How a scheme signs what a provider would send (`inlet sign`, `inlet send`).
+pub trait Signer {
+    /// The headers the provider would send for `body`, signed with `secret` at `now`. By
+    /// default none: a scheme that signs inside the body ([`Signer::sign_body`]) sends no
+    /// signature header.
+    fn sign(&self, _signing: ToSign<'_>) -> SignedHeaders {
+        Vec::new()
+    }
+
     /// For a scheme that signs inside the body (Adyen): `body` signed with `secret`.
-    /// `None`: the scheme signs in headers ([`Scheme::sign`]).
+    /// `None`: the scheme signs in headers ([`Signer::sign`]).
     fn sign_body(&self, _body: &[u8], _secret: &Secret) -> Option<Result<Vec<u8>, String>> {
         None
     }
 
-    /// For a scheme that verifies with a certificate the request names (SNS's
-    /// `SigningCertURL`): where to fetch it, checked against the source's hosts, once what
-    /// can be checked without it holds (`keys`' tolerance at `now`). Its PEM is then the one
-    /// key the request is verified with. `None`: the keys are the source's.
-    fn certificate(
-        &self,
-        _request: &Unverified<'_>,
-        _keys: Keys<'_>,
-    ) -> Option<Result<Fetch, SignatureError>> {
-        None
-    }
-
-    /// For a verified request that asks the endpoint to confirm a subscription by visiting
-    /// a URL (SNS's `SubscriptionConfirmation`): that URL, checked against the source's
-    /// hosts. `None`: nothing to visit.
-    fn subscription(&self, _request: &Verified<'_>) -> Option<Result<Fetch, SignatureError>> {
-        None
+    /// Whether a source's configured `secret` can sign (`inlet sign`): a public key only
+    /// verifies, and signing then needs the private key.
+    fn signs_with(&self, _secret: &Secret) -> bool {
+        true
     }
 
     /// Refuses a private key given to `inlet sign` / `inlet send` that this scheme cannot
@@ -379,6 +368,35 @@ pub trait Scheme: Sync + std::fmt::Debug {
     fn check_private_key(&self, _key: &Secret) -> Result<(), String> {
         Err("this scheme signs with the source's shared secret, not a private key".to_owned())
     }
+}
+
+/// A scheme whose requests carry several events (Adyen's `notificationItems`, Microsoft
+/// Graph's `value`, SendGrid's and HubSpot's arrays).
+pub trait Batched {
+    /// The items of a request it verified (`None`: this request is not a batch after all).
+    fn items<'r>(
+        &self,
+        request: &Verified<'r>,
+        keys: Keys<'_>,
+    ) -> Option<Result<Items<'r>, SignatureError>>;
+}
+
+/// A scheme that verifies with a certificate the request names (SNS's `SigningCertURL`)
+/// and confirms subscriptions by a visit.
+pub trait Certified {
+    /// Where to fetch the certificate, checked against the source's hosts, once what can
+    /// be checked without it holds (`keys`' tolerance at `keys.now`). Its PEM is then the
+    /// one key the request is verified with. `None`: the keys are the source's.
+    fn certificate(
+        &self,
+        request: &Unverified<'_>,
+        keys: Keys<'_>,
+    ) -> Option<Result<Fetch, SignatureError>>;
+
+    /// For a verified request that asks the endpoint to confirm a subscription by visiting
+    /// a URL (SNS's `SubscriptionConfirmation`): that URL, checked against the source's
+    /// hosts. `None`: nothing to visit.
+    fn subscription(&self, request: &Verified<'_>) -> Option<Result<Fetch, SignatureError>>;
 }
 
 /// HMAC-SHA256 of the concatenated parts.

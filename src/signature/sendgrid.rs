@@ -16,6 +16,7 @@
 
 use super::json_objects;
 use super::timestamp::{check_tolerance, signature_and_timestamp, timestamp_signed_headers};
+use super::{Batched, Signer};
 use super::{Items, Keys, Scheme, SignatureError, Unverified, Verdict, Verified};
 use super::{SignedHeaders, ToSign};
 use crate::secret::Secret;
@@ -111,6 +112,20 @@ impl Scheme for SendGrid {
         Ok(request.into_verified())
     }
 
+    fn signs_timestamp(&self) -> bool {
+        true
+    }
+
+    fn check_secret(&self, secret: &Secret) -> Result<(), String> {
+        public_key(secret).map(drop)
+    }
+
+    fn batch(&self) -> Option<&dyn Batched> {
+        Some(self)
+    }
+}
+
+impl Signer for SendGrid {
     /// `secret` is the private key (the source's secrets are public keys, which cannot
     /// sign); a key that does not parse signs nothing.
     fn sign(&self, signing: ToSign<'_>) -> SignedHeaders {
@@ -124,14 +139,6 @@ impl Scheme for SendGrid {
         })
     }
 
-    fn signs_timestamp(&self) -> bool {
-        true
-    }
-
-    fn check_secret(&self, secret: &Secret) -> Result<(), String> {
-        public_key(secret).map(drop)
-    }
-
     fn signs_with(&self, _secret: &Secret) -> bool {
         false
     }
@@ -139,7 +146,9 @@ impl Scheme for SendGrid {
     fn check_private_key(&self, key: &Secret) -> Result<(), String> {
         signing_key(key).map(drop)
     }
+}
 
+impl Batched for SendGrid {
     /// Each event of the array, its digest that of its own bytes (the request is signed
     /// as a whole: an item is what it is byte for byte).
     fn items<'r>(

@@ -26,6 +26,7 @@
 
 use super::fetch::Fetch;
 use super::timestamp::check_tolerance;
+use super::{Certified, Signer};
 use super::{Keys, Scheme, SignatureError, Unverified, Verdict, Verified};
 use crate::secret::Secret;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -523,13 +524,6 @@ impl Scheme for Sns {
         Ok(request.into_verified_as(Sha256::digest(signed.as_bytes()).into()))
     }
 
-    fn sign_body(&self, _body: &[u8], _secret: &Secret) -> Option<Result<Vec<u8>, String>> {
-        Some(Err(
-            "AWS signs SNS messages with its own certificate's key: publish to the topic instead"
-                .to_owned(),
-        ))
-    }
-
     fn signs_timestamp(&self) -> bool {
         true
     }
@@ -542,10 +536,25 @@ impl Scheme for Sns {
         )
     }
 
+    fn certified(&self) -> Option<&dyn Certified> {
+        Some(self)
+    }
+}
+
+impl Signer for Sns {
+    fn sign_body(&self, _body: &[u8], _secret: &Secret) -> Option<Result<Vec<u8>, String>> {
+        Some(Err(
+            "AWS signs SNS messages with its own certificate's key: publish to the topic instead"
+                .to_owned(),
+        ))
+    }
+
     fn signs_with(&self, _secret: &Secret) -> bool {
         false
     }
+}
 
+impl Certified for Sns {
     fn certificate(
         &self,
         request: &Unverified<'_>,

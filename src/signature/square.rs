@@ -4,6 +4,7 @@
 //! states it (`public_url`), byte for byte. No timestamp is signed. Event id and type come
 //! from the JSON body (`event_id`, `type`).
 
+use super::Signer;
 use super::{
     base64_tag, check_hmac, secret_hmac, with_json_type, Keys, PublicUrl, SignedHeaders, ToSign,
     Verdict,
@@ -35,12 +36,6 @@ impl Scheme for Square {
         Ok(request.into_verified())
     }
 
-    fn sign(&self, signing: ToSign<'_>) -> SignedHeaders {
-        let ToSign { body, secret, .. } = signing;
-        let tag = secret_hmac(secret, &[self.notification_url.as_str().as_bytes(), body]);
-        with_json_type([(HEADER, BASE64.encode(tag))])
-    }
-
     fn signs_timestamp(&self) -> bool {
         false
     }
@@ -51,5 +46,13 @@ impl Scheme for Square {
             "a Square signature key is 22 characters, as Square issues it",
         )
         .check(secret)
+    }
+}
+
+impl Signer for Square {
+    fn sign(&self, signing: ToSign<'_>) -> SignedHeaders {
+        let ToSign { body, secret, .. } = signing;
+        let tag = secret_hmac(secret, &[self.notification_url.as_str().as_bytes(), body]);
+        with_json_type([(HEADER, BASE64.encode(tag))])
     }
 }

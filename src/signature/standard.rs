@@ -8,6 +8,7 @@
 
 use super::ed25519;
 use super::timestamp::{check_tolerance, parse_timestamp, TimeFormat};
+use super::Signer;
 use super::{
     any_matches, hmac_sha256, json_content_type, too_many_signatures, Keys, SignedHeaders, ToSign,
     Verdict,
@@ -169,6 +170,30 @@ impl Scheme for Standard {
         Ok(request.into_verified())
     }
 
+    fn signed_headers(&self) -> &'static [&'static str] {
+        &ID
+    }
+
+    fn signs_timestamp(&self) -> bool {
+        true
+    }
+
+    fn check_secret(&self, secret: &Secret) -> Result<(), String> {
+        if secret.expose().starts_with(PRIVATE_KEY) {
+            return Err(
+                "a whsk_ private key signs and belongs to the sender: configure its \
+                        whpk_ public key"
+                    .to_owned(),
+            );
+        }
+        match public_key(secret) {
+            Some(key) => key.map(drop),
+            None => check_signing_secret(secret),
+        }
+    }
+}
+
+impl Signer for Standard {
     fn sign(&self, signing: ToSign<'_>) -> SignedHeaders {
         let ToSign {
             body,
@@ -197,28 +222,6 @@ impl Scheme for Standard {
         ];
         headers.extend(signature.map(|s| (SIGNATURE[0].to_owned(), s)));
         headers
-    }
-
-    fn signed_headers(&self) -> &'static [&'static str] {
-        &ID
-    }
-
-    fn signs_timestamp(&self) -> bool {
-        true
-    }
-
-    fn check_secret(&self, secret: &Secret) -> Result<(), String> {
-        if secret.expose().starts_with(PRIVATE_KEY) {
-            return Err(
-                "a whsk_ private key signs and belongs to the sender: configure its \
-                        whpk_ public key"
-                    .to_owned(),
-            );
-        }
-        match public_key(secret) {
-            Some(key) => key.map(drop),
-            None => check_signing_secret(secret),
-        }
     }
 
     /// A `whpk_` public key cannot sign; `whsec_` secrets can.

@@ -24,8 +24,8 @@ pub static STRIPE: SignatureList = SignatureList {
 mod tests {
     use super::*;
     use crate::secret::Secret;
-    use crate::signature::ToSign;
     use crate::signature::{EventToSign, Keys, Scheme, SignatureError, Unverified};
+    use crate::signature::{Signer, ToSign};
     use chrono::DateTime;
     use http::{HeaderMap, HeaderName, HeaderValue};
     use std::time::Duration;

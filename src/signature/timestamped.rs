@@ -19,6 +19,7 @@
 //!   timestamp. Event id and type: the body's `event.id` and `event.event_type`.
 
 use super::timestamp::{check_tolerance, TimeFormat};
+use super::Signer;
 use super::{
     check_hmac, secret_hmac, too_many_signatures, with_json_type, Keys, SignedHeaders, ToSign,
     Verdict,
@@ -189,19 +190,21 @@ impl Scheme for SignatureList {
         self.check(request, keys, now)
     }
 
-    fn sign(&self, signing: ToSign<'_>) -> SignedHeaders {
-        let ToSign {
-            body, secret, now, ..
-        } = signing;
-        self.signed_headers(body, secret, now)
-    }
-
     fn signs_timestamp(&self) -> bool {
         self.timestamp_key.is_some()
     }
 
     fn check_secret(&self, secret: &Secret) -> Result<(), String> {
         MinLength::check_rule(self.secret.as_ref(), secret)
+    }
+}
+
+impl Signer for SignatureList {
+    fn sign(&self, signing: ToSign<'_>) -> SignedHeaders {
+        let ToSign {
+            body, secret, now, ..
+        } = signing;
+        self.signed_headers(body, secret, now)
     }
 }
 

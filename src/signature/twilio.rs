@@ -22,6 +22,7 @@
 //! the sha256 of the sorted parameters ([`Verified::content_digest`]) — and every variant
 //! that verifies is one event with one fingerprint; see the provider profile for its fact.
 
+use super::Signer;
 use super::Unverified;
 use super::{
     base64_tag, mac_matches, mac_of, Keys, PublicUrl, Scheme, SignatureError, SignedHeaders,
@@ -203,6 +204,20 @@ impl Scheme for Twilio {
         })
     }
 
+    fn signs_timestamp(&self) -> bool {
+        false
+    }
+
+    fn check_secret(&self, secret: &Secret) -> Result<(), String> {
+        MinLength::issued(
+            32,
+            "a Twilio Auth Token is 32 characters, as Twilio issues it",
+        )
+        .check(secret)
+    }
+}
+
+impl Signer for Twilio {
     /// Signs as Twilio does with an Auth Token: a JSON body with `bodySHA256`, anything
     /// else as a form.
     fn sign(&self, signing: ToSign<'_>) -> SignedHeaders {
@@ -218,18 +233,6 @@ impl Scheme for Twilio {
             (HEADER.to_owned(), BASE64.encode(tag)),
             ("Content-Type".to_owned(), content_type.to_owned()),
         ]
-    }
-
-    fn signs_timestamp(&self) -> bool {
-        false
-    }
-
-    fn check_secret(&self, secret: &Secret) -> Result<(), String> {
-        MinLength::issued(
-            32,
-            "a Twilio Auth Token is 32 characters, as Twilio issues it",
-        )
-        .check(secret)
     }
 }
 

@@ -222,7 +222,7 @@ pub async fn run_sample_app(bind: &str, secrets: Vec<Secret>) -> anyhow::Result<
 mod tests {
     use super::*;
     use crate::signature::EventToSign;
-    use crate::signature::ToSign;
+    use crate::signature::{Signer, ToSign};
     use actix_web::test::{call_service, init_service, TestRequest};
 
     const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";

@@ -7,7 +7,7 @@ use crate::batches::listed_types;
 use crate::helpers::{spawn_app_with, Backend, TestApp, TestOptions};
 use crate::on_both_backends;
 use inlet::secret::Secret;
-use inlet::signature::{Scheme, BRAINTREE};
+use inlet::signature::{Signer, BRAINTREE};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 
