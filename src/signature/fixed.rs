@@ -238,13 +238,8 @@ impl Scheme for FixedHmac {
 
 impl Signer for FixedHmac {
     fn sign(&self, signing: ToSign<'_>) -> SignedHeaders {
-        let ToSign {
-            body,
-            secret,
-            now,
-            event,
-        } = signing;
-        let mut headers = self.hmac().sign(ToSign::new(body, secret, now, event));
+        let (body, event) = (signing.body, signing.event);
+        let mut headers = self.hmac().sign(signing);
         if self.params.forms && !body.trim_ascii_start().starts_with(b"{") {
             for (name, value) in &mut headers {
                 if name == "Content-Type" {

@@ -7,11 +7,11 @@
 //! visible failed delivery naming its bound — none skipped — and the process that receives
 //! webhooks stayed small.
 
-use crate::helpers::{first_within, Backend};
+use crate::helpers::Backend;
 use crate::load::{Ledger, Load};
 use crate::support::{
-    assert_none, check_invariants, knob, load_client, post_stripe, report, seeded, serve, stop,
-    Rig, Snapshot,
+    assert_none, check_invariants, knob, load_client, post_stripe, report, seeded, serve,
+    snapshot_when, stop, Rig, Snapshot,
 };
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
@@ -213,20 +213,11 @@ async fn evaluate_in_a_loop(port: u16, i: usize, stop: Arc<AtomicBool>) -> (u64,
 
 /// Waits until no delivery is pending or in progress, at most `within`.
 async fn settled(url: &str, within: Duration) -> Snapshot {
-    let settled = first_within(within, || async {
-        let snapshot = Snapshot::read(url).await;
+    snapshot_when(url, within, "every delivery to settle", |snapshot| {
         let statuses = snapshot.delivery_statuses();
-        let settled = !statuses.contains_key("pending") && !statuses.contains_key("in_progress");
-        settled.then_some(snapshot)
+        !statuses.contains_key("pending") && !statuses.contains_key("in_progress")
     })
-    .await;
-    match settled {
-        Some(snapshot) => snapshot,
-        None => {
-            let statuses = Snapshot::read(url).await.delivery_statuses();
-            panic!("not settled within {within:?}: {statuses:?}")
-        }
-    }
+    .await
 }
 
 /// Every hostile event acknowledged has its delivery, dead with the memory bound as why:

@@ -485,17 +485,30 @@ impl Snapshot {
 /// Waits until every delivery is `delivered` (the outbox drained), at most `within`;
 /// returns the last snapshot.
 pub async fn drained(url: &str, within: Duration) -> Snapshot {
-    let drained = crate::helpers::first_within(within, || async {
+    snapshot_when(url, within, "the outbox to drain", |snapshot| {
+        snapshot.deliveries.iter().all(|d| d.status == "delivered")
+    })
+    .await
+}
+
+/// The first snapshot of `url` for which `ready` holds, read until `within` has passed;
+/// past it, a panic naming `what` and the delivery statuses last seen.
+pub async fn snapshot_when(
+    url: &str,
+    within: Duration,
+    what: &str,
+    ready: impl Fn(&Snapshot) -> bool,
+) -> Snapshot {
+    let found = crate::helpers::first_within(within, || async {
         let snapshot = Snapshot::read(url).await;
-        let drained = snapshot.deliveries.iter().all(|d| d.status == "delivered");
-        drained.then_some(snapshot)
+        ready(&snapshot).then_some(snapshot)
     })
     .await;
-    match drained {
+    match found {
         Some(snapshot) => snapshot,
         None => {
             let statuses = Snapshot::read(url).await.delivery_statuses();
-            panic!("the outbox did not drain within {within:?}: {statuses:?}")
+            panic!("timed out after {within:?} waiting for {what}: {statuses:?}")
         }
     }
 }

@@ -80,6 +80,7 @@ where
         if Instant::now() >= deadline {
             return None;
         }
+        // The poll interval between checks: the deadline above bounds the wait.
         tokio::time::sleep(POLL).await;
     }
 }
@@ -107,6 +108,7 @@ pub fn first_within_blocking<T>(
         if Instant::now() >= deadline {
             return None;
         }
+        // The poll interval between checks: the deadline above bounds the wait.
         std::thread::sleep(every);
     }
 }
