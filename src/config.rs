@@ -26,6 +26,7 @@ use crate::operator::{
     AdminFile, AdminSettings, ConsoleFile, ConsoleSettings, OperatorEntryFile, OperatorFile,
     OperatorSettings,
 };
+use crate::provider::record::ReconcileFile;
 use crate::provider::{FactRuleFile, HmacFile, SnsFile, SourceFile, SourceName, SourceSettings};
 use crate::retention::{CheckLine, RetentionFile, RetentionSettings};
 use crate::traces::{TelemetryFile, TelemetrySettings};
@@ -169,6 +170,7 @@ struct RawSource {
     token_header: Option<String>,
     public_url: Option<String>,
     sns: Option<SnsFile>,
+    reconcile: Option<ReconcileFile>,
     #[serde(default)]
     destinations: Vec<DestinationFile>,
 }
@@ -190,6 +192,7 @@ impl RawSource {
             token_header: self.token_header,
             public_url: self.public_url,
             sns: self.sns,
+            reconcile: self.reconcile,
         };
         (source, self.destinations)
     }
@@ -430,12 +433,14 @@ impl Settings {
                 origin: source.resend_horizon.1.clone(),
             })
             .collect();
+        let retention = raw.retention.validate(horizons)?;
+        check_lookbacks(&sources, &retention)?;
         Ok(Self {
             server,
             database,
             sources,
             destinations,
-            retention: raw.retention.validate(horizons)?,
+            retention,
             delivery,
             console,
             operator,
@@ -520,6 +525,46 @@ fn first_difference(key: &str, old: Option<&Value>, new: Option<&Value>) -> Opti
         _ if old == new => None,
         _ => Some(key.to_owned()),
     }
+}
+
+impl crate::reconcile::Ground for Settings {
+    fn sources(&self) -> &[SourceSettings] {
+        &self.sources
+    }
+
+    fn destinations(&self) -> &Destinations {
+        &self.destinations
+    }
+
+    fn event_retention(&self) -> std::time::Duration {
+        self.retention.events.0
+    }
+}
+
+/// A reconciliation looks back less far than events are kept: an event swept after the
+/// retention window would otherwise look missing and be recovered again (its fact, kept
+/// forever, would spare a second effect, but not the provider's resends).
+fn check_lookbacks(
+    sources: &[SourceSettings],
+    retention: &RetentionSettings,
+) -> Result<(), ConfigError> {
+    for (index, source) in sources.iter().enumerate() {
+        let Some(reconcile) = &source.reconcile else {
+            continue;
+        };
+        if reconcile.lookback >= retention.events.0 {
+            return Err(ConfigError::new(
+                format!("sources[{index}].reconcile.lookback"),
+                format!(
+                    "{} is not shorter than retention.events ({}): an event swept after it \
+                     would look missing and be recovered again",
+                    crate::duration::HumanDuration(reconcile.lookback),
+                    retention.events
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Every source (names unique) and its destinations.

@@ -27,6 +27,7 @@ pub mod notices;
 pub mod observability;
 pub mod operator;
 pub mod provider;
+pub mod reconcile;
 pub mod reload;
 pub mod retention;
 pub mod routes;

@@ -6,11 +6,12 @@ use inlet::cli::{AdminClient, ReplaySelection};
 use inlet::config::Settings;
 use inlet::delivery::Settled;
 use inlet::observability::LogFormat;
+use inlet::reconcile::{RunRequest, Trigger};
 use inlet::reload::reload_on_hangup;
 use inlet::retention::Sweeper;
 use inlet::secret::Secret;
 use inlet::signature::EventToSign;
-use inlet::startup::{open_database, Application, Delivering, Hooks};
+use inlet::startup::{open_database, reconcile_once, Application, Delivering, Hooks};
 use std::path::PathBuf;
 
 /// `inlet --version`: the version and the commit built from.
@@ -59,6 +60,21 @@ enum Command {
     /// Facts are never deleted.
     Sweep {
         /// Count what would be deleted; delete nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Reconcile a source with its provider's own record of events now: list what the
+    /// provider sent, find what Inlet never claimed, and recover it (the provider resends
+    /// it, or it is claimed as fetched) — or only print it (`--dry-run`).
+    Reconcile {
+        /// The source, as configured with [sources.reconcile].
+        #[arg(long)]
+        source: String,
+        /// Look back this far (e.g. 2d) instead of from where the last clean run ended;
+        /// at most the source's lookback.
+        #[arg(long)]
+        since: Option<String>,
+        /// List what is missing; change nothing.
         #[arg(long)]
         dry_run: bool,
     },
@@ -779,6 +795,11 @@ async fn run_locally(command: Command, config: &std::path::Path) -> anyhow::Resu
             Ok(())
         }
         Command::Sweep { dry_run } => sweep(settings, dry_run).await,
+        Command::Reconcile {
+            source,
+            since,
+            dry_run,
+        } => reconcile(settings, source, since, dry_run).await,
         Command::Deliver { once } => deliver(settings, config, once).await,
         Command::Bench(options) => bench(settings, options).await,
         Command::Sign {
@@ -926,6 +947,48 @@ async fn sweep(settings: Settings, dry_run: bool) -> anyhow::Result<()> {
     );
     if report.skipped {
         println!("stopped: another instance is sweeping");
+    }
+    Ok(())
+}
+
+async fn reconcile(
+    settings: Settings,
+    source: String,
+    since: Option<String>,
+    dry_run: bool,
+) -> anyhow::Result<()> {
+    let since = (since.as_deref())
+        .map(inlet::duration::HumanDuration::parse)
+        .transpose()
+        .map_err(|m| anyhow::anyhow!("--since: {m}"))?
+        .map(|d| d.0);
+    let request = RunRequest {
+        source,
+        trigger: Trigger::Cli,
+        since,
+        dry_run,
+    };
+    let report = reconcile_once(settings, request).await?;
+    let run = &report.run;
+    let missing = run.missing_ids();
+    println!(
+        "run {} of {} ({}{}): {} to {}",
+        run.id,
+        run.source,
+        run.mode,
+        if report.resumed { ", resumed" } else { "" },
+        run.window_from.and_utc().to_rfc3339(),
+        run.window_to.and_utc().to_rfc3339()
+    );
+    println!(
+        "listed {}, missing {}, recovered {}, errors {}: {}",
+        run.listed, run.missing, run.recovered, run.errors, run.status
+    );
+    for event_id in &missing {
+        println!("missing: {event_id}");
+    }
+    if let Some(error) = &run.error {
+        anyhow::bail!("the run failed: {error}");
     }
     Ok(())
 }

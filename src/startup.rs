@@ -9,6 +9,7 @@ use crate::ingest::{Committer, Outcome};
 use crate::notices::{Checks, Notices};
 use crate::operator::BulkRunner;
 use crate::operator::ConsoleSettings;
+use crate::reconcile::{IntakeServices, Reconciler, RunReport, RunRequest};
 use crate::reload::{warn_about_schemes, Reloader};
 use crate::retention::{Sweeper, SweeperHealth};
 use crate::routes::observe;
@@ -146,6 +147,8 @@ impl Application {
         let console = settings.console.clone();
         let (state, reloader) = shared_state(settings, pool, hooks, parts, reload_from)?;
         background.push(start_bulk_runner(&state, &stopped));
+        let reconciler = state.reconciler.clone();
+        background.push(tokio::spawn(reconciler.run_on_schedule(stopped.clone())));
         let console_port = console_listener(&console, &state, grace, &stopped, &mut background)?;
         // The console is on the operator surface's listener unless it has one of its own.
         let console_here = console.enabled && console.bind.is_none();
@@ -322,7 +325,9 @@ fn shared_state(
         &parts.traces,
     )
     .context("cannot start the group-commit writers")?;
+    let committer = Arc::new(committer);
     let live = LiveSettings::new(settings);
+    let reconciler = reconciler_of(&pool, &hooks, &live, &committer, &parts);
     let reloader = Arc::new(
         Reloader::new(
             reload_from,
@@ -350,6 +355,7 @@ fn shared_state(
         session_key: parts.session_key,
         traces: parts.traces,
         certificates: Default::default(),
+        reconciler,
     });
     Ok((state, reloader))
 }
@@ -677,6 +683,60 @@ impl Delivering {
         let traces = self.traces;
         Ok(tokio::task::spawn_blocking(move || traces.shutdown()).await?)
     }
+}
+
+/// The reconciliation of `serve`: recovered events are committed with the webhooks' group
+/// and wake this instance's dispatcher.
+fn reconciler_of(
+    pool: &DbPool,
+    hooks: &Hooks,
+    live: &LiveSettings,
+    committer: &Arc<Committer>,
+    parts: &BackgroundParts,
+) -> Arc<Reconciler<Settings>> {
+    let current = live.clone();
+    Arc::new(Reconciler {
+        pool: pool.clone(),
+        clock: hooks.clock.clone(),
+        settings: Arc::new(move || current.current()),
+        intake: IntakeServices {
+            committer: committer.clone(),
+            waker: parts.dispatcher.as_ref().map(|d| d.waker()),
+            faults: hooks.faults.clone(),
+            certificates: Default::default(),
+        },
+        holder: lease_name(),
+        requested: Default::default(),
+    })
+}
+
+/// One reconciliation run of `request.source` in this process (`inlet reconcile`): the
+/// database, group-commit writers and the run, as `serve` would make it.
+pub async fn reconcile_once(settings: Settings, request: RunRequest) -> anyhow::Result<RunReport> {
+    let pool = open_database(&settings).await?;
+    let faults = Arc::new(Faults::default());
+    let settings = Arc::new(settings);
+    let committer = Committer::start(
+        pool.clone(),
+        faults.clone(),
+        &settings.database,
+        &Traces::default(),
+    )
+    .context("cannot start the group-commit writers")?;
+    let reconciler = Reconciler {
+        pool,
+        clock: Arc::new(crate::clock::SystemClock),
+        settings: Arc::new(move || settings.clone()),
+        intake: IntakeServices {
+            committer: Arc::new(committer),
+            waker: None,
+            faults,
+            certificates: Default::default(),
+        },
+        holder: lease_name(),
+        requested: Default::default(),
+    };
+    Ok(reconciler.run(request).await?)
 }
 
 /// The runner of bulk operator actions (every instance has one; they share the work

@@ -21,7 +21,7 @@ pub struct AppState {
     pub clock: Arc<dyn Clock>,
     pub faults: Arc<Faults>,
     /// Commits verified webhooks in groups.
-    pub committer: Committer,
+    pub committer: Arc<Committer>,
     /// SQLite: checkpoints the write-ahead log beside the writer (stops when dropped).
     pub checkpointer: Option<Checkpointer>,
     /// Wakes this instance's dispatcher when a new fact has deliveries.
@@ -44,4 +44,7 @@ pub struct AppState {
     pub traces: crate::traces::Traces,
     /// The signing certificates fetched for sources verified with one (SNS).
     pub certificates: crate::certificates::Certificates,
+    /// Reconciliation with the providers' own records: runs on schedule, and the runs
+    /// operators ask for.
+    pub reconciler: Arc<crate::reconcile::Reconciler<crate::config::Settings>>,
 }

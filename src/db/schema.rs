@@ -22,6 +22,8 @@ diesel::table! {
         headers -> Nullable<Text>,
         /// The W3C `traceparent` of the span that received it (tracing on).
         trace_parent -> Nullable<Text>,
+        /// How it arrived: NULL for a webhook, `recovered` from its provider's record.
+        arrival -> Nullable<Text>,
     }
 }
 
@@ -183,6 +185,40 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    /// Reconciliation runs (see `reconcile`): requested, running, ok or failed.
+    reconcile_runs (id) {
+        id -> BigInt,
+        source -> Text,
+        trigger -> Text,
+        mode -> Text,
+        status -> Text,
+        window_from -> Timestamp,
+        window_to -> Timestamp,
+        cursor -> Nullable<Text>,
+        listed -> BigInt,
+        missing -> BigInt,
+        recovered -> BigInt,
+        errors -> BigInt,
+        missing_ids -> Text,
+        error -> Nullable<Text>,
+        requested_by -> Nullable<Text>,
+        started_at -> Timestamp,
+        finished_at -> Nullable<Timestamp>,
+    }
+}
+
+diesel::table! {
+    /// Each reconciled source's run lease and where its next scheduled run starts.
+    reconcile_sources (source) {
+        source -> Text,
+        lease_holder -> Nullable<Text>,
+        locked_until -> Nullable<Timestamp>,
+        checked_until -> Nullable<Timestamp>,
+        last_success_at -> Nullable<Timestamp>,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     events,
     facts,
@@ -194,5 +230,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     audit,
     server_secrets,
     hook_secrets,
-    bulk_actions
+    bulk_actions,
+    reconcile_runs,
+    reconcile_sources
 );

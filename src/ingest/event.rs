@@ -35,6 +35,8 @@ pub struct NewEvent<'a> {
     pub response_content_type: Option<&'a str>,
     pub response_body: Option<&'a [u8]>,
     pub trace_parent: Option<&'a str>,
+    /// How it arrived: `None` for a webhook, `Some("recovered")` from its provider's record.
+    pub arrival: Option<&'a str>,
 }
 
 /// Claims every event of a group with one `INSERT … ON CONFLICT (source, event_id) DO
@@ -87,6 +89,7 @@ fn claim_statement<'a>(
         .bind::<Nullable<Text>, _>(optional(|r| r.response_content_type))
         .bind::<Nullable<Binary>, _>(rows.iter().map(|r| r.response_body).collect::<Vec<_>>())
         .bind::<Nullable<Text>, _>(optional(|r| r.trace_parent))
+        .bind::<Nullable<Text>, _>(optional(|r| r.arrival))
 }
 
 /// The claim statement's name in each connection's statement cache.
@@ -96,10 +99,10 @@ impl ArraySql for ClaimEvents {
     const SQL: &'static str =
         "INSERT INTO events (source, event_id, event_type, fingerprint, status, fact_kind, \
          fact_key, payload, received_at, expires_at, content_type, headers, response_status, \
-         response_content_type, response_body, trace_parent) \
+         response_content_type, response_body, trace_parent, arrival) \
          SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], \
          ?::text[], ?::bytea[], ?::timestamp[], ?::timestamp[], ?::text[], ?::text[], ?::int4[], \
-         ?::text[], ?::bytea[], ?::text[]) \
+         ?::text[], ?::bytea[], ?::text[], ?::text[]) \
          ON CONFLICT (source, event_id) DO NOTHING RETURNING id, source, event_id";
 }
 

@@ -15,7 +15,7 @@
 //! order, so concurrent groups on PostgreSQL take their locks in one order.
 
 use super::event::{self, NewEvent, STATUS_PROCESSED};
-use super::{receipt, Claim, IngestError, Mismatch, Outcome};
+use super::{receipt, Arrival, Claim, IngestError, Mismatch, Outcome};
 use crate::db::{set_local_lock_timeout, write_transaction_losing, DbConnection, StoreError};
 use crate::delivery::{Message, NewDelivery};
 use crate::faults::Faults;
@@ -129,6 +129,7 @@ fn new_event<'a>(claim: &'a Claim, answer: &'a Answer) -> NewEvent<'a> {
         response_content_type: Some(&answer.content_type),
         response_body: Some(&answer.body),
         trace_parent: claim.trace_parent.as_deref(),
+        arrival: claim.arrival.map(Arrival::as_stored),
     }
 }
 
@@ -287,7 +288,13 @@ fn verdict(
             ))
         })?,
     };
-    match idempotency::copy_of::<()>(call, &claim.fingerprint) {
+    // A row stored before the provider's fingerprint became a canonical reading holds
+    // the raw body's digest: a copy of it is the same event.
+    let fingerprint = match &claim.earlier_fingerprint {
+        Some(earlier) if *earlier == call.fingerprint => earlier,
+        _ => &claim.fingerprint,
+    };
+    match idempotency::copy_of::<()>(call, fingerprint) {
         Once::Stored(answer) => Ok((Outcome::StoredAnswer, answer)),
         Once::Mismatch { stored_fingerprint } => Err(IngestError::FingerprintMismatch(Mismatch {
             event_id: claim.identity.event_id.to_string(),

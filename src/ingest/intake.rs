@@ -22,7 +22,7 @@ use std::time::{Instant, SystemTime};
 /// Where a claim's fact goes: whether any destination takes its type, and whether the
 /// source has destinations at all (a fact none takes is counted as unrouted).
 #[derive(Debug, Clone, Copy)]
-struct Routing {
+pub(super) struct Routing {
     routed: bool,
     has_destinations: bool,
 }
@@ -270,7 +270,7 @@ impl Intake<'_> {
     /// What a verified request claims: its event, its fact (and, for a source keyed on
     /// what was signed, the body's), the stored copy of the request and the outbox rows of
     /// the destinations whose `events` filter takes its type.
-    fn claim(
+    pub(super) fn claim(
         &self,
         verified: &Verified<'_>,
         webhook: &Webhook<'_>,
@@ -286,8 +286,9 @@ impl Intake<'_> {
             identity.document.as_ref(),
             identity.fact_key.as_ref(),
         )?;
-        // What was signed: the body, or its canonical reading.
-        let fingerprint = verified.content_digest();
+        // What was signed (the body, or its canonical reading), or the provider's canonical
+        // form of the event where its legitimate copies differ in their bytes.
+        let (fingerprint, earlier_fingerprint) = source.provider.fingerprint(verified);
         let name = source.name.as_str();
         let destinations =
             (self.destinations).routes(name, identity.event_type.as_deref(), self.now);
@@ -317,6 +318,8 @@ impl Intake<'_> {
             answer: source.provider.event_answer(verified),
             payload,
             trace_parent,
+            arrival: None,
+            earlier_fingerprint,
         };
         Ok((claim, routing))
     }
@@ -324,7 +327,7 @@ impl Intake<'_> {
     /// Drops the destinations whose `filter` does not take the claim's event, and marks
     /// those whose filter could not decide (counted and logged; their rows are written
     /// failed, never skipped); the type routing already chose the candidates.
-    async fn filter(&self, claim: &mut Claim, routing: &mut Routing) {
+    pub(super) async fn filter(&self, claim: &mut Claim, routing: &mut Routing) {
         let subject = Subject {
             source: claim.source.clone(),
             event_id: claim.identity.event_id.to_string(),
@@ -340,7 +343,7 @@ impl Intake<'_> {
 
     /// After a new fact committed: wake the dispatcher when it has outbox rows, or count it
     /// as unrouted when the source has destinations but none takes its type.
-    fn after_accepted(&self, routing: Routing) {
+    pub(super) fn after_accepted(&self, routing: Routing) {
         if routing.routed {
             if let Some(waker) = self.waker {
                 waker.notify_one();

@@ -14,6 +14,7 @@ mod committer;
 mod event;
 mod group;
 mod intake;
+mod recover;
 mod setup;
 mod stored_headers;
 mod told;
@@ -67,6 +68,29 @@ pub struct Claim {
     /// The W3C `traceparent` of the span that received it (tracing on): stored with the
     /// event and its outbox rows, and the parent of its commit's spans.
     pub trace_parent: Option<String>,
+    /// How it arrived: `None` for a webhook.
+    pub arrival: Option<Arrival>,
+    /// The raw body's sha256 where `fingerprint` is the digest of a canonical reading of
+    /// it (Stripe, Paddle): rows stored before that reading hold this one, and a copy of
+    /// them is still the same event.
+    pub earlier_fingerprint: Option<String>,
+}
+
+/// How an event arrived other than as a webhook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrival {
+    /// Fetched from its provider's own record by a reconciliation run: trusted by the
+    /// authenticated API call that fetched it, not by a signature.
+    Recovered,
+}
+
+impl Arrival {
+    /// As the `events.arrival` column holds it.
+    pub fn as_stored(self) -> &'static str {
+        match self {
+            Self::Recovered => "recovered",
+        }
+    }
 }
 
 /// Why the ingest transaction gave a webhook no answer of its own.

@@ -45,6 +45,9 @@ impl Checks {
                     .into_iter()
                     .collect();
                 found.extend(over_threshold(&notices, &mut conn, now).map_err(|e| e.to_string())?);
+                found.extend(
+                    failed_reconciliations(&notices, &mut conn, now).map_err(|e| e.to_string())?,
+                );
                 notices.send(&mut conn, found);
                 notices.send_untold_dead_letters(&mut conn, now);
                 Ok::<_, String>(())
@@ -56,6 +59,27 @@ impl Checks {
             }
         }
     }
+}
+
+/// A `reconcile.failed` notice for each reconciliation run that failed in the last hour
+/// (each told once: its id names the run).
+fn failed_reconciliations(
+    notices: &Notices,
+    conn: &mut DbConnection,
+    now: DateTime<Utc>,
+) -> QueryResult<Vec<Notice>> {
+    if !notices.settings.sends(NoticeType::ReconcileFailed) {
+        return Ok(Vec::new());
+    }
+    let since = now - chrono::Duration::hours(1);
+    let failed = crate::reconcile::store::failed_since(conn, since)?;
+    Ok(failed
+        .iter()
+        .map(|run| {
+            let error = run.error.as_deref().unwrap_or("no reason recorded");
+            Notice::reconcile_failed(run.id, &run.source, error, now)
+        })
+        .collect())
 }
 
 /// A `dead_letters.over_threshold` notice when more deliveries than the threshold are

@@ -280,6 +280,23 @@ impl Notice {
             })),
         }
     }
+
+    /// Reconciliation run `run` of `source` failed at `at` with `error` (its first line):
+    /// what the provider sent and Inlet never received is not being recovered.
+    pub fn reconcile_failed(run: i64, source: &str, error: &str, at: DateTime<Utc>) -> Self {
+        let error = first_line(error);
+        Self {
+            kind: NoticeType::ReconcileFailed,
+            id: format!("reconcile.failed:{run}"),
+            at,
+            summary: format!(
+                "Reconciliation run {run} of source {source} failed: {error}. Events the \
+                 provider sent and Inlet never received are not being recovered until a run \
+                 succeeds."
+            ),
+            fields: object(json!({ "source": source, "run": run, "error": error })),
+        }
+    }
 }
 
 /// The kind of a stored delivery error, without what follows it: `HTTP 503` of

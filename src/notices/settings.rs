@@ -60,10 +60,11 @@ pub enum NoticeType {
     SweeperStalled,
     HookSecretEstablished,
     HookSecretRefused,
+    ReconcileFailed,
 }
 
 impl NoticeType {
-    pub const ALL: [NoticeType; 9] = [
+    pub const ALL: [NoticeType; 10] = [
         Self::BreakerOpened,
         Self::BreakerClosed,
         Self::DeliveryDeadLettered,
@@ -73,6 +74,7 @@ impl NoticeType {
         Self::SweeperStalled,
         Self::HookSecretEstablished,
         Self::HookSecretRefused,
+        Self::ReconcileFailed,
     ];
 
     /// The event type of the notice (`breaker.opened`), as `types` names it.
@@ -87,6 +89,7 @@ impl NoticeType {
             Self::SweeperStalled => "sweeper.stalled",
             Self::HookSecretEstablished => "hook_secret.established",
             Self::HookSecretRefused => "hook_secret.refused",
+            Self::ReconcileFailed => "reconcile.failed",
         }
     }
 

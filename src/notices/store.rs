@@ -56,6 +56,7 @@ pub fn write(conn: &mut DbConnection, notice: &Notice, keeping: Keeping) -> Quer
         expires_at: later(keeping.retention).naive_utc(),
         content_type: Some(CONTENT_TYPE),
         headers: Some(NO_HEADERS),
+        arrival: None,
         response_status: None,
         response_content_type: None,
         response_body: None,

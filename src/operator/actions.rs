@@ -48,6 +48,14 @@ pub struct EventSummary {
     pub received_at: NaiveDateTime,
     #[serde(with = "serde_rfc3339")]
     pub expires_at: NaiveDateTime,
+    /// How it arrived: `webhook`, or `recovered` from its provider's own record.
+    #[serde(serialize_with = "arrival")]
+    pub arrival: Option<String>,
+}
+
+/// An event's arrival as the API says it (the column holds NULL for a webhook).
+fn arrival<S: serde::Serializer>(stored: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(stored.as_deref().unwrap_or("webhook"))
 }
 
 /// The most characters a filter or path value may hold: as many as a stored name or id

@@ -15,6 +15,7 @@ mod error;
 mod evaluate;
 mod hook_secrets;
 mod listing;
+mod reconcile;
 mod replay;
 pub mod roles;
 pub mod sessions;
@@ -38,6 +39,7 @@ pub use hook_secrets::{
     ClearHookSecretRequest, HookSecretCleared, HookSecretView, CLEAR_HOOK_SECRET_ROUTE,
 };
 pub use listing::{Listing, DEFAULT_PAGE, MAX_PAGE};
+pub use reconcile::{ReconcileAsked, ReconcileCall, RECONCILE_ROUTE};
 pub use replay::{EventRef, Replay, ReplayReport, ReplayRequest, REPLAY_ROUTE};
 pub use roles::{Account, Role};
 pub use settings::{

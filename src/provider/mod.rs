@@ -6,8 +6,10 @@
 //!
 //! A *source* is one configured sender of a provider: `POST /webhooks/{name}`.
 
+pub mod fingerprint;
 mod handshake;
 mod profiles;
+pub mod record;
 mod source;
 
 pub use profiles::{
@@ -200,6 +202,17 @@ impl Provider {
     /// and its sources answer no `GET`.
     pub fn challenge(&self, query: &str) -> Option<Result<Answer, String>> {
         Some(self.profile.challenge?(query))
+    }
+
+    /// An event's fingerprint: what its signature covers, or where the provider's
+    /// legitimate copies differ in their bytes, the digest of its canonical form — then
+    /// with the raw body's digest beside it, which rows stored before hold.
+    pub fn fingerprint(&self, request: &Verified<'_>) -> (String, Option<String>) {
+        let raw = request.content_digest();
+        match self.profile.fingerprint.and_then(|f| f(request.body())) {
+            Some(canonical) => (canonical, Some(raw)),
+            None => (raw, None),
+        }
     }
 
     /// Whether the provider verifies the endpoint with a `GET` (its sources answer one).

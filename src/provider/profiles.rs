@@ -3,6 +3,7 @@
 //! on objects, and the handshake it expects. Adding a provider is one entry here, plus
 //! its scheme in [`crate::signature`] when no existing one fits, its vectors and tests.
 
+use super::fingerprint::{self, Fingerprint};
 use super::handshake::{
     adyen_accepted, batch_ok, discord_deferred_answer, discord_ping, dropbox_challenge,
     graph_accepted, graph_validation, slack_url_verification, sns_confirmation,
@@ -132,6 +133,9 @@ pub struct Profile {
     /// [`DEFAULT_TOLERANCE_SECS`](super::source::DEFAULT_TOLERANCE_SECS)): SNS's signed
     /// `Timestamp` is its message's, and every retry carries it.
     pub tolerance_secs: Option<u64>,
+    /// What the event fingerprint covers where legitimate copies differ in their bytes
+    /// (`None`: what the signature covers, [`Verified::content_digest`]).
+    pub fingerprint: Option<Fingerprint>,
 }
 
 impl std::fmt::Debug for Profile {
@@ -211,6 +215,7 @@ const fn configured(name: &'static str, signing: Signing) -> Profile {
         signs_a_reading: false,
         secret_by_handshake: None,
         tolerance_secs: None,
+        fingerprint: None,
     }
 }
 
@@ -228,8 +233,11 @@ fn hubspot(url: PublicUrl) -> Configured {
 
 /// Every provider, in the order the documentation lists them.
 pub static PROFILES: [Profile; 26] = [
+    // A Stripe event listed by its API (reconciliation) is written otherwise than its
+    // webhook: the fingerprint is its canonical form.
     Profile {
         once_per_object: Some((&STRIPE_ONCE_PER_OBJECT_TYPES, "/data/object/id")),
+        fingerprint: Some(fingerprint::stripe),
         ..plain(
             "stripe",
             Signing::Fixed(&STRIPE),
@@ -290,8 +298,10 @@ pub static PROFILES: [Profile; 26] = [
             ),
         )
     },
+    // A replay carries a new notification_id under the same event_id.
     Profile {
         once_per_object: Some((&PADDLE_ONCE_PER_OBJECT_TYPES, "/data/id")),
+        fingerprint: Some(fingerprint::paddle),
         ..plain(
             "paddle",
             Signing::Fixed(&PADDLE),

@@ -1,6 +1,7 @@
 //! A configured source: one provider's sender, its secrets, where its identity is read and
 //! which facts it keys on objects — validated from its `[[sources]]` table.
 
+use super::record::{ReconcileFile, Reconciliation};
 use super::{Provider, SchemeParams};
 use crate::duration::HumanDuration;
 use crate::error::ConfigError;
@@ -73,6 +74,9 @@ pub struct SourceSettings {
     /// The oldest age at which this source can still send a copy, and where that number
     /// comes from.
     pub resend_horizon: (HumanDuration, String),
+    /// `[sources.reconcile]`: the provider's own record, read to recover what never
+    /// arrived.
+    pub reconcile: Option<Reconciliation>,
 }
 
 /// `[sources.hmac]`: the generic scheme's parameters.
@@ -153,6 +157,8 @@ pub struct SourceFile {
     pub public_url: Option<String>,
     /// `sns` sources: `[sources.sns]`.
     pub sns: Option<SnsFile>,
+    /// `[sources.reconcile]`.
+    pub reconcile: Option<ReconcileFile>,
 }
 
 impl SourceFile {
@@ -175,7 +181,11 @@ impl SourceFile {
         let keys_body_fact = scheme.signs_a_reading()
             || (!scheme.signs(&locators.event_id)
                 && locators.fact_key.as_ref().is_none_or(|l| scheme.signs(l)));
+        let reconcile = (self.reconcile)
+            .map(|file| file.validate(index, scheme.name()))
+            .transpose()?;
         Ok(SourceSettings {
+            reconcile,
             keys_body_fact,
             locators,
             fact_rules: fact_rules(self.facts, &scheme, &key)?,

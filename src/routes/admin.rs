@@ -19,7 +19,8 @@ use crate::operator::as_documented;
 use crate::operator::{
     json_answer, roles, Answered, AuditFilter, Bulk, BulkRequest, BulkRow, Caller,
     ClearHookSecretRequest, DeadLetterAction, DeadLetterRequest, DeadLetters, EvaluateRequest,
-    HookSecretCleared, IdempotencyKey, KeyedRequest, OperatorError, Replay, ReplayRequest, Role,
+    HookSecretCleared, IdempotencyKey, KeyedRequest, OperatorError, ReconcileAsked, ReconcileCall,
+    Replay, ReplayRequest, Role,
 };
 use crate::reload::AUDIT_KEY;
 use crate::state::AppState;
@@ -340,6 +341,73 @@ pub async fn clear_hook_secret(
     let called = calls(&state, &settings)
         .clear_hook_secret(keyed, parsed.source, hook_secret_answer)
         .await?;
+    Ok(called_response(called))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReconcileRunsQuery {
+    source: String,
+    limit: Option<i64>,
+}
+
+/// `GET /admin/reconcile/runs?source=NAME`: a source's reconciliation runs, newest first.
+pub async fn reconcile_runs(
+    Authorized(_, settings): Authorized,
+    request: HttpRequest,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, Problem> {
+    let q: ReconcileRunsQuery = query(&request)?;
+    let limit = q.limit.unwrap_or(20);
+    if !(1..=100).contains(&limit) {
+        return Err(invalid("limit is 1 to 100"));
+    }
+    let runs = calls(&state, &settings)
+        .reconcile_runs(q.source, limit)
+        .await?;
+    Ok(json_response(StatusCode::OK, &json!({ "runs": runs })))
+}
+
+/// A run asked for: 202, the run `requested`.
+pub fn reconcile_answer(asked: &ReconcileAsked, _: &Settings) -> Result<Answer, OperatorError> {
+    Ok(json_answer(202, to_json(&json!(asked))?))
+}
+
+/// `POST /admin/reconcile` (the `operator` role, as a replay): asks for a run of a source
+/// now; whichever instance's schedule takes it makes it. Once per Idempotency-Key, audited.
+pub async fn reconcile(
+    operator: Authorized,
+    request: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, Problem> {
+    let needs = ("reconcile", Role::Operator);
+    let (caller, settings) = operator.permit(&state, &request, needs).await?;
+    let key = IdempotencyKey::required(idempotency_key(&request)?)?;
+    let body = read_body(&request, payload, &settings.server).await?;
+    let call: ReconcileCall = body_of(&body, "request")?;
+    let reconciliation = (settings.source(&call.source))
+        .and_then(|source| source.reconcile.clone())
+        .ok_or_else(|| {
+            invalid(format!(
+                "source {} is not reconciled: it has no [sources.reconcile]",
+                call.source
+            ))
+        })?;
+    let since = (call.since.as_deref())
+        .map(crate::duration::HumanDuration::parse)
+        .transpose()
+        .map_err(|m| invalid(format!("since: {m}")))?
+        .map(|d| d.0);
+    let keyed = KeyedRequest {
+        caller,
+        key,
+        request: &body,
+    };
+    let called = calls(&state, &settings)
+        .ask_reconcile(keyed, (call, since), reconciliation, reconcile_answer)
+        .await?;
+    state.reconciler.requested.notify_one();
     Ok(called_response(called))
 }
 

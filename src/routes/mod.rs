@@ -58,6 +58,8 @@ routes! {
     get "/admin/destinations" => admin::destinations;
     get "/admin/hook-secrets" => admin::hook_secrets;
     post "/admin/hook-secrets/clear" => admin::clear_hook_secret;
+    post "/admin/reconcile" => admin::reconcile;
+    get "/admin/reconcile/runs" => admin::reconcile_runs;
     post "/admin/reload" => admin::reload;
     get "/admin/audit" => admin::audit;
 }

@@ -154,6 +154,13 @@ impl<'r> Unverified<'r> {
             .find_map(|name| self.header(name).map(|value| (*name, value)))
     }
 
+    /// An event no signature vouches for but the authenticated API call (over TLS) that
+    /// fetched it from its provider's own record — reconciliation. Its caller answers for
+    /// that call; never for a request that arrived over HTTP.
+    pub fn fetched_from_provider_api(self) -> Verified<'r> {
+        self.into_verified()
+    }
+
     /// Only this module's schemes can vouch for a request.
     fn into_verified(self) -> Verified<'r> {
         Verified {

@@ -326,6 +326,8 @@ fn ceiling_claim(id: &str, payload: &Bytes, fingerprint: &str) -> anyhow::Result
         )],
         answer: None,
         trace_parent: None,
+        arrival: None,
+        earlier_fingerprint: None,
     })
 }
 

@@ -34,6 +34,7 @@ mod plain_hmac;
 mod pooler;
 mod providers;
 mod quickstart;
+mod reconcile;
 mod reload;
 mod replay;
 mod retention;

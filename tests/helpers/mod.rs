@@ -16,6 +16,7 @@ pub mod contract;
 mod database;
 mod otlp;
 mod process;
+pub mod provider_apis;
 mod signing;
 mod sns;
 mod wait;
@@ -35,6 +36,8 @@ pub use database::*;
 pub use otlp::*;
 #[allow(unused_imports)]
 pub use process::*;
+#[allow(unused_imports)]
+pub use provider_apis::*;
 #[allow(unused_imports)]
 pub use signing::*;
 #[allow(unused_imports)]

@@ -9,6 +9,7 @@ use crate::config::Settings;
 use crate::delivery::{
     BreakerState, DestinationSettings, GateView, DEAD, DELIVERED, DISCARDED, IN_PROGRESS, PENDING,
 };
+use crate::duration::HumanDuration;
 use crate::observability::TrafficCounts;
 use crate::operator::actions::{
     self, AttemptSummary, DeliveryAttempts, DeliveryFilter, DeliverySummary, EventFilter,
@@ -16,6 +17,8 @@ use crate::operator::actions::{
 };
 use crate::operator::views::{self, EventSearch, EventsPage, Records, StoredOutcome};
 use crate::operator::{EvaluateRequest, OperatorError, Role};
+use crate::provider::record::Reconciliation;
+use crate::reconcile::RunView;
 use crate::routes::operator_calls::calls;
 use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -540,6 +543,10 @@ fn event_facts(shown: &StoredEvent) -> Markup {
             dt { "Event id" } dd.id { (event.event_id) }
             dt { "Type" } dd { (event.event_type.as_deref().unwrap_or("—")) }
             dt { "Received" } dd { (time(event.received_at)) }
+            dt { "Arrived" } dd { @match event.arrival.as_deref() {
+                Some("recovered") => { span.badge.calm title="Fetched from the provider's own record by a reconciliation run: trusted by the authenticated API call, not a signature" { "recovered" } " from the provider's record" }
+                _ => { "as a signed webhook" }
+            } }
             dt { "Kept until" } dd { (time(event.expires_at)) }
             dt { "Body digest" } dd.id { (shown.fingerprint) }
             @if let Some(trace_id) = &shown.trace_id {
@@ -875,6 +882,18 @@ pub async fn sources(
     let page = calls(&state, &settings).sources_page(RECORD_SAMPLE).await?;
     let (records, gates) = (page.records, by_destination(page.gates));
     let held = page.established;
+    let mut runs = HashMap::new();
+    for source in settings
+        .sources
+        .iter()
+        .filter(|source| source.reconcile.is_some())
+    {
+        let name = source.name.as_str().to_owned();
+        let recent = calls(&state, &settings)
+            .reconcile_runs(name.clone(), 5)
+            .await?;
+        runs.insert(name, recent);
+    }
     let body = html! {
         @for source in &settings.sources {
             @let name = source.name.as_str();
@@ -895,6 +914,9 @@ pub async fn sources(
                 }
                 h3 { "Destinations" }
                 (destinations_table(name, settings.destinations.of(name), &records, &gates))
+                @if let Some(reconciliation) = &source.reconcile {
+                    (reconcile_runs(reconciliation, runs.get(name).map(Vec::as_slice).unwrap_or_default()))
+                }
             }
         }
     };
@@ -952,6 +974,36 @@ fn destinations_table(
                         }
                     }
                 }
+            }
+        }
+    }
+}
+
+/// A reconciled source's last runs: when, what was listed, missing and recovered.
+fn reconcile_runs(reconciliation: &Reconciliation, runs: &[RunView]) -> Markup {
+    html! {
+        h3 { "Reconciliation" }
+        p.muted {
+            "The " (reconciliation.api.name()) " API's record, every " (HumanDuration(reconciliation.interval))
+            ", " (reconciliation.mode.as_str()) " mode; an event younger than " (HumanDuration(reconciliation.settle)) " is not missing yet."
+        }
+        @if runs.is_empty() {
+            p.empty { "No run yet." }
+        } @else {
+            table.reconcile-runs {
+                thead { tr { th { "Started" } th { "By" } th { "Mode" } th { "Status" } th { "Listed" } th { "Missing" } th { "Recovered" } th { "Errors" } } }
+                tbody { @for run in runs {
+                    tr {
+                        td data-label="Started" { (time(run.started_at.naive_utc())) }
+                        td data-label="By" { (run.trigger) @if let Some(by) = &run.requested_by { " (" (by) ")" } }
+                        td data-label="Mode" { (run.mode) }
+                        td data-label="Status" { @if run.status == "failed" { span.error title=(run.error.as_deref().unwrap_or_default()) { "failed" } } @else { (run.status) } }
+                        td data-label="Listed" { (run.listed) }
+                        td data-label="Missing" { (run.missing) }
+                        td data-label="Recovered" { (run.recovered) }
+                        td data-label="Errors" { (run.errors) }
+                    }
+                } }
             }
         }
     }

@@ -1,0 +1,113 @@
+//! What a provider's event fingerprint covers, where every legitimate copy of an event is
+//! not the same bytes: a Stripe event listed by its API is serialised otherwise than its
+//! webhook (pretty-printed there, keys in another order), and a Paddle replay carries a
+//! new `notification_id` under the same `event_id`. The fingerprint of such an event is
+//! the sha256 of a canonical form of its JSON — keys sorted, no whitespace, the fields
+//! that differ between legitimate copies left out — so that every copy gets the stored
+//! answer and only a genuinely different body under the same id is refused.
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// A provider's fingerprint of a body: the sha256 (hex) of its canonical form, or `None`
+/// when the body has none (not JSON): the raw body's digest is used then.
+pub type Fingerprint = fn(&[u8]) -> Option<String>;
+
+/// Stripe: the whole event, canonically written.
+pub fn stripe(body: &[u8]) -> Option<String> {
+    canonical_digest(body, &[])
+}
+
+/// Paddle Billing: the event without its `notification_id` (a replay's is new).
+pub fn paddle(body: &[u8]) -> Option<String> {
+    canonical_digest(body, &["notification_id"])
+}
+
+/// The sha256 (hex) of `body` read as a JSON object and written canonically, without its
+/// top-level fields named in `without`.
+pub fn canonical_digest(body: &[u8], without: &[&str]) -> Option<String> {
+    let Value::Object(mut object) = serde_json::from_slice::<Value>(body).ok()? else {
+        return None;
+    };
+    for field in without {
+        object.remove(*field);
+    }
+    let mut out = Vec::with_capacity(body.len());
+    write_canonical(&Value::Object(object), &mut out);
+    Some(hex::encode(Sha256::digest(&out)))
+}
+
+/// `value` as JSON with object keys sorted and no whitespace (strings and numbers as
+/// serde_json writes them).
+fn write_canonical(value: &Value, out: &mut Vec<u8>) {
+    match value {
+        Value::Object(object) => {
+            let mut fields: Vec<(&String, &Value)> = object.iter().collect();
+            fields.sort_by(|a, b| a.0.cmp(b.0));
+            out.push(b'{');
+            for (n, (key, value)) in fields.into_iter().enumerate() {
+                if n > 0 {
+                    out.push(b',');
+                }
+                write_scalar(&Value::String(key.clone()), out);
+                out.push(b':');
+                write_canonical(value, out);
+            }
+            out.push(b'}');
+        }
+        Value::Array(items) => {
+            out.push(b'[');
+            for (n, item) in items.iter().enumerate() {
+                if n > 0 {
+                    out.push(b',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(b']');
+        }
+        scalar => write_scalar(scalar, out),
+    }
+}
+
+fn write_scalar(value: &Value, out: &mut Vec<u8>) {
+    // Writing a scalar into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, value);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_order_and_whitespace_do_not_change_the_fingerprint() {
+        let compact = br#"{"id":"evt_1","data":{"object":{"id":"pi_1","amount":2000}},"type":"x"}"#;
+        let pretty = b"{\n  \"type\": \"x\",\n  \"id\": \"evt_1\",\n  \"data\": {\n    \"object\": {\"amount\": 2000, \"id\": \"pi_1\"}\n  }\n}";
+        assert_eq!(stripe(compact), stripe(pretty));
+        assert!(stripe(compact).is_some());
+    }
+
+    #[test]
+    fn a_different_value_is_a_different_fingerprint() {
+        let one = br#"{"id":"evt_1","data":{"amount":2000}}"#;
+        let other = br#"{"id":"evt_1","data":{"amount":2001}}"#;
+        assert_ne!(stripe(one), stripe(other));
+        // Array order is content.
+        assert_ne!(stripe(br#"{"a":[1,2]}"#), stripe(br#"{"a":[2,1]}"#));
+    }
+
+    #[test]
+    fn a_paddle_replay_is_the_same_event_but_not_another_body() {
+        let sent = br#"{"event_id":"evt_1","notification_id":"ntf_1","data":{"id":"txn_1"}}"#;
+        let replay = br#"{"notification_id":"ntf_2","event_id":"evt_1","data":{"id":"txn_1"}}"#;
+        let altered = br#"{"event_id":"evt_1","notification_id":"ntf_2","data":{"id":"txn_2"}}"#;
+        assert_eq!(paddle(sent), paddle(replay));
+        assert_ne!(paddle(sent), paddle(altered));
+        assert_ne!(stripe(sent), stripe(replay));
+    }
+
+    #[test]
+    fn a_body_that_is_not_a_json_object_has_no_canonical_form() {
+        assert_eq!(stripe(b"not json"), None);
+        assert_eq!(stripe(b"[1]"), None);
+    }
+}
