@@ -16,9 +16,13 @@ const POLL: Duration = Duration::from_secs(5);
 
 impl<S: Ground> Reconciler<S> {
     /// Makes every due run, one source after another, until `stopped`.
+    /// The first pass runs every reconciled source, whenever it last ran: an instance
+    /// that starts may have been down, and catches up at once (the lease keeps it to one
+    /// run at a time; a run starts from the source's mark, so a restart costs little).
     pub async fn run_on_schedule(self: Arc<Self>, mut stopped: watch::Receiver<bool>) {
+        let mut starting = true;
         loop {
-            for source in self.due().await {
+            for source in self.due(starting).await {
                 let request = RunRequest {
                     source,
                     trigger: Trigger::Schedule,
@@ -30,6 +34,7 @@ impl<S: Ground> Reconciler<S> {
                     Err(error) => tracing::warn!(%error, "a scheduled reconciliation did not run"),
                 }
             }
+            starting = false;
             tokio::select! {
                 _ = tokio::time::sleep(POLL) => {}
                 _ = self.requested.notified() => {}
@@ -38,8 +43,8 @@ impl<S: Ground> Reconciler<S> {
         }
     }
 
-    /// The reconciled sources with a run due now.
-    async fn due(&self) -> Vec<String> {
+    /// The reconciled sources with a run due now (all of them when `starting`).
+    async fn due(&self, starting: bool) -> Vec<String> {
         let settings = (self.settings)();
         let now = self.clock.now();
         let sources: Vec<(String, chrono::Duration)> = (settings.sources().iter())
@@ -57,7 +62,7 @@ impl<S: Ground> Reconciler<S> {
         let due = on_connection(&self.pool, move |conn| {
             let mut due = Vec::new();
             for (source, interval) in sources {
-                if is_due(conn, &source, interval, now)? {
+                if starting || is_due(conn, &source, interval, now)? {
                     due.push(source);
                 }
             }

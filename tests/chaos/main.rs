@@ -53,4 +53,5 @@ mod onto_bus;
 mod oracle;
 mod outage;
 mod private_postgres;
+mod reconcile;
 mod support;
