@@ -16,6 +16,7 @@ const LAYERS: &[&[&str]] = &[
         "ingest",
         "delivery",
         "retention",
+        "reconcile",
         "notices",
         "hook_secrets",
         "certificates",

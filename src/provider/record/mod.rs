@@ -1,7 +1,7 @@
 //! A provider's own record of the events it sent — Stripe's events, GitHub's hook
 //! deliveries, Paddle's notifications — read through its API, behind one small trait
 //! ([`ProviderRecord`]): list a window page by page, and ask for one event again where
-//! the provider can resend. Reconciliation (`crate::reconcile`) joins that record with the
+//! the provider can resend. Reconciliation (the use case above) joins that record with the
 //! events Inlet claimed, on the provider's event id.
 
 mod client;
