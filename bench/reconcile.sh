@@ -66,7 +66,7 @@ sweeper = false
 name = "stripe"
 scheme = "stripe"
 secrets = ["$SECRET"]
-$([ -n "${4:-}" ] && printf '[sources.reconcile]\napi = "stripe"\napi_url = "http://127.0.0.1:%s"\ncredential = "%s"\nlookback = "1d"\nsettle = "1m"\n' "$4" "$KEY")
+$([ -n "${4:-}" ] && printf '[sources.reconcile]\napi = "stripe"\napi_url = "http://127.0.0.1:%s"\ncredential = "%s"\nlookback = "1d"\nsettle = "1m"\ntypes = ["payment_intent.succeeded"]\n' "$4" "$KEY")
 [[sources.destinations]]
 url = "http://127.0.0.1:9/app"
 secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

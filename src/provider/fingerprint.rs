@@ -13,9 +13,11 @@ use sha2::{Digest, Sha256};
 /// when the body has none (not JSON): the raw body's digest is used then.
 pub type Fingerprint = fn(&[u8]) -> Option<String>;
 
-/// Stripe: the whole event, canonically written.
+/// Stripe: the event, canonically written, without `pending_webhooks` — the endpoints
+/// still owed it when this copy was written, a count the API's listing and each webhook
+/// retry give as it is at that moment.
 pub fn stripe(body: &[u8]) -> Option<String> {
-    canonical_digest(body, &[])
+    canonical_digest(body, &["pending_webhooks"])
 }
 
 /// Paddle Billing: the event without its `notification_id` (a replay's is new).
@@ -84,6 +86,10 @@ mod tests {
         let pretty = b"{\n  \"type\": \"x\",\n  \"id\": \"evt_1\",\n  \"data\": {\n    \"object\": {\"amount\": 2000, \"id\": \"pi_1\"}\n  }\n}";
         assert_eq!(stripe(compact), stripe(pretty));
         assert!(stripe(compact).is_some());
+        let owed = br#"{"id":"evt_1","pending_webhooks":2,"data":{"object":{"id":"pi_1","amount":2000}},"type":"x"}"#;
+        let listed = br#"{"id":"evt_1","pending_webhooks":1,"data":{"object":{"id":"pi_1","amount":2000}},"type":"x"}"#;
+        assert_eq!(stripe(owed), stripe(listed));
+        assert_eq!(stripe(owed), stripe(compact));
     }
 
     #[test]

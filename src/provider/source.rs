@@ -181,6 +181,13 @@ impl SourceFile {
         let keys_body_fact = scheme.signs_a_reading()
             || (!scheme.signs(&locators.event_id)
                 && locators.fact_key.as_ref().is_none_or(|l| scheme.signs(l)));
+        if self.reconcile.is_some() && self.event_id.is_some() {
+            return Err(ConfigError::new(
+                key("reconcile"),
+                "a source reconciled with its provider's record keys on the provider's own event \
+                 id (the join key): remove event_id",
+            ));
+        }
         let reconcile = (self.reconcile)
             .map(|file| file.validate(index, scheme.name()))
             .transpose()?;

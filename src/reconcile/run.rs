@@ -3,7 +3,7 @@
 //! recovered (or only counted, in `report` mode), its progress committed — and end the
 //! row, counted in the metrics.
 
-use super::store::{self, Ending, NewRun, Progress, RunRow, FAILED, OK, REQUESTED, RUNNING};
+use super::store::{self, Ending, Mark, NewRun, Progress, RunRow, FAILED, OK, REQUESTED, RUNNING};
 use super::ReconcileError;
 use crate::certificates::Certificates;
 use crate::clock::Clock;
@@ -100,6 +100,8 @@ struct Running<'a, S> {
     progress: Progress,
     /// Event ids already handled in this run (a record lists redeliveries too).
     seen: HashSet<String>,
+    /// When the lease was last renewed.
+    renewed: std::time::Instant,
 }
 
 impl<S: Ground> Reconciler<S> {
@@ -135,6 +137,7 @@ impl<S: Ground> Reconciler<S> {
             window,
             mode,
             seen: HashSet::new(),
+            renewed: std::time::Instant::now(),
         };
         let outcome = self.work(&mut running).await;
         let run = self.end(&mut running, outcome).await?;
@@ -200,9 +203,10 @@ impl<S: Ground> Reconciler<S> {
 
     /// Pages through the record until its end, the lease lost, or an error.
     async fn work(&self, running: &mut Running<'_, S>) -> Result<(), ReconcileError> {
-        let api = running.reconciliation.api.client()?;
         let record = running.reconciliation.api.record();
         loop {
+            // A client per page: a GitHub App's token, signed as it is made, lasts minutes.
+            let api = running.reconciliation.api.client()?;
             let cursor = running.progress.cursor.clone();
             let page = record.page(&api, running.window, cursor.as_deref()).await?;
             self.handle(running, &api, &page.listed).await?;
@@ -237,9 +241,27 @@ impl<S: Ground> Reconciler<S> {
             tracing::info!(source = %running.source.name, event_id = %listed.event_id, mode = running.mode.as_str(), "reconciliation: an event the provider sent was never received");
             if running.mode == ReconcileMode::Recover {
                 self.recover(running, api, listed).await?;
+                self.renew_if_due(running).await?;
             }
         }
         Ok(())
+    }
+
+    /// Renews the run's lease within a page that takes long (many resends).
+    async fn renew_if_due(&self, running: &mut Running<'_, S>) -> Result<(), ReconcileError> {
+        if running.renewed.elapsed() < store::RENEW_EVERY {
+            return Ok(());
+        }
+        let source = running.source.name.as_str().to_owned();
+        let (holder, now) = (self.holder.clone(), self.clock.now());
+        let kept = on_connection(&self.pool, move |conn| store::take_lease(conn, &source, &holder, now))
+            .await
+            .map_err(ReconcileError::from)?;
+        running.renewed = std::time::Instant::now();
+        match kept {
+            true => Ok(()),
+            false => Err(ReconcileError::Lost(running.source.name.to_string())),
+        }
     }
 
     /// Recovers one missing event: asks the provider to resend it, or claims it as
@@ -252,12 +274,17 @@ impl<S: Ground> Reconciler<S> {
         listed: &Listed,
     ) -> Result<(), ReconcileError> {
         let record = running.reconciliation.api.record();
-        let recovered = match (record.recovery(), &listed.event) {
+        let recovered = match (record.recovery(), &listed.event, listed.refused) {
+            // Inlet refused the provider's last resend of it (a secret, a size): another
+            // would be refused alike. An operator looks (the run's errors, the warning).
+            (Recovery::Resend, _, Some(status)) => Err(ApiError::Answer(format!(
+                "Inlet answered the provider's last resend HTTP {status}: not asked again"
+            ))),
             // Not one the provider resends: it is still retrying it (the next run sees).
-            (Recovery::Resend, _) if listed.resend_id.is_none() => Ok(false),
-            (Recovery::Resend, _) => record.resend(api, listed).await.map(|()| true),
-            (Recovery::Fetch, Some(event)) => self.claim(running, event.clone()).await,
-            (Recovery::Fetch, None) => Err(ApiError::Answer(
+            (Recovery::Resend, _, None) if listed.resend_id.is_none() => Ok(false),
+            (Recovery::Resend, _, None) => record.resend(api, listed).await.map(|()| true),
+            (Recovery::Fetch, Some(event), _) => self.claim(running, event.clone()).await,
+            (Recovery::Fetch, None, _) => Err(ApiError::Answer(
                 "the record served no event to claim".to_owned(),
             )),
         };
@@ -305,7 +332,7 @@ impl<S: Ground> Reconciler<S> {
     }
 
     /// Commits the run's progress with its lease.
-    async fn save(&self, running: &Running<'_, S>) -> Result<(), ReconcileError> {
+    async fn save(&self, running: &mut Running<'_, S>) -> Result<(), ReconcileError> {
         let run = (running.row.id, running.source.name.as_str().to_owned());
         let (holder, progress, now) = (
             self.holder.clone(),
@@ -324,6 +351,7 @@ impl<S: Ground> Reconciler<S> {
             })
         })
         .await?;
+        running.renewed = std::time::Instant::now();
         match kept {
             true => Ok(()),
             false => Err(ReconcileError::Lost(running.source.name.to_string())),
@@ -341,32 +369,33 @@ impl<S: Ground> Reconciler<S> {
             return outcome.map(|()| running.row.clone());
         }
         let error = outcome.as_ref().err().map(ToString::to_string);
+        let status = if error.is_none() { OK } else { FAILED };
         // The mark moves only past a window found whole: a run that recovered events
         // leaves it, so the next run lists them again and sees them arrive.
-        let clean = error.is_none() && running.progress.missing == 0;
-        let checked_until = (clean && running.mode == ReconcileMode::Recover)
-            .then_some(running.window.to.naive_utc());
-        let status = if error.is_none() { OK } else { FAILED };
+        let whole = error.is_none() && running.progress.missing == 0;
+        let mark = (whole && running.mode == ReconcileMode::Recover).then(|| Mark {
+            from: running.window.from.naive_utc(),
+            to: running.window.to.naive_utc(),
+            from_lookback: running.window.from
+                <= running.row.started_at.and_utc() - lookback_of(running.reconciliation) + chrono::Duration::seconds(1),
+        });
         let (holder, now, id) = (self.holder.clone(), self.clock.now(), running.row.id);
         let progress = running.progress.clone();
         let row = on_connection(&self.pool, move |conn| {
             write_transaction(conn, |conn| {
-                store::save_progress(conn, (id, &source), &holder, &progress, now)?;
-                let ending = Ending {
-                    status,
-                    error: error.as_deref(),
-                    checked_until,
-                };
+                if !store::save_progress(conn, (id, &source), &holder, &progress, now)? {
+                    return Ok::<_, ReconcileError>(None);
+                }
+                let ending = Ending { status, error: error.as_deref(), mark };
                 store::finish_run(conn, (id, &source), &holder, &ending, now)?;
-                Ok::<_, ReconcileError>(
-                    store::runs(conn, &source, 1)?
-                        .into_iter()
-                        .find(|r| r.id == id),
-                )
+                Ok(store::run(conn, id)?)
             })
         })
         .await?;
-        let row = row.unwrap_or_else(|| running.row.clone());
+        let Some(row) = row else {
+            // Another instance took the run over while this one failed: it ends it.
+            return Err(ReconcileError::Lost(running.source.name.to_string()));
+        };
         record_metrics(&row, now_secs(self.clock.now()));
         if let Err(error) = &outcome {
             tracing::warn!(source = %running.source.name, %error, "reconciliation run failed");
@@ -423,7 +452,7 @@ fn left_running(
     let ending = Ending {
         status: FAILED,
         error: Some("interrupted: its instance stopped, and the next run was of another mode"),
-        checked_until: None,
+        mark: None,
     };
     store::finish_run(conn, (left.id, source), holder, &ending, now)?;
     store::take_lease(conn, source, holder, now)?;
@@ -448,6 +477,10 @@ fn new_run<'a>(
         requested_by,
         started_at: now.naive_utc(),
     }
+}
+
+fn lookback_of(reconciliation: &Reconciliation) -> chrono::Duration {
+    chrono::Duration::from_std(reconciliation.lookback).unwrap_or(chrono::Duration::MAX)
 }
 
 fn now_secs(now: DateTime<Utc>) -> f64 {

@@ -29,7 +29,13 @@ impl<S: Ground> Reconciler<S> {
                     since: None,
                     dry_run: false,
                 };
-                match self.run(request).await {
+                // A stop does not wait for a run: its row stays running, its cursor kept,
+                // and the next holder of the lease continues it.
+                let ran = tokio::select! {
+                    ran = self.run(request) => ran,
+                    _ = stopped.changed() => return,
+                };
+                match ran {
                     Ok(_) | Err(ReconcileError::Busy(_)) => {}
                     Err(error) => tracing::warn!(%error, "a scheduled reconciliation did not run"),
                 }

@@ -15,8 +15,13 @@ pub const RUNNING: &str = "running";
 pub const OK: &str = "ok";
 pub const FAILED: &str = "failed";
 
-/// How long a run holds its source between pages; a holder that stops answering loses it.
-pub const LEASE: chrono::Duration = chrono::Duration::seconds(90);
+/// How long a run holds its source between renewals (after each page, and within a page
+/// every [`RENEW_EVERY`]); a holder that stops answering loses it. Longer than one call to
+/// the provider's API can take with its tries and waits.
+pub const LEASE: chrono::Duration = chrono::Duration::minutes(5);
+
+/// How often a run renews its lease within a page.
+pub const RENEW_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The most missing ids a run's row keeps (its counts go on).
 const MISSING_IDS_KEPT: usize = 1_000;
@@ -284,12 +289,21 @@ pub fn save_progress(
 pub struct Ending<'a> {
     pub status: &'a str,
     pub error: Option<&'a str>,
-    /// Where the next scheduled run starts, when this one moves it (a clean recover run).
-    pub checked_until: Option<NaiveDateTime>,
+    /// The window of a recover run that found nothing missing: the source's mark may move
+    /// to its end.
+    pub mark: Option<Mark>,
 }
 
-/// Ends run `id` of `source`, moves its source's mark as `ending` says and gives the
-/// lease back (in the caller's transaction).
+/// A window found whole, and whether it starts at the lookback's start.
+#[derive(Debug, Clone, Copy)]
+pub struct Mark {
+    pub from: NaiveDateTime,
+    pub to: NaiveDateTime,
+    pub from_lookback: bool,
+}
+
+/// Ends run `id` of `source` (while `holder` holds its lease), moves its source's mark as
+/// `ending` says and gives the lease back (in the caller's transaction).
 pub fn finish_run(
     conn: &mut DbConnection,
     run: (i64, &str),
@@ -299,27 +313,50 @@ pub fn finish_run(
 ) -> QueryResult<()> {
     let (id, source) = run;
     let now = now.naive_utc();
-    {
-        diesel::update(reconcile_runs::table.find(id))
-            .set((
-                reconcile_runs::status.eq(ending.status),
-                reconcile_runs::error.eq(ending.error),
-                reconcile_runs::finished_at.eq(Some(now)),
-            ))
+    diesel::update(reconcile_runs::table.find(id))
+        .set((
+            reconcile_runs::status.eq(ending.status),
+            reconcile_runs::error.eq(ending.error),
+            reconcile_runs::finished_at.eq(Some(now)),
+        ))
+        .execute(conn)?;
+    let state = reconcile_sources::table.find(source);
+    if ending.status == OK {
+        diesel::update(state)
+            .set(reconcile_sources::last_success_at.eq(Some(now)))
             .execute(conn)?;
-        let state = reconcile_sources::table.find(source);
-        if ending.status == OK {
-            diesel::update(state)
-                .set(reconcile_sources::last_success_at.eq(Some(now)))
-                .execute(conn)?;
-        }
-        if let Some(until) = ending.checked_until {
-            diesel::update(state)
-                .set(reconcile_sources::checked_until.eq(Some(until)))
-                .execute(conn)?;
-        }
-        release_lease(conn, source, holder)
     }
+    if let Some(mark) = ending.mark {
+        advance_mark(conn, source, mark)?;
+    }
+    release_lease(conn, source, holder)
+}
+
+/// Moves `source`'s mark to the end of a window found whole — only when the window
+/// continues it (starts at or before the mark, or at the lookback's start when there is
+/// none), never backwards: a run over the last hour must not carry the mark past older
+/// events no run has seen.
+fn advance_mark(conn: &mut DbConnection, source: &str, mark: Mark) -> QueryResult<()> {
+    let (checked_until, _) = source_state(conn, source)?;
+    let continues = match checked_until {
+        Some(checked) => mark.from <= checked && checked < mark.to,
+        None => mark.from_lookback,
+    };
+    if continues {
+        diesel::update(reconcile_sources::table.find(source))
+            .set(reconcile_sources::checked_until.eq(Some(mark.to)))
+            .execute(conn)?;
+    }
+    Ok(())
+}
+
+/// Run `id`, if it exists.
+pub fn run(conn: &mut DbConnection, id: i64) -> QueryResult<Option<RunRow>> {
+    reconcile_runs::table
+        .find(id)
+        .select(RunRow::as_select())
+        .first(conn)
+        .optional()
 }
 
 /// Which of `ids` `source` has claimed.

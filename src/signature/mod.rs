@@ -157,7 +157,7 @@ impl<'r> Unverified<'r> {
     /// An event no signature vouches for but the authenticated API call (over TLS) that
     /// fetched it from its provider's own record — reconciliation. Its caller answers for
     /// that call; never for a request that arrived over HTTP.
-    pub fn fetched_from_provider_api(self) -> Verified<'r> {
+    pub(crate) fn fetched_from_provider_api(self) -> Verified<'r> {
         self.into_verified()
     }
 

@@ -22,6 +22,8 @@ on_both_backends!(
     stripe_events_missed_while_down_are_recovered_and_delivered_once,
     a_report_run_lists_what_is_missing_and_changes_nothing,
     github_deliveries_that_failed_are_redelivered_signed,
+    a_github_app_hook_is_read_as_the_app,
+    asking_for_a_run_needs_a_role_that_may_replay_a_key_and_a_reconciled_source,
     paddle_notifications_that_failed_are_replayed_and_a_replay_gets_the_stored_answer,
     a_refused_credential_fails_the_run_visibly_and_is_never_shown,
     a_run_left_unfinished_resumes_from_its_cursor,
@@ -54,7 +56,7 @@ fn source(name: &str, scheme: &str, secret: &str, reconcile: &str, application: 
 fn stripe_source(name: &str, api: &ProviderApi, application: &str) -> String {
     let reconcile = format!(
         "api = \"stripe\"\napi_url = \"{}\"\ncredential = \"{STRIPE_KEY}\"\ninterval = \"1h\"\n\
-         lookback = \"1d\"\nsettle = \"5m\"",
+         lookback = \"1d\"\nsettle = \"5m\"\ntypes = [\"payment_intent.succeeded\"]",
         api.url
     );
     source(name, "stripe", STRIPE_SECRET, &reconcile, application)
@@ -160,7 +162,7 @@ async fn event(app: &TestApp, source: &str, id: &str) -> Reply {
 /// recovered, delivered once — and a late Stripe retry of one (pretty-printed, signed)
 /// gets the stored answer; the next run finds nothing missing.
 async fn stripe_events_missed_while_down_are_recovered_and_delivered_once(backend: Backend) {
-    let source = format!("shop-{backend:?}").to_lowercase();
+    let source = format!("rec-shop-{backend:?}").to_lowercase();
     let (api, application, app) = stripe_app(backend, &source).await;
     let now = app.clock.now();
     for n in 0..150 {
@@ -234,13 +236,13 @@ async fn stripe_events_missed_while_down_are_recovered_and_delivered_once(backen
 /// A report run (`dry_run`) lists the missing ids and changes nothing: no event, no
 /// delivery; the source's own mode is recover.
 async fn a_report_run_lists_what_is_missing_and_changes_nothing(backend: Backend) {
-    let (api, application, app) = stripe_app(backend, "shop").await;
+    let (api, application, app) = stripe_app(backend, "rec-shop").await;
     let now = app.clock.now();
     for n in 0..3 {
         api.add_stripe_event(stripe_event(n, now, Duration::hours(1)), false);
     }
     let events_before = app.count_events().await;
-    let run = run_now(&app, "shop", json!({"dry_run": true})).await;
+    let run = run_now(&app, "rec-shop", json!({"dry_run": true})).await;
     assert_eq!(
         (run["mode"].as_str(), run["status"].as_str()),
         (Some("report"), Some("ok")),
@@ -286,16 +288,16 @@ async fn github_deliveries_that_failed_are_redelivered_signed(backend: Backend) 
     let app = spawn(
         backend,
         source(
-            "repo",
+            "rec-github",
             "github",
             GITHUB_SECRET,
             &reconcile,
             &application.uri(),
         ),
-        "repo",
+        "rec-github",
     )
     .await;
-    api.deliver_to(&format!("{}/webhooks/repo", app.address));
+    api.deliver_to(&format!("{}/webhooks/rec-github", app.address));
     let now = app.clock.now();
     for n in 0..5 {
         let payload =
@@ -323,15 +325,15 @@ async fn github_deliveries_that_failed_are_redelivered_signed(backend: Backend) 
         ("X-GitHub-Delivery", "guid-0"),
         ("X-GitHub-Event", "pull_request"),
     ];
-    app.post_webhook("repo", &body, &headers)
+    app.post_webhook("rec-github", &body, &headers)
         .await
         .assert_status(200);
-    let run = run_now(&app, "repo", json!({})).await;
+    let run = run_now(&app, "rec-github", json!({})).await;
     assert_run(&run, "ok", 4, 4);
     api.settled().await;
     assert_eq!(api.resends().len(), 4, "{:?}", api.resends());
     for n in 0..5 {
-        let shown = event(&app, "repo", &format!("guid-{n}")).await;
+        let shown = event(&app, "rec-github", &format!("guid-{n}")).await;
         shown.assert_status(200);
         assert_eq!(
             shown.json()["event"]["arrival"],
@@ -340,9 +342,43 @@ async fn github_deliveries_that_failed_are_redelivered_signed(backend: Backend) 
         );
     }
     each_delivered_once(&app, &application, 5).await;
-    let again = run_now(&app, "repo", json!({})).await;
+    let again = run_now(&app, "rec-github", json!({})).await;
     assert_eq!(again["missing"], 0, "{again}");
     assert_eq!(api.resends().len(), 4);
+}
+
+/// A GitHub App's own hook (`hook = "app"`): read and redelivered as the App, with a JWT
+/// each run signs with its private key (`credential`, a `file:`), never with a token.
+async fn a_github_app_hook_is_read_as_the_app(backend: Backend) {
+    let api = ProviderApi::github_app("4711", "http://127.0.0.1:9/unset", GITHUB_SECRET).await;
+    let application = application().await;
+    let key = std::env::temp_dir().join(format!("inlet-app-key-{}.pem", fastrand::u64(..)));
+    std::fs::write(&key, crate::helpers::rsa_private_key_pem()).expect("write the App's key");
+    let reconcile = format!(
+        "api = \"github\"\napi_url = \"{}\"\ncredential = \"file:{}\"\nhook = \"app\"\n\
+         app_id = \"4711\"\ninterval = \"1h\"\nlookback = \"2d\"\nsettle = \"5m\"",
+        api.url,
+        key.display()
+    );
+    let sources = source("rec-app", "github", GITHUB_SECRET, &reconcile, &application.uri());
+    let app = spawn(backend, sources, "rec-app").await;
+    api.deliver_to(&format!("{}/webhooks/rec-app", app.address));
+    let payload = json!({"action": "created", "installation": {"id": 1}});
+    api.add_github_delivery("app-guid-1", "installation", payload, app.clock.now() - Duration::hours(1), 0);
+    let run = run_now(&app, "rec-app", json!({})).await;
+    assert_run(&run, "ok", 1, 1);
+    api.settled().await;
+    event(&app, "rec-app", "app-guid-1").await.assert_status(200);
+    let seen = api.requests();
+    let jwt_like = |auth: &Option<String>| {
+        auth.as_deref()
+            .and_then(|a| a.strip_prefix("Bearer "))
+            .is_some_and(|token| token.split('.').count() == 3)
+    };
+    assert!(seen.iter().all(|r| jwt_like(&r.authorization)), "{seen:?}");
+    assert!(seen.iter().any(|r| r.path.starts_with("/app/hook/deliveries")), "{seen:?}");
+    each_delivered_once(&app, &application, 1).await;
+    let _ = std::fs::remove_file(key);
 }
 
 /// Paddle: failed notifications are replayed — a new notification id under the same
@@ -362,16 +398,16 @@ async fn paddle_notifications_that_failed_are_replayed_and_a_replay_gets_the_sto
     let app = spawn(
         backend,
         source(
-            "billing",
+            "rec-paddle",
             "paddle",
             PADDLE_SECRET,
             &reconcile,
             &application.uri(),
         ),
-        "billing",
+        "rec-paddle",
     )
     .await;
-    api.deliver_to(&format!("{}/webhooks/billing", app.address));
+    api.deliver_to(&format!("{}/webhooks/rec-paddle", app.address));
     let now = app.clock.now();
     let mut first = String::new();
     for n in 0..4 {
@@ -390,15 +426,15 @@ async fn paddle_notifications_that_failed_are_replayed_and_a_replay_gets_the_sto
     }
     // The delivered one reached Inlet.
     let body = api.webhook_body(&first);
-    let headers = crate::providers::headers_for(&app, "billing", &body, PADDLE_SECRET, 0);
-    app.post_webhook("billing", &body, &headers)
+    let headers = crate::providers::headers_for(&app, "rec-paddle", &body, PADDLE_SECRET, 0);
+    app.post_webhook("rec-paddle", &body, &headers)
         .await
         .assert_status(200);
-    let run = run_now(&app, "billing", json!({})).await;
+    let run = run_now(&app, "rec-paddle", json!({})).await;
     assert_run(&run, "ok", 3, 2);
     api.settled().await;
     for n in 1..3 {
-        event(&app, "billing", &format!("evt_pdl_{n}"))
+        event(&app, "rec-paddle", &format!("evt_pdl_{n}"))
             .await
             .assert_status(200);
     }
@@ -406,16 +442,16 @@ async fn paddle_notifications_that_failed_are_replayed_and_a_replay_gets_the_sto
     let mut replay: Value = serde_json::from_slice(&body).expect("JSON");
     replay["notification_id"] = json!("ntf_01replayedcopy");
     let replay = serde_json::to_vec(&replay).expect("JSON");
-    let headers = crate::providers::headers_for(&app, "billing", &replay, PADDLE_SECRET, 0);
-    let reply = app.post_webhook("billing", &replay, &headers).await;
+    let headers = crate::providers::headers_for(&app, "rec-paddle", &replay, PADDLE_SECRET, 0);
+    let reply = app.post_webhook("rec-paddle", &replay, &headers).await;
     reply.assert_status(200);
     assert!(reply.replayed());
     // Another body under the same event_id is still refused.
     let mut altered: Value = serde_json::from_slice(&body).expect("JSON");
     altered["data"]["status"] = json!("refunded");
     let altered = serde_json::to_vec(&altered).expect("JSON");
-    let headers = crate::providers::headers_for(&app, "billing", &altered, PADDLE_SECRET, 0);
-    app.post_webhook("billing", &altered, &headers)
+    let headers = crate::providers::headers_for(&app, "rec-paddle", &altered, PADDLE_SECRET, 0);
+    app.post_webhook("rec-paddle", &altered, &headers)
         .await
         .assert_problem(422, "fingerprint_mismatch");
     each_delivered_once(&app, &application, 3).await;
@@ -424,7 +460,7 @@ async fn paddle_notifications_that_failed_are_replayed_and_a_replay_gets_the_sto
 /// A key the API refuses: the run fails with a reason naming the credential, counted as
 /// failed; the key appears nowhere an operator or a scraper can read.
 async fn a_refused_credential_fails_the_run_visibly_and_is_never_shown(backend: Backend) {
-    let source = format!("refused-{backend:?}").to_lowercase();
+    let source = format!("rec-refused-{backend:?}").to_lowercase();
     let api = ProviderApi::stripe("sk_test_the_right_key_0123456789").await;
     let application = application().await;
     let app = spawn(
@@ -469,7 +505,7 @@ async fn a_refused_credential_fails_the_run_visibly_and_is_never_shown(backend: 
 async fn a_run_left_unfinished_resumes_from_its_cursor(backend: Backend) {
     use diesel::prelude::*;
     use inlet::db::schema::{reconcile_runs, reconcile_sources};
-    let (api, application, app) = stripe_app(backend, "shop").await;
+    let (api, application, app) = stripe_app(backend, "rec-shop").await;
     let now = app.clock.now();
     for n in 0..120 {
         api.add_stripe_event(
@@ -484,7 +520,7 @@ async fn a_run_left_unfinished_resumes_from_its_cursor(backend: Backend) {
         (now - Duration::minutes(5)).naive_utc(),
     );
     app.with_conn(move |conn| {
-        diesel::update(reconcile_sources::table.find("shop"))
+        diesel::update(reconcile_sources::table.find("rec-shop"))
             .set((
                 reconcile_sources::lease_holder.eq("gone"),
                 reconcile_sources::locked_until.eq(Some(from)),
@@ -492,7 +528,7 @@ async fn a_run_left_unfinished_resumes_from_its_cursor(backend: Backend) {
             .execute(conn)?;
         diesel::insert_into(reconcile_runs::table)
             .values((
-                reconcile_runs::source.eq("shop"),
+                reconcile_runs::source.eq("rec-shop"),
                 reconcile_runs::trigger.eq("schedule"),
                 reconcile_runs::mode.eq("recover"),
                 reconcile_runs::status.eq("running"),
@@ -505,8 +541,8 @@ async fn a_run_left_unfinished_resumes_from_its_cursor(backend: Backend) {
             .execute(conn)
     })
     .await;
-    let run = run_now(&app, "shop", json!({})).await;
-    let runs = runs(&app, "shop").await;
+    let run = run_now(&app, "rec-shop", json!({})).await;
+    let runs = runs(&app, "rec-shop").await;
     let resumed = runs
         .iter()
         .find(|r| r["trigger"] == "schedule" && r["listed"] != 0)
@@ -539,13 +575,13 @@ async fn a_run_left_unfinished_resumes_from_its_cursor(backend: Backend) {
 
 /// An event younger than `settle` is not missing yet: the window ends before it.
 async fn an_event_younger_than_settle_is_not_missing_yet(backend: Backend) {
-    let (api, application, app) = stripe_app(backend, "shop").await;
+    let (api, application, app) = stripe_app(backend, "rec-shop").await;
     let now = app.clock.now();
     api.add_stripe_event(stripe_event(1, now, Duration::minutes(1)), false);
     api.add_stripe_event(stripe_event(2, now, Duration::minutes(30)), false);
-    let run = run_now(&app, "shop", json!({})).await;
+    let run = run_now(&app, "rec-shop", json!({})).await;
     assert_eq!(run["missing_ids"], json!(["evt_rec_0002"]), "{run}");
-    event(&app, "shop", "evt_rec_0001").await.assert_status(404);
+    event(&app, "rec-shop", "evt_rec_0001").await.assert_status(404);
     // Only the settled one was recovered, and delivered.
     each_delivered_once(&app, &application, 1).await;
 }
@@ -587,17 +623,17 @@ async fn the_command_line_reports_then_recovers_and_a_run_killed_half_way_resume
     let api = ProviderApi::stripe(STRIPE_KEY).await;
     let application = application().await;
     let options = TestOptions {
-        extra_sources: stripe_source("shop", &api, &application.uri()),
+        extra_sources: stripe_source("rec-shop", &api, &application.uri()),
         config_file: true,
         ..Default::default()
     };
-    let app = spawn_with(backend, options, "shop").await;
+    let app = spawn_with(backend, options, "rec-shop").await;
     let now = app.clock.now();
     for n in 0..2 {
         api.add_stripe_event(stripe_event(n, now, Duration::hours(1)), false);
     }
     let (code, out, err) =
-        run_reconcile(&app, &["--source", "shop", "--since", "1d", "--dry-run"]).await;
+        run_reconcile(&app, &["--source", "rec-shop", "--since", "1d", "--dry-run"]).await;
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(
         out.contains("report")
@@ -606,15 +642,15 @@ async fn the_command_line_reports_then_recovers_and_a_run_killed_half_way_resume
         "{out}"
     );
     assert!(out.contains("listed 2, missing 2, recovered 0"), "{out}");
-    event(&app, "shop", "evt_rec_0000").await.assert_status(404);
-    let (code, out, err) = run_reconcile(&app, &["--source", "shop", "--since", "1d"]).await;
+    event(&app, "rec-shop", "evt_rec_0000").await.assert_status(404);
+    let (code, out, err) = run_reconcile(&app, &["--source", "rec-shop", "--since", "1d"]).await;
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(
         out.contains("listed 2, missing 2, recovered 2, errors 0: ok"),
         "{out}"
     );
     assert_eq!(
-        event(&app, "shop", "evt_rec_0001").await.json()["event"]["arrival"],
+        event(&app, "rec-shop", "evt_rec_0001").await.json()["event"]["arrival"],
         "recovered"
     );
 
@@ -626,19 +662,14 @@ async fn the_command_line_reports_then_recovers_and_a_run_killed_half_way_resume
             false,
         );
     }
-    let mut child = reconcile_command(&app, &["--source", "shop", "--since", "1d"])
+    // Its first page answered, the API fails until the process is killed: the second
+    // page waits (Retry-After: 30 s), tries again, waits.
+    api.fail_after(1, 1_000, 503, Some(30));
+    let mut child = reconcile_command(&app, &["--source", "rec-shop", "--since", "1d"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("start inlet reconcile");
-    // Once the first page is asked for, the API fails until the process is killed: its
-    // second page waits, tries again, waits.
-    let calls_before = api.requests().len();
-    eventually("the first page asked for", || async {
-        api.requests().len() > calls_before
-    })
-    .await;
-    api.fail_next(1_000, 503, None);
     eventually("the first page's progress committed", || async {
         let listed: Vec<i64> = app
             .with_conn(|conn| {
@@ -657,14 +688,14 @@ async fn the_command_line_reports_then_recovers_and_a_run_killed_half_way_resume
     // Its lease would run out after 90 s: the test ends it now.
     let expired = (now - Duration::days(1)).naive_utc();
     app.with_conn(move |conn| {
-        diesel::update(reconcile_sources::table.find("shop"))
+        diesel::update(reconcile_sources::table.find("rec-shop"))
             .set(reconcile_sources::locked_until.eq(Some(expired)))
             .execute(conn)
     })
     .await;
     let resumed_from = api.requests().len();
-    run_now(&app, "shop", json!({})).await;
-    let all = runs(&app, "shop").await;
+    run_now(&app, "rec-shop", json!({})).await;
+    let all = runs(&app, "rec-shop").await;
     let killed = (all.iter())
         .find(|r| r["trigger"] == "cli" && r["listed"] == 122)
         .unwrap_or_else(|| panic!("the killed run, continued: {all:?}"));
@@ -684,4 +715,34 @@ async fn the_command_line_reports_then_recovers_and_a_run_killed_half_way_resume
         "continued from its cursor: {continued:?}"
     );
     each_delivered_once(&app, &application, 122).await;
+}
+
+/// `POST /admin/reconcile`: a viewer is refused (403) and the refusal audited; a call
+/// without an Idempotency-Key is 400; a source without `[sources.reconcile]` is 400; the
+/// same key again answers the stored run (one run asked for).
+async fn asking_for_a_run_needs_a_role_that_may_replay_a_key_and_a_reconciled_source(backend: Backend) {
+    const VIEWER: &str = "viewer-token-vera-0123456789";
+    let api = ProviderApi::stripe(STRIPE_KEY).await;
+    let application = application().await;
+    let options = TestOptions {
+        extra_sources: stripe_source("rec-shop", &api, &application.uri()),
+        operators: "[[operators]]\nname = \"vera\"\nrole = \"viewer\"\ntoken = \"viewer-token-vera-0123456789\"\n",
+        ..Default::default()
+    };
+    let app = spawn_with(backend, options, "rec-shop").await;
+    let body = json!({"source": "rec-shop"});
+    let refused = app.admin_as(VIEWER, "/admin/reconcile", Some(&body), Some("k-viewer")).await;
+    refused.assert_problem(403, "forbidden");
+    app.admin("/admin/reconcile", Some(&body), None).await.assert_problem(400, "idempotency_key_missing");
+    let plain = json!({"source": "stripe"});
+    app.admin("/admin/reconcile", Some(&plain), Some("k-plain")).await.assert_problem(400, "invalid_request");
+    let first = app.admin("/admin/reconcile", Some(&body), Some("k-once")).await;
+    first.assert_status(202);
+    let again = app.admin("/admin/reconcile", Some(&body), Some("k-once")).await;
+    assert!(again.replayed());
+    assert_eq!(again.body, first.body);
+    let asked = runs(&app, "rec-shop").await.into_iter().filter(|run| run["trigger"] == "api").count();
+    assert_eq!(asked, 1);
+    let audit = app.admin("/admin/audit", None, None).await.json();
+    assert!(audit.to_string().contains("vera"), "the refusal is audited: {audit}");
 }

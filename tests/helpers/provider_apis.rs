@@ -166,6 +166,11 @@ impl Ledger {
     /// Takes one request's worth of the planned fault, if any is left.
     fn take_fault(&mut self) -> Option<Fault> {
         let mut fault = self.fault.take()?;
+        if fault.skip > 0 {
+            fault.skip -= 1;
+            self.fault = Some(fault);
+            return None;
+        }
         if fault.remaining == 0 {
             return None;
         }
@@ -177,9 +182,11 @@ impl Ledger {
     }
 }
 
-/// The next `remaining` requests are answered `status`, with `Retry-After` when set.
+/// The next `remaining` requests (after `skip` more answered as usual) are answered
+/// `status`, with `Retry-After` when set.
 #[derive(Debug, Clone, Copy)]
 struct Fault {
+    skip: usize,
     remaining: usize,
     status: u16,
     retry_after: Option<u64>,
@@ -375,7 +382,13 @@ impl ProviderApi {
     /// The next `n` requests (any path) are answered `status` with the provider's error
     /// JSON, and `Retry-After: secs` when given (a 429, typically).
     pub fn fail_next(&self, n: usize, status: u16, retry_after_secs: Option<u64>) {
+        self.fail_after(0, n, status, retry_after_secs);
+    }
+
+    /// [`Self::fail_next`], once `skip` more requests have been answered as usual.
+    pub fn fail_after(&self, skip: usize, n: usize, status: u16, retry_after_secs: Option<u64>) {
         self.shared.ledger.lock().fault = (n > 0).then_some(Fault {
+            skip,
             remaining: n,
             status,
             retry_after: retry_after_secs,
@@ -926,9 +939,15 @@ fn stripe_webhook_body(event: &Value) -> Vec<u8> {
         "type",
     ];
     let object = event.as_object().expect("a Stripe event is a JSON object");
+    // A webhook carries the endpoints still owed the event as it was sent: one more than
+    // the listing counts once another endpoint got it meanwhile.
+    let owed = json!(object.get("pending_webhooks").and_then(Value::as_u64).unwrap_or(0) + 1);
     let mut fields: Vec<(&str, &Value)> = ORDER
         .iter()
-        .filter_map(|name| object.get(*name).map(|value| (*name, value)))
+        .filter_map(|name| match *name {
+            "pending_webhooks" => Some((*name, &owed)),
+            _ => object.get(*name).map(|value| (*name, value)),
+        })
         .collect();
     fields.extend(
         object

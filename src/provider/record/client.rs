@@ -14,8 +14,9 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 const TRIES: u32 = 5;
 /// The first backoff; doubled each time, up to [`MAX_WAIT`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
-/// The longest wait between two tries, whatever `Retry-After` asks.
-const MAX_WAIT: Duration = Duration::from_secs(120);
+/// The longest wait between two tries, whatever `Retry-After` asks: a call's tries and
+/// waits together stay within a run's lease (`reconcile` renews it between calls).
+const MAX_WAIT: Duration = Duration::from_secs(30);
 
 /// Why a call to a provider's API failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -138,9 +139,9 @@ impl ApiClient {
         })?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
-        if status == 429 || status >= 500 {
+        if status == 429 || status >= 500 || rate_limited(status, &headers) {
             return Err(Retry {
-                wait: retry_after(&headers),
+                wait: retry_after(&headers).or_else(|| rate_limit_reset(&headers)),
                 why: format!("HTTP {status}"),
             });
         }
@@ -210,6 +211,20 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     )
 }
 
+/// A `403` that is a rate limit, not a refused credential: GitHub's primary limit
+/// (`x-ratelimit-remaining: 0`) and secondary ones (`retry-after`).
+fn rate_limited(status: u16, headers: &HeaderMap) -> bool {
+    let remaining = headers.get("x-ratelimit-remaining").and_then(|v| v.to_str().ok());
+    status == 403 && (remaining == Some("0") || headers.contains_key("retry-after"))
+}
+
+/// How long until a rate limit's window resets (`x-ratelimit-reset`, Unix seconds).
+fn rate_limit_reset(headers: &HeaderMap) -> Option<Duration> {
+    let reset: u64 = headers.get("x-ratelimit-reset")?.to_str().ok()?.parse().ok()?;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?;
+    Some(Duration::from_secs(reset).saturating_sub(now))
+}
+
 /// `scheme://host[:port]` of a URL.
 fn origin_of(url: &str) -> Option<&str> {
     let (scheme, rest) = url.split_once("://")?;
@@ -232,6 +247,18 @@ mod tests {
         assert!(api.url("https://api.example.com/next?c=1").is_ok());
         assert!(api.url("https://evil.example.com/next").is_err());
         assert!(api.url("https://api.example.com.evil.net/next").is_err());
+    }
+
+    #[test]
+    fn a_rate_limited_403_is_waited_out_a_refused_one_is_not() {
+        let mut headers = HeaderMap::new();
+        assert!(!rate_limited(403, &headers));
+        headers.insert("x-ratelimit-remaining", http::HeaderValue::from_static("0"));
+        assert!(rate_limited(403, &headers));
+        assert!(!rate_limited(401, &headers));
+        let mut secondary = HeaderMap::new();
+        secondary.insert("retry-after", http::HeaderValue::from_static("60"));
+        assert!(rate_limited(403, &secondary));
     }
 
     #[test]

@@ -113,6 +113,17 @@ struct Delivery {
     id: i64,
     guid: String,
     delivered_at: String,
+    #[serde(default)]
+    redelivery: bool,
+    #[serde(default)]
+    status_code: u16,
+}
+
+impl Delivery {
+    /// A redelivery the receiver refused (4xx): Inlet, when it is missing.
+    fn refused(&self) -> Option<u16> {
+        (self.redelivery && (400..500).contains(&self.status_code)).then_some(self.status_code)
+    }
 }
 
 impl GitHubDeliveries {
@@ -160,9 +171,10 @@ impl ProviderRecord for GitHubDeliveries {
             }
             if window.holds(occurred_at) {
                 page.listed.push(Listed {
+                    refused: delivery.refused(),
+                    resend_id: Some(delivery.id.to_string()),
                     event_id: delivery.guid,
                     occurred_at,
-                    resend_id: Some(delivery.id.to_string()),
                     event: None,
                 });
             }

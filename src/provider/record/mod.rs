@@ -43,6 +43,9 @@ pub struct Listed {
     /// The event itself, where the record serves it and it is recovered by fetching it
     /// (Stripe).
     pub event: Option<Bytes>,
+    /// The status Inlet answered the provider's last resend of it, when that was a refusal
+    /// (4xx): another resend would be refused alike (GitHub).
+    pub refused: Option<u16>,
 }
 
 /// One page of the record.

@@ -112,6 +112,7 @@ impl ProviderRecord for PaddleNotifications {
                     event_id: notification.payload.event_id,
                     occurred_at,
                     event: None,
+                    refused: None,
                 });
             }
         }

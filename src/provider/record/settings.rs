@@ -8,7 +8,7 @@ use super::{ApiClient, ApiError, ProviderRecord};
 use crate::duration::HumanDuration;
 use crate::error::ConfigError;
 use crate::secret::Secret;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Timelike, Utc};
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -124,21 +124,26 @@ impl RecordApi {
 }
 
 /// The window a run looks at: from `lookback` before `now` (or from where the last clean
-/// run ended, when later) to `settle` before `now`.
+/// run ended, when later; or `since` before `now`) to `settle` before `now`, in whole
+/// seconds (what the providers' time filters take: a mark of a fraction of a second would
+/// leave its second's events out of both the window before and the one after).
 pub fn window_of(
     reconciliation: &Reconciliation,
     now: DateTime<Utc>,
     since: Option<Duration>,
     checked_until: Option<DateTime<Utc>>,
 ) -> super::Window {
-    let ago = |span: Duration| now - chrono::Duration::from_std(span).unwrap_or_default();
-    let earliest = ago(since
-        .unwrap_or(reconciliation.lookback)
-        .min(reconciliation.lookback));
+    let now = now.with_nanosecond(0).unwrap_or(now);
+    let ago = |span: Duration| {
+        let span = chrono::Duration::from_std(span).unwrap_or(chrono::Duration::MAX);
+        now.checked_sub_signed(span).unwrap_or(DateTime::<Utc>::MIN_UTC)
+    };
+    let earliest = ago(since.unwrap_or(reconciliation.lookback).min(reconciliation.lookback));
     let from = match (since, checked_until) {
         (None, Some(checked)) if checked > earliest => checked,
         _ => earliest,
     };
+    let from = from.with_nanosecond(0).unwrap_or(from);
     let to = ago(reconciliation.settle).max(from);
     super::Window { from, to }
 }
@@ -222,8 +227,9 @@ impl ReconcileFile {
     fn api(self, key: &dyn Fn(&str) -> String) -> Result<RecordApi, ConfigError> {
         let url = self.api_url.clone();
         let url = url.unwrap_or_else(|| RecordApi::default_url(&self.api).to_owned());
-        if !(url.starts_with("https://") || url.starts_with("http://")) {
-            return Err(ConfigError::new(key("api_url"), "must be an http(s) URL"));
+        check_url(&url).map_err(|m| ConfigError::new(key("api_url"), m))?;
+        if self.api == "stripe" {
+            check_stripe_types(self.types.as_deref()).map_err(|m| ConfigError::new(key("types"), m))?;
         }
         let credential = Secret::resolve(&self.credential)
             .map_err(|m| ConfigError::new(key("credential"), m))?;
@@ -252,6 +258,41 @@ impl ReconcileFile {
                 RecordApi::Paddle(PaddleNotifications::new(url, credential, setting))
             }
         })
+    }
+}
+
+/// An `https://` URL (`http://` only to this machine: a recovered event is trusted for
+/// the authenticated call over TLS that fetched it).
+fn check_url(url: &str) -> Result<(), String> {
+    if url.starts_with("https://") {
+        return Ok(());
+    }
+    let host = url.strip_prefix("http://").map(|rest| {
+        let authority = rest.split('/').next().unwrap_or_default();
+        match authority.strip_prefix('[') {
+            Some(v6) => v6.split(']').next().unwrap_or_default(),
+            None => authority.split(':').next().unwrap_or_default(),
+        }
+    });
+    match host {
+        Some("127.0.0.1" | "localhost" | "::1") => Ok(()),
+        Some(_) => Err("must be https:// (http:// only to this machine): a recovered event is trusted for the authenticated call over TLS that fetched it".to_owned()),
+        None => Err("must be an https:// URL".to_owned()),
+    }
+}
+
+/// Stripe lists every endpoint's undelivered events: a source recovers only the types its
+/// endpoint is subscribed to, at most 20 (Stripe's `types[]` limit).
+fn check_stripe_types(types: Option<&[String]>) -> Result<(), String> {
+    match types {
+        None | Some([]) => Err("is required for the stripe api: the event types this endpoint is subscribed to \
+             (Stripe lists every endpoint's undelivered events)"
+            .to_owned()),
+        Some(types) if types.len() > 20 => Err(format!("names {} types; Stripe filters on at most 20", types.len())),
+        Some(types) => match types.iter().find(|t| t.is_empty() || t.contains('*')) {
+            Some(bad) => Err(format!("{bad:?} is not an event type (no wildcards)")),
+            None => Ok(()),
+        },
     }
 }
 

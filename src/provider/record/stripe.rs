@@ -84,6 +84,7 @@ impl ProviderRecord for StripeEvents {
                 event_id: event.id,
                 resend_id: None,
                 event: Some(bytes::Bytes::copy_from_slice(raw.get().as_bytes())),
+                refused: None,
             });
         }
         if !list.has_more {
