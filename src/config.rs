@@ -772,41 +772,170 @@ sources = [
     #[test]
     fn a_reconciliation_is_checked_against_its_source_and_the_retention() {
         let key = |field: &str| Some(format!("sources[0].reconcile.{field}"));
-        assert_eq!(reconcile_error("stripe", "api = \"stripe\"\ntypes = [\"invoice.paid\"]", ""), None);
-        assert_eq!(reconcile_error("stripe", "api = \"github\"", ""), key("api"));
+        assert_eq!(
+            reconcile_error("stripe", "api = \"stripe\"\ntypes = [\"invoice.paid\"]", ""),
+            None
+        );
+        assert_eq!(
+            reconcile_error("stripe", "api = \"github\"", ""),
+            key("api")
+        );
         // Stripe: the types the endpoint takes, at most 20, no wildcard; https (or this machine).
-        assert_eq!(reconcile_error("stripe", "api = \"stripe\"", ""), key("types"));
-        let many = format!("api = \"stripe\"\ntypes = [{}]", (0..21).map(|n| format!("\"t.{n}\"")).collect::<Vec<_>>().join(","));
+        assert_eq!(
+            reconcile_error("stripe", "api = \"stripe\"", ""),
+            key("types")
+        );
+        let many = format!(
+            "api = \"stripe\"\ntypes = [{}]",
+            (0..21)
+                .map(|n| format!("\"t.{n}\""))
+                .collect::<Vec<_>>()
+                .join(",")
+        );
         assert_eq!(reconcile_error("stripe", &many, ""), key("types"));
-        assert_eq!(reconcile_error("stripe", "api = \"stripe\"\ntypes = [\"invoice.*\"]", ""), key("types"));
-        let http = |url: &str| format!("api = \"stripe\"\ntypes = [\"invoice.paid\"]\napi_url = \"{url}\"");
-        assert_eq!(reconcile_error("stripe", &http("http://api.example.com"), ""), key("api_url"));
-        assert_eq!(reconcile_error("stripe", &http("http://127.0.0.1:9/"), ""), None);
-        assert_eq!(reconcile_error("stripe", "api = \"shopify\"", ""), key("api"));
+        assert_eq!(
+            reconcile_error("stripe", "api = \"stripe\"\ntypes = [\"invoice.*\"]", ""),
+            key("types")
+        );
+        let http = |url: &str| {
+            format!("api = \"stripe\"\ntypes = [\"invoice.paid\"]\napi_url = \"{url}\"")
+        };
+        assert_eq!(
+            reconcile_error("stripe", &http("http://api.example.com"), ""),
+            key("api_url")
+        );
+        assert_eq!(
+            reconcile_error("stripe", &http("http://127.0.0.1:9/"), ""),
+            None
+        );
+        assert_eq!(
+            reconcile_error("stripe", "api = \"shopify\"", ""),
+            key("api")
+        );
         // At most what the api keeps, shorter than retention.events, settle below lookback.
-        assert_eq!(reconcile_error("stripe", "api = \"stripe\"\ntypes = [\"invoice.paid\"]\nlookback = \"31d\"", ""), key("lookback"));
+        assert_eq!(
+            reconcile_error(
+                "stripe",
+                "api = \"stripe\"\ntypes = [\"invoice.paid\"]\nlookback = \"31d\"",
+                ""
+            ),
+            key("lookback")
+        );
         let short = "[retention]\nevents = \"20d\"\nreplay_horizon = \"10d\"";
-        assert_eq!(reconcile_error("stripe", "api = \"stripe\"\ntypes = [\"invoice.paid\"]", short), key("lookback"));
-        assert_eq!(reconcile_error("stripe", "api = \"stripe\"\ntypes = [\"invoice.paid\"]\nlookback = \"10d\"", short), None);
-        assert_eq!(reconcile_error("stripe", "api = \"stripe\"\ntypes = [\"invoice.paid\"]\nlookback = \"1h\"\nsettle = \"1h\"", ""), key("settle"));
-        assert_eq!(reconcile_error("stripe", "api = \"stripe\"\ntypes = [\"invoice.paid\"]\ninterval = \"10s\"", ""), key("interval"));
-        assert_eq!(reconcile_error("stripe", "api = \"stripe\"\ntypes = [\"invoice.paid\"]\nmode = \"dry\"", ""), key("mode"));
-        assert_eq!(reconcile_error("stripe", "api = \"stripe\"\ntypes = [\"invoice.paid\"]\napi_url = \"ftp://x\"", ""), key("api_url"));
+        assert_eq!(
+            reconcile_error(
+                "stripe",
+                "api = \"stripe\"\ntypes = [\"invoice.paid\"]",
+                short
+            ),
+            key("lookback")
+        );
+        assert_eq!(
+            reconcile_error(
+                "stripe",
+                "api = \"stripe\"\ntypes = [\"invoice.paid\"]\nlookback = \"10d\"",
+                short
+            ),
+            None
+        );
+        assert_eq!(
+            reconcile_error(
+                "stripe",
+                "api = \"stripe\"\ntypes = [\"invoice.paid\"]\nlookback = \"1h\"\nsettle = \"1h\"",
+                ""
+            ),
+            key("settle")
+        );
+        assert_eq!(
+            reconcile_error(
+                "stripe",
+                "api = \"stripe\"\ntypes = [\"invoice.paid\"]\ninterval = \"10s\"",
+                ""
+            ),
+            key("interval")
+        );
+        assert_eq!(
+            reconcile_error(
+                "stripe",
+                "api = \"stripe\"\ntypes = [\"invoice.paid\"]\nmode = \"dry\"",
+                ""
+            ),
+            key("mode")
+        );
+        assert_eq!(
+            reconcile_error(
+                "stripe",
+                "api = \"stripe\"\ntypes = [\"invoice.paid\"]\napi_url = \"ftp://x\"",
+                ""
+            ),
+            key("api_url")
+        );
         // Each api's own keys, and what it requires.
-        assert_eq!(reconcile_error("stripe", "api = \"stripe\"\ntypes = [\"invoice.paid\"]\nhook = \"app\"", ""), key("hook"));
-        assert_eq!(reconcile_error("github", "api = \"github\"", ""), key("hook"));
-        assert_eq!(reconcile_error("github", "api = \"github\"\nhook = \"repos/a/b/hooks/1\"\ntypes = []", ""), key("types"));
-        assert_eq!(reconcile_error("github", "api = \"github\"\nhook = \"repos/a/b/hooks/1\"", ""), None);
-        assert_eq!(reconcile_error("github", "api = \"github\"\nhook = \"app\"\napp_id = \"7\"", ""), key("credential"));
+        assert_eq!(
+            reconcile_error(
+                "stripe",
+                "api = \"stripe\"\ntypes = [\"invoice.paid\"]\nhook = \"app\"",
+                ""
+            ),
+            key("hook")
+        );
+        assert_eq!(
+            reconcile_error("github", "api = \"github\"", ""),
+            key("hook")
+        );
+        assert_eq!(
+            reconcile_error(
+                "github",
+                "api = \"github\"\nhook = \"repos/a/b/hooks/1\"\ntypes = []",
+                ""
+            ),
+            key("types")
+        );
+        assert_eq!(
+            reconcile_error(
+                "github",
+                "api = \"github\"\nhook = \"repos/a/b/hooks/1\"",
+                ""
+            ),
+            None
+        );
+        assert_eq!(
+            reconcile_error(
+                "github",
+                "api = \"github\"\nhook = \"app\"\napp_id = \"7\"",
+                ""
+            ),
+            key("credential")
+        );
         // The join key is the provider's event id: a source keyed otherwise is refused.
         let keyed = format!(
             "[[sources]]\nname = \"src\"\nscheme = \"stripe\"\nsecrets = [\"{STRIPE}\"]\nevent_id = \"json:/id\"\n\
              [sources.reconcile]\napi = \"stripe\"\ncredential = \"k\"\ntypes = [\"a.b\"]\n"
         );
-        assert_eq!(Settings::from_toml(&keyed).map(drop).map_err(|e| e.key), Err("sources[0].reconcile".to_owned()));
-        assert_eq!(reconcile_error("paddle", "api = \"paddle\"", ""), key("notification_setting"));
-        assert_eq!(reconcile_error("paddle", "api = \"paddle\"\nnotification_setting = \"ntfset_1\"", ""), None);
-        assert_eq!(reconcile_error("paddle", "api = \"paddle\"\nnotification_setting = \"ntfset_1\"\nlookback = \"90d\"", ""), key("lookback"));
+        assert_eq!(
+            Settings::from_toml(&keyed).map(drop).map_err(|e| e.key),
+            Err("sources[0].reconcile".to_owned())
+        );
+        assert_eq!(
+            reconcile_error("paddle", "api = \"paddle\"", ""),
+            key("notification_setting")
+        );
+        assert_eq!(
+            reconcile_error(
+                "paddle",
+                "api = \"paddle\"\nnotification_setting = \"ntfset_1\"",
+                ""
+            ),
+            None
+        );
+        assert_eq!(
+            reconcile_error(
+                "paddle",
+                "api = \"paddle\"\nnotification_setting = \"ntfset_1\"\nlookback = \"90d\"",
+                ""
+            ),
+            key("lookback")
+        );
     }
 
     /// Two destinations on a source `scheme` (with `extra` source lines), the second with

@@ -254,9 +254,10 @@ impl<S: Ground> Reconciler<S> {
         }
         let source = running.source.name.as_str().to_owned();
         let (holder, now) = (self.holder.clone(), self.clock.now());
-        let kept = on_connection(&self.pool, move |conn| store::take_lease(conn, &source, &holder, now))
-            .await
-            .map_err(ReconcileError::from)?;
+        let kept = on_connection(&self.pool, move |conn| {
+            store::take_lease(conn, &source, &holder, now).map_err(ReconcileError::from)
+        })
+        .await?;
         running.renewed = std::time::Instant::now();
         match kept {
             true => Ok(()),
@@ -377,7 +378,8 @@ impl<S: Ground> Reconciler<S> {
             from: running.window.from.naive_utc(),
             to: running.window.to.naive_utc(),
             from_lookback: running.window.from
-                <= running.row.started_at.and_utc() - lookback_of(running.reconciliation) + chrono::Duration::seconds(1),
+                <= running.row.started_at.and_utc() - lookback_of(running.reconciliation)
+                    + chrono::Duration::seconds(1),
         });
         let (holder, now, id) = (self.holder.clone(), self.clock.now(), running.row.id);
         let progress = running.progress.clone();
@@ -386,7 +388,11 @@ impl<S: Ground> Reconciler<S> {
                 if !store::save_progress(conn, (id, &source), &holder, &progress, now)? {
                     return Ok::<_, ReconcileError>(None);
                 }
-                let ending = Ending { status, error: error.as_deref(), mark };
+                let ending = Ending {
+                    status,
+                    error: error.as_deref(),
+                    mark,
+                };
                 store::finish_run(conn, (id, &source), &holder, &ending, now)?;
                 Ok(store::run(conn, id)?)
             })

@@ -360,15 +360,29 @@ async fn a_github_app_hook_is_read_as_the_app(backend: Backend) {
         api.url,
         key.display()
     );
-    let sources = source("rec-app", "github", GITHUB_SECRET, &reconcile, &application.uri());
+    let sources = source(
+        "rec-app",
+        "github",
+        GITHUB_SECRET,
+        &reconcile,
+        &application.uri(),
+    );
     let app = spawn(backend, sources, "rec-app").await;
     api.deliver_to(&format!("{}/webhooks/rec-app", app.address));
     let payload = json!({"action": "created", "installation": {"id": 1}});
-    api.add_github_delivery("app-guid-1", "installation", payload, app.clock.now() - Duration::hours(1), 0);
+    api.add_github_delivery(
+        "app-guid-1",
+        "installation",
+        payload,
+        app.clock.now() - Duration::hours(1),
+        0,
+    );
     let run = run_now(&app, "rec-app", json!({})).await;
     assert_run(&run, "ok", 1, 1);
     api.settled().await;
-    event(&app, "rec-app", "app-guid-1").await.assert_status(200);
+    event(&app, "rec-app", "app-guid-1")
+        .await
+        .assert_status(200);
     let seen = api.requests();
     let jwt_like = |auth: &Option<String>| {
         auth.as_deref()
@@ -376,7 +390,11 @@ async fn a_github_app_hook_is_read_as_the_app(backend: Backend) {
             .is_some_and(|token| token.split('.').count() == 3)
     };
     assert!(seen.iter().all(|r| jwt_like(&r.authorization)), "{seen:?}");
-    assert!(seen.iter().any(|r| r.path.starts_with("/app/hook/deliveries")), "{seen:?}");
+    assert!(
+        seen.iter()
+            .any(|r| r.path.starts_with("/app/hook/deliveries")),
+        "{seen:?}"
+    );
     each_delivered_once(&app, &application, 1).await;
     let _ = std::fs::remove_file(key);
 }
@@ -581,7 +599,9 @@ async fn an_event_younger_than_settle_is_not_missing_yet(backend: Backend) {
     api.add_stripe_event(stripe_event(2, now, Duration::minutes(30)), false);
     let run = run_now(&app, "rec-shop", json!({})).await;
     assert_eq!(run["missing_ids"], json!(["evt_rec_0002"]), "{run}");
-    event(&app, "rec-shop", "evt_rec_0001").await.assert_status(404);
+    event(&app, "rec-shop", "evt_rec_0001")
+        .await
+        .assert_status(404);
     // Only the settled one was recovered, and delivered.
     each_delivered_once(&app, &application, 1).await;
 }
@@ -632,8 +652,11 @@ async fn the_command_line_reports_then_recovers_and_a_run_killed_half_way_resume
     for n in 0..2 {
         api.add_stripe_event(stripe_event(n, now, Duration::hours(1)), false);
     }
-    let (code, out, err) =
-        run_reconcile(&app, &["--source", "rec-shop", "--since", "1d", "--dry-run"]).await;
+    let (code, out, err) = run_reconcile(
+        &app,
+        &["--source", "rec-shop", "--since", "1d", "--dry-run"],
+    )
+    .await;
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(
         out.contains("report")
@@ -642,7 +665,9 @@ async fn the_command_line_reports_then_recovers_and_a_run_killed_half_way_resume
         "{out}"
     );
     assert!(out.contains("listed 2, missing 2, recovered 0"), "{out}");
-    event(&app, "rec-shop", "evt_rec_0000").await.assert_status(404);
+    event(&app, "rec-shop", "evt_rec_0000")
+        .await
+        .assert_status(404);
     let (code, out, err) = run_reconcile(&app, &["--source", "rec-shop", "--since", "1d"]).await;
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(
@@ -720,7 +745,9 @@ async fn the_command_line_reports_then_recovers_and_a_run_killed_half_way_resume
 /// `POST /admin/reconcile`: a viewer is refused (403) and the refusal audited; a call
 /// without an Idempotency-Key is 400; a source without `[sources.reconcile]` is 400; the
 /// same key again answers the stored run (one run asked for).
-async fn asking_for_a_run_needs_a_role_that_may_replay_a_key_and_a_reconciled_source(backend: Backend) {
+async fn asking_for_a_run_needs_a_role_that_may_replay_a_key_and_a_reconciled_source(
+    backend: Backend,
+) {
     const VIEWER: &str = "viewer-token-vera-0123456789";
     let api = ProviderApi::stripe(STRIPE_KEY).await;
     let application = application().await;
@@ -731,18 +758,35 @@ async fn asking_for_a_run_needs_a_role_that_may_replay_a_key_and_a_reconciled_so
     };
     let app = spawn_with(backend, options, "rec-shop").await;
     let body = json!({"source": "rec-shop"});
-    let refused = app.admin_as(VIEWER, "/admin/reconcile", Some(&body), Some("k-viewer")).await;
+    let refused = app
+        .admin_as(VIEWER, "/admin/reconcile", Some(&body), Some("k-viewer"))
+        .await;
     refused.assert_problem(403, "forbidden");
-    app.admin("/admin/reconcile", Some(&body), None).await.assert_problem(400, "idempotency_key_missing");
+    app.admin("/admin/reconcile", Some(&body), None)
+        .await
+        .assert_problem(400, "idempotency_key_missing");
     let plain = json!({"source": "stripe"});
-    app.admin("/admin/reconcile", Some(&plain), Some("k-plain")).await.assert_problem(400, "invalid_request");
-    let first = app.admin("/admin/reconcile", Some(&body), Some("k-once")).await;
+    app.admin("/admin/reconcile", Some(&plain), Some("k-plain"))
+        .await
+        .assert_problem(400, "invalid_request");
+    let first = app
+        .admin("/admin/reconcile", Some(&body), Some("k-once"))
+        .await;
     first.assert_status(202);
-    let again = app.admin("/admin/reconcile", Some(&body), Some("k-once")).await;
+    let again = app
+        .admin("/admin/reconcile", Some(&body), Some("k-once"))
+        .await;
     assert!(again.replayed());
     assert_eq!(again.body, first.body);
-    let asked = runs(&app, "rec-shop").await.into_iter().filter(|run| run["trigger"] == "api").count();
+    let asked = runs(&app, "rec-shop")
+        .await
+        .into_iter()
+        .filter(|run| run["trigger"] == "api")
+        .count();
     assert_eq!(asked, 1);
     let audit = app.admin("/admin/audit", None, None).await.json();
-    assert!(audit.to_string().contains("vera"), "the refusal is audited: {audit}");
+    assert!(
+        audit.to_string().contains("vera"),
+        "the refusal is audited: {audit}"
+    );
 }

@@ -941,7 +941,13 @@ fn stripe_webhook_body(event: &Value) -> Vec<u8> {
     let object = event.as_object().expect("a Stripe event is a JSON object");
     // A webhook carries the endpoints still owed the event as it was sent: one more than
     // the listing counts once another endpoint got it meanwhile.
-    let owed = json!(object.get("pending_webhooks").and_then(Value::as_u64).unwrap_or(0) + 1);
+    let owed = json!(
+        object
+            .get("pending_webhooks")
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+            + 1
+    );
     let mut fields: Vec<(&str, &Value)> = ORDER
         .iter()
         .filter_map(|name| match *name {

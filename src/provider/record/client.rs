@@ -214,14 +214,23 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 /// A `403` that is a rate limit, not a refused credential: GitHub's primary limit
 /// (`x-ratelimit-remaining: 0`) and secondary ones (`retry-after`).
 fn rate_limited(status: u16, headers: &HeaderMap) -> bool {
-    let remaining = headers.get("x-ratelimit-remaining").and_then(|v| v.to_str().ok());
+    let remaining = headers
+        .get("x-ratelimit-remaining")
+        .and_then(|v| v.to_str().ok());
     status == 403 && (remaining == Some("0") || headers.contains_key("retry-after"))
 }
 
 /// How long until a rate limit's window resets (`x-ratelimit-reset`, Unix seconds).
 fn rate_limit_reset(headers: &HeaderMap) -> Option<Duration> {
-    let reset: u64 = headers.get("x-ratelimit-reset")?.to_str().ok()?.parse().ok()?;
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?;
+    let reset: u64 = headers
+        .get("x-ratelimit-reset")?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?;
     Some(Duration::from_secs(reset).saturating_sub(now))
 }
 

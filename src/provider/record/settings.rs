@@ -136,9 +136,12 @@ pub fn window_of(
     let now = now.with_nanosecond(0).unwrap_or(now);
     let ago = |span: Duration| {
         let span = chrono::Duration::from_std(span).unwrap_or(chrono::Duration::MAX);
-        now.checked_sub_signed(span).unwrap_or(DateTime::<Utc>::MIN_UTC)
+        now.checked_sub_signed(span)
+            .unwrap_or(DateTime::<Utc>::MIN_UTC)
     };
-    let earliest = ago(since.unwrap_or(reconciliation.lookback).min(reconciliation.lookback));
+    let earliest = ago(since
+        .unwrap_or(reconciliation.lookback)
+        .min(reconciliation.lookback));
     let from = match (since, checked_until) {
         (None, Some(checked)) if checked > earliest => checked,
         _ => earliest,
@@ -229,7 +232,8 @@ impl ReconcileFile {
         let url = url.unwrap_or_else(|| RecordApi::default_url(&self.api).to_owned());
         check_url(&url).map_err(|m| ConfigError::new(key("api_url"), m))?;
         if self.api == "stripe" {
-            check_stripe_types(self.types.as_deref()).map_err(|m| ConfigError::new(key("types"), m))?;
+            check_stripe_types(self.types.as_deref())
+                .map_err(|m| ConfigError::new(key("types"), m))?;
         }
         let credential = Secret::resolve(&self.credential)
             .map_err(|m| ConfigError::new(key("credential"), m))?;
@@ -285,10 +289,15 @@ fn check_url(url: &str) -> Result<(), String> {
 /// endpoint is subscribed to, at most 20 (Stripe's `types[]` limit).
 fn check_stripe_types(types: Option<&[String]>) -> Result<(), String> {
     match types {
-        None | Some([]) => Err("is required for the stripe api: the event types this endpoint is subscribed to \
+        None | Some([]) => Err(
+            "is required for the stripe api: the event types this endpoint is subscribed to \
              (Stripe lists every endpoint's undelivered events)"
-            .to_owned()),
-        Some(types) if types.len() > 20 => Err(format!("names {} types; Stripe filters on at most 20", types.len())),
+                .to_owned(),
+        ),
+        Some(types) if types.len() > 20 => Err(format!(
+            "names {} types; Stripe filters on at most 20",
+            types.len()
+        )),
         Some(types) => match types.iter().find(|t| t.is_empty() || t.contains('*')) {
             Some(bad) => Err(format!("{bad:?} is not an event type (no wildcards)")),
             None => Ok(()),
