@@ -215,7 +215,8 @@ async fn a_crashing_member_fails_alone_and_its_group_leaves_nothing_behind(backe
 
     replies[15].assert_problem(500, "internal_error");
     for (n, reply) in replies.iter().enumerate().filter(|(n, _)| *n != 15) {
-        assert_eq!(reply.json()["outcome"], "accepted", "member {n}");
+        let answer = reply.text();
+        assert_eq!(reply.json()["outcome"], "accepted", "member {n}: {answer}");
         assert!(
             !reply.replayed(),
             "member {n}: nothing of the crashed group survived"
