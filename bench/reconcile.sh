@@ -10,8 +10,8 @@
 #             fact and outbox row; seconds and events recovered per second
 #   ingest    `inlet serve` (dispatcher off, one destination) loaded by `inlet bench` at
 #             concurrency 64 for DURATION on the database of the first run: alone, then
-#             while a run over the LISTED events goes on beside it (the same database):
-#             accepted/s and p99, and the ratio
+#             while runs over the LISTED events go on beside it, one after another for the
+#             whole load (the same database): accepted/s and p99, and the ratio
 #
 # Settings (environment):
 #   LISTED=100000  RECOVER=10000  DURATION=10s  BACKENDS="postgres sqlite"
@@ -98,12 +98,12 @@ claim_all() {
 
 # reconcile CONFIG: `inlet reconcile` over the last day; prints seconds, listed, missing, recovered.
 reconcile() {
-  local started out
+  local started
   started=$(date +%s.%N)
-  out=$("$bin" reconcile --config "$1" --source stripe --since 1d)
+  "$bin" reconcile --config "$1" --source stripe --since 1d >"$work/reconcile.out"
   python3 -c "import re, sys, time
-m = re.search(r'listed (\d+), missing (\d+), recovered (\d+)', sys.argv[2])
-print(f'{time.time() - float(sys.argv[1]):.2f}', *m.groups())" "$started" "$out"
+m = re.search(r'listed (\d+), missing (\d+), recovered (\d+)', open(sys.argv[2]).read())
+print(f'{time.time() - float(sys.argv[1]):.2f}', *m.groups())" "$started" "$work/reconcile.out"
 }
 
 api "$API" "$LISTED"
@@ -125,14 +125,18 @@ for backend in $BACKENDS; do
   for beside in alone run; do
     serve "$plain"
     if [ "$beside" = run ]; then
-      "$bin" reconcile --config "$(config beside "$url" _ "$API")" --source stripe --since 1d >"$work/beside.log" 2>&1 &
+      # Runs one after another for as long as the load lasts (one takes a few seconds).
+      beside_cfg=$(config beside "$url" _ "$API")
+      (while :; do "$bin" reconcile --config "$beside_cfg" --source stripe --since 1d >>"$work/beside.log" 2>&1; done) &
       run=$!
     fi
     "$bin" bench --json --config "$plain" --concurrency 64 --duration "$DURATION" >"$work/ingest-$beside.json"
     if [ -n "$run" ]; then
-      kill -0 "$run" 2>/dev/null && still="(the run was still going)" || still="(the run ended before the load did)"
-      wait "$run" 2>/dev/null || true
+      kill "$run" 2>/dev/null; wait "$run" 2>/dev/null || true
+      pkill -f "reconcile --config $beside_cfg" 2>/dev/null || true
       run=""
+      still="($(grep -c '^listed' "$work/beside.log") runs over the listed events meanwhile)"
+      [ "${KEEP_LOG:-}" ] && cp "$work/beside.log" "$KEEP_LOG"
     fi
     stop
     rate[$beside]=$(field "$work/ingest-$beside.json" accepted_per_sec)

@@ -204,9 +204,11 @@ impl<S: Ground> Reconciler<S> {
     /// Pages through the record until its end, the lease lost, or an error.
     async fn work(&self, running: &mut Running<'_, S>) -> Result<(), ReconcileError> {
         let record = running.reconciliation.api.record();
+        // One client for the run (its connections kept), authorized afresh per page: a
+        // GitHub App's token, signed as it is made, lasts minutes.
+        let mut api = running.reconciliation.api.client()?;
         loop {
-            // A client per page: a GitHub App's token, signed as it is made, lasts minutes.
-            let api = running.reconciliation.api.client()?;
+            running.reconciliation.api.reauthorize(&mut api)?;
             let cursor = running.progress.cursor.clone();
             let page = record.page(&api, running.window, cursor.as_deref()).await?;
             self.handle(running, &api, &page.listed).await?;

@@ -73,6 +73,12 @@ impl ApiClient {
         })
     }
 
+    /// Calls from now on carry `authorization` (the HTTP client, its connections and TLS
+    /// set-up, stay).
+    pub fn set_authorization(&mut self, authorization: String) {
+        self.authorization = authorization;
+    }
+
     /// The same client, with `name: value` on every call.
     pub fn with_header(mut self, name: &'static str, value: &'static str) -> Self {
         self.headers.push((name, value));

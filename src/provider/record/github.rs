@@ -137,12 +137,17 @@ impl GitHubDeliveries {
 
     /// A client authenticated with the token, or as the App with a JWT made `now`.
     pub fn client(&self, now: DateTime<Utc>) -> Result<ApiClient, ApiError> {
-        let authorization = match &self.hook {
+        Ok(ApiClient::new(&self.url, self.authorization(now)?)?
+            .with_header("x-github-api-version", API_VERSION))
+    }
+
+    /// What a call made `now` is authorized with: the token, or a JWT the App signs now
+    /// (it lasts minutes: made again for each page).
+    pub fn authorization(&self, now: DateTime<Utc>) -> Result<String, ApiError> {
+        Ok(match &self.hook {
             Hook::Path(_) => format!("Bearer {}", self.credential.expose()),
             Hook::App { app_id, key } => format!("Bearer {}", app_jwt(app_id, key, now)?),
-        };
-        Ok(ApiClient::new(&self.url, authorization)?
-            .with_header("x-github-api-version", API_VERSION))
+        })
     }
 }
 

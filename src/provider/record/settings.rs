@@ -95,6 +95,15 @@ impl RecordApi {
         }
     }
 
+    /// `api` authorized afresh for the next page: a GitHub App's token is signed as it is
+    /// made and lasts minutes; every other credential stays as it is.
+    pub fn reauthorize(&self, api: &mut ApiClient) -> Result<(), ApiError> {
+        if let Self::GitHub(github) = self {
+            api.set_authorization(github.authorization(Utc::now())?);
+        }
+        Ok(())
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             Self::Stripe(_) => "stripe",
