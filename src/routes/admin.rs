@@ -389,10 +389,13 @@ pub async fn reconcile(
     let reconciliation = (settings.source(&call.source))
         .and_then(|source| source.reconcile.clone())
         .ok_or_else(|| {
-            invalid(format!(
-                "source {} is not reconciled: it has no [sources.reconcile]",
-                call.source
-            ))
+            Problem::new(
+                Reason::NotFound,
+                format!(
+                    "no source {} is reconciled: none with [sources.reconcile]",
+                    call.source
+                ),
+            )
         })?;
     let since = (call.since.as_deref())
         .map(crate::duration::HumanDuration::parse)

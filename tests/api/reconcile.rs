@@ -743,7 +743,7 @@ async fn the_command_line_reports_then_recovers_and_a_run_killed_half_way_resume
 }
 
 /// `POST /admin/reconcile`: a viewer is refused (403) and the refusal audited; a call
-/// without an Idempotency-Key is 400; a source without `[sources.reconcile]` is 400; the
+/// without an Idempotency-Key is 400; a source without `[sources.reconcile]` is 404; the
 /// same key again answers the stored run (one run asked for).
 async fn asking_for_a_run_needs_a_role_that_may_replay_a_key_and_a_reconciled_source(
     backend: Backend,
@@ -768,7 +768,7 @@ async fn asking_for_a_run_needs_a_role_that_may_replay_a_key_and_a_reconciled_so
     let plain = json!({"source": "stripe"});
     app.admin("/admin/reconcile", Some(&plain), Some("k-plain"))
         .await
-        .assert_problem(400, "invalid_request");
+        .assert_problem(404, "not_found");
     let first = app
         .admin("/admin/reconcile", Some(&body), Some("k-once"))
         .await;
