@@ -198,7 +198,8 @@ async fn a_poisoned_member_fails_alone_and_the_rest_of_its_group_commits(backend
 /// takes the whole group's transaction down: nothing of it may survive, so every member
 /// committed again is `accepted`, not a stored answer. The group is committed again in
 /// halves, split until the member that keeps crashing is alone: it alone fails, and once
-/// it stops crashing its retry succeeds.
+/// it stops crashing its retry succeeds (so does the other's, when its one crash found it
+/// alone).
 async fn a_crashing_member_fails_alone_and_its_group_leaves_nothing_behind(backend: Backend) {
     let app = app_with_outbox(backend).await;
     let bodies: Vec<Vec<u8>> = (0..20)
@@ -211,9 +212,16 @@ async fn a_crashing_member_fails_alone_and_its_group_leaves_nothing_behind(backe
     app.faults
         .crash_after_fact_times("evt_crash_15", usize::MAX);
 
-    let replies = post_as_one_group(&app, &bodies).await;
+    let mut replies = post_as_one_group(&app, &bodies).await;
 
     replies[15].assert_problem(500, "internal_error");
+    // The group's members arrive in any order, and each transaction meets its crashing
+    // members in that order: member 4's one crash may find it already alone (split from
+    // the others beside 15), and then it alone fails, like 15 — its retry is accepted.
+    if replies[4].status == 500 {
+        replies[4].assert_problem(500, "internal_error");
+        replies[4] = app.post_stripe(&bodies[4]).await;
+    }
     for (n, reply) in replies.iter().enumerate().filter(|(n, _)| *n != 15) {
         let answer = reply.text();
         assert_eq!(reply.json()["outcome"], "accepted", "member {n}: {answer}");
