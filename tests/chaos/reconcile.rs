@@ -88,8 +88,11 @@ async fn a_provider_that_never_retries_loses_nothing_to_downtime(backend: Backen
     for n in 0..missed {
         let (guid, at) = (format!("missed-{n}"), chrono::Utc::now());
         api.add_github_delivery(&guid, "pull_request", payload(live + n), at, 0);
+        // Real time must pass: the deliveries are spread over the outage, as a provider
+        // sends them, each older than `settle` by the restart.
         tokio::time::sleep(spacing).await;
     }
+    // Real time must pass: Inlet stays down for the whole outage, nothing to wait on.
     tokio::time::sleep(down_for.saturating_sub(down_since.elapsed())).await;
     let down = down_since.elapsed();
     process = serve(&rig.config).await;
