@@ -1,0 +1,114 @@
+//! The inbox behind an actix-web endpoint, on diesel through an r2d2 pool.
+//!
+//! [`Receiver::respond`] verifies the raw body, then on the blocking pool claims the
+//! delivery and runs the handler in one transaction, and answers only after the commit:
+//! `200 {"claim":"new"|"duplicate"}`, `401` to a delivery that does not verify (Inlet keeps
+//! it as a dead letter for an operator), `500` after a rollback (Inlet retries it).
+
+use crate::diesel::{process, InboxConnection};
+use crate::verify::Headers;
+use crate::{Claim, Force, Verified, Verifier};
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpRequest, HttpResponse};
+use diesel::r2d2::{ConnectionManager, Pool, R2D2Connection};
+
+/// What a handler may fail with: anything, boxed (a database error, a refusal of its own).
+pub type HandlerError = Box<dyn std::error::Error + Send + Sync>;
+
+/// One endpoint's inbox: the pool, the verifier and the consumer name its claims go under.
+pub struct Receiver<C: R2D2Connection + 'static> {
+    pool: Pool<ConnectionManager<C>>,
+    verifier: Verifier,
+    consumer: String,
+}
+
+impl<C: R2D2Connection + 'static> Clone for Receiver<C> {
+    fn clone(&self) -> Self {
+        Self {
+            pool: self.pool.clone(),
+            verifier: self.verifier.clone(),
+            consumer: self.consumer.clone(),
+        }
+    }
+}
+
+impl<C> Receiver<C>
+where
+    C: InboxConnection + R2D2Connection + 'static,
+{
+    pub fn new(pool: Pool<ConnectionManager<C>>, verifier: Verifier, consumer: &str) -> Self {
+        Self {
+            pool,
+            verifier,
+            consumer: consumer.to_owned(),
+        }
+    }
+
+    /// Verifies `body` (the raw bytes: take `web::Bytes`, never a parsed JSON extractor)
+    /// and processes it exactly once: `handler` runs in the claim's transaction for a new
+    /// delivery and not at all for a duplicate; the answer comes after the commit.
+    pub async fn respond<F>(&self, request: &HttpRequest, body: &[u8], handler: F) -> HttpResponse
+    where
+        F: FnOnce(&mut C, &Verified) -> Result<(), HandlerError> + Send + 'static,
+    {
+        let headers = Headers::from_fn(|name| request.headers().get(name).map(|v| v.as_bytes()));
+        let delivery = match self.verifier.verify(headers, body) {
+            Ok(delivery) => delivery,
+            Err(reason) => {
+                tracing::warn!(%reason, "inlet-inbox: a delivery did not verify (401)");
+                return problem(
+                    StatusCode::UNAUTHORIZED,
+                    "the delivery's signature does not verify",
+                );
+            }
+        };
+        let receiver = self.clone();
+        let outcome = web::block(move || receiver.process(&delivery, handler)).await;
+        match outcome {
+            Ok(Ok(claim)) => applied(claim),
+            Ok(Err(error)) => rolled_back(&*error),
+            Err(error) => rolled_back(&error),
+        }
+    }
+
+    /// The claim and the handler in one transaction on a pooled connection (blocking).
+    fn process<F>(&self, delivery: &Verified, handler: F) -> Result<Claim, HandlerError>
+    where
+        F: FnOnce(&mut C, &Verified) -> Result<(), HandlerError>,
+    {
+        let mut conn = self.pool.get()?;
+        process(
+            &mut *conn,
+            &self.consumer,
+            delivery,
+            Force::No,
+            |tx, delivery| handler(tx, delivery),
+        )
+    }
+}
+
+fn applied(claim: Claim) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("application/json")
+        .body(format!(r#"{{"claim":"{}"}}"#, claim.as_str()))
+}
+
+fn rolled_back(error: &dyn std::fmt::Display) -> HttpResponse {
+    tracing::error!(%error, "inlet-inbox: a delivery was rolled back (500, Inlet retries it)");
+    problem(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "the delivery was not applied: rolled back, to be sent again",
+    )
+}
+
+/// A `problem+json` answer naming the reason (no internals: the sender is not trusted
+/// with them; the log has the cause).
+fn problem(status: StatusCode, title: &str) -> HttpResponse {
+    let body = format!(
+        r#"{{"type":"about:blank","title":"{title}","status":{}}}"#,
+        status.as_u16()
+    );
+    HttpResponse::build(status)
+        .content_type("application/problem+json")
+        .body(body)
+}
