@@ -5,6 +5,7 @@
 //! `200 {"claim":"new"|"duplicate"}`, `401` to a delivery that does not verify (Inlet keeps
 //! it as a dead letter for an operator), `500` after a rollback (Inlet retries it).
 
+use crate::answer::Answer;
 use crate::diesel::{process, InboxConnection};
 use crate::verify::Headers;
 use crate::{Claim, Force, Verified, Verifier};
@@ -52,23 +53,21 @@ where
         F: FnOnce(&mut C, &Verified) -> Result<(), HandlerError> + Send + 'static,
     {
         let headers = Headers::from_fn(|name| request.headers().get(name).map(|v| v.as_bytes()));
-        let delivery = match self.verifier.verify(headers, body) {
-            Ok(delivery) => delivery,
-            Err(reason) => {
-                tracing::warn!(%reason, "inlet-inbox: a delivery did not verify (401)");
-                return problem(
-                    StatusCode::UNAUTHORIZED,
-                    "the delivery's signature does not verify",
-                );
+        let answer = match self.verifier.verify(headers, body) {
+            Err(reason) => Answer::unverified(&reason),
+            Ok(delivery) => {
+                let receiver = self.clone();
+                match web::block(move || receiver.process(&delivery, handler)).await {
+                    Ok(outcome) => Answer::processed(outcome),
+                    Err(error) => Answer::processed(Err::<Claim, _>(error)),
+                }
             }
         };
-        let receiver = self.clone();
-        let outcome = web::block(move || receiver.process(&delivery, handler)).await;
-        match outcome {
-            Ok(Ok(claim)) => applied(claim),
-            Ok(Err(error)) => rolled_back(&*error),
-            Err(error) => rolled_back(&error),
-        }
+        let status =
+            StatusCode::from_u16(answer.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        HttpResponse::build(status)
+            .content_type(answer.content_type())
+            .body(answer.body())
     }
 
     /// The claim and the handler in one transaction on a pooled connection (blocking).
@@ -85,30 +84,4 @@ where
             |tx, delivery| handler(tx, delivery),
         )
     }
-}
-
-fn applied(claim: Claim) -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type("application/json")
-        .body(format!(r#"{{"claim":"{}"}}"#, claim.as_str()))
-}
-
-fn rolled_back(error: &dyn std::fmt::Display) -> HttpResponse {
-    tracing::error!(%error, "inlet-inbox: a delivery was rolled back (500, Inlet retries it)");
-    problem(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "the delivery was not applied: rolled back, to be sent again",
-    )
-}
-
-/// A `problem+json` answer naming the reason (no internals: the sender is not trusted
-/// with them; the log has the cause).
-fn problem(status: StatusCode, title: &str) -> HttpResponse {
-    let body = format!(
-        r#"{{"type":"about:blank","title":"{title}","status":{}}}"#,
-        status.as_u16()
-    );
-    HttpResponse::build(status)
-        .content_type("application/problem+json")
-        .body(body)
 }

@@ -5,9 +5,10 @@
 //! `401` to a delivery that does not verify (Inlet keeps it as a dead letter for an
 //! operator), `500` after a rollback (Inlet retries it).
 
+use crate::answer::Answer;
 use crate::sqlx::{process, BoxFuture, InboxDatabase};
 use crate::verify::Headers;
-use crate::{Claim, Force, Verified, Verifier};
+use crate::{Force, Verified, Verifier};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use sqlx::Pool;
@@ -42,45 +43,20 @@ impl<DB: InboxDatabase> Receiver<DB> {
         ) -> BoxFuture<'c, Result<(), HandlerError>>,
     {
         let signed = Headers::from_fn(|name| headers.get(name).map(|v| v.as_bytes()));
-        let delivery = match self.verifier.verify(signed, body) {
-            Ok(delivery) => delivery,
-            Err(reason) => {
-                tracing::warn!(%reason, "inlet-inbox: a delivery did not verify (401)");
-                return problem(
-                    StatusCode::UNAUTHORIZED,
-                    "the delivery's signature does not verify",
-                );
+        let answer = match self.verifier.verify(signed, body) {
+            Err(reason) => Answer::unverified(&reason),
+            Ok(delivery) => {
+                let outcome = process(&self.pool, &self.consumer, &delivery, Force::No, handler);
+                Answer::processed(outcome.await)
             }
         };
-        match process(&self.pool, &self.consumer, &delivery, Force::No, handler).await {
-            Ok(claim) => applied(claim),
-            Err(error) => {
-                tracing::error!(%error, "inlet-inbox: a delivery was rolled back (500, Inlet retries it)");
-                problem(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "the delivery was not applied: rolled back, to be sent again",
-                )
-            }
-        }
+        let status =
+            StatusCode::from_u16(answer.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (
+            status,
+            [(header::CONTENT_TYPE, answer.content_type())],
+            answer.body(),
+        )
+            .into_response()
     }
-}
-
-fn applied(claim: Claim) -> Response {
-    let body = format!(r#"{{"claim":"{}"}}"#, claim.as_str());
-    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
-}
-
-/// A `problem+json` answer naming the reason (no internals: the sender is not trusted
-/// with them; the log has the cause).
-fn problem(status: StatusCode, title: &str) -> Response {
-    let body = format!(
-        r#"{{"type":"about:blank","title":"{title}","status":{}}}"#,
-        status.as_u16()
-    );
-    (
-        status,
-        [(header::CONTENT_TYPE, "application/problem+json")],
-        body,
-    )
-        .into_response()
 }

@@ -195,3 +195,32 @@ pub fn purge<C: InboxConnection>(
     let cutoff = crate::purge_cutoff(older_than, now)?;
     conn.delete_before(cutoff).map_err(Error::Diesel)
 }
+
+/// SQLite opened as the inbox wants it, for an r2d2 pool
+/// (`Pool::builder().connection_customizer(Box::new(SqliteSetup::default()))`): WAL, so
+/// readers never wait for the writer, and a busy timeout, so a copy racing the first
+/// attempt waits for its commit (then is a `Duplicate`) instead of failing "database is
+/// locked".
+#[derive(Debug, Clone, Copy)]
+pub struct SqliteSetup {
+    pub busy_timeout: Duration,
+}
+
+impl Default for SqliteSetup {
+    fn default() -> Self {
+        Self {
+            busy_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl diesel::r2d2::CustomizeConnection<SqliteConnection, diesel::r2d2::Error> for SqliteSetup {
+    fn on_acquire(&self, conn: &mut SqliteConnection) -> Result<(), diesel::r2d2::Error> {
+        let pragmas = format!(
+            "PRAGMA journal_mode = WAL; PRAGMA busy_timeout = {};",
+            self.busy_timeout.as_millis()
+        );
+        conn.batch_execute(&pragmas)
+            .map_err(diesel::r2d2::Error::QueryError)
+    }
+}

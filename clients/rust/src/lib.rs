@@ -32,8 +32,12 @@ pub mod axum;
 
 mod table;
 
+#[cfg(any(feature = "actix-web", feature = "axum"))]
+mod answer;
+
 pub use table::{
-    ddl, purge_cutoff, Dialect, PurgeWindowTooShort, DEFAULT_PURGE_WINDOW, MIN_PURGE_WINDOW, TABLE,
+    ddl, purge_cutoff, sqlite_time, Dialect, PurgeWindowTooShort, DEFAULT_PURGE_WINDOW,
+    MIN_PURGE_WINDOW, TABLE,
 };
 pub use verify::{sign, InvalidSignature, Verified, Verifier, DEFAULT_TOLERANCE};
 
@@ -129,7 +133,7 @@ impl From<PurgeWindowTooShort> for Error {
 }
 
 /// Refuses empty keys: every message claimed under an empty id would be one message.
-pub(crate) fn check_names(consumer: &str, message_id: &str) -> Result<(), EmptyName> {
+pub fn check_names(consumer: &str, message_id: &str) -> Result<(), EmptyName> {
     match (consumer.is_empty(), message_id.is_empty()) {
         (false, false) => Ok(()),
         (true, _) => Err(EmptyName("consumer")),

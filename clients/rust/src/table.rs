@@ -86,8 +86,8 @@ pub fn purge_cutoff(
     Ok(now - window)
 }
 
-/// The cutoff as SQLite stores `claimed_at` (`CURRENT_TIMESTAMP`'s text).
-pub(crate) fn sqlite_time(moment: DateTime<Utc>) -> String {
+/// A time as SQLite stores `claimed_at` (`CURRENT_TIMESTAMP`'s text), for a purge of your own.
+pub fn sqlite_time(moment: DateTime<Utc>) -> String {
     moment.format("%Y-%m-%d %H:%M:%S").to_string()
 }
 

@@ -3,25 +3,13 @@
 
 use super::{ScratchPostgres, ScratchSqlite};
 use diesel::connection::SimpleConnection;
-use diesel::r2d2::{ConnectionManager, CustomizeConnection, Pool};
+use diesel::r2d2::{ConnectionManager, Pool};
 use diesel::sql_types::{BigInt, Text};
 use diesel::{PgConnection, QueryableByName, RunQueryDsl, SqliteConnection};
-use inlet_inbox::diesel::{create_table, InboxConnection};
+use inlet_inbox::diesel::{create_table, InboxConnection, SqliteSetup};
 use inlet_inbox::Verified;
 
 pub type HandlerError = Box<dyn std::error::Error + Send + Sync>;
-
-/// SQLite as an application should open it: WAL, and a busy timeout so a copy waits for
-/// the write lock instead of failing at once.
-#[derive(Debug)]
-struct SqliteSetup;
-
-impl CustomizeConnection<SqliteConnection, diesel::r2d2::Error> for SqliteSetup {
-    fn on_acquire(&self, conn: &mut SqliteConnection) -> Result<(), diesel::r2d2::Error> {
-        conn.batch_execute("PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 20000;")
-            .map_err(diesel::r2d2::Error::QueryError)
-    }
-}
 
 /// A backend under test: its scratch database (kept alive by the guard) and a pool.
 pub trait Backend: InboxConnection + Statements + diesel::r2d2::R2D2Connection + 'static {
@@ -35,7 +23,7 @@ impl Backend for SqliteConnection {
         let scratch = ScratchSqlite::new(label);
         let pool = Pool::builder()
             .max_size(25)
-            .connection_customizer(Box::new(SqliteSetup))
+            .connection_customizer(Box::new(SqliteSetup::default()))
             .build(ConnectionManager::new(scratch.url()))
             .expect("a SQLite pool");
         prepare(&pool);
