@@ -184,19 +184,11 @@ enum Command {
         #[command(flatten)]
         key: PrivateKeyArg,
     },
-    /// A sample application to deliver to (the quickstart's last step): verifies each
-    /// delivery's Standard Webhooks signature and prints it, until Ctrl-C.
+    /// A sample application to deliver to (the quickstart's last step), on the inbox
+    /// library: verifies each delivery's Standard Webhooks signature, applies it once to a
+    /// SQLite file and prints it, until Ctrl-C.
     #[command(alias = "receive")]
-    SampleApp {
-        /// Where to listen (HOST:PORT).
-        #[arg(long, default_value = "127.0.0.1:9000")]
-        bind: String,
-        /// A destination's secret to verify with: whsec_…, env:NAME or file:PATH (prefer
-        /// the last two); repeat for several. Default: the secrets of this
-        /// configuration's destinations on --bind.
-        #[arg(long = "secret")]
-        secrets: Vec<String>,
-    },
+    SampleApp(SampleAppArgs),
     /// Print the shell completion script for SHELL (bash, zsh, fish, elvish, powershell).
     Completions { shell: clap_complete::Shell },
     /// Print inlet(1) as roff, or write one page per command (inlet.1, inlet-serve.1, …)
@@ -234,6 +226,23 @@ enum Command {
 /// For sources that verify with public keys (discord, sendgrid, standard with a whpk_
 /// key): the private key that signs; for an asana source without configured secrets, the
 /// secret its handshake stored. Never printed.
+/// `inlet sample-app`'s arguments.
+#[derive(clap::Args)]
+struct SampleAppArgs {
+    /// Where to listen (HOST:PORT).
+    #[arg(long, default_value = "127.0.0.1:9000")]
+    bind: String,
+    /// A destination's secret to verify with: whsec_…, env:NAME or file:PATH (prefer the
+    /// last two); repeat for several. Default: the secrets of this configuration's
+    /// destinations on --bind.
+    #[arg(long = "secret")]
+    secrets: Vec<String>,
+    /// The SQLite database it applies deliveries to (its inbox table and `deliveries`);
+    /// made with its folder when missing.
+    #[arg(long, default_value = "data/sample-app.db")]
+    database: PathBuf,
+}
+
 #[derive(clap::Args)]
 struct PrivateKeyArg {
     /// The private key to sign with: the value, env:NAME or file:PATH (prefer the last
@@ -714,7 +723,7 @@ async fn run() -> anyhow::Result<()> {
             print_answer(client.post("/admin/reload", &serde_json::json!({})).await?);
             Ok(())
         }
-        Command::SampleApp { bind, secrets } => sample_app(&bind, secrets, &config).await,
+        Command::SampleApp(args) => sample_app(args, &config).await,
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "inlet", &mut std::io::stdout());
             Ok(())
@@ -751,13 +760,14 @@ fn man(dir: Option<PathBuf>) -> anyhow::Result<()> {
 
 /// `inlet sample-app`: the secrets given, or else those of the configuration's destinations
 /// on `bind`.
-async fn sample_app(
-    bind: &str,
-    secrets: Vec<String>,
-    config: &std::path::Path,
-) -> anyhow::Result<()> {
+async fn sample_app(args: SampleAppArgs, config: &std::path::Path) -> anyhow::Result<()> {
+    let SampleAppArgs {
+        bind,
+        secrets,
+        database,
+    } = args;
     let secrets = match secrets.is_empty() {
-        true => inlet::tools::sample_app::secrets_for(&load_settings(config), bind)?,
+        true => inlet::tools::sample_app::secrets_for(&load_settings(config), &bind)?,
         false => secrets
             .iter()
             .map(|reference| {
@@ -769,7 +779,7 @@ async fn sample_app(
             })
             .collect::<anyhow::Result<_>>()?,
     };
-    inlet::tools::sample_app::run_sample_app(bind, secrets).await
+    inlet::tools::sample_app::run_sample_app(&bind, secrets, &database).await
 }
 
 /// The configuration, or exit 2 with the reason (the check's table spans lines).

@@ -1,21 +1,27 @@
-//! `inlet sample-app`: a sample application to deliver to, where the quickstart ends. As
-//! every application behind Inlet should, it verifies each delivery's Standard Webhooks
-//! signature with the destination's secret before it trusts the body, answers `200` — or
-//! `401` to a delivery it cannot verify, which Inlet then retries — and prints one line
-//! per delivery: the delivery key, the event's source, id and type, the attempt, and
-//! whether the key came before (a retry or a replay: an application applies it once).
+//! `inlet sample-app`: a sample application to deliver to, where the quickstart ends, and
+//! the first user of the inbox library (`clients/rust`, crate `inlet-inbox`). As every
+//! application behind Inlet should, it verifies each delivery's Standard Webhooks
+//! signature with the destination's secret before it trusts the body, then applies it
+//! exactly once: the delivery's `webhook-id` is claimed in the inbox table of its own
+//! SQLite database in the same transaction as the application's write (a row in
+//! `deliveries`), and the answer comes after the commit. It answers `200` — to a copy
+//! (a retry whose first answer was lost, an operator's replay) as well, without applying
+//! it again — `401` to a delivery it cannot verify, `500` when its database fails (Inlet
+//! retries), and prints one line per delivery: the key, the event's source, id and type,
+//! the attempt, and whether it was applied or was a copy of one applied before.
 
 use crate::config::Settings;
 use crate::secret::Secret;
-use crate::signature::{Keys, Scheme, Standard, Unverified};
 use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
-use chrono::Utc;
-use std::collections::HashSet;
-use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
+use diesel::connection::SimpleConnection;
+use diesel::r2d2::{ConnectionManager, Pool};
+use diesel::sql_types::Text;
+use diesel::{RunQueryDsl, SqliteConnection};
+use inlet_inbox::diesel::{create_table, process, SqliteSetup};
+use inlet_inbox::verify::Headers;
+use inlet_inbox::{Claim, Force, Verified, Verifier};
+use std::path::Path;
 
-/// How far a delivery's signed timestamp may be from now (Standard Webhooks' advice).
-const TOLERANCE: Duration = Duration::from_secs(300);
 /// The largest delivery body read (Inlet's default `server.max_body_bytes`).
 const MAX_BODY: usize = 1024 * 1024;
 /// Connections served at once: each may hold a body of up to [`MAX_BODY`] before its
@@ -23,24 +29,41 @@ const MAX_BODY: usize = 1024 * 1024;
 const MAX_CONNECTIONS: usize = 256;
 /// The most characters of a header value printed.
 const MAX_PRINTED: usize = 200;
-/// Delivery keys remembered to tell a repeat; past this many the memory starts afresh.
-const KEYS_REMEMBERED: usize = 100_000;
+/// The inbox's consumer name: this application's one handler.
+const CONSUMER: &str = "sample-app";
 
-/// The receiver's state: the secrets it verifies with and the keys it has seen.
+/// The application's own table: one row per delivery applied.
+const DELIVERIES: &str = "CREATE TABLE IF NOT EXISTS deliveries (
+    message_id TEXT NOT NULL,
+    source     TEXT NOT NULL,
+    event_id   TEXT NOT NULL,
+    event_type TEXT NOT NULL,
+    attempt    TEXT NOT NULL,
+    applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP
+)";
+
+type Connections = Pool<ConnectionManager<SqliteConnection>>;
+
+/// The receiver's state: the verifier and its database.
 struct Receiver {
-    secrets: Vec<Secret>,
-    seen: Mutex<HashSet<String>>,
+    verifier: Verifier,
+    database: Connections,
 }
 
-impl Receiver {
-    /// Whether `key` came before; remembers it.
-    fn seen_before(&self, key: &str) -> bool {
-        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
-        if seen.len() >= KEYS_REMEMBERED {
-            seen.clear();
-        }
-        !seen.insert(key.to_owned())
+/// The sample application's database at `path` (made, with its folder, when missing): the
+/// inbox table and `deliveries`.
+fn open_database(path: &Path) -> anyhow::Result<Connections> {
+    if let Some(folder) = path.parent().filter(|f| !f.as_os_str().is_empty()) {
+        std::fs::create_dir_all(folder)?;
     }
+    let pool = Pool::builder()
+        .max_size(4)
+        .connection_customizer(Box::new(SqliteSetup::default()))
+        .build(ConnectionManager::new(path.display().to_string()))?;
+    let mut conn = pool.get()?;
+    create_table(&mut *conn)?;
+    conn.batch_execute(DELIVERIES)?;
+    Ok(pool)
 }
 
 /// What a delivery says of itself, ready to print. The key is the signed `webhook-id`
@@ -49,6 +72,8 @@ impl Receiver {
 struct Delivery {
     key: Option<String>,
     line: String,
+    /// Source, event id, type and attempt, as recorded in `deliveries`.
+    fields: [String; 4],
 }
 
 impl Delivery {
@@ -64,15 +89,21 @@ impl Delivery {
             .get("webhook-id")
             .and_then(|value| value.to_str().ok())
             .map(str::to_owned);
-        let line = format!(
-            "key={} source={} event={} type={} attempt={}",
-            header("webhook-id"),
+        let fields = [
             header("inlet-source"),
             header("inlet-event-id"),
             header("inlet-event-type"),
             header("inlet-attempt"),
+        ];
+        let line = format!(
+            "key={} source={} event={} type={} attempt={}",
+            header("webhook-id"),
+            fields[0],
+            fields[1],
+            fields[2],
+            fields[3],
         );
-        Self { key, line }
+        Self { key, line, fields }
     }
 
     /// Why a delivery whose signature verified is still not one Inlet sent: its
@@ -108,50 +139,84 @@ fn say(line: &str) {
     let _ = writeln!(std::io::stdout().lock(), "{line}");
 }
 
+/// Verifies a delivery and applies it once: 200 (applied, or a copy), 401, or 500.
 async fn take_delivery(
     receiver: web::Data<Receiver>,
     request: HttpRequest,
     body: web::Bytes,
 ) -> HttpResponse {
     let delivery = Delivery::of(&request);
-    let keys = Keys {
-        secrets: &receiver.secrets,
-        tolerance: TOLERANCE,
-        now: Utc::now(),
-    };
-    let unverified = Unverified::new(request.headers(), &body);
-    let verdict = match Standard.verify(unverified, keys) {
+    let headers = Headers::from_fn(|name| request.headers().get(name).map(|v| v.as_bytes()));
+    let verified = match receiver.verifier.verify(headers, &body) {
         Err(error) => Err(error.to_string()),
-        Ok(_) => match (&delivery.key, delivery.unsigned_key(&request)) {
-            (Some(key), None) => Ok(key.clone()),
-            (_, Some(reason)) => Err(reason),
-            (None, None) => Err("its webhook-id is not text".to_owned()),
+        Ok(verified) => match delivery.unsigned_key(&request) {
+            None => Ok(verified),
+            Some(reason) => Err(reason),
         },
     };
-    match verdict {
-        Ok(key) => {
-            let repeat = match receiver.seen_before(&key) {
-                true => " (seen before: a retry or a replay, to apply once)",
-                false => "",
-            };
-            say(&format!("delivered  {}{repeat}", delivery.line));
-            HttpResponse::Ok().finish()
-        }
+    let verified = match verified {
+        Ok(verified) => verified,
         Err(reason) => {
             say(&format!("REFUSED    {}: {reason}", delivery.line));
-            HttpResponse::Unauthorized()
-                .content_type("application/problem+json")
-                .body(
-                    serde_json::json!({
-                        "type": "about:blank",
-                        "title": "the delivery's signature does not verify",
-                        "status": 401,
-                        "detail": reason,
-                    })
-                    .to_string(),
-                )
+            return problem(401, "the delivery's signature does not verify", &reason);
+        }
+    };
+    let (database, fields) = (receiver.database.clone(), delivery.fields.clone());
+    let applied = web::block(move || apply(&database, &verified, &fields)).await;
+    match applied.map_err(|error| error.to_string()).and_then(|a| a) {
+        Ok(Claim::New) => say(&format!("delivered  {}", delivery.line)),
+        Ok(Claim::Duplicate) => say(&format!(
+            "duplicate  {} (applied before: a retry or a replay, not applied again)",
+            delivery.line
+        )),
+        Err(error) => {
+            say(&format!("FAILED     {}: {error}", delivery.line));
+            return problem(
+                500,
+                "the delivery was not applied",
+                "rolled back: send it again",
+            );
         }
     }
+    HttpResponse::Ok().finish()
+}
+
+/// The claim and the application's write, in one transaction (blocking).
+fn apply(
+    database: &Connections,
+    delivery: &Verified,
+    fields: &[String; 4],
+) -> Result<Claim, String> {
+    let mut conn = database.get().map_err(|error| error.to_string())?;
+    let outcome = process(&mut *conn, CONSUMER, delivery, Force::No, |tx, delivery| {
+        diesel::sql_query("INSERT INTO deliveries (message_id, source, event_id, event_type, attempt) VALUES (?, ?, ?, ?, ?)")
+            .bind::<Text, _>(&delivery.message_id)
+            .bind::<Text, _>(&fields[0])
+            .bind::<Text, _>(&fields[1])
+            .bind::<Text, _>(&fields[2])
+            .bind::<Text, _>(&fields[3])
+            .execute(tx)
+            .map(drop)
+            .map_err(inlet_inbox::Error::Diesel)
+    });
+    outcome.map_err(|error: inlet_inbox::Error| error.to_string())
+}
+
+/// A `problem+json` answer.
+fn problem(status: u16, title: &str, detail: &str) -> HttpResponse {
+    let status = actix_web::http::StatusCode::from_u16(status)
+        .unwrap_or(actix_web::http::StatusCode::INTERNAL_SERVER_ERROR);
+    HttpResponse::build(status)
+        .content_type("application/problem+json")
+        .body(
+            serde_json::json!({
+                "type": "about:blank",
+                "title": title,
+                "status": status.as_u16(),
+                "detail": detail,
+            })
+            .to_string(),
+        )
 }
 
 /// The secrets `inlet sample-app` verifies with when none is given: those of the
@@ -191,12 +256,18 @@ fn loopback(host: &str) -> &str {
     }
 }
 
-/// Serves the receiver at `bind` until Ctrl-C or SIGTERM, printing each delivery.
-pub async fn run_sample_app(bind: &str, secrets: Vec<Secret>) -> anyhow::Result<()> {
+/// Serves the receiver at `bind` until Ctrl-C or SIGTERM, applying each delivery once to
+/// the SQLite database at `database` and printing it.
+pub async fn run_sample_app(
+    bind: &str,
+    secrets: Vec<Secret>,
+    database: &Path,
+) -> anyhow::Result<()> {
     let count = secrets.len();
+    let verifier = Verifier::new(secrets.iter().map(Secret::expose)).map_err(anyhow::Error::msg)?;
     let receiver = web::Data::new(Receiver {
-        secrets,
-        seen: Mutex::new(HashSet::new()),
+        verifier,
+        database: open_database(database)?,
     });
     let server = HttpServer::new(move || {
         App::new()
@@ -210,8 +281,9 @@ pub async fn run_sample_app(bind: &str, secrets: Vec<Secret>) -> anyhow::Result<
     for address in server.addrs() {
         say(&format!(
             "receiving deliveries on http://{address} (any path), verifying their \
-             signatures with {count} secret{}",
-            if count == 1 { "" } else { "s" }
+             signatures with {count} secret{}, applying each once to {}",
+            if count == 1 { "" } else { "s" },
+            database.display()
         ));
     }
     server.run().await?;
@@ -222,18 +294,32 @@ pub async fn run_sample_app(bind: &str, secrets: Vec<Secret>) -> anyhow::Result<
 mod tests {
     use super::*;
     use crate::signature::EventToSign;
-    use crate::signature::{Signer, ToSign};
+    use crate::signature::{Signer, Standard, ToSign};
     use actix_web::test::{call_service, init_service, TestRequest};
+    use chrono::Utc;
 
     const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
     #[actix_web::test]
     async fn a_signed_delivery_is_accepted_and_a_forged_one_refused() {
         let secret = Secret::resolve(SECRET).expect("a secret");
+        let path = std::env::temp_dir().join(format!("sample-app-{}.db", std::process::id()));
         let receiver = web::Data::new(Receiver {
-            secrets: vec![secret.clone()],
-            seen: Mutex::new(HashSet::new()),
+            verifier: Verifier::new([SECRET]).expect("a secret"),
+            database: open_database(&path).expect("its database"),
         });
+        let applied = || -> i64 {
+            #[derive(diesel::QueryableByName)]
+            struct Count {
+                #[diesel(sql_type = diesel::sql_types::BigInt)]
+                n: i64,
+            }
+            let mut conn = receiver.database.get().expect("a connection");
+            diesel::sql_query("SELECT COUNT(*) AS n FROM deliveries")
+                .get_result::<Count>(&mut *conn)
+                .expect("a count")
+                .n
+        };
         let app = init_service(
             App::new()
                 .app_data(receiver.clone())
@@ -257,10 +343,8 @@ mod tests {
             request.to_request()
         };
         assert_eq!(call_service(&app, post(&signed, body)).await.status(), 200);
-        assert!(
-            receiver.seen_before("stripe:evt_1"),
-            "the key was remembered"
-        );
+        assert_eq!(call_service(&app, post(&signed, body)).await.status(), 200);
+        assert_eq!(applied(), 1, "the copy was answered, not applied");
         let forged = call_service(&app, post(&signed, br#"{"id":"evt_2"}"#)).await;
         assert_eq!(forged.status(), 401);
         // A captured delivery re-sent under another (unsigned) Idempotency-Key.
@@ -269,7 +353,8 @@ mod tests {
         relabelled.push(("Idempotency-Key".to_owned(), "stripe:evt_9".to_owned()));
         let copy = call_service(&app, post(&relabelled, body)).await;
         assert_eq!(copy.status(), 401);
-        assert!(!receiver.seen_before("stripe:evt_9"), "never counted");
+        assert_eq!(applied(), 1, "refusals apply nothing");
+        let _ = std::fs::remove_file(&path);
     }
 
     #[test]
