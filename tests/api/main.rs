@@ -14,6 +14,7 @@ mod delivery;
 mod docs_reference;
 mod dropbox;
 mod ed25519;
+mod exactly_once;
 mod filters;
 mod gates;
 mod groups;
