@@ -223,9 +223,6 @@ enum Command {
     },
 }
 
-/// For sources that verify with public keys (discord, sendgrid, standard with a whpk_
-/// key): the private key that signs; for an asana source without configured secrets, the
-/// secret its handshake stored. Never printed.
 /// `inlet sample-app`'s arguments.
 #[derive(clap::Args)]
 struct SampleAppArgs {
@@ -243,6 +240,9 @@ struct SampleAppArgs {
     database: PathBuf,
 }
 
+/// For sources that verify with public keys (discord, sendgrid, standard with a whpk_
+/// key): the private key that signs; for an asana source without configured secrets, the
+/// secret its handshake stored. Never printed.
 #[derive(clap::Args)]
 struct PrivateKeyArg {
     /// The private key to sign with: the value, env:NAME or file:PATH (prefer the last

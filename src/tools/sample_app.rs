@@ -190,7 +190,7 @@ fn apply(
     let mut conn = database.get().map_err(|error| error.to_string())?;
     let outcome = process(&mut *conn, CONSUMER, delivery, Force::No, |tx, delivery| {
         diesel::sql_query("INSERT INTO deliveries (message_id, source, event_id, event_type, attempt) VALUES (?, ?, ?, ?, ?)")
-            .bind::<Text, _>(&delivery.message_id)
+            .bind::<Text, _>(delivery.message_id())
             .bind::<Text, _>(&fields[0])
             .bind::<Text, _>(&fields[1])
             .bind::<Text, _>(&fields[2])

@@ -400,9 +400,11 @@ def test_purge_counts_what_it_deletes(database: Any, message_id: str):
 
 
 def test_the_default_purge_window_outlasts_inlets_default_horizons():
-    deadline, retention_events = timedelta(days=3), timedelta(days=35)
-    assert DEFAULT_PURGE_WINDOW > retention_events > deadline
-    assert DEFAULT_PURGE_WINDOW == timedelta(days=40)
+    # The last copy: a replay on the event's last day, dead after its deadline, requeued on
+    # the dead letter's last day.
+    deadline, retention_events, dead_letters = timedelta(days=3), timedelta(days=35), timedelta(days=30)
+    assert DEFAULT_PURGE_WINDOW > retention_events + deadline + dead_letters
+    assert DEFAULT_PURGE_WINDOW == timedelta(days=75)
 
 
 @pytest.mark.parametrize("window", [timedelta(hours=23), timedelta(seconds=40), timedelta(0)])

@@ -1,26 +1,25 @@
 //! The same handler on axum and sqlx (feature `axum`), on SQLite with a `payments (body)` table.
 //! `INLET_SECRETS=whsec_… cargo run -p inlet-inbox --features axum --example axum_app`
-use axum::{body::Bytes, extract::State, http::HeaderMap, response::Response, routing::post, Router};
 use inlet_inbox::axum::{HandlerError, Receiver};
-use inlet_inbox::{sqlx::create_table, sqlx::BoxFuture, Verified, Verifier};
+use inlet_inbox::sqlx::{create_table, BoxFuture};
+use inlet_inbox::{Verified, Verifier};
 use sqlx::{Sqlite, SqliteConnection, SqlitePool};
-use std::sync::Arc;
+use tokio::net::TcpListener;
 
-fn record_payment<'c>(tx: &'c mut SqliteConnection, delivery: &'c Verified) -> BoxFuture<'c, Result<(), HandlerError>> {
-    let insert = sqlx::query("INSERT INTO payments (body) VALUES (?)").bind(&delivery.body);
-    Box::pin(async move { Ok(insert.execute(tx).await.map(drop)?) }) // in the claim's transaction
+/// Runs in the claim's transaction: its writes commit with the claim, or roll back with it.
+fn record_payment<'c>(tx: &'c mut SqliteConnection, delivery: &'c Verified) -> Pay<'c> {
+    let insert = sqlx::query("INSERT INTO payments VALUES (?)").bind(delivery.body());
+    Box::pin(async move { Ok(insert.execute(tx).await.map(drop)?) })
 }
-
-async fn receive(State(inbox): State<Arc<Receiver<Sqlite>>>, headers: HeaderMap, body: Bytes) -> Response {
-    inbox.respond(&headers, &body, record_payment).await // 200 after the COMMIT, 401, or 500
-}
+type Pay<'c> = BoxFuture<'c, Result<(), HandlerError>>;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let pool = SqlitePool::connect("sqlite:payments.db?mode=rwc").await?; // sqlx waits 5 s for a lock
+    let pool = SqlitePool::connect("sqlite:payments.db?mode=rwc").await?; // waits 5 s for a lock
     create_table::<Sqlite>(&mut *pool.acquire().await?).await?;
-    let verifier = Verifier::new(std::env::var("INLET_SECRETS")?.split_whitespace())?; // all in rotation
-    let inbox = Arc::new(Receiver::new(pool, verifier, "payments"));
-    let app = Router::new().route("/webhooks/inlet", post(receive)).with_state(inbox);
-    Ok(axum::serve(tokio::net::TcpListener::bind("127.0.0.1:9000").await?, app).await?)
+    let verifier = Verifier::new(std::env::var("INLET_SECRETS")?.split_whitespace())?; // rotation
+    let inbox = Receiver::new(pool, verifier, "payments");
+    // POST /webhooks/inlet: 200 after the COMMIT (a copy: 200, not run again), 401, or 500.
+    let app = inbox.router("/webhooks/inlet", record_payment);
+    Ok(axum::serve(TcpListener::bind("127.0.0.1:9000").await?, app).await?)
 }

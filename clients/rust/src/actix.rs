@@ -13,6 +13,10 @@ use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 use diesel::r2d2::{ConnectionManager, Pool, R2D2Connection};
 
+/// The largest body the endpoint reads: Inlet's default `server.max_body_bytes` (actix-web's
+/// own default, 256 KiB, would refuse a larger event `413` on every attempt).
+pub const MAX_BODY: usize = 1024 * 1024;
+
 /// What a handler may fail with: anything, boxed (a database error, a refusal of its own).
 pub type HandlerError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -43,6 +47,23 @@ where
             verifier,
             consumer: consumer.to_owned(),
         }
+    }
+
+    /// The endpoint at `path`: `POST` only, bodies up to [`MAX_BODY`], each delivery through
+    /// [`Receiver::respond`] with `handler`.
+    /// `App::new().service(receiver.resource("/webhooks/inlet", record_payment))`.
+    pub fn resource<F>(&self, path: &str, handler: F) -> actix_web::Resource
+    where
+        F: Fn(&mut C, &Verified) -> Result<(), HandlerError> + Clone + Send + 'static,
+    {
+        let receiver = self.clone();
+        let take = move |request: HttpRequest, body: web::Bytes| {
+            let (receiver, handler) = (receiver.clone(), handler.clone());
+            async move { receiver.respond(&request, &body, handler).await }
+        };
+        web::resource(path)
+            .app_data(web::PayloadConfig::new(MAX_BODY))
+            .route(web::post().to(take))
     }
 
     /// Verifies `body` (the raw bytes: take `web::Bytes`, never a parsed JSON extractor)

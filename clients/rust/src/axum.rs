@@ -9,9 +9,17 @@ use crate::answer::Answer;
 use crate::sqlx::{process, BoxFuture, InboxDatabase};
 use crate::verify::Headers;
 use crate::{Force, Verified, Verifier};
+use axum::body::Bytes;
+use axum::extract::DefaultBodyLimit;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::Router;
 use sqlx::Pool;
+use std::sync::Arc;
+
+/// The largest body the endpoint reads: Inlet's default `server.max_body_bytes`.
+pub const MAX_BODY: usize = 1024 * 1024;
 
 /// What a handler may fail with: anything, boxed (a database error, a refusal of its own).
 pub type HandlerError = Box<dyn std::error::Error + Send + Sync>;
@@ -30,6 +38,29 @@ impl<DB: InboxDatabase> Receiver<DB> {
             verifier,
             consumer: consumer.to_owned(),
         }
+    }
+
+    /// A router with the endpoint at `path`: `POST` only, bodies up to [`MAX_BODY`], each
+    /// delivery through [`Receiver::respond`] with `handler`.
+    pub fn router<F>(self, path: &str, handler: F) -> Router
+    where
+        F: for<'c> Fn(
+                &'c mut DB::Connection,
+                &'c Verified,
+            ) -> BoxFuture<'c, Result<(), HandlerError>>
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+    {
+        let receiver = Arc::new(self);
+        let take = move |headers: HeaderMap, body: Bytes| {
+            let (receiver, handler) = (receiver.clone(), handler.clone());
+            async move { receiver.respond(&headers, &body, handler).await }
+        };
+        Router::new()
+            .route(path, post(take))
+            .layer(DefaultBodyLimit::max(MAX_BODY))
     }
 
     /// Verifies `body` (the raw bytes: take `Bytes`, never the `Json` extractor) and

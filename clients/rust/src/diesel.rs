@@ -124,10 +124,7 @@ pub fn claim<C: InboxConnection>(
     force: Force,
 ) -> Result<Claim, Error> {
     check_names(consumer, message_id)?;
-    let depth = C::TransactionManager::transaction_manager_status_mut(conn)
-        .transaction_depth()
-        .map_err(Error::Diesel)?;
-    if depth.is_none() {
+    if !in_transaction(conn)? {
         return Err(Error::NotInTransaction);
     }
     if force == Force::Rerun {
@@ -146,7 +143,10 @@ pub fn claim<C: InboxConnection>(
 /// The whole exactly-once step: in one transaction, claim the delivery and, when it is
 /// new, run `handler` with the same connection; the transaction commits when both succeed
 /// and rolls back (claim included) when either fails, so the next copy runs the handler
-/// again. Returns only after the commit: answer `2xx` after it, `5xx` on an error.
+/// again. Returns only after the commit: answer `2xx` after it, `5xx` on an error. It
+/// begins the transaction itself, so it refuses a connection already inside one
+/// ([`Error::AlreadyInTransaction`]): there its "commit" would be a savepoint's release,
+/// before the real commit. Inside a transaction of your own, use [`claim`].
 pub fn process<C, E, F>(
     conn: &mut C,
     consumer: &str,
@@ -159,8 +159,11 @@ where
     F: FnOnce(&mut C, &Verified) -> Result<(), E>,
     E: From<Error>,
 {
+    if in_transaction(conn).map_err(E::from)? {
+        return Err(E::from(Error::AlreadyInTransaction));
+    }
     let outcome = conn.inbox_transaction(|tx| {
-        let claimed = claim(tx, consumer, &delivery.message_id, force).map_err(Rollback::Inbox)?;
+        let claimed = claim(tx, consumer, delivery.message_id(), force).map_err(Rollback::Inbox)?;
         if claimed == Claim::New {
             handler(tx, delivery).map_err(Rollback::Handler)?;
         }
@@ -170,6 +173,14 @@ where
         Rollback::Inbox(error) => E::from(error),
         Rollback::Handler(error) => error,
     })
+}
+
+/// Whether the connection is inside a transaction.
+fn in_transaction<C: InboxConnection>(conn: &mut C) -> Result<bool, Error> {
+    let depth = C::TransactionManager::transaction_manager_status_mut(conn)
+        .transaction_depth()
+        .map_err(Error::Diesel)?;
+    Ok(depth.is_some())
 }
 
 /// Why a [`process`] transaction rolled back.
@@ -216,8 +227,10 @@ impl Default for SqliteSetup {
 
 impl diesel::r2d2::CustomizeConnection<SqliteConnection, diesel::r2d2::Error> for SqliteSetup {
     fn on_acquire(&self, conn: &mut SqliteConnection) -> Result<(), diesel::r2d2::Error> {
+        // The timeout first: pool connections opening at once on a fresh file contend for
+        // the switch to WAL.
         let pragmas = format!(
-            "PRAGMA journal_mode = WAL; PRAGMA busy_timeout = {};",
+            "PRAGMA busy_timeout = {}; PRAGMA journal_mode = WAL;",
             self.busy_timeout.as_millis()
         );
         conn.batch_execute(&pragmas)

@@ -81,6 +81,9 @@ pub enum Error {
     /// The connection is not inside a transaction: the claim would commit on its own,
     /// apart from the handler's writes.
     NotInTransaction,
+    /// `process` was given a connection already inside a transaction: it must begin (and
+    /// commit) its own, or its answer could precede the real commit.
+    AlreadyInTransaction,
     /// An empty consumer or message id.
     EmptyName(EmptyName),
     /// A purge window under a day.
@@ -97,6 +100,9 @@ impl std::fmt::Display for Error {
             Error::NotInTransaction => f.write_str(
                 "an inbox claim needs an open transaction: outside one it would commit \
                  before the handler's writes",
+            ),
+            Error::AlreadyInTransaction => f.write_str(
+                "process begins its own transaction: it cannot run inside another (use claim)",
             ),
             Error::EmptyName(error) => error.fmt(f),
             Error::PurgeWindow(error) => error.fmt(f),

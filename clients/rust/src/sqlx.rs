@@ -146,7 +146,7 @@ where
     E: From<Error>,
 {
     let mut tx = pool.begin_with(DB::BEGIN).await.map_err(Error::Sqlx)?;
-    let claimed = claim::<DB>(&mut tx, consumer, &delivery.message_id, force).await?;
+    let claimed = claim::<DB>(&mut tx, consumer, delivery.message_id(), force).await?;
     if claimed == Claim::New {
         handler(&mut tx, delivery).await?;
     }

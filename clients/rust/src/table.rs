@@ -7,17 +7,21 @@ use std::time::Duration;
 /// The table every adapter uses.
 pub const TABLE: &str = "inlet_inbox";
 
-/// How long a claimed row is kept. Inlet retries a delivery until its destination's
-/// `deadline` (default 3 days); a dead letter can be requeued while Inlet keeps it
-/// (`retention.dead_letters`, 30 days after it died); operators may replay an event for as
-/// long as Inlet keeps it (`retention.events`, default 35 days). A row purged before the
-/// last copy can arrive lets that copy run the handler again, so the window must be longer
-/// than the Inlet deployment's `retention.events`: 40 days leaves 5 days of margin over the
-/// defaults. Raise it with `retention.events`.
-pub const DEFAULT_PURGE_WINDOW: Duration = Duration::from_secs(40 * 24 * 3600);
+/// How long a claimed row is kept. A row is what makes a late copy a duplicate, so it must
+/// outlive the last copy Inlet can send. The latest: an operator replays an event on the
+/// last day Inlet keeps it (`retention.events`, default 35 days); that delivery fails until
+/// its `deadline` (default 3 days) and becomes a dead letter, which keeps its own copy of
+/// the payload and can be requeued for `retention.dead_letters` after it died (default 30
+/// days), even once the event is swept: 68 days after the claim by default. So the window
+/// must be longer than `retention.events + deadline + retention.dead_letters`; 75 days
+/// leaves a week of margin over the defaults. Raise it with any of the three. (A requeued
+/// dead letter that dies again starts its 30 days afresh: requeueing the same letter over
+/// months outruns any window.)
+pub const DEFAULT_PURGE_WINDOW: Duration = Duration::from_secs(75 * 24 * 3600);
 
 /// The shortest window a purge accepts: a floor against a unit mistake (seconds for days),
-/// not a safe value. Safe is longer than `retention.events`.
+/// not a safe value. Safe is longer than `retention.events + deadline +
+/// retention.dead_letters`.
 pub const MIN_PURGE_WINDOW: Duration = Duration::from_secs(24 * 3600);
 
 /// The databases the claim works on (it relies on `ON CONFLICT DO NOTHING`).
@@ -55,18 +59,25 @@ pub fn ddl(dialect: Dialect) -> [&'static str; 2] {
     ]
 }
 
-/// A purge window under [`MIN_PURGE_WINDOW`].
+/// A purge window under [`MIN_PURGE_WINDOW`], or past any date.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PurgeWindowTooShort(pub Duration);
 
 impl std::fmt::Display for PurgeWindowTooShort {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "a purge window of {} s is shorter than a day; it must exceed Inlet's \
-             retention.events (default 35 days)",
-            self.0.as_secs()
-        )
+        match self.0 < MIN_PURGE_WINDOW {
+            true => write!(
+                f,
+                "a purge window of {} s is shorter than a day; it must exceed Inlet's \
+                 retention.events + deadline + retention.dead_letters (68 days by default)",
+                self.0.as_secs()
+            ),
+            false => write!(
+                f,
+                "a purge window of {} s reaches past any date",
+                self.0.as_secs()
+            ),
+        }
     }
 }
 
@@ -100,7 +111,11 @@ mod tests {
         let now = Utc::now();
         assert!(purge_cutoff(Duration::from_secs(3600), now).is_err());
         let cutoff = purge_cutoff(DEFAULT_PURGE_WINDOW, now).expect("40 days");
-        assert_eq!((now - cutoff).num_days(), 40);
+        assert_eq!((now - cutoff).num_days(), 75);
+        assert!(
+            purge_cutoff(Duration::from_secs(u64::MAX), now).is_err(),
+            "no overflow"
+        );
     }
 
     #[test]

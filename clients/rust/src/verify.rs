@@ -50,14 +50,31 @@ fn invalid(reason: impl Into<String>) -> InvalidSignature {
     InvalidSignature(reason.into())
 }
 
-/// A delivery whose signature held. `message_id` is Inlet's `webhook-id`
-/// (`<source>:<event id>`, the same on every retry, requeue and replay): the inbox key.
+/// A delivery whose signature held: only [`Verifier::verify`] makes one, so a handler that
+/// takes it cannot be given an unverified body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verified {
-    pub message_id: String,
+    message_id: String,
+    timestamp: i64,
+    body: Vec<u8>,
+}
+
+impl Verified {
+    /// Inlet's `webhook-id` (`<source>:<event id>`, the same on every retry, requeue and
+    /// replay of the fact): the inbox key.
+    pub fn message_id(&self) -> &str {
+        &self.message_id
+    }
+
     /// The signed time, Unix seconds.
-    pub timestamp: i64,
-    pub body: Vec<u8>,
+    pub fn timestamp(&self) -> i64 {
+        self.timestamp
+    }
+
+    /// The body's bytes, exactly as signed.
+    pub fn body(&self) -> &[u8] {
+        &self.body
+    }
 }
 
 /// The three signed headers of a delivery, as raw bytes (absent: `None`).

@@ -14,7 +14,7 @@ use std::sync::mpsc;
 /// The handler: fails a `fail_once` delivery the first time, records a payment otherwise.
 fn handle<C: Backend>(conn: &mut C, delivery: &Verified) -> Result<(), HandlerError> {
     record_payment(conn, delivery)?;
-    match fails_once(&delivery.message_id, &delivery.body) {
+    match fails_once(delivery.message_id(), delivery.body()) {
         true => Err("the ledger is down".into()),
         false => Ok(()),
     }

@@ -4,12 +4,12 @@
 
 mod common;
 
-use chrono::{Duration as Days, Utc};
+use chrono::{Duration as Days, TimeZone, Utc};
 use common::backends::{count, record_payment, Backend, HandlerError};
 use common::delivery;
 use diesel::r2d2::{ConnectionManager, Pool};
 use inlet_inbox::diesel::{claim, process, purge};
-use inlet_inbox::{Claim, Error, Force, DEFAULT_PURGE_WINDOW};
+use inlet_inbox::{Claim, Dialect, Error, Force, DEFAULT_PURGE_WINDOW};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -140,7 +140,24 @@ fn a_waiting_copy_runs_when_the_first_rolls_back<C: Backend>() {
         claimed
             .recv_timeout(Duration::from_secs(30))
             .expect("the first claimed");
-        let copy = scope.spawn(move || deliver(pool, "stripe:evt_4"));
+        let (started_tx, started) = mpsc::channel();
+        let copy = scope.spawn(move || {
+            started_tx.send(()).expect("the test waits");
+            deliver(pool, "stripe:evt_4")
+        });
+        started
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the copy started");
+        // On PostgreSQL, see the copy wait on the first's key before releasing it.
+        let mut watcher = pool.get().expect("a connection");
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while C::lock_waits(&mut watcher).is_some_and(|waits| waits == 0) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the copy never waited on the key"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
         release_tx.send(()).expect("the first waits");
         assert!(first.join().expect("no panic").is_err());
         assert_eq!(
@@ -189,23 +206,37 @@ fn force_reruns_and_a_failed_rerun_keeps_the_first_claim<C: Backend>() {
 
 fn purge_deletes_only_rows_past_the_window<C: Backend>() {
     let (_db, pool) = C::open("purge");
-    deliver(&pool, "stripe:evt_6").expect("applied");
     let mut conn = pool.get().expect("a connection");
-    let now = Utc::now();
-    assert_eq!(
-        purge(&mut *conn, DEFAULT_PURGE_WINDOW, now + Days::days(39)).expect("purged"),
-        0
+    // A row claimed at a known instant, as each backend writes claimed_at.
+    let claimed_at = match C::DIALECT {
+        Dialect::Postgres => "'2026-01-01 00:00:00+00'",
+        Dialect::Sqlite => "'2026-01-01 00:00:00'",
+    };
+    let inserted = C::run(
+        &mut conn,
+        &format!(
+            "INSERT INTO inlet_inbox (consumer, message_id, claimed_at) \
+             VALUES ('payments', 'stripe:evt_6', {claimed_at})"
+        ),
     );
+    assert_eq!(inserted, 1, "a claim of 2026-01-01");
+    let claimed = Utc
+        .with_ymd_and_hms(2026, 1, 1, 0, 0, 0)
+        .single()
+        .expect("a time");
+    let window = Days::from_std(DEFAULT_PURGE_WINDOW).expect("75 days");
+    let purged = |conn: &mut C, now| purge(conn, DEFAULT_PURGE_WINDOW, now).expect("purged");
+    assert_eq!(purged(&mut conn, claimed + window - Days::seconds(1)), 0);
     assert!(matches!(
-        purge(&mut *conn, Duration::from_secs(600), now),
+        purge(&mut *conn, Duration::from_secs(600), claimed + window),
         Err(Error::PurgeWindow(_))
     ));
     assert_eq!(count(&pool, "inlet_inbox"), 1);
-    assert_eq!(
-        purge(&mut *conn, DEFAULT_PURGE_WINDOW, now + Days::days(41)).expect("purged"),
-        1
-    );
+    assert_eq!(purged(&mut conn, claimed + window + Days::seconds(1)), 1);
     assert_eq!(count(&pool, "inlet_inbox"), 0);
+    // A claim made now is kept by a purge now.
+    deliver(&pool, "stripe:evt_7").expect("applied");
+    assert_eq!(purged(&mut conn, Utc::now()), 0);
 }
 
 fn a_claim_outside_a_transaction_or_with_no_name_is_refused<C: Backend>() {
@@ -222,7 +253,22 @@ fn a_claim_outside_a_transaction_or_with_no_name_is_refused<C: Backend>() {
     let empty =
         conn.transaction(|tx| claim(tx, "payments", "", Force::No).map_err(HandlerError::from));
     assert!(empty.is_err());
+    // process begins (and commits) its own transaction: inside another it would answer
+    // before the real commit.
+    let nested = conn.transaction(|tx| {
+        let inner = process(
+            tx,
+            "payments",
+            &delivery("stripe:evt_8"),
+            Force::No,
+            record_payment::<C>,
+        );
+        assert!(inner.is_err_and(|e| e.to_string().contains("its own transaction")));
+        Ok::<_, HandlerError>(())
+    });
+    assert!(nested.is_ok());
     assert_eq!(count(&pool, "inlet_inbox"), 0);
+    assert_eq!(count(&pool, "payments"), 0);
 }
 
 macro_rules! on_both_backends {

@@ -116,8 +116,8 @@ fn handle<'c, DB: Backend>(
     delivery: &'c Verified,
 ) -> BoxFuture<'c, Result<(), HandlerError>> {
     Box::pin(async move {
-        DB::insert_payment(conn, &delivery.message_id).await?;
-        match fails_once(&delivery.message_id, &delivery.body) {
+        DB::insert_payment(conn, delivery.message_id()).await?;
+        match fails_once(delivery.message_id(), delivery.body()) {
             true => Err("the ledger is down".into()),
             false => Ok(()),
         }
@@ -132,28 +132,22 @@ async fn deliver<DB: Backend>(
     process(pool, "payments", &delivery(id), force, handle::<DB>).await
 }
 
-async fn claims_commit_with_the_handler<DB: Backend>() {
-    let (_db, pool) = DB::open("sqlx").await;
-    assert_eq!(
-        deliver(&pool, "stripe:evt_1", Force::No)
-            .await
-            .expect("applied"),
-        Claim::New
-    );
-    assert_eq!(
-        deliver(&pool, "stripe:evt_1", Force::No)
-            .await
-            .expect("answered"),
-        Claim::Duplicate
-    );
-    // Fifty copies at once: one runs the handler.
+async fn fifty_concurrent_copies_run_the_handler_once<DB: Backend>() {
+    let (_db, pool) = DB::open("sqlx-fifty").await;
     let copies: Vec<_> = (0..50)
         .map(|_| {
             let pool = pool.clone();
             tokio::spawn(async move {
-                deliver(&pool, "stripe:evt_50", Force::No)
-                    .await
-                    .expect("answered")
+                let copy = delivery("stripe:evt_50");
+                let outcome = process(&pool, "payments", &copy, Force::No, |conn, d| {
+                    Box::pin(async move {
+                        // Hold the claim a moment, so the copies meet the open transaction.
+                        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                        DB::insert_payment(conn, d.message_id()).await?;
+                        Ok::<(), HandlerError>(())
+                    })
+                });
+                outcome.await.expect("answered")
             })
         })
         .collect();
@@ -162,50 +156,59 @@ async fn claims_commit_with_the_handler<DB: Backend>() {
         new += usize::from(copy.await.expect("no panic") == Claim::New);
     }
     assert_eq!(new, 1);
-    assert_eq!(DB::count(&pool, "payments").await, 2);
+    assert_eq!(DB::count(&pool, "payments").await, 1);
+}
+
+async fn claims_commit_with_the_handler<DB: Backend>() {
+    let (_db, pool) = DB::open("sqlx").await;
+    let deliver_once = |id: &'static str, force| {
+        let pool = pool.clone();
+        async move { deliver(&pool, id, force).await.expect("answered") }
+    };
+    assert_eq!(deliver_once("stripe:evt_1", Force::No).await, Claim::New);
+    assert_eq!(
+        deliver_once("stripe:evt_1", Force::No).await,
+        Claim::Duplicate
+    );
     // A rollback keeps nothing; the retry runs. A forced re-run runs again.
     let third = delivery("stripe:evt_3");
     let failed = process(&pool, "payments", &third, Force::No, |conn, d| {
         Box::pin(async move {
-            DB::insert_payment(conn, &d.message_id).await?;
+            DB::insert_payment(conn, d.message_id()).await?;
             Err::<(), HandlerError>("refused".into())
         })
     });
     assert!(failed.await.is_err());
-    assert_eq!(DB::count(&pool, "payments").await, 2);
+    assert_eq!(DB::count(&pool, "payments").await, 1);
+    assert_eq!(deliver_once("stripe:evt_3", Force::No).await, Claim::New);
+    assert_eq!(deliver_once("stripe:evt_3", Force::Rerun).await, Claim::New);
     assert_eq!(
-        deliver(&pool, "stripe:evt_3", Force::No)
-            .await
-            .expect("ran"),
-        Claim::New
+        deliver_once("stripe:evt_3", Force::No).await,
+        Claim::Duplicate
     );
-    assert_eq!(
-        deliver(&pool, "stripe:evt_3", Force::Rerun)
-            .await
-            .expect("ran"),
-        Claim::New
-    );
-    assert_eq!(DB::count(&pool, "payments").await, 4);
-    assert_eq!(DB::count(&pool, "inlet_inbox").await, 3);
-    // Outside a transaction: refused. Purge: only past the window.
+    assert_eq!(DB::count(&pool, "payments").await, 3);
+    assert_eq!(DB::count(&pool, "inlet_inbox").await, 2);
+}
+
+async fn purge_and_refusals<DB: Backend>() {
+    let (_db, pool) = DB::open("sqlx-purge").await;
+    deliver(&pool, "stripe:evt_1", Force::No)
+        .await
+        .expect("applied");
     let mut conn = pool.acquire().await.expect("a connection");
     assert!(matches!(
         claim::<DB>(&mut conn, "payments", "x", Force::No).await,
         Err(Error::NotInTransaction)
     ));
     let now = Utc::now();
-    assert_eq!(
-        purge::<DB>(&mut conn, DEFAULT_PURGE_WINDOW, now + Days::days(39))
+    let window = Days::from_std(DEFAULT_PURGE_WINDOW).expect("75 days");
+    let mut purged = async |now| {
+        purge::<DB>(&mut conn, DEFAULT_PURGE_WINDOW, now)
             .await
-            .expect("purge"),
-        0
-    );
-    assert_eq!(
-        purge::<DB>(&mut conn, DEFAULT_PURGE_WINDOW, now + Days::days(41))
-            .await
-            .expect("purge"),
-        3
-    );
+            .expect("purge")
+    };
+    assert_eq!(purged(now + window - Days::minutes(1)).await, 0);
+    assert_eq!(purged(now + window + Days::minutes(1)).await, 1);
     let mut tx = conn.begin().await.expect("a transaction");
     assert_eq!(
         claim::<DB>(&mut tx, "payments", "stripe:evt_1", Force::No)
@@ -258,6 +261,8 @@ macro_rules! on_both_backends {
 }
 
 on_both_backends!(
+    fifty_concurrent_copies_run_the_handler_once,
     claims_commit_with_the_handler,
+    purge_and_refusals,
     an_axum_endpoint_applies_each_delivery_once
 );

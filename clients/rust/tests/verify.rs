@@ -5,7 +5,7 @@ mod common;
 use chrono::{DateTime, Duration, Utc};
 use common::{signed_at, BODY, SECRET};
 use inlet_inbox::verify::Headers;
-use inlet_inbox::{InvalidSignature, Verified, Verifier};
+use inlet_inbox::{InvalidSignature, Verifier};
 use serde_json::Value;
 
 const OTHER: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
@@ -73,8 +73,8 @@ fn the_published_vectors_verify_as_they_say() {
             vector["source"]
         );
         if let Ok(delivery) = verdict {
-            assert_eq!(delivery.message_id, pairs[0].1);
-            assert_eq!(delivery.body, body);
+            assert_eq!(delivery.message_id(), pairs[0].1);
+            assert_eq!(delivery.body(), body);
         }
         // sign() reproduces each single published signature.
         if !pairs[2].1.contains(' ') && vector["valid"] == true {
@@ -93,12 +93,8 @@ fn any_secret_in_rotation_verifies_and_any_entry_may_match() {
         .verify_at(headers(&pairs), BODY, now)
         .expect("verifies");
     assert_eq!(
-        delivery,
-        Verified {
-            message_id: "stripe:evt_1".to_owned(),
-            timestamp: 1_700_000_000,
-            body: BODY.to_vec()
-        }
+        (delivery.message_id(), delivery.timestamp(), delivery.body()),
+        ("stripe:evt_1", 1_700_000_000, BODY)
     );
     let by_other = inlet_inbox::sign(OTHER, "stripe:evt_1", BODY, now).expect("signs");
     pairs[2].1 = format!("{} {}", by_other[2].1, pairs[2].1);
@@ -191,5 +187,9 @@ fn weak_or_malformed_secrets_are_refused_at_startup_and_never_printed() {
     assert!(Verifier::new(["whsec_not base64!"]).is_err());
     assert!(Verifier::new(Vec::<&str>::new()).is_err());
     let verifier = Verifier::new([SECRET]).expect("a secret");
-    assert!(!format!("{verifier:?}").contains("MfKQ9r8"));
+    assert_eq!(
+        format!("{verifier:?}"),
+        "Verifier { secrets: 1, tolerance: 300s }",
+        "the count of secrets, never their keys"
+    );
 }

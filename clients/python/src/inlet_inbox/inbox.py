@@ -27,17 +27,21 @@ from .errors import TransactionError
 #: The table every adapter uses.
 TABLE = "inlet_inbox"
 
-#: How long a claimed row is kept. Inlet retries a delivery until its destination's
-#: ``deadline`` (default 3 days) and operators may replay an event for as long as Inlet
-#: keeps it (``retention.events``, default 35 days; a requeued dead letter is at most
-#: ``deadline`` + ``retention.dead_letters`` = 33 days old by default, inside that). A row
-#: purged before the last copy can arrive would let that copy run the handler again, so
-#: the window must be longer than the Inlet deployment's ``retention.events``: 40 days
-#: leaves 5 days of margin over the defaults. Raise it with ``retention.events``.
-DEFAULT_PURGE_WINDOW = timedelta(days=40)
+#: How long a claimed row is kept. A row is what makes a late copy a duplicate, so it must
+#: outlive the last copy Inlet can send. The latest: an operator replays an event on the
+#: last day Inlet keeps it (``retention.events``, default 35 days); that delivery fails
+#: until its ``deadline`` (default 3 days) and becomes a dead letter, which keeps its own
+#: copy of the payload and can be requeued for ``retention.dead_letters`` after it died
+#: (default 30 days), even once the event itself is swept: 68 days after the claim by
+#: default. So the window must be longer than ``retention.events + deadline +
+#: retention.dead_letters``; 75 days leaves a week of margin over the defaults. Raise it
+#: with any of the three. (A requeued dead letter that dies again starts its 30 days
+#: afresh: an operator requeueing the same letter over months outruns any window.)
+DEFAULT_PURGE_WINDOW = timedelta(days=75)
 
 #: The shortest window :func:`purge` accepts: a floor against a unit mistake (seconds for
-#: days), not a safe value. Safe is longer than ``retention.events``.
+#: days), not a safe value. Safe is longer than ``retention.events + deadline +
+#: retention.dead_letters``.
 MIN_PURGE_WINDOW = timedelta(days=1)
 
 _DIALECTS = {"postgresql": "postgresql", "postgres": "postgresql", "sqlite": "sqlite"}
@@ -114,11 +118,12 @@ def purge_statement(placeholder: str) -> str:
 
 def purge_cutoff(dialect: str, older_than: timedelta, now: Optional[datetime]) -> Any:
     """The purge's cutoff as the dialect stores ``claimed_at``. ``now`` is injectable so a
-    test moves time instead of waiting 40 days."""
+    test moves time instead of waiting 75 days."""
     if older_than < MIN_PURGE_WINDOW:
         raise ValueError(
             f"a purge window of {older_than} is shorter than {MIN_PURGE_WINDOW}; it must "
-            "exceed Inlet's retention.events (default 35 days)"
+            "exceed Inlet's retention.events + deadline + retention.dead_letters (68 days by "
+            "default)"
         )
     moment = _utc(now or datetime.now(timezone.utc)) - older_than
     if dialect_of(dialect) == "sqlite":
@@ -151,7 +156,8 @@ def purge(
     now: Optional[datetime] = None,
 ) -> int:
     """Deletes rows claimed more than ``older_than`` ago (default
-    :data:`DEFAULT_PURGE_WINDOW`, which must exceed Inlet's ``retention.events``) within the
+    :data:`DEFAULT_PURGE_WINDOW`, which must exceed Inlet's ``retention.events + deadline +
+    retention.dead_letters``) within the
     caller's transaction; returns how many."""
     return _adapter(conn).purge(conn, older_than=older_than, now=now)
 

@@ -75,8 +75,8 @@ def purge(
     now: Optional[datetime] = None,
 ) -> int:
     """Deletes rows older than the window in the caller's transaction (commit it); the
-    count deleted. The default must exceed Inlet's ``retention.events``: see
-    :data:`inlet_inbox.DEFAULT_PURGE_WINDOW`."""
+    count deleted. The window must exceed Inlet's ``retention.events + deadline +
+    retention.dead_letters``: see :data:`inlet_inbox.DEFAULT_PURGE_WINDOW`."""
     connection = _connection(bind)
     cutoff = purge_cutoff(connection.dialect.name, older_than, now)
     return connection.execute(text(purge_statement(":")), {"cutoff": cutoff}).rowcount

@@ -56,7 +56,7 @@ fn prepare<C: Backend>(pool: &Pool<ConnectionManager<C>>) {
 
 /// The handler under test: one payment row, in the claim's transaction.
 pub fn record_payment<C: Backend>(conn: &mut C, delivery: &Verified) -> Result<(), HandlerError> {
-    C::insert_payment(conn, &delivery.message_id)?;
+    C::insert_payment(conn, delivery.message_id())?;
     Ok(())
 }
 
@@ -72,8 +72,24 @@ pub fn count<C: Backend>(pool: &Pool<ConnectionManager<C>>, table: &str) -> i64 
 }
 
 macro_rules! statements {
-    ($connection:ty, $insert:literal) => {
+    ($connection:ty, $insert:literal, $lock_waits:expr) => {
         impl Statements for $connection {
+            fn run(conn: &mut Self, sql: &str) -> usize {
+                diesel::sql_query(sql)
+                    .execute(conn)
+                    .expect("the statement runs")
+            }
+
+            fn lock_waits(conn: &mut Self) -> Option<i64> {
+                let query: Option<&str> = $lock_waits;
+                query.map(|query| {
+                    diesel::sql_query(query)
+                        .get_result::<Count>(conn)
+                        .expect("a count")
+                        .n
+                })
+            }
+
             fn insert_payment(conn: &mut Self, id: &str) -> diesel::QueryResult<usize> {
                 diesel::sql_query($insert)
                     .bind::<Text, _>(id)
@@ -93,9 +109,21 @@ macro_rules! statements {
 
 /// The application's own statements, per backend.
 pub trait Statements {
+    /// Runs a statement of the test's own.
+    fn run(conn: &mut Self, sql: &str) -> usize;
+    /// Sessions of this database waiting on a lock, where the database can tell (SQLite's
+    /// busy wait is inside the waiting connection, invisible to SQL).
+    fn lock_waits(conn: &mut Self) -> Option<i64>;
     fn insert_payment(conn: &mut Self, id: &str) -> diesel::QueryResult<usize>;
     fn count(conn: &mut Self, table: &str) -> i64;
 }
 
-statements!(PgConnection, "INSERT INTO payments VALUES ($1, $2)");
-statements!(SqliteConnection, "INSERT INTO payments VALUES (?, ?)");
+statements!(
+    PgConnection,
+    "INSERT INTO payments VALUES ($1, $2)",
+    Some(
+        "SELECT COUNT(*) AS n FROM pg_stat_activity \
+         WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    )
+);
+statements!(SqliteConnection, "INSERT INTO payments VALUES (?, ?)", None);

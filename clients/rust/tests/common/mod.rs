@@ -24,6 +24,7 @@ static NEXT: AtomicU32 = AtomicU32::new(0);
 /// A fresh name for a scratch database or file, unique in this run.
 pub fn scratch_name(label: &str) -> String {
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let label = label.replace(|c: char| !c.is_ascii_alphanumeric(), "_");
     format!("inbox_rs_{label}_{}_{n}", std::process::id())
 }
 
@@ -102,11 +103,16 @@ pub fn signed_at(message_id: &str, body: &[u8], at: DateTime<Utc>) -> [(&'static
     sign(SECRET, message_id, body, at).expect("a valid secret")
 }
 
-/// A verified delivery, as a handler receives it.
+/// A verified delivery, as a handler receives it: signed now, then verified.
 pub fn delivery(message_id: &str) -> Verified {
-    Verified {
-        message_id: message_id.to_owned(),
-        timestamp: Utc::now().timestamp(),
-        body: BODY.to_vec(),
-    }
+    let headers = signed(message_id, BODY);
+    let get = |name: &str| {
+        headers
+            .iter()
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| value.as_bytes())
+    };
+    verifier()
+        .verify(inlet_inbox::verify::Headers::from_fn(get), BODY)
+        .expect("signed just now")
 }

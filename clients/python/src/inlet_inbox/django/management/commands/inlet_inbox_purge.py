@@ -13,8 +13,9 @@ from inlet_inbox.inbox import DEFAULT_PURGE_WINDOW
 class Command(BaseCommand):
     help = (
         "Delete inlet_inbox rows claimed longer ago than the window. The window must exceed "
-        "the Inlet deployment's retention.events (default 35 days): a copy of a message "
-        "can arrive until then, and its row is what makes it a duplicate."
+        "the Inlet deployment's retention.events + deadline + retention.dead_letters "
+        "(68 days by default): a copy of a message can arrive until then (a replay that "
+        "died and was requeued), and its row is what makes it a duplicate."
     )
 
     def add_arguments(self, parser):
