@@ -154,6 +154,16 @@ pub fn recent_events(
     })
 }
 
+/// The fact key is `key` and is not the event's own id: the predicate of the partial index
+/// `events_fact_idx` (migration 000190), spelled as the index is, so that PostgreSQL and
+/// SQLite both see the query implies it.
+#[diesel::dsl::auto_type(no_type_alias)]
+fn fact_key_other_than_id(key: String) -> _ {
+    events::fact_key
+        .eq(key)
+        .and(events::fact_key.ne(events::event_id))
+}
+
 /// Whether the event recorded its fact (the ledger names it first).
 #[diesel::dsl::auto_type(no_type_alias)]
 fn recorded_fact() -> _ {
@@ -207,10 +217,12 @@ fn narrowed<'a, ST: 'a>(
         Lookup::ById => {
             query = query
                 .filter(events::source.eq_any(search.sources.clone()))
+                // The fact key's own index holds only keys other than the event id
+                // (the UNIQUE (source, event_id) index serves the rest).
                 .filter(
                     events::event_id
                         .eq(text.clone())
-                        .or(events::fact_key.eq(text)),
+                        .or(fact_key_other_than_id(text)),
                 )
         }
         Lookup::Inside(floor) => {
@@ -290,7 +302,10 @@ pub fn delivery_states(
 }
 
 /// Every stored event that carried the fact `(source, kind, key)`, oldest first (at most
-/// `limit`).
+/// `limit`). Two lookups, one per index, merged: the event whose fact is itself (its id is
+/// the key: the UNIQUE (source, event_id) index) and the events whose fact key differs from
+/// their id (the partial index `events_fact_idx`). One statement with an `OR` would leave
+/// SQLite's planner to scan the source's events newest-first instead.
 pub fn events_of_fact(
     conn: &mut DbConnection,
     source: &str,
@@ -298,14 +313,26 @@ pub fn events_of_fact(
     key: &str,
     limit: i64,
 ) -> QueryResult<Vec<EventSummary>> {
-    events::table
+    let own: Option<EventSummary> = events::table
         .filter(events::source.eq(source))
+        .filter(events::event_id.eq(key))
         .filter(events::fact_key.eq(key))
+        .filter(events::fact_kind.eq(kind))
+        .select(EventSummary::as_select())
+        .first(conn)
+        .optional()?;
+    let mut found: Vec<EventSummary> = events::table
+        .filter(events::source.eq(source))
+        .filter(fact_key_other_than_id(key.to_owned()))
         .filter(events::fact_kind.eq(kind))
         .order(events::id)
         .limit(limit)
         .select(EventSummary::as_select())
-        .load(conn)
+        .load(conn)?;
+    found.extend(own);
+    found.sort_by_key(|event| event.id);
+    found.truncate(usize::try_from(limit).unwrap_or(0));
+    Ok(found)
 }
 
 /// Deliveries matching `filter`, newest first, older than `before`.

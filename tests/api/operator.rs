@@ -12,6 +12,7 @@ use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 on_both_backends!(
+    the_events_of_a_fact_are_found_whether_the_fact_is_the_event_or_an_object,
     every_admin_route_refuses_a_missing_or_wrong_token,
     twenty_simultaneous_replays_with_one_key_run_once,
     a_key_reused_for_another_request_is_refused_and_a_missing_key_too,
@@ -466,4 +467,53 @@ async fn every_attempt_is_kept_with_its_delivery_and_swept_with_it(backend: Back
     app.clock.advance(chrono::Duration::days(36));
     assert_eq!(app.sweep(false).await.deliveries, 1);
     assert_eq!(app.count_attempts().await, 0);
+}
+
+/// The console's "every stored event that carried it" reads two indexes since the index
+/// diet (migration 000190): an event that is its own fact is found by its id, events of an
+/// object's fact by the partial fact-key index, which holds only keys other than the id.
+async fn the_events_of_a_fact_are_found_whether_the_fact_is_the_event_or_an_object(
+    backend: Backend,
+) {
+    let app = spawn_app(backend).await;
+    // One payment under two event ids (a once-per-object type: the fact is pi_fact_1),
+    // and an event that is its own fact (no rule for its type).
+    for (id, kind, object) in [
+        ("evt_fact_A", "payment_intent.succeeded", "pi_fact_1"),
+        ("evt_fact_B", "payment_intent.succeeded", "pi_fact_1"),
+        ("evt_fact_C", "customer.updated", "cus_fact_1"),
+        ("evt_fact_D", "payment_intent.succeeded", "pi_fact_2"),
+    ] {
+        let answer = app.post_stripe(&stripe_event(id, kind, object)).await;
+        assert_eq!(answer.status, 200, "{id}");
+    }
+    let of_fact = |kind: &'static str, key: &'static str| {
+        app.with_conn(move |c| inlet::operator::views::events_of_fact(c, "stripe", kind, key, 100))
+    };
+    let ids = |events: Vec<inlet::operator::actions::EventSummary>| {
+        events.into_iter().map(|e| e.event_id).collect::<Vec<_>>()
+    };
+    let payment = of_fact("payment_intent.succeeded", "pi_fact_1").await;
+    assert_eq!(ids(payment), ["evt_fact_A", "evt_fact_B"], "oldest first");
+    let own = of_fact("customer.updated", "evt_fact_C").await;
+    assert_eq!(ids(own), ["evt_fact_C"]);
+    assert!(
+        of_fact("customer.updated", "pi_fact_1").await.is_empty(),
+        "the kind counts"
+    );
+    assert!(of_fact("payment_intent.succeeded", "evt_fact_A")
+        .await
+        .is_empty());
+    let limited = app
+        .with_conn(|c| {
+            inlet::operator::views::events_of_fact(
+                c,
+                "stripe",
+                "payment_intent.succeeded",
+                "pi_fact_1",
+                1,
+            )
+        })
+        .await;
+    assert_eq!(ids(limited), ["evt_fact_A"], "at most the limit");
 }
