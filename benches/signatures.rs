@@ -1,5 +1,5 @@
-//! Signature verification per scheme at 1 KiB and 64 KiB, event-id extraction, and the
-//! refusal of a hostile signature list.
+//! Signature verification per scheme at 1 KiB and 64 KiB, event-id extraction, a Stripe
+//! event's fingerprint, and the refusal of a hostile signature list.
 //! `cargo bench --bench signatures`.
 
 use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue};
@@ -99,6 +99,22 @@ fn extraction(c: &mut Criterion) {
     group.finish();
 }
 
+/// A Stripe event's fingerprint (its canonical JSON without `pending_webhooks`, hashed), of
+/// the example payment event: from the body as the identity already parsed it, which
+/// ingest does, beside the parse it saves.
+fn fingerprints(c: &mut Criterion) {
+    let mut group = c.benchmark_group("stripe fingerprint");
+    let body = include_bytes!("../examples/events/payment_intent.succeeded.json");
+    let document: serde_json::Value = serde_json::from_slice(body).expect("JSON");
+    group.bench_function("from the parsed body", |b| {
+        b.iter(|| black_box(inlet::provider::fingerprint::stripe(&document)))
+    });
+    group.bench_function("the parse it saves", |b| {
+        b.iter(|| black_box(serde_json::from_slice::<serde_json::Value>(body).is_ok()))
+    });
+    group.finish();
+}
+
 /// The refusal of a hostile `webhook-signature`: well-formed wrong entries (HMAC and
 /// Ed25519 alternately), at the bound and at the 1,300 (120 KB) of the reported attack.
 /// Over the bound the list is refused before anything is checked, so the long one costs
@@ -151,5 +167,5 @@ const PUBLIC_KEY: [u8; 32] = [
     0x0e, 0xe1, 0x72, 0xf3, 0xda, 0xa6, 0x23, 0x25, 0xaf, 0x02, 0x1a, 0x68, 0xf7, 0x07, 0x51, 0x1a,
 ];
 
-criterion_group!(benches, verification, extraction, hostile_lists);
+criterion_group!(benches, verification, extraction, fingerprints, hostile_lists);
 criterion_main!(benches);

@@ -288,7 +288,8 @@ impl Intake<'_> {
         )?;
         // What was signed (the body, or its canonical reading), or the provider's canonical
         // form of the event where its legitimate copies differ in their bytes.
-        let (fingerprint, earlier_fingerprint) = source.provider.fingerprint(verified);
+        let document = identity.document.as_ref();
+        let (fingerprint, earlier_fingerprint) = source.provider.fingerprint(verified, document);
         let name = source.name.as_str();
         let destinations =
             (self.destinations).routes(name, identity.event_type.as_deref(), self.now);

@@ -205,11 +205,17 @@ impl Provider {
     }
 
     /// An event's fingerprint: what its signature covers, or where the provider's
-    /// legitimate copies differ in their bytes, the digest of its canonical form — then
-    /// with the raw body's digest beside it, which rows stored before hold.
-    pub fn fingerprint(&self, request: &Verified<'_>) -> (String, Option<String>) {
+    /// legitimate copies differ in their bytes, the digest of its canonical form (from
+    /// `document`, the body as the request's identity parsed it) — then with the raw body's
+    /// digest beside it, which rows stored before hold.
+    pub fn fingerprint(
+        &self,
+        request: &Verified<'_>,
+        document: Option<&serde_json::Value>,
+    ) -> (String, Option<String>) {
         let raw = request.content_digest();
-        match self.profile.fingerprint.and_then(|f| f(request.body())) {
+        let canonical = self.profile.fingerprint.zip(document);
+        match canonical.and_then(|(fingerprint, document)| fingerprint(document)) {
             Some(canonical) => (canonical, Some(raw)),
             None => (raw, None),
         }
