@@ -167,5 +167,11 @@ const PUBLIC_KEY: [u8; 32] = [
     0x0e, 0xe1, 0x72, 0xf3, 0xda, 0xa6, 0x23, 0x25, 0xaf, 0x02, 0x1a, 0x68, 0xf7, 0x07, 0x51, 0x1a,
 ];
 
-criterion_group!(benches, verification, extraction, fingerprints, hostile_lists);
+criterion_group!(
+    benches,
+    verification,
+    extraction,
+    fingerprints,
+    hostile_lists
+);
 criterion_main!(benches);

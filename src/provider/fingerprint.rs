@@ -33,7 +33,9 @@ pub fn canonical_digest(document: &Value, without: &[&str]) -> Option<String> {
         return None;
     };
     let mut out = Vec::with_capacity(1024);
-    let kept = object.iter().filter(|(key, _)| !without.contains(&key.as_str()));
+    let kept = object
+        .iter()
+        .filter(|(key, _)| !without.contains(&key.as_str()));
     write_object(kept, &mut out);
     Some(hex::encode(Sha256::digest(&out)))
 }
