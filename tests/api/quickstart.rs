@@ -88,9 +88,7 @@ pub(crate) struct ScratchFile(pub(crate) std::path::PathBuf);
 
 impl ScratchFile {
     pub(crate) fn new(label: &str) -> Self {
-        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let name = format!("inlet-{label}-{}-{n}.db", std::process::id());
+        let name = format!("{}-{label}.db", crate::helpers::unique_name());
         Self(std::env::temp_dir().join(name))
     }
 }
